@@ -1,0 +1,33 @@
+"""Make every example run the same under ``pytest`` from the repository root.
+
+fp64 is torch's default dtype, numpy prints legacy scalars (``0.5`` rather
+than ``np.float64(0.5)``) with 12 digits, matplotlib draws off-screen, and
+every test starts from the same seeds.
+"""
+
+import os
+import random
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_default_dtype(torch.float64)
+np.set_printoptions(precision=12, legacy="1.25")
+
+
+@pytest.fixture(autouse=True)
+def _deterministic():
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.float64)
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _doctest_namespace(doctest_namespace):
+    doctest_namespace["np"] = np
+    doctest_namespace["torch"] = torch

@@ -1,0 +1,26 @@
+r"""Derivations: every identity of the lecture notes as a chain of CAS-checked steps.
+
+SymPy only (no torch, no numpy).  The shared machinery:
+
+:class:`Derivation`
+    Ordered steps ``lhs = rhs  [reason]``; :meth:`Derivation.verify` checks each
+    step with the CAS and names the first that fails; renders as LaTeX.
+:class:`SoftmaxPolicy`, :class:`IndexedSoftmax`
+    A symbolic softmax policy over a fixed or a symbolic number of actions, its
+    scores and its expectation operator.
+
+One module per topic, in lecture order: :mod:`derivations.score_function`, ...
+"""
+
+from .derivation import Derivation, DerivationError, Step, is_zero, reason_to_latex
+from .policy import IndexedSoftmax, SoftmaxPolicy
+
+__all__ = [
+    "Derivation",
+    "DerivationError",
+    "IndexedSoftmax",
+    "SoftmaxPolicy",
+    "Step",
+    "is_zero",
+    "reason_to_latex",
+]

@@ -1,0 +1,324 @@
+r"""The :class:`Derivation` record: ordered steps, each checked by the CAS.
+
+A derivation is a chain of equalities
+
+.. math::
+
+    e_0 \overset{(1)}{=} e_1 \overset{(2)}{=} \cdots \overset{(n)}{=} e_n,
+
+each step carrying its reason in words.  :meth:`Derivation.verify` proves every
+step by showing that ``lhs - rhs`` canonicalises to zero, trying canonicalisers
+from cheap to expensive and recording which one succeeded; it names the first
+step that fails.  Nothing is pasted: both sides of every step are SymPy
+expressions built by the code, and unevaluated operators (``Sum``,
+``Derivative``) are evaluated only while checking, so the page shows the
+notation and the CAS checks the content.
+
+A step whose truth is not an equality (an inequality, a fact about a set)
+carries its own ``proof``: a function that returns ``True`` only when the CAS
+has established the claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+__all__ = ["Derivation", "DerivationError", "Step", "is_zero", "reason_to_latex"]
+
+
+class DerivationError(AssertionError):
+    """A step of a derivation could not be verified."""
+
+
+def _exp_to_symbols(expr: sp.Expr) -> sp.Expr:
+    """Replace each ``exp(u)`` by a positive symbol (after splitting ``exp(a + b)``).
+
+    Only sound outside sums: an ``exp`` of a bound index is not one number.
+    """
+    if expr.has(sp.Sum, sp.Product, sp.Integral):
+        return expr
+    expr = sp.expand_power_exp(expr)
+    exps = sorted(expr.atoms(sp.exp), key=sp.default_sort_key)
+    if not exps:
+        return expr
+    return expr.xreplace({e: sp.Dummy("x", positive=True) for e in exps})
+
+
+def _cancel(expr: sp.Expr) -> sp.Expr:
+    return sp.cancel(sp.together(expr))
+
+
+_SUM_INDEX = sp.Symbol("k_sum", integer=True)
+
+
+def _canonical_sum(s: sp.Sum) -> sp.Expr:
+    """One dummy name, one term per Sum, factors free of the index pulled out."""
+    (x, lo, hi), = s.limits
+    out = 0
+    for term in sp.Add.make_args(sp.expand(s.function.xreplace({x: _SUM_INDEX}))):
+        free, bound = term.as_independent(_SUM_INDEX, as_Add=False)
+        out += free * sp.Sum(bound, (_SUM_INDEX, lo, hi))
+    return out
+
+
+def _sums_to_symbols(expr: sp.Expr) -> sp.Expr:
+    """Canonicalise every single-index ``Sum``, then treat each distinct sum as an atom."""
+    if not expr.has(sp.Sum):
+        return expr
+    for _ in range(3):  # canonical form can expose sums that doit() now resolves (Kronecker deltas)
+        new = expr.replace(lambda e: isinstance(e, sp.Sum) and len(e.limits) == 1, _canonical_sum).doit()
+        if new == expr:
+            break
+        expr = new
+    sums = sorted(expr.atoms(sp.Sum), key=sp.default_sort_key)
+    return expr.xreplace({s: sp.Dummy("S") for s in sums})
+
+
+CANONICALISERS: tuple[tuple[str, Callable[[sp.Expr], sp.Expr]], ...] = (
+    ("expand", sp.expand),
+    ("cancel(together)", _cancel),
+    ("exp->x, cancel(together)", lambda e: _cancel(_exp_to_symbols(e))),
+    ("expand_log(force), cancel", lambda e: _cancel(sp.expand_log(e, force=True))),
+    ("sums as atoms, cancel(together)", lambda e: _cancel(_exp_to_symbols(_sums_to_symbols(e)))),
+    ("simplify", sp.simplify),
+)
+"""Canonicalisers tried in order: the first that maps ``lhs - rhs`` to 0 proves the step."""
+
+
+def _entries(expr) -> list[sp.Expr]:
+    if isinstance(expr, sp.MatrixBase):
+        return list(expr)
+    return [sp.sympify(expr)]
+
+
+def is_zero(expr, facts: Mapping | None = None, unfold: Callable | None = None) -> str | None:
+    """Name of the canonicaliser that reduces ``expr`` (scalar or matrix) to 0, else ``None``.
+
+    ``unfold`` rewrites display notation into definitions (``pi[a]`` into
+    ``exp(theta[a]) / Z``, say) before unevaluated operators are evaluated;
+    ``facts`` is a substitution applied after that, e.g.
+    ``{Sum(p[a], (a, 1, K)): 1}``.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations import is_zero
+    >>> x = sp.Symbol("x")
+    >>> is_zero((x + 1) ** 2 - x**2 - 2 * x - 1)
+    'expand'
+    >>> is_zero(sp.exp(x) / (1 + sp.exp(x)) - 1 / (1 + sp.exp(-x)))
+    'cancel(together)'
+    >>> is_zero(x) is None
+    True
+    """
+    used = []
+    for entry in _entries(expr):
+        if unfold is not None:
+            entry = unfold(entry)
+        entry = entry.doit()
+        if facts:
+            entry = entry.subs(facts).doit()
+        for name, canon in CANONICALISERS:
+            try:
+                reduced = canon(entry)
+            except Exception:  # a canonicaliser that breaks proves nothing; try the next
+                continue
+            if reduced == 0:
+                used.append(name)
+                break
+        else:
+            return None
+    # the most expensive canonicaliser any entry needed
+    order = [name for name, _ in CANONICALISERS]
+    return max(used, key=order.index) if used else "expand"
+
+
+def reason_to_latex(reason: str) -> str:
+    r"""A reason in words, with ``$...$`` inline math, as LaTeX text mode.
+
+    Examples
+    --------
+    >>> from derivations import reason_to_latex
+    >>> reason_to_latex("linearity of $\\mathbb{E}$")
+    '\\text{linearity of }\\mathbb{E}'
+    """
+    parts = reason.split("$")
+    if len(parts) % 2 == 0:
+        raise ValueError(f"reason has an unmatched '$': {reason!r}")
+    out = []
+    for i, part in enumerate(parts):
+        if not part:
+            continue
+        out.append(part if i % 2 else r"\text{" + part.replace("{", r"\{").replace("}", r"\}") + "}")
+    return "".join(out)
+
+
+@dataclass
+class Step:
+    """One step ``lhs <relation> rhs`` with its reason.
+
+    ``proof`` (for relations other than ``=``, or equalities the canonicalisers
+    cannot reach) returns ``True`` when the claim is established; ``facts`` is a
+    substitution used when checking an equality.
+    """
+
+    lhs: sp.Basic
+    rhs: sp.Basic
+    reason: str
+    relation: str = "="
+    proof: Callable[[], bool] | None = None
+    facts: Mapping | None = None
+    proved_by: str | None = field(default=None, compare=False)
+
+    def verify(self, unfold: Callable | None = None) -> str | None:
+        if self.proof is not None:
+            ok = self.proof()
+            if not isinstance(ok, bool | sp.logic.boolalg.BooleanAtom):
+                raise TypeError(f"a step's proof must return a bool, got {type(ok).__name__}")
+            self.proved_by = "proof" if bool(ok) else None
+        elif self.relation == "=":
+            self.proved_by = is_zero(self.lhs - self.rhs, self.facts, unfold)
+        else:
+            raise DerivationError(f"a step with relation {self.relation!r} needs a proof")
+        return self.proved_by
+
+
+_RELATIONS = {"=": "=", "<=": r"\le", ">=": r"\ge", "<": "<", ">": ">", "in": r"\in", "=>": r"\Rightarrow", "<=>": r"\iff"}
+
+
+class Derivation:
+    r"""An ordered chain of CAS-checked steps.
+
+    Parameters
+    ----------
+    title : str
+        What is derived, in words.
+    start : sympy expression, optional
+        The first left-hand side; :meth:`then` continues from the last right-hand side.
+    assumptions : sequence of str
+        Standing assumptions, shown with the derivation.
+    unfold : callable, optional
+        Rewrites the notation of the steps into definitions before checking
+        (for instance ``pi[a]`` into ``exp(theta[a]) / Z``), so that the page
+        shows :math:`\pi_a` and the CAS checks the softmax.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations import Derivation
+    >>> x = sp.Symbol("x")
+    >>> d = Derivation("square of a sum", start=(x + 1) ** 2)
+    >>> d = d.then(x**2 + 2 * x + 1, "binomial formula")
+    >>> d.verify().verified
+    True
+    >>> print(d.to_latex())
+    \begin{aligned}
+    \left(x + 1\right)^{2} &= x^{2} + 2 x + 1 && \color{gray}{\text{binomial formula}}
+    \end{aligned}
+    >>> Derivation("wrong", start=x).then(x + 1, "a slip").verify()
+    Traceback (most recent call last):
+    ...
+    derivations.derivation.DerivationError: wrong: step 1 (a slip) does not hold: x = x + 1
+    """
+
+    def __init__(self, title: str, start=None, assumptions: Sequence[str] = (), unfold: Callable | None = None):
+        if not isinstance(title, str) or not title:
+            raise TypeError(f"title must be a non-empty str, got {title!r}")
+        if unfold is not None and not callable(unfold):
+            raise TypeError(f"unfold must be callable, got {type(unfold).__name__}")
+        self.title = title
+        self.assumptions = tuple(assumptions)
+        self.unfold = unfold
+        self.steps: list[Step] = []
+        self._cursor = None if start is None else _sympify(start)
+        self.verified = False
+
+    def step(self, lhs, rhs, reason: str, *, relation: str = "=", proof=None, facts=None) -> Derivation:
+        """Add a step ``lhs <relation> rhs``; later :meth:`then` steps continue from ``rhs``."""
+        if relation not in _RELATIONS:
+            raise ValueError(f"relation must be one of {sorted(_RELATIONS)}, got {relation!r}")
+        if not isinstance(reason, str) or not reason:
+            raise TypeError(f"reason must be a non-empty str, got {reason!r}")
+        reason_to_latex(reason)  # fail early on unmatched '$'
+        self.steps.append(Step(_sympify(lhs), _sympify(rhs), reason, relation, proof, facts))
+        self._cursor = self.steps[-1].rhs
+        self.verified = False
+        return self
+
+    def then(self, rhs, reason: str, **kwargs) -> Derivation:
+        """Continue the chain: ``<last rhs> = rhs`` because ``reason``."""
+        if self._cursor is None:
+            raise ValueError("then() needs a start expression or an earlier step")
+        return self.step(self._cursor, rhs, reason, **kwargs)
+
+    @property
+    def lhs(self):
+        """The first left-hand side."""
+        return self.steps[0].lhs
+
+    @property
+    def rhs(self):
+        """The last right-hand side: the result."""
+        return self.steps[-1].rhs
+
+    def subs(self, mapping, title: str | None = None) -> Derivation:
+        """The same chain with ``mapping`` substituted into every step (an instance of it)."""
+        unfold = self.unfold
+        out = Derivation(
+            title or self.title,
+            assumptions=self.assumptions,
+            unfold=None if unfold is None else (lambda e: unfold(e).subs(mapping)),
+        )
+        for st in self.steps:
+            facts = None if st.facts is None else {k.subs(mapping): v.subs(mapping) for k, v in st.facts.items()}
+            out.steps.append(Step(st.lhs.subs(mapping), st.rhs.subs(mapping), st.reason, st.relation, st.proof, facts))
+        out._cursor = self._cursor
+        return out
+
+    def verify(self) -> Derivation:
+        """Check every step with the CAS; raise :class:`DerivationError` at the first that fails."""
+        for i, st in enumerate(self.steps, 1):
+            if st.verify(self.unfold) is None:
+                raise DerivationError(
+                    f"{self.title}: step {i} ({st.reason}) does not hold: "
+                    f"{sp.sstr(st.lhs)} {st.relation} {sp.sstr(st.rhs)}"
+                )
+        self.verified = bool(self.steps)
+        return self
+
+    def proved_by(self) -> dict[str, int]:
+        """How many steps each canonicaliser (or a step's own proof) established."""
+        counts: dict[str, int] = {}
+        for st in self.steps:
+            if st.proved_by:
+                counts[st.proved_by] = counts.get(st.proved_by, 0) + 1
+        return counts
+
+    def to_latex(self) -> str:
+        """The chain as an ``aligned`` block, one step a line, reasons on the right."""
+        lines, previous = [], None
+        for st in self.steps:
+            left = "" if previous is not None and st.lhs == previous else sp.latex(st.lhs)
+            rel = _RELATIONS[st.relation]
+            reason = r"\color{gray}{" + reason_to_latex(st.reason) + "}"
+            lines.append(f"{left} &{rel} {sp.latex(st.rhs)} && {reason}")
+            previous = st.rhs
+        return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
+
+    def _repr_latex_(self) -> str:
+        return "$$" + self.to_latex() + "$$"
+
+    def __repr__(self) -> str:
+        state = "verified" if self.verified else "unverified"
+        return f"<Derivation {self.title!r}: {len(self.steps)} steps, {state}>"
+
+
+def _sympify(x):
+    if isinstance(x, sp.MatrixBase):
+        return sp.ImmutableMatrix(x)
+    if isinstance(x, (list, tuple)):
+        return sp.ImmutableMatrix(x)
+    return sp.sympify(x)

@@ -1,0 +1,66 @@
+"""Sphinx configuration for the pg-identities lecture notes.
+
+Math renders offline: MathJax is copied from the ``sphinx-mathjax-offline``
+package into ``_static``; no page loads anything from the network.
+"""
+
+import os
+import sys
+import warnings
+
+from sphinx.deprecation import RemovedInSphinx10Warning
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "docs", "_ext"))
+os.environ.setdefault("MPLBACKEND", "Agg")
+# sphinx-autodoc-typehints 3.6 calls an API that Sphinx 9 deprecates; not ours to fix
+warnings.filterwarnings("ignore", category=RemovedInSphinx10Warning)
+
+project = "pg-identities"
+author = "pg-identities developers"
+copyright = "2026, pg-identities developers"
+release = "0.1.0"
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.napoleon",
+    "sphinx_autodoc_typehints",
+    "sphinx.ext.viewcode",
+    "matplotlib.sphinxext.plot_directive",
+    "sphinx-mathjax-offline",
+    "derivation_directive",
+]
+
+exclude_patterns = ["_build"]
+templates_path = []
+html_static_path = ["_static"]
+html_theme = "alabaster"
+html_theme_options = {"page_width": "1100px", "sidebar_width": "230px"}
+
+# offline MathJax 3 (copied by sphinx-mathjax-offline); load nothing from a CDN
+mathjax3_config = {
+    "tex": {"macros": {"E": r"\mathbb{E}", "sg": r"\operatorname{sg}"}},
+    "options": {"enableMenu": False},
+}
+
+autodoc_default_options = {"members": True, "show-inheritance": False}
+autodoc_member_order = "bysource"
+autosummary_generate = False
+napoleon_numpy_docstring = True
+napoleon_google_docstring = False
+napoleon_use_rtype = False
+typehints_use_rtype = False
+typehints_document_rtype = True
+always_document_param_types = False
+
+plot_include_source = True
+plot_html_show_source_link = False
+plot_html_show_formats = False
+plot_formats = [("png", 110)]
+plot_rcparams = {"figure.figsize": (6.4, 3.6), "font.size": 10}
+
+nitpicky = False
+suppress_warnings = []

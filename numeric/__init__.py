@@ -1,0 +1,56 @@
+r"""Numbers: the enumerated toy LM, exact expectations, the check registry, batched paths.
+
+``numeric`` evaluates both sides of every identity of the lecture notes in
+fp64: exactly, by enumerating every response of a :class:`TinyLM`, and on
+vectorised ``[batch, time]`` paths checked against a naive loop.  Formulas
+derived in :mod:`derivations` are imported from there, never retyped.
+
+Importing ``numeric`` makes float64 torch's default dtype, as a checking
+library must (the seed notebooks rely on it); the batched loss helpers follow
+the dtype of their inputs.
+
+Map
+---
+:class:`TinyLM`, :func:`default_reward`, :func:`score_matrix`, :func:`token_score_tensor`, :func:`perturb`
+    The toy LM and its exact scores.
+:func:`expected_score_sum`, :func:`score_estimator_moments`
+    Exact means and variances of score-function estimators, per prefix.
+:func:`check`, :data:`CHECKS`, :func:`maxabs`
+    The check registry; ``python -m numeric`` prints the report.
+"""
+
+import torch
+
+torch.set_default_dtype(torch.float64)
+
+from .checks import CHECKS, Check, CheckFailed, check, maxabs, run_suites, suite  # noqa: E402
+from .expectations import (  # noqa: E402
+    ScoreMoments,
+    expected_score_sum,
+    score_estimator_moments,
+    token_score_sqnorms,
+)
+from .tinylm import EOS, TinyLM, default_reward, perturb, score_matrix, token_score_tensor  # noqa: E402
+
+from . import score_function  # noqa: E402,F401  (registers its cross-check suite)
+
+__all__ = [
+    "CHECKS",
+    "Check",
+    "CheckFailed",
+    "EOS",
+    "ScoreMoments",
+    "TinyLM",
+    "check",
+    "default_reward",
+    "expected_score_sum",
+    "maxabs",
+    "perturb",
+    "run_suites",
+    "score_estimator_moments",
+    "score_function",
+    "score_matrix",
+    "suite",
+    "token_score_sqnorms",
+    "token_score_tensor",
+]
