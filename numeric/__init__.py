@@ -32,7 +32,14 @@ from .expectations import (  # noqa: E402
 )
 from .tinylm import EOS, TinyLM, default_reward, perturb, score_matrix, token_score_tensor  # noqa: E402
 
-from . import score_function  # noqa: E402,F401  (registers its cross-check suite)
+# topic modules, in lecture order; importing them registers their cross-check suites
+from . import baselines, gradient_weights, group_baselines, returns, score_function, trust_region  # noqa: E402
+from .baselines import *  # noqa: E402,F403
+from .gradient_weights import *  # noqa: E402,F403
+from .group_baselines import *  # noqa: E402,F403
+from .returns import *  # noqa: E402,F403
+from .score_function import *  # noqa: E402,F403
+from .trust_region import *  # noqa: E402,F403
 
 __all__ = [
     "CHECKS",
@@ -48,9 +55,14 @@ __all__ = [
     "perturb",
     "run_suites",
     "score_estimator_moments",
-    "score_function",
     "score_matrix",
     "suite",
     "token_score_sqnorms",
     "token_score_tensor",
+    *baselines.__all__,
+    *gradient_weights.__all__,
+    *group_baselines.__all__,
+    *returns.__all__,
+    *score_function.__all__,
+    *trust_region.__all__,
 ]

@@ -1,0 +1,3 @@
+"""Gradient weights (being written)."""
+
+__all__: list[str] = []

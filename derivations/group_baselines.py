@@ -1,0 +1,3 @@
+"""Group baselines (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Trust region (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Baselines (being written)."""
+
+__all__: list[str] = []

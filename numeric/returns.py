@@ -1,0 +1,3 @@
+"""Returns (being written)."""
+
+__all__: list[str] = []
