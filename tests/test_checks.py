@@ -1,0 +1,85 @@
+"""The check registry and the report."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from numeric import CHECKS, CheckFailed, check, maxabs, run_suites
+from numeric.checks import SUITES, suite
+from numeric.report import format_report, main
+
+
+def test_check_records_and_returns():
+    n = len(CHECKS)
+    assert check("ok", 1e-16, 1e-15, quiet=True) == 1e-16
+    assert len(CHECKS) == n + 1 and CHECKS[-1].passed
+    assert check("tensor value", torch.tensor(0.0), 0.0, quiet=True) == 0.0
+
+
+def test_failing_and_nan_checks_raise():
+    with pytest.raises(CheckFailed, match="too big"):
+        check("too big", 1.0, 0.5, quiet=True)
+    with pytest.raises(CheckFailed):
+        check("nan never passes", math.nan, 1.0, quiet=True)
+    assert not CHECKS[-1].passed
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        (("x", 0.0, -1.0), {}, ValueError, "tol must be >= 0"),
+        (("x", 0.0, 1.0), {"kind": "approx"}, ValueError, "kind must be 'exact' or 'mc'"),
+        (("", 0.0, 1.0), {}, TypeError, "name must be a non-empty str"),
+        (("x", "abc", 1.0), {}, TypeError, "value must be a real number"),
+        (("x", np.zeros(3), 1.0), {}, ValueError, "value must be a single number"),
+    ],
+)
+def test_bad_check_arguments(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        check(*args, **kwargs)
+
+
+def test_maxabs():
+    assert maxabs(np.array([1.0, 2.0]), torch.tensor([1.0, 2.25])) == 0.25
+    assert maxabs(torch.zeros(0), torch.zeros(0)) == 0.0
+    with pytest.raises(ValueError, match="a and b must have the same shape"):
+        maxabs(torch.zeros(2), torch.zeros(3))
+
+
+def test_suites_keep_going_past_a_failure(capsys):
+    @suite("t_fail")
+    def failing():
+        check("fails", 1.0, 0.0)
+
+    @suite("t_pass")
+    def passing():
+        check("passes", 0.0, 0.0)
+
+    try:
+        checks, errors = run_suites(["t_fail", "t_pass"])
+        assert [c.passed for c in checks] == [False, True]
+        assert list(errors) == ["t_fail"]
+        text = format_report(checks, errors)
+        assert text.endswith("1 passed, 1 failed")
+        assert main(["t_fail"]) == 1
+        assert main(["t_pass"]) == 0
+        assert capsys.readouterr().out.rstrip().endswith("1 passed, 0 failed")
+    finally:
+        del SUITES["t_fail"], SUITES["t_pass"]
+
+
+def test_bad_suite_arguments():
+    with pytest.raises(ValueError, match="names must be registered suites"):
+        run_suites(["no such suite"])
+    with pytest.raises(TypeError, match="name must be a non-empty str"):
+        suite(3)
+    with pytest.raises(TypeError, match="a suite must be callable"):
+        suite("x")(5)
+
+
+def test_score_function_suite_passes():
+    checks, errors = run_suites(["score_function"])
+    assert not errors, errors
+    assert len(checks) >= 4 and all(c.passed for c in checks)

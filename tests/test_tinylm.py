@@ -1,0 +1,117 @@
+"""TinyLM: enumeration, probabilities, closed-form scores against autograd, bad input."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from numeric import EOS, TinyLM, default_reward, perturb, score_matrix, token_score_tensor
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return TinyLM(V=4, L=4, seed=0, scale=1.0)
+
+
+def test_enumeration_is_complete_and_well_formed(lm):
+    assert (lm.N, lm.P, lm.n_prefixes) == (121, 160, 40)
+    assert len(set(lm.seqs)) == lm.N
+    for s in lm.seqs:
+        assert 1 <= len(s) <= lm.L
+        assert all(t != EOS for t in s[:-1])  # EOS only at the end
+        assert s[-1] == EOS or len(s) == lm.L
+    assert torch.equal(lm.mask.sum(1).long(), lm.lengths)
+
+
+def test_prefix_rows_name_the_prefix_before_each_token(lm):
+    for n, s in enumerate(lm.seqs):
+        for t in range(len(s)):
+            assert lm.prefix_rows[n, t] == lm.prefix_row(s[:t])
+    assert [lm.prefix_row(p) for p in lm.prefixes()] == list(range(lm.n_prefixes))
+
+
+@settings(max_examples=25, deadline=None)
+@given(V=st.integers(2, 5), L=st.integers(1, 4), seed=st.integers(0, 10**6), scale=st.floats(0, 4))
+def test_probabilities_sum_to_one_and_count_matches(V, L, seed, scale):
+    lm = TinyLM(V=V, L=L, seed=seed, scale=scale)
+    assert lm.N == sum((V - 1) ** (k - 1) for k in range(1, L + 1)) + (V - 1) ** L
+    assert abs(float(lm.probs(lm.theta0).sum()) - 1) < 1e-13
+
+
+def test_probabilities_are_products_of_conditionals(lm):
+    th = perturb(lm.theta0, 0.7, seed=4)
+    p = lm.probs(th)
+    for n in (0, 5, 37, 120):
+        s = lm.seqs[n]
+        direct = np.prod([float(lm.cond_probs(th, s[:t])[s[t]]) for t in range(len(s))])
+        assert abs(float(p[n]) - direct) < 1e-15
+
+
+def test_token_scores_match_autograd(lm):
+    th = perturb(lm.theta0, 0.5, seed=1)
+    T = token_score_tensor(lm, th)
+    x = th.clone().requires_grad_(True)
+    lp = lm.token_logprobs(x)
+    for n in range(0, lm.N, 7):
+        for t in range(lm.L):
+            g = torch.autograd.grad(lp[n, t], x, retain_graph=True)[0]
+            assert float((g - T[n, t]).abs().max()) < 1e-15
+    S = score_matrix(lm, th)
+    jac = torch.autograd.functional.jacobian(lm.seq_logprob, th)
+    assert float((jac - S).abs().max()) < 1e-14
+
+
+def test_default_reward_is_binary_with_mean_strictly_inside(lm):
+    R = default_reward(lm)
+    assert set(R.tolist()) == {0.0, 1.0}
+    ER = float(lm.probs(lm.theta0) @ R)
+    assert 0 < ER < 1
+
+
+def test_perturb_is_deterministic_per_seed(lm):
+    assert torch.equal(perturb(lm.theta0, 1.0, 3), perturb(lm.theta0, 1.0, 3))
+    assert not torch.equal(perturb(lm.theta0, 1.0, 3), perturb(lm.theta0, 1.0, 4))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"V": 1}, ValueError, "V must be >= 2"),
+        ({"L": 0}, ValueError, "L must be >= 1"),
+        ({"V": 2.5}, TypeError, "V must be an int"),
+        ({"seed": "a"}, TypeError, "seed must be an int"),
+        ({"scale": -1.0}, ValueError, "scale must be >= 0"),
+    ],
+)
+def test_bad_construction(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        TinyLM(**kwargs)
+
+
+def test_bad_prefix_and_theta(lm):
+    with pytest.raises(ValueError, match="prefix must be"):
+        lm.cond_probs(lm.theta0, (0, 1))  # EOS inside a prefix
+    with pytest.raises(ValueError, match="prefix must be"):
+        lm.cond_probs(lm.theta0, (1, 1, 1, 1))  # too long: terminal
+    with pytest.raises(TypeError, match="prefix must be a sequence"):
+        lm.cond_probs(lm.theta0, 3)
+    with pytest.raises(ValueError, match=r"theta must have shape \(160,\)"):
+        lm.probs(torch.zeros(10))
+    with pytest.raises(TypeError, match="theta must be a torch.Tensor"):
+        lm.probs(np.zeros(160))
+    with pytest.raises(TypeError, match="floating-point"):
+        lm.probs(torch.zeros(160, dtype=torch.int64))
+
+
+def test_bad_arguments_of_module_functions(lm):
+    with pytest.raises(TypeError, match="lm must be a TinyLM"):
+        default_reward("lm")
+    with pytest.raises(TypeError, match="lm must be a TinyLM"):
+        score_matrix(None, lm.theta0)
+    with pytest.raises(ValueError, match="theta must have shape"):
+        token_score_tensor(lm, torch.zeros(3))
+    with pytest.raises(ValueError, match="scale must be >= 0"):
+        perturb(lm.theta0, -0.1, seed=0)
+    with pytest.raises(TypeError, match="theta must be a numpy array or a torch tensor"):
+        perturb([1.0], 0.1, seed=0)
