@@ -25,9 +25,3 @@ def _deterministic():
     torch.manual_seed(0)
     torch.set_default_dtype(torch.float64)
     yield
-
-
-@pytest.fixture(autouse=True)
-def _doctest_namespace(doctest_namespace):
-    doctest_namespace["np"] = np
-    doctest_namespace["torch"] = torch

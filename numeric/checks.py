@@ -159,10 +159,12 @@ def suite(name: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
 
 
 def run_suites(names=None, *, quiet: bool = True) -> tuple[list[Check], dict[str, str]]:
-    """Run registered suites; return their checks and the errors of suites that stopped.
+    """Run registered suites; return their checks and the errors of suites that broke.
 
-    A suite stops at its first failing check (or any exception); the others
-    still run.  ``names`` selects suites (default: all, in registration order).
+    A suite stops at its first failing check (recorded in the checks) or at
+    any other exception (returned in the errors, by suite name); the other
+    suites still run.  ``names`` selects suites (default: all, in
+    registration order).
     """
     chosen = list(SUITES) if names is None else list(names)
     unknown = [n for n in chosen if n not in SUITES]
@@ -177,7 +179,9 @@ def run_suites(names=None, *, quiet: bool = True) -> tuple[list[Check], dict[str
                 _silently(SUITES[name])
             else:
                 SUITES[name]()
-        except Exception as exc:  # a failing suite is reported, the others still run
+        except CheckFailed:
+            pass  # recorded in CHECKS; the other suites still run
+        except Exception as exc:
             errors[name] = f"{type(exc).__name__}: {exc}"
         finally:
             _current_suite.pop()

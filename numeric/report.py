@@ -3,7 +3,7 @@
 ``python -m numeric`` (or the ``pg-identities-report`` console script) imports
 every topic module, runs their suites, prints one row per check — name, value,
 tolerance, kind, pass — and ends with the line ``N passed, M failed``.  A suite
-that stops early (a failing check, an exception) is listed under the table.
+that breaks with an exception is listed under the table and counts as a failure.
 The exit status is 0 only when everything passed.
 """
 
@@ -37,8 +37,8 @@ def format_report(checks: list[Check], errors: dict[str, str]) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     for name, err in errors.items():
         lines.append(f"suite {name} stopped: {err}")
-    failed = sum(not c.passed for c in checks) + sum(1 for name in errors if not any(c.suite == name and not c.passed for c in checks))
     passed = sum(c.passed for c in checks)
+    failed = len(checks) - passed + len(errors)
     lines += ["", f"{passed} passed, {failed} failed"]
     return "\n".join(lines)
 
