@@ -23,15 +23,9 @@ from collections.abc import Callable
 
 import sympy as sp
 
+from ._validate import require_int
+
 __all__ = ["IndexedSoftmax", "SoftmaxPolicy"]
-
-
-def _require_K(K) -> int:
-    if isinstance(K, bool) or not isinstance(K, int):
-        raise TypeError(f"K must be an int, got {type(K).__name__}")
-    if K < 2:
-        raise ValueError(f"K must be >= 2 (a policy needs at least two actions), got {K}")
-    return K
 
 
 class SoftmaxPolicy:
@@ -55,7 +49,7 @@ class SoftmaxPolicy:
     """
 
     def __init__(self, K: int, logit: str = "theta"):
-        self.K = _require_K(K)
+        self.K = require_int("K", K, minimum=2)
         self.theta = sp.Matrix(sp.symbols(f"{logit}_1:{K + 1}", real=True))
         self.Z = sum(sp.exp(t) for t in self.theta)
         self.probs = sp.Matrix([sp.exp(t) / self.Z for t in self.theta])
