@@ -17,6 +17,13 @@ are derived here for a softmax policy over a *symbolic* number of actions
 can be instantiated at any fixed ``K`` by :func:`instances`, which re-verifies
 every step for every coordinate.
 
+When the integrand depends on :math:`\theta` itself (a KL penalty), the
+product rule adds a *direct* term (:func:`product_rule`); stopping its gradient
+removes exactly that term (:func:`stopped_direct_term`), which for the
+log-ratio penalty has mean zero (:func:`kl_penalty_direct_term`).  In an MDP a
+fixed transition kernel contributes no derivative, a parametrised one its own
+score term (:func:`environment_gradient`).
+
 References
 ----------
 R. J. Williams, "Simple statistical gradient-following algorithms for
@@ -29,10 +36,39 @@ from collections.abc import Callable
 
 import sympy as sp
 
+from ._validate import require_int
 from .derivation import Derivation
 from .policy import IndexedSoftmax
 
-__all__ = ["expected_score", "instances", "log_derivative_trick"]
+_THETA = sp.Symbol("theta", real=True)
+_FROZEN = sp.Symbol(r"\bar{\theta}", real=True)
+
+
+def _as_functions_of(theta: sp.Symbol, *bases: sp.IndexedBase) -> Callable[[sp.Expr], sp.Expr]:
+    r"""An unfold that turns ``base[i, ...]`` into an undefined function ``base(i, ..., theta)``.
+
+    The page shows :math:`\pi_a`; the CAS checks with :math:`\pi(a, \theta)`, a
+    positive function of the parameter about which nothing else is assumed.
+    """
+    fns = {b: sp.Function(str(b.label), positive=True) for b in bases}
+
+    def unfold(expr: sp.Expr) -> sp.Expr:
+        return expr.replace(
+            lambda e: isinstance(e, sp.Indexed) and e.base in fns,
+            lambda e: fns[e.base](*e.indices, theta),
+        )
+
+    return unfold
+
+__all__ = [
+    "environment_gradient",
+    "expected_score",
+    "instances",
+    "kl_penalty_direct_term",
+    "log_derivative_trick",
+    "product_rule",
+    "stopped_direct_term",
+]
 
 
 def expected_score() -> Derivation:
@@ -107,6 +143,208 @@ def log_derivative_trick() -> Derivation:
     return d
 
 
+def product_rule() -> Derivation:
+    r"""Product rule for an integrand that depends on :math:`\theta`: score term plus direct term.
+
+    For any positive differentiable :math:`\pi_a(\theta)` and differentiable
+    :math:`f_a(\theta)`, over a symbolic number of actions :math:`K`:
+
+    .. math::
+
+        \frac{d}{d\theta} \mathbb{E}_{\pi_\theta}[f_\theta]
+        = \mathbb{E}_{\pi_\theta}\bigl[f_\theta\, \partial_\theta \log \pi_\theta\bigr]
+        + \mathbb{E}_{\pi_\theta}\bigl[\partial_\theta f_\theta\bigr].
+
+    The first term is the change of the distribution of outcomes, the second the
+    change of the quantity at a fixed outcome.
+
+    Examples
+    --------
+    >>> from derivations.score_function import product_rule
+    >>> d = product_rule().verify()
+    >>> len(d.steps), d.verified
+    (2, True)
+    """
+    a, K = sp.Symbol("a", integer=True, positive=True), sp.Symbol("K", integer=True, positive=True)
+    pi, f = sp.IndexedBase("pi"), sp.IndexedBase("f")
+    D = lambda e: sp.Derivative(e, _THETA)
+    E = lambda e: sp.Sum(pi[a] * e, (a, 1, K))
+    d = Derivation(
+        "Product rule: a score term and a direct term",
+        assumptions=[r"$\pi_a(\theta) > 0$ and $f_a(\theta)$ differentiable", r"$K$ actions, $K$ symbolic"],
+        unfold=_as_functions_of(_THETA, pi, f),
+    )
+    d.step(D(E(f[a])), sp.Sum(f[a] * D(pi[a]), (a, 1, K)) + E(D(f[a])), r"product rule under the finite sum")
+    d.then(E(f[a] * D(sp.log(pi[a]))) + E(D(f[a])), r"$\partial \pi_a = \pi_a\, \partial \log \pi_a$")
+    return d
+
+
+def stopped_direct_term() -> Derivation:
+    r"""Stopping the integrand's gradient drops exactly the direct term.
+
+    Stop-gradient means "evaluate at a frozen copy :math:`\bar\theta` of the
+    parameters, then set :math:`\bar\theta = \theta`":
+
+    .. math::
+
+        \frac{d}{d\theta} \mathbb{E}_{\pi_\theta}\bigl[\operatorname{sg}(f_\theta)\bigr]
+        = \mathbb{E}_{\pi_\theta}[f_\theta\, \partial_\theta\log\pi_\theta]
+        = \frac{d}{d\theta}\mathbb{E}_{\pi_\theta}[f_\theta]
+        - \mathbb{E}_{\pi_\theta}[\partial_\theta f_\theta].
+
+    So a surrogate with a stopped integrand follows the true gradient only
+    when :math:`\mathbb{E}[\partial_\theta f_\theta] = 0`; otherwise it
+    defines a different target.
+
+    Examples
+    --------
+    >>> from derivations.score_function import stopped_direct_term
+    >>> stopped_direct_term().verify().verified
+    True
+    """
+    a, K = sp.Symbol("a", integer=True, positive=True), sp.Symbol("K", integer=True, positive=True)
+    pi, f = sp.IndexedBase("pi"), sp.IndexedBase("f")
+    unfold_pi = _as_functions_of(_THETA, pi)
+    fn = sp.Function("f", real=True)
+
+    def unfold(expr):  # f is a function of the frozen copy where the page says sg, of theta elsewhere
+        expr = unfold_pi(expr)
+        return expr.replace(lambda e: isinstance(e, sp.Indexed) and e.base == f, lambda e: fn(*e.indices, _THETA))
+
+    frozen = sp.IndexedBase(r"\operatorname{sg}(f)")
+    D = lambda e: sp.Derivative(e, _THETA)
+    E = lambda e: sp.Sum(pi[a] * e, (a, 1, K))
+
+    def unfold_sg(expr):
+        expr = expr.replace(
+            lambda e: isinstance(e, sp.Indexed) and e.base == frozen, lambda e: fn(*e.indices, _FROZEN)
+        )
+        return unfold(expr).doit().subs(_FROZEN, _THETA)
+
+    d = Derivation(
+        "Stopping the gradient of the integrand drops the direct term",
+        assumptions=[r"$\operatorname{sg}(f_a)$ is $f_a$ at a frozen copy $\bar\theta$, then $\bar\theta = \theta$"],
+        unfold=unfold_sg,
+    )
+    d.step(D(E(frozen[a])), E(f[a] * D(sp.log(pi[a]))), r"only $\pi$ depends on $\theta$; $\partial \pi_a = \pi_a\, \partial \log \pi_a$")
+    d.then(D(E(f[a])) - E(D(f[a])), r"the product rule, rearranged")
+    return d
+
+
+def kl_penalty_direct_term() -> Derivation:
+    r"""The log-ratio KL penalty has a direct term of mean zero, for any ``K``.
+
+    For :math:`f_a = R_a - \beta(\log \pi_a - \log \mu_a)` with a fixed
+    reference :math:`\mu`, :math:`\partial_{\theta_j} f_a = -\beta s_j(a)`, so
+
+    .. math::
+
+        \mathbb{E}_\pi[\partial_{\theta_j} f] = -\beta\, \mathbb{E}_\pi[s_j] = 0,
+
+    and by :func:`stopped_direct_term` stopping the penalty's gradient leaves
+    the expected gradient unchanged.
+
+    Examples
+    --------
+    >>> from derivations.score_function import instances, kl_penalty_direct_term
+    >>> kl_penalty_direct_term().verify().rhs
+    0
+    >>> [len(d.steps) for d in instances(kl_penalty_direct_term, K=3)]
+    [3, 3, 3]
+    """
+    pol = IndexedSoftmax()
+    a, j, theta = pol.a, pol.j, pol.theta
+    R, mu = sp.IndexedBase("R", real=True), sp.IndexedBase("mu", positive=True)
+    beta = sp.Symbol("beta", positive=True)
+    f = R[a] - beta * (sp.log(pol.prob(a)) - sp.log(mu[a]))
+    d = Derivation(
+        "The direct term of a log-ratio KL penalty has mean zero",
+        assumptions=[r"softmax policy over $K = j + n$ actions", r"$R_a$, $\mu_a$ free of $\theta$"],
+        unfold=pol.unfold,
+    )
+    d.step(
+        pol.expectation(lambda x: sp.Derivative(f.subs(a, x), theta[j])),
+        -beta * pol.expectation(lambda x: sp.Derivative(sp.log(pol.prob(x)), theta[j])),
+        r"$R_a$ and $\mu_a$ do not depend on $\theta$",
+    )
+    d.then(-beta * pol.expectation(pol.score), r"closed-form softmax score")
+    d.then(sp.Integer(0), r"the score has mean zero")
+    return d
+
+
+def environment_gradient(parametrised: bool = False, K: int = 2, M: int = 2) -> Derivation:
+    r"""What the environment contributes to the gradient, in a two-step MDP.
+
+    The agent takes :math:`a \sim \pi_\theta`, the environment moves to
+    :math:`s \sim P(s \mid a)`, the agent takes :math:`c \sim
+    \rho_\theta(c \mid s)` and receives :math:`R(a, s, c)`.  With
+    :math:`p_\theta(\tau) = \pi_a P_{s \mid a} \rho_{c \mid s}`,
+
+    .. math::
+
+        \partial_\theta \mathbb{E}[R]
+        = \mathbb{E}\bigl[R\,(\partial\log\pi_a + \partial\log P_{s\mid a}
+          + \partial\log\rho_{c\mid s})\bigr].
+
+    A fixed kernel has :math:`\partial \log P = 0`: only the policy's scores
+    remain.  A kernel parametrised by :math:`\theta` adds
+    :math:`\mathbb{E}[R\, \partial \log P_\theta]`.
+
+    Parameters
+    ----------
+    parametrised : bool
+        Whether the transition kernel depends on :math:`\theta`.
+    K, M : int
+        Numbers of actions and of intermediate states (each at least 2).
+
+    Examples
+    --------
+    >>> from derivations.score_function import environment_gradient
+    >>> [environment_gradient(p).verify().verified for p in (False, True)]
+    [True, True]
+    """
+    if not isinstance(parametrised, bool):
+        raise TypeError(f"parametrised must be a bool, got {type(parametrised).__name__}")
+    require_int("K", K, minimum=2)
+    require_int("M", M, minimum=2)
+    a, s, c = sp.symbols("a s c", integer=True, positive=True)
+    pi, P, rho, R = (sp.IndexedBase(n) for n in ("pi", "P", "rho", "R"))
+    D = lambda e: sp.Derivative(e, _THETA)
+    ranges = ((a, 1, K), (s, 1, M), (c, 1, K))
+    traj = sp.IndexedBase("p")
+    p, Rt = traj[a, s, c], R[a, s, c]
+    E = lambda e: sp.Sum(p * e, *ranges)
+    policy_scores = D(sp.log(pi[a])) + D(sp.log(rho[c, s]))
+    kernel = r"a transition kernel $P_\theta$ that depends on $\theta$" if parametrised else "a fixed transition kernel $P$"
+    as_functions = _as_functions_of(_THETA, pi, rho, *((P,) if parametrised else ()))
+
+    def unfold(expr):
+        expr = expr.replace(
+            lambda e: isinstance(e, sp.Indexed) and e.base == traj,
+            lambda e: pi[e.indices[0]] * P[e.indices[1], e.indices[0]] * rho[e.indices[2], e.indices[1]],
+        )
+        return as_functions(expr)
+
+    d = Derivation(
+        "What the environment contributes" + (" (parametrised kernel)" if parametrised else " (fixed kernel)"),
+        assumptions=[
+            f"two-step MDP, {K} actions, {M} states",
+            r"$p_{a,s,c} = \pi_a P_{s,a} \rho_{c,s}$",
+            kernel,
+            r"$R$ free of $\theta$",
+        ],
+        unfold=unfold,
+    )
+    d.step(D(sp.Sum(p * Rt, *ranges)), sp.Sum(Rt * D(p), *ranges), r"linearity; $R$ does not depend on $\theta$")
+    d.then(E(Rt * D(sp.log(p))), r"$\partial p = p\, \partial \log p$")
+    d.then(E(Rt * (policy_scores + D(sp.log(P[s, a])))), r"the log of a product is a sum of logs")
+    if parametrised:
+        d.then(E(Rt * policy_scores) + E(Rt * D(sp.log(P[s, a]))), r"the kernel's score term remains")
+    else:
+        d.then(E(Rt * policy_scores), r"$\partial \log P = 0$: $P$ is fixed")
+    return d
+
+
 def instances(make: Callable[[], Derivation], K: int) -> list[Derivation]:
     """The derivation ``make()`` at a fixed ``K``, one instance per gradient coordinate ``j``.
 
@@ -121,8 +359,7 @@ def instances(make: Callable[[], Derivation], K: int) -> list[Derivation]:
     """
     if not callable(make):
         raise TypeError(f"make must be a function returning a Derivation, got {type(make).__name__}")
-    if isinstance(K, bool) or not isinstance(K, int) or K < 2:
-        raise ValueError(f"K must be an int >= 2, got {K!r}")
+    require_int("K", K, minimum=2)
     pol = IndexedSoftmax()
     general = make()
     return [

@@ -4,17 +4,26 @@ r"""The score function on the toy LM: the log-derivative trick in numbers.
 independent ways — the derived formula (:func:`numeric.expected_score_sum`),
 autograd of :math:`J(\theta) = \sum_o \pi_\theta(o) R(o)`, and central finite
 differences — and :math:`\mathbb{E}_{\pi_\theta}[s] = 0` at every prefix.
+
+When the integrand depends on :math:`\theta` (a KL penalty),
+:func:`product_rule_terms` splits the gradient into the score term and the
+direct term of :func:`derivations.score_function.product_rule`; stopping the
+integrand's gradient keeps only the first.  :class:`TwoStepMDP` shows what a
+fixed and a parametrised transition kernel contribute.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
+from ._validate import require_finite, require_int, require_real
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum
-from .tinylm import TinyLM, _check_lm, default_reward
+from .tinylm import TinyLM, _check_lm, default_reward, perturb
 
-__all__ = ["autograd_gradient", "finite_difference_gradient"]
+__all__ = ["TwoStepMDP", "autograd_gradient", "finite_difference_gradient", "log_ratio", "product_rule_terms"]
 
 
 def autograd_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
@@ -72,6 +81,149 @@ def _check_reward(lm: TinyLM, reward) -> torch.Tensor:
     return reward.to(torch.float64)
 
 
+def log_ratio(lm: TinyLM, theta: torch.Tensor, ref_theta: torch.Tensor) -> torch.Tensor:
+    r"""``[N]`` :math:`\log \pi_\theta(o) - \log \mu(o)` with :math:`\mu = \pi_{\text{ref}}` fixed; differentiable in ``theta``.
+
+    Its mean is :math:`\mathrm{KL}(\pi_\theta \,\|\, \mu)`.
+
+    Examples
+    --------
+    >>> from numeric import TinyLM, perturb
+    >>> from numeric.score_function import log_ratio
+    >>> lm = TinyLM()
+    >>> ref = perturb(lm.theta0, 0.3, seed=1)
+    >>> kl = lm.probs(lm.theta0) @ log_ratio(lm, lm.theta0, ref)
+    >>> bool(kl > 0), float(log_ratio(lm, ref, ref).abs().max())
+    (True, 0.0)
+    """
+    lm = _check_lm(lm)
+    return lm.seq_logprob(theta) - lm.seq_logprob(ref_theta).detach()
+
+
+def product_rule_terms(
+    lm: TinyLM, theta: torch.Tensor, integrand: Callable[[torch.Tensor], torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The score term and the direct term of :math:`\nabla_\theta \mathbb{E}_{\pi_\theta}[f_\theta]`.
+
+    .. math::
+
+        \nabla_\theta \mathbb{E}_{\pi_\theta}[f_\theta]
+        = \underbrace{\mathbb{E}[f_\theta\, s]}_{\text{score term}}
+        + \underbrace{\mathbb{E}[\nabla_\theta f_\theta]}_{\text{direct term}}
+
+    (:func:`derivations.score_function.product_rule`).  The score term is
+    what a surrogate with a stopped integrand, :math:`\sum_o \pi_\theta(o)
+    \operatorname{sg}(f_\theta(o))`, differentiates to.
+
+    Parameters
+    ----------
+    integrand : callable
+        Maps ``theta`` (``[P]``) to ``[N]`` values :math:`f_\theta(o)`, differentiably.
+
+    Examples
+    --------
+    With a log-ratio KL penalty the direct term is :math:`-\beta\,\mathbb{E}[s] = 0`:
+
+    >>> from numeric import TinyLM, default_reward, perturb
+    >>> from numeric.score_function import log_ratio, product_rule_terms
+    >>> lm = TinyLM()
+    >>> R, ref = default_reward(lm), perturb(lm.theta0, 0.3, seed=1)
+    >>> score, direct = product_rule_terms(lm, lm.theta0, lambda th: R - 0.1 * log_ratio(lm, th, ref))
+    >>> float(direct.abs().max()) < 1e-15
+    True
+    """
+    lm = _check_lm(lm)
+    if not callable(integrand):
+        raise TypeError(f"integrand must be a function of theta, got {type(integrand).__name__}")
+    th = theta.detach().clone().requires_grad_(True)
+    f = integrand(th)
+    if not isinstance(f, torch.Tensor) or f.shape != (lm.N,):
+        raise ValueError(f"integrand must return a tensor of shape ({lm.N},), one value per sequence")
+    require_finite("integrand(theta)", f.detach())
+    score = expected_score_sum(lm, theta, f.detach())
+    if not f.requires_grad:  # f does not depend on theta
+        return score, torch.zeros_like(score)
+    (direct,) = torch.autograd.grad(lm.probs(theta.detach()) @ f, th)
+    return score, direct
+
+
+class TwoStepMDP:
+    r"""A two-step MDP: the agent acts, the environment moves, the agent acts again.
+
+    :math:`a \sim \pi_\theta = \operatorname{softmax}(\theta^{(1)})`,
+    :math:`s \sim P(\cdot \mid a) = \operatorname{softmax}(\omega_a + \kappa\, \theta^{(2)}_{\cdot, a})`,
+    :math:`c \sim \rho_\theta(\cdot \mid s) = \operatorname{softmax}(\theta^{(2)}_s)`,
+    reward :math:`R(a, s, c)`.  With ``coupling`` :math:`\kappa = 0` the kernel is
+    fixed; otherwise it shares the second-step parameters.
+
+    Parameters
+    ----------
+    K, M : int
+        Numbers of actions and of states, at least 2 (``M == K`` when coupled).
+    coupling : float
+        :math:`\kappa`.
+    seed : int
+        Seed for :math:`\omega`, :math:`R` and :attr:`theta0`.
+
+    Examples
+    --------
+    >>> from numeric.score_function import TwoStepMDP
+    >>> mdp = TwoStepMDP(K=2, M=2, coupling=0.0)
+    >>> p = mdp.trajectory_probs(mdp.theta0)
+    >>> tuple(p.shape), round(float(p.sum()), 12)
+    ((2, 2, 2), 1.0)
+    """
+
+    def __init__(self, K: int = 2, M: int = 2, coupling: float = 0.0, seed: int = 0):
+        self.K = require_int("K", K, minimum=2)
+        self.M = require_int("M", M, minimum=2)
+        self.coupling = require_real("coupling", coupling)
+        if self.coupling != 0.0 and self.M != self.K:
+            raise ValueError(f"M must equal K when the kernel is coupled, got K={K}, M={M}")
+        gen = torch.Generator().manual_seed(require_int("seed", seed))
+        self.omega = torch.randn(self.K, self.M, generator=gen)
+        self.reward = torch.rand(self.K, self.M, self.K, generator=gen)
+        self.P = self.K + self.M * self.K
+        self.theta0 = torch.randn(self.P, generator=gen)
+
+    def _split(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not isinstance(theta, torch.Tensor) or theta.shape != (self.P,):
+            raise ValueError(f"theta must be a torch.Tensor of shape ({self.P},)")
+        return theta[: self.K], theta[self.K :].view(self.M, self.K)
+
+    def log_kernel(self, theta: torch.Tensor) -> torch.Tensor:
+        r"""``[K, M]`` :math:`\log P(s \mid a)`."""
+        _, th2 = self._split(theta)
+        shared = th2.T if self.coupling != 0.0 else torch.zeros_like(self.omega)
+        return torch.log_softmax(self.omega + self.coupling * shared, -1)
+
+    def trajectory_probs(self, theta: torch.Tensor) -> torch.Tensor:
+        r"""``[K, M, K]`` :math:`p_\theta(a, s, c) = \pi_a P(s \mid a) \rho(c \mid s)`."""
+        th1, th2 = self._split(theta)
+        logp = torch.log_softmax(th1, -1)[:, None, None] + self.log_kernel(theta)[:, :, None]
+        return (logp + torch.log_softmax(th2, -1)[None, :, :]).exp()
+
+    def policy_score_gradient(self, theta: torch.Tensor) -> torch.Tensor:
+        r"""``[P]`` :math:`\mathbb{E}[R\,(\nabla \log \pi_a + \nabla \log \rho_{c \mid s})]` from the closed-form softmax scores."""
+        th1, th2 = self._split(theta.detach())
+        w = self.trajectory_probs(theta.detach()) * self.reward
+        pi1, rho = torch.softmax(th1, -1), torch.softmax(th2, -1)
+        g1 = w.sum((1, 2)) - w.sum() * pi1
+        g2 = w.sum(0) - w.sum((0, 2))[:, None] * rho
+        return torch.cat([g1, g2.reshape(-1)])
+
+    def kernel_score_gradient(self, theta: torch.Tensor) -> torch.Tensor:
+        r"""``[P]`` :math:`\mathbb{E}[R\, \nabla \log P_\theta(s \mid a)]`, the kernel's own term."""
+        th = theta.detach().clone().requires_grad_(True)
+        w = (self.trajectory_probs(theta.detach()) * self.reward).sum(2)
+        return torch.autograd.grad((w * self.log_kernel(th)).sum(), th)[0]
+
+    def objective_gradient(self, theta: torch.Tensor) -> torch.Tensor:
+        r"""``[P]`` :math:`\nabla_\theta \sum_\tau p_\theta(\tau) R(\tau)` by autograd through the definition."""
+        th = theta.detach().clone().requires_grad_(True)
+        return torch.autograd.grad((self.trajectory_probs(th) * self.reward).sum(), th)[0]
+
+
 @suite("score_function")
 def cross_checks() -> None:
     """The log-derivative trick and the zero-mean score on TinyLM(V=4, L=4, seed=0)."""
@@ -88,3 +240,28 @@ def cross_checks() -> None:
         for h in lm.prefixes()
     )
     check("E[s | prefix] = 0 at each prefix", worst, 1e-14)
+
+    # the product rule when the integrand depends on theta: a KL penalty
+    ref, beta = perturb(theta, 0.5, seed=1), 0.1
+    kl_penalised = lambda th: R - beta * log_ratio(lm, th, ref)
+    score, direct = product_rule_terms(lm, theta, kl_penalised)
+    th = theta.clone().requires_grad_(True)
+    full = torch.autograd.grad(lm.probs(th) @ kl_penalised(th), th)[0]
+    check("product rule: score term + direct term == autograd of E[R - beta log(pi/mu)]", maxabs(score + direct, full), 1e-14)
+    check("log-ratio KL penalty: direct term -beta E[s] == 0", float(direct.abs().max()), 1e-14)
+    squared = lambda th: R - 0.5 * beta * log_ratio(lm, th, ref) ** 2
+    score, direct = product_rule_terms(lm, theta, squared)
+    stopped = torch.autograd.grad(lm.probs(th) @ squared(th).detach(), th)[0]
+    full = torch.autograd.grad(lm.probs(th) @ squared(th), th)[0]
+    check("stop-gradient on the integrand == full gradient - direct term (squared log-ratio)", maxabs(stopped, full - direct), 1e-14)
+    kl_grad = torch.autograd.grad(lm.probs(th) @ log_ratio(lm, th, ref), th)[0]
+    check("squared log-ratio: direct term == -beta grad KL(pi||mu)", maxabs(direct, -beta * kl_grad), 1e-14)
+    check("squared log-ratio: stopping changes the gradient: 1e-3 / ||direct|| <= 1", 1e-3 / float(direct.norm()), 1.0)
+
+    # what the environment contributes, in a two-step MDP
+    fixed, coupled = TwoStepMDP(coupling=0.0, seed=3), TwoStepMDP(coupling=1.0, seed=3)
+    th0 = fixed.theta0
+    check("fixed kernel: autograd of J == E[R (policy scores)]", maxabs(fixed.objective_gradient(th0), fixed.policy_score_gradient(th0)), 1e-14)
+    extra = coupled.objective_gradient(th0) - coupled.policy_score_gradient(th0)
+    check("parametrised kernel: autograd - policy-score term == E[R grad log P_theta]", maxabs(extra, coupled.kernel_score_gradient(th0)), 1e-14)
+    check("parametrised kernel's term is not zero: 1e-3 / ||E[R grad log P]|| <= 1", 1e-3 / float(extra.norm()), 1.0)

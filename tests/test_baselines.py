@@ -1,0 +1,142 @@
+"""Baselines: derivations at several K, the CAS interval against brute force, the suite, bad input."""
+
+import numpy as np
+import pytest
+import sympy as sp
+import torch
+
+from derivations import Derivation, DerivationError
+from derivations import baselines as derived
+from derivations.policy import IndexedSoftmax
+from derivations.score_function import instances
+from numeric import TinyLM, default_reward, run_suites
+from numeric.baselines import (
+    action_dependent_bias,
+    baseline_gradient,
+    baseline_variance,
+    improvement_interval,
+    optimal_baseline,
+    prefix_baseline,
+    reinforce_loss,
+    reinforce_monte_carlo,
+    reinforce_per_sample,
+    variance_terms,
+)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return TinyLM(V=4, L=4, seed=0)
+
+
+def test_suite_runs_clean():
+    checks, errors = run_suites(["baselines"])
+    assert errors == {}
+    assert len(checks) >= 20 and all(c.passed for c in checks)
+
+
+@pytest.mark.parametrize("make", [derived.constant_baseline, derived.action_dependent_baseline, derived.self_baseline])
+def test_general_K_derivations_hold_at_K_2_3_4(make):
+    """The general-K derivation (verified by its doctest) instantiated at fixed K, every coordinate."""
+    for K in (2, 3, 4):
+        assert all(d.verify().verified for d in instances(make, K))
+
+
+def test_an_action_dependent_baseline_is_not_free():
+    """Negative control: claiming E[b_a s_j] = 0 for an action-dependent b fails at K = 3."""
+    pol = IndexedSoftmax()
+    bb = sp.IndexedBase("b", real=True)
+    claim = Derivation("wrong", unfold=pol.unfold).step(pol.expectation(lambda a: bb[a] * pol.score(a)), 0, "wrong")
+    for inst in claim.subs({pol.j: 1, pol.n: 2}), claim:
+        with pytest.raises(DerivationError):
+            inst.verify()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cas_interval_matches_brute_force_sign_of_variance_gap(seed):
+    """The solved set {b: Var(b) < Var(0)} against direct evaluation of the quadratic at random coefficients."""
+    rng = np.random.default_rng(seed)
+    A2, b_star = rng.uniform(0.1, 3.0), rng.choice([-1, 1]) * rng.uniform(0.1, 2.0)
+    interval = derived.improving_baselines(1 if b_star > 0 else -1).subs(derived.b_star, b_star)
+    for b in rng.uniform(-5, 5, 200):
+        gap = A2 * b**2 - 2 * b * A2 * b_star  # Var(b) - Var(0)
+        assert (gap < 0) == bool(interval.contains(b))
+
+
+def test_optimal_baseline_is_the_minimiser_at_other_thetas(lm):
+    R = default_reward(lm)
+    for seed in range(3):
+        theta = lm.theta0 + torch.randn(lm.P, generator=torch.Generator().manual_seed(seed))
+        b = optimal_baseline(lm, theta, R)
+        v = baseline_variance(lm, theta, R, b)
+        assert v <= min(baseline_variance(lm, theta, R, b + d) for d in (-1e-3, 1e-3))
+        lo, hi = improvement_interval(lm, theta, R)
+        assert (lo, hi) == (0.0, pytest.approx(2 * b, abs=1e-15))
+
+
+def test_variance_terms_match_the_dense_score_matrix(lm):
+    from numeric import score_matrix
+
+    R = default_reward(lm) * 2.0 - 0.5
+    t = variance_terms(lm, lm.theta0, R)
+    p, sq = lm.probs(lm.theta0), (score_matrix(lm, lm.theta0) ** 2).sum(1)
+    for k in range(3):
+        assert abs(t[f"A_{k}"] - float(p @ (R ** (2 - k) * sq))) < 1e-13
+
+
+def test_reinforce_loss_numpy_in_numpy_out_and_gradient():
+    logp = np.array([-1.0, -2.0, -0.5])
+    out = reinforce_loss(logp, np.array([1.0, 0.0, -2.0]))
+    assert isinstance(out, np.ndarray) and abs(float(out) - (-(-1.0 + 1.0) / 3)) < 1e-15
+
+
+def test_bad_input(lm):
+    R, theta = default_reward(lm), lm.theta0
+    with pytest.raises(ValueError, match="baseline must be a number or have shape"):
+        baseline_gradient(lm, theta, R, torch.zeros(3))
+    with pytest.raises(ValueError, match="baseline must be finite"):
+        baseline_gradient(lm, theta, R, float("inf"))
+    with pytest.raises(ValueError, match="baseline must be finite"):
+        baseline_gradient(lm, theta, R, torch.full((lm.N,), float("nan")))
+    with pytest.raises(ValueError, match="reward must be finite"):
+        baseline_gradient(lm, theta, R + float("inf"), 0.0)
+    with pytest.raises(ValueError, match="values must have shape"):
+        prefix_baseline(lm, torch.zeros(lm.n_prefixes + 1))
+    with pytest.raises(TypeError, match="values must be a torch.Tensor"):
+        prefix_baseline(lm, [0.0] * lm.n_prefixes)
+    with pytest.raises(ValueError, match="table must have shape"):
+        action_dependent_bias(lm, theta, torch.zeros(lm.n_prefixes, lm.V + 1))  # wrong K
+    with pytest.raises(ValueError, match="reward must have shape"):
+        variance_terms(lm, theta, R[:5])
+    with pytest.raises(ValueError, match="b must not be NaN"):
+        baseline_variance(lm, theta, R, float("nan"))
+    with pytest.raises(ValueError, match="b must be finite"):
+        baseline_variance(lm, theta, R, np.array([0.0, np.inf]))
+    with pytest.raises(ValueError, match="reward must be finite"):
+        optimal_baseline(lm, theta, R * float("nan"))
+    with pytest.raises(ValueError, match="no baseline improves"):
+        improvement_interval(lm, theta, torch.zeros(lm.N))
+    with pytest.raises(ValueError, match="advantages must have shape"):
+        reinforce_loss(torch.zeros(4), torch.zeros(3))
+    with pytest.raises(ValueError, match="mask is required"):
+        reinforce_loss(torch.zeros(4, 2), torch.zeros(4))
+    with pytest.raises(ValueError, match="mask must have the shape"):
+        reinforce_loss(torch.zeros(4, 2), torch.zeros(4), torch.ones(4, 3))
+    with pytest.raises(ValueError, match="mask must be None"):
+        reinforce_loss(torch.zeros(4), torch.zeros(4), torch.ones(4))
+    with pytest.raises(ValueError, match="advantages must be finite"):
+        reinforce_loss(torch.zeros(2), torch.tensor([0.0, float("nan")]))
+    with pytest.raises(TypeError, match="logprobs must be a numpy array or a torch tensor"):
+        reinforce_loss([0.0], torch.zeros(1))
+    with pytest.raises(TypeError, match="samples must be a 1-d int64"):
+        reinforce_per_sample(lm, theta, torch.zeros(3), torch.zeros(3))
+    with pytest.raises(ValueError, match="samples must be a non-empty tensor of indices"):
+        reinforce_per_sample(lm, theta, torch.tensor([lm.N]), torch.zeros(1))
+    with pytest.raises(ValueError, match="advantages must be a torch.Tensor of shape"):
+        reinforce_per_sample(lm, theta, torch.tensor([0, 1]), torch.zeros(3))
+    with pytest.raises(ValueError, match="n must be >= 2"):
+        reinforce_monte_carlo(lm, theta, R, 0.0, n=1, seed=0)
+    with pytest.raises(ValueError, match="K must be >= 2"):
+        derived.prefix_baseline(1)
+    with pytest.raises(ValueError, match="sign must be 1 or -1"):
+        derived.improving_baselines(0)

@@ -1,0 +1,121 @@
+"""The score function: derivations at several K, the suite, negative controls, bad input."""
+
+import pytest
+import torch
+
+from derivations import DerivationError
+from derivations.score_function import (
+    environment_gradient,
+    expected_score,
+    instances,
+    kl_penalty_direct_term,
+    log_derivative_trick,
+    stopped_direct_term,
+)
+from numeric import TinyLM, default_reward, perturb, run_suites
+from numeric.score_function import (
+    TwoStepMDP,
+    autograd_gradient,
+    finite_difference_gradient,
+    log_ratio,
+    product_rule_terms,
+)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return TinyLM(V=4, L=4, seed=0)
+
+
+def test_suite_runs_clean():
+    checks, errors = run_suites(["score_function"])
+    assert errors == {}
+    assert len(checks) >= 12 and all(c.passed for c in checks)
+
+
+@pytest.mark.parametrize("make", [expected_score, log_derivative_trick, kl_penalty_direct_term])
+def test_general_K_derivations_hold_at_K_2_3_4(make):
+    """The general-K derivation (verified by its doctest) instantiated at fixed K, every coordinate."""
+    for K in (2, 3, 4):
+        assert all(d.verify().verified for d in instances(make, K))
+
+
+def test_environment_derivation_holds_with_three_states():
+    for parametrised in (False, True):
+        assert environment_gradient(parametrised, K=2, M=3).verify().verified
+
+
+def test_a_parametrised_kernel_is_not_free():
+    """Negative control: the fixed-kernel conclusion fails when the kernel depends on theta."""
+    d = environment_gradient(True)
+    d.steps[-1] = environment_gradient(False).steps[-1]
+    with pytest.raises(DerivationError, match=r"is fixed\) does not hold"):
+        d.verify()
+
+
+def test_stopping_is_not_free_in_general():
+    """Negative control: the stopped surrogate is not the full gradient for a general integrand."""
+    d = stopped_direct_term()
+    full_gradient, minus_direct = sorted(d.steps[-1].rhs.args, key=lambda e: e.could_extract_minus_sign())
+    assert minus_direct.could_extract_minus_sign()
+    d.steps[-1].rhs = full_gradient
+    with pytest.raises(DerivationError):
+        d.verify()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_log_ratio_direct_term_vanishes_at_other_thetas(lm, seed):
+    R, theta = default_reward(lm), perturb(lm.theta0, 1.0, seed=seed)
+    ref = perturb(lm.theta0, 0.7, seed=seed + 10)
+    score, direct = product_rule_terms(lm, theta, lambda th: R - 0.3 * log_ratio(lm, th, ref))
+    assert float(direct.abs().max()) < 1e-14
+    th = theta.clone().requires_grad_(True)
+    full = torch.autograd.grad(lm.probs(th) @ (R - 0.3 * log_ratio(lm, th, ref)), th)[0]
+    assert float((score - full).abs().max()) < 1e-14
+
+
+def test_integrand_free_of_theta_has_no_direct_term(lm):
+    R = default_reward(lm)
+    score, direct = product_rule_terms(lm, lm.theta0, lambda th: R)
+    assert float(direct.abs().max()) == 0.0
+    assert float((score - autograd_gradient(lm, lm.theta0, R)).abs().max()) < 1e-14
+
+
+def test_bad_input(lm):
+    R = default_reward(lm)
+    with pytest.raises(ValueError, match="reward must have shape"):
+        autograd_gradient(lm, lm.theta0, R[:-1])
+    with pytest.raises(ValueError, match="reward must be finite"):
+        autograd_gradient(lm, lm.theta0, torch.where(R > 0, float("nan"), R))
+    with pytest.raises(TypeError, match="reward must be a torch.Tensor"):
+        finite_difference_gradient(lm, lm.theta0, R.numpy())
+    with pytest.raises(ValueError, match="h must be a positive float"):
+        finite_difference_gradient(lm, lm.theta0, R, h=-1.0)
+    with pytest.raises(TypeError, match="lm must be a TinyLM"):
+        autograd_gradient("lm", lm.theta0, R)
+    with pytest.raises(ValueError, match="theta must have shape"):
+        log_ratio(lm, lm.theta0[:-1], lm.theta0)
+    with pytest.raises(TypeError, match="integrand must be a function"):
+        product_rule_terms(lm, lm.theta0, R)
+    with pytest.raises(ValueError, match="integrand must return a tensor of shape"):
+        product_rule_terms(lm, lm.theta0, lambda th: R[:-1])
+    with pytest.raises(ValueError, match="must be finite"):
+        product_rule_terms(lm, lm.theta0, lambda th: R / 0.0)
+
+
+def test_wrong_K_and_bad_mdp():
+    with pytest.raises(ValueError, match="K must be >= 2"):
+        environment_gradient(False, K=1)
+    with pytest.raises(ValueError, match="M must be >= 2"):
+        environment_gradient(False, M=0)
+    with pytest.raises(TypeError, match="parametrised must be a bool"):
+        environment_gradient("yes")
+    with pytest.raises(ValueError, match="K must be >= 2"):
+        instances(kl_penalty_direct_term, 1)
+    with pytest.raises(ValueError, match="K must be >= 2"):
+        TwoStepMDP(K=1)
+    with pytest.raises(ValueError, match="M must equal K"):
+        TwoStepMDP(K=2, M=3, coupling=1.0)
+    mdp = TwoStepMDP()
+    with pytest.raises(ValueError, match="theta must be a torch.Tensor of shape"):
+        mdp.objective_gradient(torch.zeros(3))
