@@ -1,3 +1,459 @@
-"""Group baselines (being written)."""
+r"""Group baselines: leave-one-out, the group mean, RLOO and std-normalised (GRPO) advantages.
 
-__all__: list[str] = []
+A trainer samples :math:`G` answers to one prompt, i.i.d. from
+:math:`\pi_\theta`, and gives answer :math:`i` the advantage
+:math:`A_i = R_i - b_i` with a baseline :math:`b_i` built from the group's
+rewards.  With :math:`s_i` a coordinate of the score of answer :math:`i`, the
+expected update is :math:`\mathbb{E}[A_i s_i]`.  Derived here for a *symbolic*
+group size :math:`G` with the i.i.d. group algebra of
+:mod:`derivations.iid_groups`:
+
+.. math::
+
+    \mathbb{E}\Bigl[\bigl(R_i - \tfrac{1}{G-1}\textstyle\sum_{j\ne i} R_j\bigr) s_i\Bigr] = \nabla_\theta J,
+    \qquad
+    \mathbb{E}\Bigl[\bigl(R_i - \tfrac{1}{G}\textstyle\sum_{j} R_j\bigr) s_i\Bigr] = \tfrac{G-1}{G}\,\nabla_\theta J,
+
+RLOO advantages are :math:`\frac{G}{G-1}` times the centred ones, and every
+advantage vanishes when the group's rewards are equal.  For a binary reward
+with success probability :math:`p`, the std-normalised (GRPO) advantage has
+expected update :math:`w(p, G)\, \nabla_\theta p`; :func:`grpo_weight` gives
+:math:`w` in closed form for each :math:`G`.
+
+References
+----------
+W. Kool, H. van Hoof, M. Welling, "Buy 4 REINFORCE samples, get a baseline for
+free!", ICLR DeepRL Meets Structured Prediction workshop (2019).
+Z. Shao et al., "DeepSeekMath: pushing the limits of mathematical reasoning in
+open language models" (GRPO), arXiv:2402.03300 (2024).
+"""
+
+from __future__ import annotations
+
+import itertools
+from functools import cache
+
+import sympy as sp
+
+from ._validate import require_int
+from .derivation import Derivation
+from .iid_groups import Expect, IIDGroup
+
+__all__ = [
+    "GRAD_J",
+    "GRAD_P",
+    "binary_group_variance",
+    "equal_rewards_vanish",
+    "grpo_conditioning",
+    "grpo_weight",
+    "grpo_weight_coefficients",
+    "grpo_weight_derivation",
+    "leave_one_out_unbiased",
+    "mean_including_self",
+    "rloo_is_scaled_centred",
+    "zscore_advantage",
+]
+
+GRAD_J = sp.Symbol(r"\nabla_{\theta} J", real=True)
+r""":math:`\nabla_\theta J = \mathbb{E}[R\, s]` (one coordinate), by the log-derivative trick."""
+
+GRAD_P = sp.Symbol(r"\nabla_{\theta} p", real=True)
+r""":math:`\nabla_\theta p` for a binary reward, :math:`p = \Pr[R = 1]`."""
+
+P = sp.Symbol("p", positive=True)
+_STDS = {"population": 0, "bessel": 1}
+
+
+def _group() -> IIDGroup:
+    return IIDGroup(("R", "s"))
+
+
+def _moments(grp: IIDGroup):
+    R, s = grp.plain["R"], grp.plain["s"]
+    return Expect(R * s), Expect(R), Expect(s)
+
+
+def _centred_update(baseline, title: str, result, result_reason: str) -> Derivation:
+    """The chain E[(R_i - b_i) s_i] -> moments -> result, for a baseline linear in the rewards."""
+    grp = _group()
+    R, s, i, j, G = grp.R, grp.s, grp.i, grp.j, grp.G
+    ERs, ER, Es = _moments(grp)
+    b = baseline(grp)
+    d = Derivation(
+        title,
+        assumptions=[r"$G \ge 2$ answers drawn i.i.d. from $\pi_\theta$", r"$s_i$: a coordinate of the score of answer $i$"],
+        unfold=grp.unfold,
+    )
+    coeff_total = sp.Poly(sp.expand(b), grp.total()).coeff_monomial(grp.total())
+    coeff_self = sp.expand(b - coeff_total * grp.total()).coeff(R[i])
+    d.step(
+        Expect((R[i] - b) * s[i]),
+        Expect(R[i] * s[i]) - coeff_total * sp.Sum(Expect(R[j] * s[i]), (j, 1, G)) - coeff_self * Expect(R[i] * s[i]),
+        r"linearity of $\mathbb{E}$",
+    )
+    d.then(
+        ERs - coeff_total * (ERs + (G - 1) * ER * Es) - coeff_self * ERs,
+        r"independence for $j \ne i$",
+    )
+    d.then(sp.factor(sp.expand(ERs - coeff_total * ERs - coeff_self * ERs)), r"$\mathbb{E}[s] = 0$", facts={Es: 0})
+    d.then(result, result_reason, facts={ERs: GRAD_J})
+    return d
+
+
+def leave_one_out_unbiased() -> Derivation:
+    r"""The leave-one-out baseline is unbiased for every :math:`G \ge 2`.
+
+    .. math::
+
+        \mathbb{E}\bigl[(R_i - \bar R_{-i})\, s_i\bigr] = \nabla_\theta J,
+        \qquad \bar R_{-i} = \frac{1}{G-1}\Bigl(\sum_{j=1}^{G} R_j - R_i\Bigr).
+
+    Examples
+    --------
+    >>> from derivations.group_baselines import leave_one_out_unbiased
+    >>> d = leave_one_out_unbiased().verify()
+    >>> d.verified, d.rhs
+    (True, \nabla_{\theta} J)
+    """
+    return _centred_update(
+        lambda grp: grp.mean_others(grp.i),
+        "The leave-one-out baseline is unbiased",
+        GRAD_J,
+        r"$\mathbb{E}[R s] = \nabla_\theta J$",
+    )
+
+
+def mean_including_self() -> Derivation:
+    r"""The group mean including the answer itself scales the gradient by :math:`(G-1)/G`.
+
+    .. math::
+
+        \mathbb{E}\Bigl[\Bigl(R_i - \frac1G \sum_{j=1}^{G} R_j\Bigr) s_i\Bigr] = \frac{G-1}{G}\, \nabla_\theta J.
+
+    Examples
+    --------
+    >>> from derivations.group_baselines import mean_including_self
+    >>> d = mean_including_self().verify()
+    >>> d.rhs
+    \nabla_{\theta} J*(G - 1)/G
+    """
+    G = _group().G
+    return _centred_update(
+        lambda grp: grp.mean(),
+        "The group mean including self scales the gradient by (G − 1)/G",
+        (G - 1) / G * GRAD_J,
+        r"$\mathbb{E}[R s] = \nabla_\theta J$",
+    )
+
+
+def rloo_is_scaled_centred() -> Derivation:
+    r"""RLOO advantages are :math:`\frac{G}{G-1}` times the centred advantages.
+
+    .. math::
+
+        R_i - \bar R_{-i} = \frac{G R_i - \sum_j R_j}{G - 1} = \frac{G}{G-1}\bigl(R_i - \bar R\bigr).
+
+    Examples
+    --------
+    >>> from derivations.group_baselines import rloo_is_scaled_centred
+    >>> rloo_is_scaled_centred().verify().verified
+    True
+    """
+    grp = _group()
+    R, i, G = grp.R, grp.i, grp.G
+    d = Derivation("RLOO advantages are G/(G − 1) times the centred advantages", assumptions=[r"$G \ge 2$"])
+    d.step(R[i] - grp.mean_others(i), (G * R[i] - grp.total()) / (G - 1), "common denominator")
+    d.then(G / (G - 1) * (R[i] - grp.mean()), r"take out $G$")
+    return d
+
+
+def equal_rewards_vanish() -> Derivation:
+    r"""When every answer gets the same reward :math:`c`, every group advantage is zero.
+
+    Leave-one-out, centred and std-normalised advantages (with :math:`\varepsilon > 0`):
+    no answer is better than another, so there is no signal.
+
+    Examples
+    --------
+    >>> from derivations.group_baselines import equal_rewards_vanish
+    >>> d = equal_rewards_vanish().verify()
+    >>> [st.rhs for st in d.steps][-1]
+    0
+    """
+    grp = _group()
+    j, G = grp.j, grp.G
+    c = sp.Symbol("c", real=True)
+    eps = sp.Symbol("varepsilon", positive=True)
+    const_sum = sp.Sum(c, (j, 1, G))
+    mean = const_sum / G
+    std = sp.sqrt(sp.Sum((c - mean) ** 2, (j, 1, G)) / G)
+    d = Derivation(
+        "Equal rewards give zero advantages",
+        assumptions=[r"$R_j = c$ for every answer $j$", r"$\varepsilon > 0$"],
+    )
+    d.step(c - (const_sum - c) / (G - 1), c - (G * c - c) / (G - 1), r"leave-one-out: a sum of $G$ equal terms")
+    d.then(sp.Integer(0), "algebra")
+    d.step(c - mean, c - G * c / G, r"centred: a sum of $G$ equal terms")
+    d.then(sp.Integer(0), "algebra")
+    d.step((c - mean) / (std + eps), sp.Integer(0) / (sp.sqrt(sp.Sum(0, (j, 1, G)) / G) + eps), r"std-normalised: $c - \bar R = 0$")
+    d.then(sp.Integer(0), r"$0 / \varepsilon = 0$")
+    return d
+
+
+def binary_group_variance() -> Derivation:
+    r"""For binary rewards with :math:`n` successes among :math:`G`, :math:`\sum_j (R_j - \bar R)^2 = G\,\bar R(1 - \bar R)`.
+
+    So the std-normalised advantage depends on the rewards only through the
+    count of successes: :math:`\bar R = n/G`, population std
+    :math:`\sqrt{\bar R(1-\bar R)}`.
+
+    Examples
+    --------
+    >>> from derivations.group_baselines import binary_group_variance
+    >>> binary_group_variance().verify().verified
+    True
+    """
+    grp = _group()
+    R, j, G = grp.R, grp.j, grp.G
+    n = sp.Symbol("n", integer=True, nonnegative=True)
+    m = n / G
+    d = Derivation(
+        "Variance of a binary group",
+        assumptions=[r"$R_j \in \{0, 1\}$", r"$n = \sum_j R_j$ successes"],
+    )
+    d.step(
+        sp.Sum((R[j] - m) ** 2, (j, 1, G)),
+        sp.Sum(R[j] ** 2, (j, 1, G)) - 2 * m * sp.Sum(R[j], (j, 1, G)) + G * m**2,
+        r"expand the square",
+    )
+    d.then(n - 2 * m * n + G * m**2, r"$R_j^2 = R_j$, $\sum_j R_j = n$", facts={sp.Sum(R[j] ** 2, (j, 1, G)): n, sp.Sum(R[j], (j, 1, G)): n})
+    d.then(G * m * (1 - m), "algebra")
+    return d
+
+
+# -- std-normalised (GRPO) advantages with a binary reward -------------------------------------
+
+_a = sp.Function("a")
+_k = sp.Symbol("k", integer=True, nonnegative=True)
+
+
+def _binomial_weight(G, k):
+    return sp.binomial(G - 1, k) * P**k * (1 - P) ** (G - 1 - k)
+
+
+def _conditioning_holds(G: int) -> bool:
+    r"""Enumerate :math:`4^G` outcomes: E[a(R_1, K_1) s_1] = sum_r sum_k b_k a(r, k) E[1{R=r} s]."""
+    grp = IIDGroup(("R", "s"), G=G)
+    R, s, i = grp.R, grp.s, grp.i
+    qa, qb, qc = sp.symbols("q_a q_b q_c", positive=True)
+    sa, sb, sc, sd = sp.symbols("sigma_a:d", real=True)
+    probs = [qa, qb, qc, 1 - qa - qb - qc]
+    outcomes = [{"R": 1, "s": sa}, {"R": 1, "s": sb}, {"R": 0, "s": sc}, {"R": 0, "s": sd}]
+    lhs = grp.brute_force(_a(R[i], grp.total() - R[i]) * s[i], G, outcomes, probs)
+    ERs1 = qa * sa + qb * sb  # E[1{R=1} s]
+    ERs0 = qc * sc + probs[3] * sd  # E[1{R=0} s]
+    rhs = sum(_binomial_weight(G, k) * (_a(1, k) * ERs1 + _a(0, k) * ERs0) for k in range(G))
+    return sp.expand((lhs - rhs).xreplace({P: qa + qb})) == 0
+
+
+def grpo_conditioning(G_checked=(2, 3, 4)) -> Derivation:
+    r"""A binary-reward group advantage has expected update :math:`w(p, G)\,\nabla_\theta p`.
+
+    Any advantage that depends on the rewards only through the answer's own
+    reward :math:`R_i` and the number :math:`K_i` of successes among the other
+    :math:`G-1` answers, :math:`A_i = a(R_i, K_i)`, satisfies
+
+    .. math::
+
+        \mathbb{E}[a(R_i, K_i)\, s_i] = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k}
+        \bigl(a(1, k) - a(0, k)\bigr)\, \nabla_\theta p.
+
+    Condition on :math:`R_i` and :math:`K_i`: the other answers are independent
+    of answer :math:`i`, so :math:`K_i \sim \mathrm{Bin}(G-1, p)`.  That
+    conditioning step is a lemma for every :math:`G`; its ``proof`` enumerates
+    all :math:`4^G` outcomes of a group (two reward values, two score values
+    each, an arbitrary function :math:`a`) for each ``G`` in ``G_checked``.
+
+    Examples
+    --------
+    >>> from derivations.group_baselines import grpo_conditioning
+    >>> d = grpo_conditioning().verify()
+    >>> d.proved_by()
+    {'proof': 1, 'sums as atoms, cancel(together)': 1, 'expand': 1}
+    """
+    grp = _group()
+    R, s, i, G = grp.R, grp.s, grp.i, grp.G
+    Rp, sp_ = grp.plain["R"], grp.plain["s"]
+    K = sp.IndexedBase("K", integer=True)
+    b = sp.IndexedBase("b", nonnegative=True)[_k]  # Sum.doit() on the binomial itself runs for seconds
+    d = Derivation(
+        "Expected update of a binary-reward group advantage",
+        assumptions=[
+            r"$R \in \{0, 1\}$, $p = \Pr[R = 1]$",
+            r"$A_i = a(R_i, K_i)$, $K_i = \sum_{j \ne i} R_j$",
+            r"$\mathbb{1}[R = 1] = R$, $\mathbb{1}[R = 0] = 1 - R$",
+            r"$b_k = \binom{G-1}{k} p^k (1-p)^{G-1-k}$",
+        ],
+        unfold=grp.unfold,
+    )
+    d.step(
+        Expect(_a(R[i], K[i]) * s[i]),
+        sp.Sum(b * (_a(1, _k) * Expect(Rp * sp_) + _a(0, _k) * Expect((1 - Rp) * sp_)), (_k, 0, G - 1)),
+        r"condition on $R_i, K_i$",
+        proof=lambda: all(_conditioning_holds(g) for g in G_checked),
+    )
+    d.then(
+        sp.Sum(b * (_a(1, _k) - _a(0, _k)), (_k, 0, G - 1)) * Expect(Rp * sp_) + sp.Sum(b * _a(0, _k), (_k, 0, G - 1)) * Expect(sp_),
+        r"linearity",
+    )
+    d.then(
+        sp.Sum(b * (_a(1, _k) - _a(0, _k)), (_k, 0, G - 1)) * GRAD_P,
+        r"$\mathbb{E}[s] = 0$, $\mathbb{E}[R s] = \nabla_\theta p$",
+        facts={Expect(sp_): 0, Expect(Rp * sp_): GRAD_P},
+    )
+    return d
+
+
+def _require_std(std: str) -> int:
+    if std not in _STDS:
+        raise ValueError(f"std must be one of {sorted(_STDS)}, got {std!r}")
+    return _STDS[std]
+
+
+def _require_G(G) -> int:
+    return require_int("G", G, minimum=2)  # a group baseline needs other answers
+
+
+def zscore_advantage(rewards, std: str = "population") -> sp.Expr:
+    r"""The std-normalised advantage of the first answer of an explicit group, in the limit :math:`\varepsilon \to 0`.
+
+    .. math::
+
+        A_1 = \frac{R_1 - \bar R}{\sigma},\qquad
+        \sigma^2 = \frac{1}{G - \delta}\sum_{j=1}^{G} (R_j - \bar R)^2,
+
+    :math:`\delta = 0` (population) or :math:`1` (Bessel); :math:`A_1 = 0`
+    when all rewards are equal (the :math:`\varepsilon > 0` convention).
+
+    Examples
+    --------
+    >>> from derivations.group_baselines import zscore_advantage
+    >>> zscore_advantage([1, 0, 0]), zscore_advantage([1, 0, 0], std="bessel"), zscore_advantage([1, 1])
+    (sqrt(2), 2*sqrt(3)/3, 0)
+    """
+    ddof = _require_std(std)
+    r = [sp.sympify(x) for x in rewards]
+    G = _require_G(len(r))
+    mean = sp.Add(*r) / G
+    var = sp.Add(*[(x - mean) ** 2 for x in r]) / (G - ddof)
+    if var == 0:
+        return sp.Integer(0)
+    return (r[0] - mean) / sp.sqrt(var)
+
+
+@cache
+def grpo_weight_coefficients(G: int, std: str = "population") -> tuple[sp.Expr, ...]:
+    r"""Bernstein coefficients :math:`c_k = \binom{G-1}{k}\bigl(a(1,k) - a(0,k)\bigr)` of :math:`w(p, G)`, :math:`k = 0..G-1`.
+
+    :math:`w(p, G) = \sum_k c_k\, p^k (1-p)^{G-1-k}`, with :math:`a(r, k)` from
+    :func:`zscore_advantage` (exact radicals).
+
+    Examples
+    --------
+    >>> from derivations.group_baselines import grpo_weight_coefficients
+    >>> grpo_weight_coefficients(4)
+    (sqrt(3), sqrt(3) + 3, sqrt(3) + 3, sqrt(3))
+    """
+    _require_G(G)
+    _require_std(std)
+    out = []
+    for k in range(G):
+        others = [1] * k + [0] * (G - 1 - k)
+        diff = zscore_advantage([1, *others], std) - zscore_advantage([0, *others], std)
+        out.append(sp.binomial(G - 1, k) * diff)
+    return tuple(out)
+
+
+def _weight_terms(G: int, std: str) -> list[sp.Expr]:
+    """c_k p^k (1 - p)^(G-1-k) for k = 0..G-1."""
+    return [c * P**k * (1 - P) ** (G - 1 - k) for k, c in enumerate(grpo_weight_coefficients(G, std))]
+
+
+@cache
+def grpo_weight(G: int, std: str = "population") -> sp.Expr:
+    r"""Closed form of :math:`w(p, G)`: the GRPO expected update is :math:`w(p, G)\, \nabla_\theta p`.
+
+    .. math::
+
+        w(p, G) = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k}\bigl(a(1, k) - a(0, k)\bigr),
+
+    with :math:`a(r, k)` the std-normalised advantage (:func:`zscore_advantage`)
+    of an answer with reward :math:`r` among :math:`k` other successes.  The CAS
+    computes each :math:`a(r, k)` from the definition; for the population std
+    this gives :math:`a(1,k) - a(0,k) = \sqrt{\tfrac{G-1-k}{k+1}} + \sqrt{\tfrac{k}{G-k}}`.
+
+    Parameters
+    ----------
+    G : int
+        Group size, at least 2.
+    std : {"population", "bessel"}
+        Divide the sum of squares by :math:`G` or by :math:`G - 1`.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.group_baselines import grpo_weight, P
+    >>> grpo_weight(2), sp.simplify(grpo_weight(3))
+    (1, sqrt(2))
+    >>> sp.expand(grpo_weight(4))
+    -3*p**2 + 2*sqrt(3)*p**2 - 2*sqrt(3)*p + 3*p + sqrt(3)
+    >>> round(float(grpo_weight(8, "bessel").subs(P, 0.5)), 6)
+    1.735807
+    """
+    _require_G(G)
+    _require_std(std)
+    return sp.Add(*_weight_terms(G, std))
+
+
+def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
+    r"""The GRPO weight at a fixed :math:`G`: conditioning (checked by enumerating :math:`2^G` groups), then the closed form.
+
+    Examples
+    --------
+    >>> from derivations.group_baselines import grpo_weight_derivation
+    >>> d = grpo_weight_derivation(3).verify()
+    >>> d.rhs
+    sqrt(2)*\nabla_{\theta} p
+    """
+    G = _require_G(G)
+    ddof = _require_std(std)
+    if G > 8:
+        raise ValueError(f"G must be <= 8 for the enumerated derivation (2^G groups), got {G}; use grpo_weight for the closed form")
+    grp = IIDGroup(("R", "s"), G=G)
+    s = grp.s
+    A1 = sp.Symbol("A_1", real=True)
+    terms = _weight_terms(G, std)
+    sigma = r"$\sigma^2 = \frac{1}{" + ("G" if ddof == 0 else "G - 1") + r"}\sum_j (R_j - \bar R)^2$"
+    d = Derivation(
+        f"GRPO weight at G = {G} ({std} std)",
+        assumptions=[r"$R \in \{0, 1\}$, $p = \Pr[R = 1]$", r"$A_1 = (R_1 - \bar R) / \sigma$, " + sigma + r", $A_1 = 0$ if $\sigma = 0$"],
+    )
+    d.step(
+        Expect(A1 * s[1]),
+        sp.Add(*terms, evaluate=False) * GRAD_P,
+        r"$2^{" + str(G) + r"}$ patterns",
+        proof=lambda: _enumerated_weight(G, std) == sp.expand(sp.Add(*terms)),
+    )
+    d.then(sp.collect(sp.expand(sp.Add(*terms)), P) * GRAD_P, "expand")
+    return d
+
+
+def _enumerated_weight(G: int, std: str) -> sp.Expr:
+    r"""sum over reward patterns of Pr(pattern) * A_1(pattern) * (+1 if R_1 = 1 else -1): the coefficient of grad p."""
+    total = sp.Integer(0)
+    for pattern in itertools.product((0, 1), repeat=G):
+        others = pattern[1:]
+        prob = sp.Mul(*[P if r else 1 - P for r in others])
+        sign = 1 if pattern[0] else -1  # E[1{R=1} s] = grad p, E[1{R=0} s] = -grad p
+        total += sign * prob * zscore_advantage(list(pattern), std)
+    return sp.expand(total)

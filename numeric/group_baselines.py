@@ -1,3 +1,513 @@
-"""Group baselines (being written)."""
+r"""Group baselines in numbers: batched advantages and exact group expectations for any :math:`G`.
 
-__all__: list[str] = []
+Batched helpers (numpy or torch in, the same kind out; the group is the last
+dimension, any leading dimensions are batch):
+
+:func:`leave_one_out_baselines`, :func:`group_mean_advantages`, :func:`rloo_advantages`, :func:`group_zscore_advantages`
+
+Exact expectations over a group of :math:`G` i.i.d. answers of a
+:class:`~numeric.TinyLM`: :func:`group_advantage_weights` computes, for each
+reward value :math:`v`, :math:`\mathbb{E}[A_1 \mid R_1 = v]` from the
+distribution of the *other* answers' rewards.  Those :math:`G - 1` rewards
+enter any group estimator only through how many of them take each distinct
+value :math:`v_1, \dots, v_m`; their counts are the :math:`(G-1)`-fold
+convolution of one answer's reward distribution, a multinomial, so the cost is
+:math:`\binom{G + m - 2}{m - 1}` groups instead of :math:`N^G` tuples
+(:math:`G` groups for a binary reward).  :func:`exact_group_gradient` turns
+the weights into :math:`\mathbb{E}[A_1 s_1]`; :func:`brute_force_group_gradient`
+enumerates all :math:`N^G` tuples, the independent check at :math:`G = 2, 3`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from functools import cache, partial
+
+import numpy as np
+import torch
+
+from derivations import group_baselines as derived
+
+from ._validate import (
+    like,
+    require_finite,
+    require_int,
+    require_nonnegative,
+    require_unit_interval,
+    to_tensor,
+)
+from .checks import check, maxabs, suite
+from .expectations import expected_score_sum
+from .tinylm import TinyLM, _check_lm, default_reward, score_matrix
+
+__all__ = [
+    "binary_reward_weight",
+    "brute_force_group_gradient",
+    "exact_group_gradient",
+    "group_advantage_weights",
+    "group_mean_advantages",
+    "group_zscore_advantages",
+    "grpo_weight",
+    "leave_one_out_baselines",
+    "rloo_advantages",
+]
+
+MAX_ENTRIES = 50_000_000
+"""Largest ``m * C * G`` (reward values x groups of the others x group size) that :func:`group_advantage_weights` builds."""
+
+
+# -- batched helpers ---------------------------------------------------------------------------
+
+
+def _rewards(rewards, minimum: int = 1):
+    r, kind = to_tensor("rewards", rewards)
+    if r.ndim < 1:
+        raise ValueError("rewards must have a group dimension (the last one), got a scalar")
+    if r.shape[-1] < minimum:
+        raise ValueError(f"rewards must hold G >= {minimum} answers per group (last dimension), got G = {r.shape[-1]}")
+    require_finite("rewards", r)
+    return r, kind
+
+
+def leave_one_out_baselines(rewards):
+    r"""Mean reward of the *other* answers of each group.
+
+    .. math::
+
+        b_i = \frac{1}{G-1} \sum_{j \ne i} R_j = \frac{\sum_j R_j - R_i}{G - 1}.
+
+    Parameters
+    ----------
+    rewards : numpy.ndarray or torch.Tensor
+        ``[..., G]``, :math:`G \ge 2`.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        ``[..., G]``, the caller's kind.
+
+    References
+    ----------
+    Kool, van Hoof, Welling, "Buy 4 REINFORCE samples, get a baseline for free!" (2019).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import leave_one_out_baselines
+    >>> print(leave_one_out_baselines(np.array([1.0, 0.0, 0.0, 1.0])).round(6))
+    [0.333333 0.666667 0.666667 0.333333]
+    """
+    r, kind = _rewards(rewards, minimum=2)
+    G = r.shape[-1]
+    return like(kind, (r.sum(-1, keepdim=True) - r) / (G - 1))
+
+
+def group_mean_advantages(rewards):
+    r"""Centred advantages :math:`R_i - \bar R`, the mean including the answer itself.
+
+    Their expected update is :math:`\frac{G-1}{G} \nabla_\theta J`
+    (:func:`derivations.group_baselines.mean_including_self`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numeric import group_mean_advantages
+    >>> group_mean_advantages(torch.tensor([[1.0, 0.0, 0.0, 1.0], [2.0, 2.0, 2.0, 2.0]]))
+    tensor([[ 0.5000, -0.5000, -0.5000,  0.5000],
+            [ 0.0000,  0.0000,  0.0000,  0.0000]])
+    """
+    r, kind = _rewards(rewards)
+    return like(kind, r - r.mean(-1, keepdim=True))
+
+
+def rloo_advantages(rewards):
+    r"""RLOO advantages :math:`R_i - b_i` with the leave-one-out baseline.
+
+    .. math::
+
+        R_i - \frac{1}{G-1}\sum_{j\ne i} R_j = \frac{G}{G-1}\bigl(R_i - \bar R\bigr).
+
+    Unbiased for every :math:`G \ge 2`
+    (:func:`derivations.group_baselines.leave_one_out_unbiased`).
+
+    References
+    ----------
+    Ahmadian et al., "Back to basics: revisiting REINFORCE-style optimization for
+    learning from human feedback in LLMs", ACL (2024).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import rloo_advantages
+    >>> print(rloo_advantages(np.array([1.0, 0.0, 0.0, 1.0])).round(6))
+    [ 0.666667 -0.666667 -0.666667  0.666667]
+    """
+    r, kind = _rewards(rewards, minimum=2)
+    G = r.shape[-1]
+    return like(kind, (G * r - r.sum(-1, keepdim=True)) / (G - 1))
+
+
+_DDOF = {"population": 0, "bessel": 1}
+
+
+def group_zscore_advantages(rewards, eps: float = 1e-8, std: str = "population"):
+    r"""Std-normalised (GRPO) advantages :math:`(R_i - \bar R) / (\sigma + \varepsilon)`.
+
+    .. math::
+
+        \sigma^2 = \frac{1}{G - \delta}\sum_{j=1}^{G} (R_j - \bar R)^2,
+        \qquad \delta = 0 \text{ (population) or } 1 \text{ (Bessel)}.
+
+    A group whose rewards are all equal gets zero advantages (exactly, for any
+    ``eps >= 0``); ``eps = 0`` is the limit :math:`\varepsilon \to 0` used by
+    :func:`derivations.group_baselines.grpo_weight`.
+
+    Parameters
+    ----------
+    rewards : numpy.ndarray or torch.Tensor
+        ``[..., G]``; :math:`G \ge 2` for ``std="bessel"``.
+    eps : float
+        Added to :math:`\sigma`, ``>= 0``.
+    std : {"population", "bessel"}
+        Trainers differ: TRL's GRPO uses ``torch.std`` (Bessel), others the population std.
+
+    References
+    ----------
+    Shao et al., "DeepSeekMath" (GRPO), arXiv:2402.03300 (2024).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import group_zscore_advantages
+    >>> print(group_zscore_advantages(np.array([1.0, 0.0, 0.0, 0.0]), eps=0.0).round(6))
+    [ 1.732051 -0.57735  -0.57735  -0.57735 ]
+    >>> print(group_zscore_advantages(np.array([1.0, 0.0, 0.0, 0.0]), eps=0.0, std="bessel").round(6))
+    [ 1.5 -0.5 -0.5 -0.5]
+    """
+    if std not in _DDOF:
+        raise ValueError(f"std must be one of {sorted(_DDOF)}, got {std!r}")
+    eps = require_nonnegative("eps", eps)
+    r, kind = _rewards(rewards, minimum=1 + _DDOF[std])
+    centred = r - r.mean(-1, keepdim=True)
+    sigma = ((centred**2).sum(-1, keepdim=True) / (r.shape[-1] - _DDOF[std])).sqrt()
+    equal = r.amax(-1, keepdim=True) == r.amin(-1, keepdim=True)
+    out = torch.where(equal, torch.zeros_like(r), centred / torch.where(equal, torch.ones_like(sigma), sigma + eps))
+    return like(kind, out)
+
+
+# -- exact group expectations ------------------------------------------------------------------
+
+Advantages = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _check_advantages(advantages) -> Advantages:
+    if not callable(advantages):
+        raise TypeError(f"advantages must be a function mapping [B, G] rewards to [B, G] advantages, got {type(advantages).__name__}")
+    return advantages
+
+
+def _others_counts(m: int, n: int) -> torch.Tensor:
+    """``[C, m]`` every way to put ``n`` answers on ``m`` reward values (stars and bars)."""
+    if m == 1:
+        return torch.tensor([[n]])
+    bars = torch.tensor(list(itertools.combinations(range(n + m - 1), m - 1)), dtype=torch.int64).reshape(-1, m - 1)
+    edges = torch.cat([torch.full((bars.shape[0], 1), -1), bars, torch.full((bars.shape[0], 1), n + m - 1)], 1)
+    return edges.diff(dim=1) - 1
+
+
+def _multinomial_pmf(counts: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """Probability of each count vector: the (n-fold) convolution of one answer's law, in closed form."""
+    n = counts[0].sum().to(torch.float64)
+    c = counts.to(torch.float64)
+    log = torch.lgamma(n + 1) - torch.lgamma(c + 1).sum(1) + torch.xlogy(c, probs[None, :]).sum(1)
+    return log.exp()
+
+
+def group_advantage_weights(values, probs, G: int, advantages: Advantages):
+    r"""Exact :math:`a(v) = \mathbb{E}[A_1 \mid R_1 = v]` for a group of :math:`G` i.i.d. answers.
+
+    The other :math:`G-1` answers' rewards take the distinct values
+    :math:`v_1..v_m` with counts :math:`c \sim \mathrm{Multinomial}(G-1, q)`,
+    the :math:`(G-1)`-fold convolution of one answer's law:
+
+    .. math::
+
+        a(v) = \sum_{c} \frac{(G-1)!}{\prod_k c_k!} \prod_k q_k^{c_k}\;
+        A_1\bigl(v, \underbrace{v_1, \dots, v_1}_{c_1}, \dots, \underbrace{v_m, \dots, v_m}_{c_m}\bigr).
+
+    Parameters
+    ----------
+    values : numpy.ndarray or torch.Tensor
+        ``[m]`` distinct reward values.
+    probs : numpy.ndarray or torch.Tensor
+        ``[m]`` their probabilities, summing to one.
+    G : int
+        Group size, at least 1.
+    advantages : callable
+        ``[B, G]`` rewards to ``[B, G]`` advantages, symmetric in the other
+        answers (every group estimator is), e.g. :func:`rloo_advantages`.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        ``[m]``, the caller's kind (that of ``values``).
+
+    Examples
+    --------
+    A binary reward with :math:`p = 0.3`: the leave-one-out advantage of a
+    success is :math:`1 - p`, of a failure :math:`-p`, for any :math:`G`:
+
+    >>> import numpy as np
+    >>> from numeric import group_advantage_weights, rloo_advantages
+    >>> a = group_advantage_weights(np.array([0.0, 1.0]), np.array([0.7, 0.3]), 256, rloo_advantages)
+    >>> print(a.round(12))
+    [-0.3  0.7]
+    """
+    v, kind = to_tensor("values", values)
+    q, _ = to_tensor("probs", probs)
+    G = require_int("G", G, minimum=1)
+    advantages = _check_advantages(advantages)
+    if v.ndim != 1 or q.shape != v.shape:
+        raise ValueError(f"values and probs must be 1-D of equal length, got {tuple(v.shape)} and {tuple(q.shape)}")
+    require_finite("values", v)
+    require_finite("probs", q)
+    if bool((q < 0).any()) or abs(float(q.sum()) - 1.0) > 1e-12:
+        raise ValueError(f"probs must be non-negative and sum to one, got sum {float(q.sum())}")
+    if v.unique().numel() != v.numel():
+        raise ValueError("values must be distinct")
+    m, n = v.numel(), G - 1
+    n_groups = math.comb(n + m - 1, m - 1)
+    if m * n_groups * G > MAX_ENTRIES:
+        raise ValueError(
+            f"G = {G} with {m} distinct reward values needs {n_groups:,} groups of the others "
+            f"({m * n_groups * G:,} entries), more than {MAX_ENTRIES:,}"
+        )
+    counts = _others_counts(m, n)
+    pmf = _multinomial_pmf(counts, q.to(torch.float64))
+    # the others, sorted by value: position t holds the value whose cumulative count first exceeds t
+    slots = torch.searchsorted(counts.cumsum(1), torch.arange(n).expand(counts.shape[0], n).contiguous(), right=True)
+    others = v[slots]  # [C, n]
+    groups = torch.cat([v[:, None, None].expand(m, counts.shape[0], 1), others.expand(m, -1, -1)], 2)
+    A = advantages(groups.reshape(-1, G))
+    A = A if isinstance(A, torch.Tensor) else torch.as_tensor(A)
+    if A.shape != (m * counts.shape[0], G):
+        raise ValueError(f"advantages must return shape [B, G] = {(m * counts.shape[0], G)}, got {tuple(A.shape)}")
+    return like(kind, A[:, 0].reshape(m, -1).to(pmf.dtype) @ pmf)
+
+
+def _lm_reward(lm: TinyLM, reward) -> torch.Tensor:
+    if not isinstance(reward, torch.Tensor):
+        raise TypeError(f"reward must be a torch.Tensor, got {type(reward).__name__}")
+    if reward.shape != (lm.N,):
+        raise ValueError(f"reward must have shape ({lm.N},), one number per sequence; got {tuple(reward.shape)}")
+    return require_finite("reward", reward.to(torch.float64))
+
+
+def exact_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, G: int, advantages: Advantages) -> torch.Tensor:
+    r"""``[P]`` exact :math:`\mathbb{E}[A_1 s_1]` for a group of :math:`G` i.i.d. answers of ``lm``.
+
+    By symmetry this is also :math:`\mathbb{E}\bigl[\frac1G \sum_i A_i s_i\bigr]`.
+    Conditioning on answer 1, :math:`\mathbb{E}[A_1 s_1] = \mathbb{E}_{o}[a(R(o))\, s(o)]`
+    with :math:`a` from :func:`group_advantage_weights`.
+
+    Examples
+    --------
+    >>> from numeric import TinyLM, default_reward, exact_group_gradient, expected_score_sum, rloo_advantages
+    >>> lm = TinyLM()
+    >>> R = default_reward(lm)
+    >>> g = exact_group_gradient(lm, lm.theta0, R, 256, rloo_advantages)
+    >>> float((g - expected_score_sum(lm, lm.theta0, R)).abs().max()) < 1e-12
+    True
+    """
+    lm = _check_lm(lm)
+    R = _lm_reward(lm, reward)
+    p = lm.probs(theta.detach())
+    values, inverse = torch.unique(R, return_inverse=True)
+    probs = torch.zeros_like(values).index_add_(0, inverse, p)
+    probs = probs / probs.sum()
+    a = group_advantage_weights(values, probs, G, advantages)
+    return expected_score_sum(lm, theta, a[inverse])
+
+
+def brute_force_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, G: int, advantages: Advantages) -> torch.Tensor:
+    r"""``[P]`` :math:`\mathbb{E}[A_1 s_1]` by enumerating all :math:`N^G` tuples of answers (:math:`G \le 3`).
+
+    .. math::
+
+        \mathbb{E}[A_1 s_1] = \sum_{o_1, \dots, o_G} \prod_j \pi(o_j)\; A_1(R(o_1), \dots, R(o_G))\, s(o_1),
+
+    with the dense score matrix; no convolution, no conditioning.
+
+    Examples
+    --------
+    >>> from numeric import TinyLM, default_reward, brute_force_group_gradient, exact_group_gradient, rloo_advantages
+    >>> lm = TinyLM()
+    >>> R = default_reward(lm)
+    >>> bf = brute_force_group_gradient(lm, lm.theta0, R, 2, rloo_advantages)
+    >>> float((bf - exact_group_gradient(lm, lm.theta0, R, 2, rloo_advantages)).abs().max()) < 1e-13
+    True
+    """
+    lm = _check_lm(lm)
+    R = _lm_reward(lm, reward)
+    G = require_int("G", G, minimum=1)
+    if G > 3:
+        raise ValueError(f"G must be <= 3 for brute force ({lm.N}^G tuples), got {G}")
+    advantages = _check_advantages(advantages)
+    p = lm.probs(theta.detach())
+    grids = torch.meshgrid(*[torch.arange(lm.N)] * G, indexing="ij")
+    tuples = torch.stack([g.reshape(-1) for g in grids], 1)  # [N^G, G], answer 1 varies slowest
+    A1 = advantages(R[tuples])[:, 0].reshape(lm.N, -1)
+    others = p[tuples[: lm.N ** (G - 1), 1:]].prod(1) if G > 1 else torch.ones(1)
+    w = A1 @ others
+    return (p * w) @ score_matrix(lm, theta)
+
+
+# -- the GRPO weight ---------------------------------------------------------------------------
+
+
+@cache
+def _grpo_coefficients(G: int, std: str) -> np.ndarray:
+    return np.array([float(c) for c in derived.grpo_weight_coefficients(G, std)])
+
+
+def grpo_weight(p, G: int, std: str = "population"):
+    r"""The GRPO weight :math:`w(p, G)` from the closed form of :func:`derivations.group_baselines.grpo_weight`.
+
+    For a binary reward with success probability :math:`p`, the std-normalised
+    advantage (with :math:`\varepsilon \to 0`) has expected update
+    :math:`\mathbb{E}[A_i s_i] = w(p, G)\, \nabla_\theta p`.  The CAS's exact
+    coefficients (:func:`derivations.group_baselines.grpo_weight_coefficients`)
+    are rounded to fp64 once and the Bernstein sum is evaluated vectorised.
+
+    Parameters
+    ----------
+    p : float or numpy.ndarray
+        Success probabilities in :math:`[0, 1]`.
+    G : int
+        Group size, :math:`2 \le G \le 16` (the closed forms derived by the CAS).
+    std : {"population", "bessel"}
+
+    Examples
+    --------
+    >>> from numeric import grpo_weight
+    >>> [round(float(grpo_weight(0.5, G)), 6) for G in (2, 3, 4, 8, 16)]
+    [1.0, 1.414214, 1.616025, 1.855656, 1.934123]
+    """
+    G = require_int("G", G, minimum=2)
+    if G > 16:
+        raise ValueError(f"G must be <= 16 (closed forms derived for G = 2..16), got {G}; use group_advantage_weights for larger G")
+    if std not in _DDOF:
+        raise ValueError(f"std must be one of {sorted(_DDOF)}, got {std!r}")
+    arr = np.asarray(p, dtype=float)
+    if np.isnan(arr).any() or (arr < 0).any() or (arr > 1).any():
+        raise ValueError("p must lie in [0, 1]")
+    c = _grpo_coefficients(G, std)  # the CAS's exact Bernstein coefficients, in fp64
+    k = np.arange(G)
+    out = (c * arr[..., None] ** k * (1 - arr[..., None]) ** (G - 1 - k)).sum(-1)
+    return float(out) if arr.ndim == 0 else out
+
+
+def binary_reward_weight(p: float, G: int, advantages: Advantages) -> float:
+    r"""The weight :math:`w` in :math:`\mathbb{E}[A_i s_i] = w\, \nabla_\theta p` for a binary reward, any :math:`G`.
+
+    Every group advantage of a binary reward is a function :math:`a(R_i, K_i)`
+    of the answer's reward and the successes among the others
+    (:func:`derivations.group_baselines.grpo_conditioning`), so
+    :math:`w = \mathbb{E}[A_1 \mid R_1 = 1] - \mathbb{E}[A_1 \mid R_1 = 0]`,
+    computed by :func:`group_advantage_weights`.  For the std-normalised
+    advantage with ``eps=0`` this is :func:`grpo_weight` at every :math:`G`.
+
+    Examples
+    --------
+    >>> from functools import partial
+    >>> from numeric import binary_reward_weight, group_mean_advantages, group_zscore_advantages, rloo_advantages
+    >>> round(binary_reward_weight(0.3, 256, rloo_advantages), 12), round(binary_reward_weight(0.3, 4, group_mean_advantages), 12)
+    (1.0, 0.75)
+    >>> round(binary_reward_weight(0.3, 256, partial(group_zscore_advantages, eps=0.0)) * (0.3 * 0.7) ** 0.5, 4)
+    0.9977
+    """
+    p = require_unit_interval("p", p)
+    a = group_advantage_weights(torch.tensor([0.0, 1.0]), torch.tensor([1 - p, p]), G, advantages)
+    return float(a[1] - a[0])
+
+
+# -- cross-checks -----------------------------------------------------------------------------
+
+
+def _estimators() -> dict[str, Advantages]:
+    return {
+        "leave-one-out": rloo_advantages,
+        "mean including self": group_mean_advantages,
+        "z-score (population, eps=0)": partial(group_zscore_advantages, eps=0.0),
+        "z-score (Bessel, eps=1e-4)": partial(group_zscore_advantages, eps=1e-4, std="bessel"),
+    }
+
+
+@suite("group_baselines")
+def cross_checks() -> None:
+    """Group baselines on TinyLM(V=4, L=4, seed=0): brute force, convolution, closed forms, batched helpers."""
+    lm = TinyLM(V=4, L=4, seed=0)
+    theta = lm.theta0
+    R = default_reward(lm)
+    g = expected_score_sum(lm, theta, R)
+
+    # 001 section 5: exact enumeration of all N^G tuples (each brute force computed once, reused)
+    count_reward = ((lm.tokens == 1).to(torch.float64) * lm.mask).sum(1)
+    cases = [(R, name, 2) for name in _estimators()] + [(count_reward, name, 2) for name in _estimators()]
+    cases += [(R, name, 3) for name in ("leave-one-out", "mean including self", "z-score (population, eps=0)")]
+    brute = {(id(rw), name, G): brute_force_group_gradient(lm, theta, rw, G, _estimators()[name]) for rw, name, G in cases}
+    for G in (2, 3):
+        loo, mean = brute[(id(R), "leave-one-out", G)], brute[(id(R), "mean including self", G)]
+        check(f"G={G}: leave-one-out baseline is exactly unbiased (all N^G tuples)", maxabs(loo, g), 1e-13)
+        check(f"G={G}: mean-including-self gives exactly (G-1)/G * grad J (all N^G tuples)", maxabs(mean, (G - 1) / G * g), 1e-13)
+
+    # the convolution engine against brute force, for several estimators and two rewards
+    worst = max(maxabs(exact_group_gradient(lm, theta, rw, G, _estimators()[name]), brute[(id(rw), name, G)]) for rw, name, G in cases)
+    check("convolution == brute force at G=2 (4 estimators; binary and count rewards) and G=3 (3 estimators)", worst, 1e-13)
+
+    # any G: the derived results
+    worst_loo = max(maxabs(exact_group_gradient(lm, theta, R, G, rloo_advantages), g) for G in (4, 16, 64, 256))
+    check("leave-one-out unbiased at G = 4, 16, 64, 256 (convolution)", worst_loo, 1e-12)
+    worst_mean = max(maxabs(exact_group_gradient(lm, theta, R, G, group_mean_advantages), (G - 1) / G * g) for G in (4, 16, 64, 256))
+    check("mean including self = (G-1)/G grad J at G = 4, 16, 64, 256 (convolution)", worst_mean, 1e-12)
+
+    # GRPO: E[A s] = w(p, G) grad p, closed forms lambdified from the CAS
+    p = float(lm.probs(theta) @ R)
+    for std in ("population", "bessel"):
+        worst = 0.0
+        for G in range(2, 17):
+            est = partial(group_zscore_advantages, eps=0.0, std=std)
+            worst = max(worst, maxabs(exact_group_gradient(lm, theta, R, G, est), grpo_weight(p, G, std) * g))
+        check(f"GRPO ({std} std): E[A s] = w(p, G) grad p for G = 2..16", worst, 1e-12)
+    ratio = max(abs(grpo_weight(q, G, "bessel") - math.sqrt((G - 1) / G) * grpo_weight(q, G)) for G in range(2, 17) for q in (0.1, 0.5, 0.9))
+    check("GRPO: Bessel w = sqrt((G-1)/G) * population w", ratio, 1e-12)
+
+    # batched helpers against each other and a naive loop
+    gen = torch.Generator().manual_seed(0)
+    batch = torch.randint(0, 3, (5, 7, 6), generator=gen).to(torch.float64)
+    G = batch.shape[-1]
+    check("RLOO = G/(G-1) * centred (batched)", maxabs(rloo_advantages(batch), G / (G - 1) * group_mean_advantages(batch)), 1e-14)
+    check("RLOO = R - leave-one-out baseline (batched)", maxabs(rloo_advantages(batch), batch - leave_one_out_baselines(batch)), 1e-14)
+    check("batched helpers == naive loop (numpy and torch)", _naive_discrepancy(batch), 1e-14)
+    equal = torch.full((3, G), 0.7)
+    zero = max(float(torch.as_tensor(f(equal)).abs().max()) for f in (rloo_advantages, group_mean_advantages, group_zscore_advantages))
+    check("equal rewards: every advantage is zero (to rounding)", zero, 1e-15)
+
+
+def _naive_discrepancy(batch: torch.Tensor) -> float:
+    worst = 0.0
+    flat = batch.reshape(-1, batch.shape[-1]).tolist()
+    for std, ddof in _DDOF.items():
+        z = group_zscore_advantages(batch.numpy(), eps=1e-8, std=std).reshape(len(flat), -1)
+        loo = leave_one_out_baselines(batch).reshape(len(flat), -1)
+        for row, zrow, lrow in zip(flat, z, loo):
+            G = len(row)
+            mean = sum(row) / G
+            sigma = math.sqrt(sum((x - mean) ** 2 for x in row) / (G - ddof))
+            for k, x in enumerate(row):
+                others = [y for t, y in enumerate(row) if t != k]
+                expected_z = 0.0 if max(row) == min(row) else (x - mean) / (sigma + 1e-8)
+                worst = max(worst, abs(zrow[k] - expected_z), abs(float(lrow[k]) - sum(others) / len(others)))
+    return worst

@@ -1,3 +1,298 @@
-"""Returns (being written)."""
+r"""Returns in numbers: reward-to-go, discounted weights, λ-returns and GAE, batched and exact.
 
-__all__: list[str] = []
+Batched helpers (numpy or torch in, the same kind out; time is the last
+dimension, any leading dimensions are batch).  Each is one backward scan:
+:math:`O(T)` Python steps, vectorised over the batch.
+
+:func:`reward_to_go`, :func:`discounted_score_weights`, :func:`gae_advantages`, :func:`lambda_returns`
+
+GAE takes two flags (:mod:`derivations.returns`): ``terminated`` (no
+continuation exists: do not bootstrap from the next value) and ``trace_cuts``
+(the next entry of the array does not continue this trajectory: stop the
+backward recursion).  A terminated step must also cut the trace; the last
+entry of the array always ends the recursion.
+
+The suite ``returns`` checks them on the enumerated toy LM with a per-token
+reward: both the full-return and the reward-to-go estimator are unbiased with
+exact trace variances, the discounted objective's gradient is
+:math:`\mathbb{E}[\sum_t \gamma^t G^\gamma_t s_t]`, and GAE with the exact
+value function is unbiased for every :math:`\lambda`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._validate import (
+    like,
+    require_finite,
+    require_same_shape,
+    require_unit_interval,
+    to_tensor,
+)
+from .checks import check, maxabs, suite
+from .expectations import expected_score_sum, score_estimator_moments
+from .tinylm import TinyLM
+
+__all__ = ["discounted_score_weights", "gae_advantages", "lambda_returns", "reward_to_go"]
+
+
+def _series(name: str, x):
+    t, kind = to_tensor(name, x)
+    if t.ndim < 1 or t.shape[-1] < 1:
+        raise ValueError(f"{name} must have a time dimension (the last one) of length >= 1, got shape {tuple(t.shape)}")
+    return require_finite(name, t), kind
+
+
+def _backward_scan(x: torch.Tensor, carry: torch.Tensor) -> torch.Tensor:
+    r""":math:`y_t = x_t + \text{carry}_t\, y_{t+1}`, :math:`y_{T+1} = 0`, over the last dimension."""
+    out = torch.empty_like(x)
+    running = torch.zeros_like(x[..., 0])
+    for t in reversed(range(x.shape[-1])):
+        running = x[..., t] + carry[..., t] * running
+        out[..., t] = running
+    return out
+
+
+def reward_to_go(rewards, gamma: float = 1.0):
+    r"""Discounted reward-to-go :math:`G^\gamma_t = \sum_{u \ge t} \gamma^{u-t} r_u`.
+
+    Backward: :math:`G_t = r_t + \gamma G_{t+1}`, :math:`G_{T+1} = 0`.
+
+    Parameters
+    ----------
+    rewards : numpy.ndarray or torch.Tensor
+        ``[..., T]`` per-step rewards (0 on padding).
+    gamma : float
+        Discount in :math:`[0, 1]`.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        ``[..., T]``, the caller's kind.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import reward_to_go
+    >>> print(reward_to_go(np.array([1.0, 0.0, 2.0]), gamma=0.5))
+    [1.5 1.  2. ]
+    """
+    r, kind = _series("rewards", rewards)
+    gamma = require_unit_interval("gamma", gamma)
+    return like(kind, _backward_scan(r, torch.full_like(r, gamma)))
+
+
+def discounted_score_weights(rewards, gamma: float):
+    r"""Weights :math:`\gamma^t G^\gamma_t` of the token scores in the gradient of the literal discounted objective.
+
+    .. math::
+
+        \nabla_\theta\, \mathbb{E}\Bigl[\sum_t \gamma^t r_t\Bigr]
+        = \mathbb{E}\Bigl[\sum_t \gamma^t G^\gamma_t\, s_t\Bigr],
+        \qquad t = 0, 1, \dots
+
+    (:func:`derivations.returns.discounted_objective_weights`).  Weighting by
+    :math:`G^\gamma_t` alone optimises something else and turns the gradient.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numeric import discounted_score_weights
+    >>> discounted_score_weights(torch.tensor([1.0, 0.0, 2.0]), gamma=0.5)
+    tensor([1.5000, 0.5000, 0.5000])
+    """
+    r, kind = _series("rewards", rewards)
+    gamma = require_unit_interval("gamma", gamma)
+    g = _backward_scan(r, torch.full_like(r, gamma))
+    powers = gamma ** torch.arange(r.shape[-1], dtype=r.dtype)
+    return like(kind, powers * g)
+
+
+def _gae_inputs(rewards, values, next_values, terminated, trace_cuts, gamma, lam):
+    r, kind = _series("rewards", rewards)
+    nv, _ = _series("next_values", next_values)
+    v = nv if values is None else _series("values", values)[0]
+    d, _ = to_tensor("terminated", terminated, dtype=torch.bool)
+    c, _ = to_tensor("trace_cuts", trace_cuts, dtype=torch.bool)
+    require_same_shape(rewards=r, values=v, next_values=nv, terminated=d, trace_cuts=c)
+    if bool((d & ~c).any()):
+        raise ValueError("trace_cuts must be True wherever terminated is True (a terminal step ends the trajectory)")
+    gamma = require_unit_interval("gamma", gamma)
+    lam = require_unit_interval("lam", lam)
+    return r, v.to(r.dtype), nv.to(r.dtype), d.to(r.dtype), c.to(r.dtype), gamma, lam, kind
+
+
+def gae_advantages(rewards, values, next_values, terminated, trace_cuts, gamma: float, lam: float):
+    r"""Generalised advantage estimates with separate ``terminated`` and ``trace_cuts`` flags.
+
+    .. math::
+
+        \delta_t = r_t + \gamma (1 - d_t) V'_t - V_t,
+        \qquad
+        A_t = \delta_t + \gamma \lambda (1 - c_t) A_{t+1},
+
+    :math:`d_t` = ``terminated[t]``, :math:`c_t` = ``trace_cuts[t]``, and the
+    recursion starts from :math:`A_{T+1} = 0`.  At a time limit followed by
+    ``reset()`` or at the end of a buffer that cuts an episode, set
+    ``terminated=False, trace_cuts=True``: the target bootstraps from
+    :math:`V'_t`, and nothing from the next entry leaks back.
+
+    Parameters
+    ----------
+    rewards, values, next_values : numpy.ndarray or torch.Tensor
+        ``[..., T]``; ``next_values[t]`` is the value of the observation after step ``t``.
+    terminated, trace_cuts : boolean numpy.ndarray or torch.Tensor
+        ``[..., T]``; ``terminated`` implies ``trace_cuts``.
+    gamma, lam : float
+        In :math:`[0, 1]`.
+
+    References
+    ----------
+    Schulman et al., "High-dimensional continuous control using generalized
+    advantage estimation", ICLR (2016); Pardo et al., "Time limits in
+    reinforcement learning", ICML (2018).
+
+    Examples
+    --------
+    A time limit after the second step, then ``reset()``; the third entry
+    belongs to a new episode:
+
+    >>> import numpy as np
+    >>> from numeric import gae_advantages
+    >>> r = np.array([0.0, 1.0, 100.0]); V = np.array([1.0, 1.0, 0.0]); Vn = np.array([1.0, 2.0, 0.0])
+    >>> term = np.array([False, False, True]); cut = np.array([False, True, True])
+    >>> print(gae_advantages(r, V, Vn, term, cut, gamma=0.9, lam=0.5).round(6))
+    [  0.71   1.8  100.  ]
+    """
+    r, v, nv, d, c, gamma, lam, kind = _gae_inputs(rewards, values, next_values, terminated, trace_cuts, gamma, lam)
+    deltas = r + gamma * (1 - d) * nv - v
+    return like(kind, _backward_scan(deltas, gamma * lam * (1 - c)))
+
+
+def lambda_returns(rewards, next_values, terminated, trace_cuts, gamma: float, lam: float):
+    r"""λ-returns with the two flags.
+
+    .. math::
+
+        G^\lambda_t = r_t + \gamma (1 - d_t)\bigl[V'_t + \lambda (1 - c_t)\bigl(G^\lambda_{t+1} - V'_t\bigr)\bigr].
+
+    Without flags this is :math:`r_t + \gamma\bigl((1-\lambda) V_{t+1} + \lambda G^\lambda_{t+1}\bigr)`;
+    :func:`gae_advantages` is :math:`G^\lambda_t - V_t` whenever
+    ``next_values[t] == values[t+1]`` inside a trajectory
+    (:func:`derivations.returns.gae_is_lambda_return_minus_value`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import lambda_returns
+    >>> r = np.array([0.0, 1.0, 100.0]); Vn = np.array([1.0, 2.0, 0.0])
+    >>> term = np.array([False, False, True]); cut = np.array([False, True, True])
+    >>> print(lambda_returns(r, Vn, term, cut, gamma=0.9, lam=0.5).round(6))
+    [  1.71   2.8  100.  ]
+    """
+    r, _, nv, d, c, gamma, lam, kind = _gae_inputs(rewards, None, next_values, terminated, trace_cuts, gamma, lam)
+    # G_t = [r_t + g(1-d)(1 - lam(1-c)) V'_t] + g lam (1-d)(1-c) G_{t+1}
+    x = r + gamma * (1 - d) * (1 - lam * (1 - c)) * nv
+    return like(kind, _backward_scan(x, gamma * lam * (1 - d) * (1 - c)))
+
+
+# -- exact checks on the toy LM ----------------------------------------------------------------
+
+
+def _token_rewards(lm: TinyLM) -> torch.Tensor:
+    """Per-token reward r_t = 1[o_t == 1] (0 on padding)."""
+    return (lm.tokens == 1).to(torch.float64) * lm.mask
+
+
+def _objective_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Autograd of J = sum_o pi(o) sum_t gamma^t r_t(o): the definition, no estimator."""
+    th = theta.detach().clone().requires_grad_(True)
+    returns = (rewards * gamma ** torch.arange(lm.L, dtype=torch.float64)).sum(1)
+    return torch.autograd.grad(lm.probs(th) @ returns, th)[0]
+
+
+def _exact_values(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, gamma: float):
+    r"""``[N, L]`` :math:`V(o_{<t}) = \mathbb{E}[G^\gamma_t \mid o_{<t}]` and the next values :math:`V(o_{\le t})` (0 at the end)."""
+    p = lm.probs(theta.detach())
+    G = reward_to_go(rewards, gamma)
+    rows = lm.prefix_rows.reshape(-1)
+    mass = (p[:, None] * lm.mask).reshape(-1)
+    num = torch.zeros(lm.n_prefixes).index_add_(0, rows, (p[:, None] * G * lm.mask).reshape(-1))
+    den = torch.zeros(lm.n_prefixes).index_add_(0, rows, mass)
+    V = (num / den.clamp_min(1e-300))[lm.prefix_rows] * lm.mask
+    V_next = torch.cat([V[:, 1:], torch.zeros(lm.N, 1)], 1)
+    return V, V_next
+
+
+def _naive_gae(r, v, nv, d, c, gamma, lam):
+    """Per-row, per-step Python loop, straight from the definitions."""
+    out = []
+    for row in zip(*(x.tolist() for x in (r, v, nv, d, c))):
+        adv, running = [0.0] * len(row[0]), 0.0
+        for t in reversed(range(len(row[0]))):
+            delta = row[0][t] + (0.0 if row[3][t] else gamma * row[2][t]) - row[1][t]
+            running = delta + (0.0 if row[4][t] else gamma * lam * running)
+            adv[t] = running
+        out.append(adv)
+    return torch.tensor(out)
+
+
+@suite("returns")
+def cross_checks() -> None:
+    """Reward-to-go, discounting and GAE on TinyLM(V=4, L=4, seed=0) with r_t = 1[o_t == 1]."""
+    lm = TinyLM(V=4, L=4, seed=0)
+    theta = lm.theta0
+    r = _token_rewards(lm)
+
+    # 001 section 6: per-token rewards, full return vs reward-to-go
+    gJ = _objective_gradient(lm, theta, r, 1.0)
+    full = score_estimator_moments(lm, theta, r.sum(1))
+    rtg = score_estimator_moments(lm, theta, reward_to_go(r))
+    check("full-return estimator unbiased", maxabs(full.mean, gJ), 1e-13)
+    check("reward-to-go estimator unbiased (dropped terms E[s_t r_u], u < t, vanish)", maxabs(rtg.mean, gJ), 1e-13)
+    check("reward-to-go trace variance / full-return trace variance < 1", rtg.variance / full.variance, 1.0)
+    R = (r.sum(1) > 0).to(torch.float64)  # outcome: did token 1 occur
+    last = torch.nn.functional.one_hot(lm.lengths - 1, lm.L).to(torch.float64)
+    check("outcome reward: reward-to-go == outcome at every token", maxabs(reward_to_go(R[:, None] * last), R[:, None] * lm.mask), 1e-15)
+
+    # discounting
+    gamma = 0.7
+    gJ_gamma = _objective_gradient(lm, theta, r, gamma)
+    literal = expected_score_sum(lm, theta, discounted_score_weights(r, gamma))
+    dropped = expected_score_sum(lm, theta, reward_to_go(r, gamma))
+    check("literal discounted objective: gradient == E[sum_t gamma^t G_t s_t]", maxabs(literal, gJ_gamma), 1e-13)
+    cosine = float(literal @ dropped / (literal.norm() * dropped.norm()))
+    check("dropping gamma^t turns the gradient: cosine(gamma^t G_t, G_t) <= 0.999", cosine, 0.999)
+
+    # GAE with the exact value function is unbiased for every lambda
+    done = (torch.arange(lm.L)[None, :] >= lm.lengths[:, None] - 1).expand(lm.N, lm.L)
+    for g in (1.0, gamma):
+        V, V_next = _exact_values(lm, theta, r, g)
+        target = _objective_gradient(lm, theta, r, g)
+        worst = 0.0
+        for lam in (0.0, 0.5, 1.0):
+            A = gae_advantages(r, V, V_next, done, done, g, lam) * lm.mask
+            est = expected_score_sum(lm, theta, A * g ** torch.arange(lm.L, dtype=torch.float64))
+            worst = max(worst, maxabs(est, target))
+        check(f"GAE with exact V is unbiased for lambda = 0, 0.5, 1 (gamma = {g})", worst, 1e-13)
+
+    # batched GAE against the naive loop and against the lambda-return
+    gen = torch.Generator().manual_seed(0)
+    shape = (6, 9)
+    rr, vv = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
+    cut = torch.rand(shape, generator=gen) < 0.3
+    cut[:, -1] = True
+    term = cut & (torch.rand(shape, generator=gen) < 0.5)
+    nv = torch.where(cut, torch.randn(shape, generator=gen), torch.cat([vv[:, 1:], torch.zeros(shape[0], 1)], 1))
+    A = gae_advantages(rr, vv, nv, term, cut, 0.9, 0.8)
+    naive = max(maxabs(A, _naive_gae(rr, vv, nv, term, cut, 0.9, 0.8)), maxabs(gae_advantages(rr.numpy(), vv.numpy(), nv.numpy(), term.numpy(), cut.numpy(), 0.9, 0.8), A))
+    check("GAE batched == naive loop (numpy and torch, random flags)", naive, 1e-13)
+    check("GAE == lambda-return - V (random flags)", maxabs(A, lambda_returns(rr, nv, term, cut, 0.9, 0.8) - vv), 1e-13)
+    check("GAE(lambda=0) == TD error", maxabs(gae_advantages(rr, vv, nv, term, cut, 0.9, 0.0), rr + 0.9 * (~term) * nv - vv), 1e-15)
+    ends = torch.zeros(shape, dtype=torch.bool)
+    ends[:, -1] = True
+    nv_traj = torch.cat([vv[:, 1:], torch.zeros(shape[0], 1)], 1)
+    one = gae_advantages(rr, vv, nv_traj, ends, ends, 0.9, 1.0)
+    check("GAE(lambda=1) == discounted reward-to-go - V", maxabs(one, reward_to_go(rr, 0.9) - vv), 1e-13)
+    check("reward_to_go batched == naive loop", maxabs(reward_to_go(rr, 0.9), _naive_gae(rr, torch.zeros(shape), torch.zeros(shape), ends, ends, 0.9, 1.0)), 1e-13)

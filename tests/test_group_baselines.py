@@ -1,0 +1,285 @@
+"""Group baselines: the i.i.d. group algebra against enumeration, closed forms, bad input."""
+
+from functools import partial
+
+import numpy as np
+import pytest
+import sympy as sp
+import torch
+
+import numeric
+from derivations import group_baselines as gb
+from derivations.iid_groups import Expect, IIDGroup
+from numeric import (
+    TinyLM,
+    brute_force_group_gradient,
+    default_reward,
+    exact_group_gradient,
+    group_advantage_weights,
+    group_mean_advantages,
+    group_zscore_advantages,
+    grpo_weight,
+    leave_one_out_baselines,
+    rloo_advantages,
+)
+
+
+def test_suite_passes():
+    checks, errors = numeric.run_suites(["group_baselines"])
+    assert not errors, errors
+    assert len(checks) >= 14
+    assert all(c.passed for c in checks), [c.line() for c in checks if not c.passed]
+
+
+# -- the i.i.d. group algebra -----------------------------------------------------------------
+
+
+def _expressions(grp):
+    R, s, i, j, G = grp.R, grp.s, grp.i, grp.j, grp.G
+    k = sp.Symbol("k", integer=True, positive=True)
+    return [
+        (R[i] - grp.mean_others(i)) * s[i],
+        (R[i] - grp.mean()) * s[i],
+        (R[i] - grp.mean()) ** 2 * s[i],
+        sp.Sum((R[j] - grp.mean()) ** 2, (j, 1, G)),
+        R[i] * s[k] * grp.total() ** 2,
+        grp.total("s") * grp.total(),
+    ]
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_expectation_operator_equals_enumeration(K):
+    grp = IIDGroup()
+    outcomes = [{"R": sp.Symbol(f"r{k}"), "s": sp.Symbol(f"t{k}")} for k in range(K)]
+    q = sp.symbols(f"q0:{K - 1}", positive=True)
+    probs = [*q, 1 - sum(q)]
+    for expr in _expressions(grp):
+        symbolic = grp.expect(expr)
+        for G in (2, 3):
+            if len(grp._free_indices(expr)) > G:
+                continue
+            diff = grp.brute_force(expr, G, outcomes, probs) - grp.evaluate(symbolic, outcomes, probs, G)
+            assert sp.expand(diff) == 0, (expr, G)
+
+
+def test_expectation_operator_uses_independence_only_for_distinct_answers():
+    grp = IIDGroup()
+    R, i = grp.R, grp.i
+    k = sp.Symbol("k", integer=True, positive=True)
+    ER, ER2 = Expect(grp.plain["R"]), Expect(grp.plain["R"] ** 2)
+    assert grp.expect(R[i] * R[i]) == ER2
+    assert grp.expect(R[i] * R[k]) == ER**2
+    # E[R_i * sum_j R_j] = E[R^2] + (G - 1) E[R]^2: the j = i case is not p^2
+    assert sp.expand(grp.expect(R[i] * grp.total()) - (ER2 + (grp.G - 1) * ER**2)) == 0
+
+
+def test_expectation_operator_rejects_what_it_cannot_do():
+    grp = IIDGroup()
+    R, i, j = grp.R, grp.i, grp.j
+    with pytest.raises(ValueError, match="polynomial"):
+        grp.expect(sp.sqrt(R[i]))
+    with pytest.raises(ValueError, match="1..G"):
+        grp.expect(sp.Sum(R[j], (j, 2, grp.G)))
+    with pytest.raises(TypeError, match="names"):
+        IIDGroup(("R", "1x"))
+    with pytest.raises(ValueError, match="distinct"):
+        IIDGroup(("R", "R"))
+    with pytest.raises(TypeError, match="G must be an int"):
+        IIDGroup(G=2.0)
+    with pytest.raises(ValueError, match="G must be >= 1"):
+        IIDGroup(G=0)
+    with pytest.raises(ValueError, match="name must be one of"):
+        grp.total("Q")
+    with pytest.raises(ValueError, match="G must be >= 1"):
+        grp.brute_force(R[i], 0, [{"R": 1, "s": 0}], [1])
+    with pytest.raises(ValueError, match="equal length"):
+        grp.brute_force(R[i], 2, [{"R": 1, "s": 0}], [])
+
+
+# -- derivations -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        gb.leave_one_out_unbiased,
+        gb.mean_including_self,
+        gb.rloo_is_scaled_centred,
+        gb.equal_rewards_vanish,
+        gb.binary_group_variance,
+    ],
+)
+def test_symbolic_G_derivations_verify(make):
+    assert make().verify().verified
+
+
+def test_derivation_results():
+    G = gb._group().G
+    assert gb.leave_one_out_unbiased().verify().rhs == gb.GRAD_J
+    assert sp.simplify(gb.mean_including_self().verify().rhs - (G - 1) / G * gb.GRAD_J) == 0
+
+
+def test_a_wrong_baseline_fails_to_verify():
+    from derivations import DerivationError
+
+    d = gb._centred_update(lambda grp: grp.mean(), "wrong", gb.GRAD_J, "claims unbiased")
+    with pytest.raises(DerivationError, match="claims unbiased"):
+        d.verify()
+
+
+@pytest.mark.parametrize("std", ["population", "bessel"])
+@pytest.mark.parametrize("G", [2, 3, 4, 5, 6])
+def test_grpo_weight_derivation_enumerates(G, std):
+    assert gb.grpo_weight_derivation(G, std).verify().verified
+
+
+def test_grpo_population_differences_closed_form():
+    for G in range(2, 17):
+        for k in range(G):
+            others = [1] * k + [0] * (G - 1 - k)
+            diff = gb.zscore_advantage([1, *others]) - gb.zscore_advantage([0, *others])
+            closed = sp.sqrt(sp.Rational(G - 1 - k, k + 1)) + sp.sqrt(sp.Rational(k, G - k))
+            assert sp.expand(diff - closed) == 0, (G, k)
+
+
+def test_grpo_bessel_is_scaled_population():
+    for G in range(2, 17):
+        diff = gb.grpo_weight(G, "bessel") - sp.sqrt(sp.Rational(G - 1, G)) * gb.grpo_weight(G)
+        assert sp.expand(diff) == 0, G
+
+
+def test_grpo_weight_matches_convolution_engine_off_the_toy_lm():
+    from numeric import binary_reward_weight
+
+    for G in (2, 5, 16):
+        for p in (0.05, 0.5, 0.93):
+            for std in ("population", "bessel"):
+                assert abs(grpo_weight(p, G, std) - binary_reward_weight(p, G, partial(group_zscore_advantages, eps=0.0, std=std))) < 1e-12
+
+
+def test_grpo_weight_large_G_approaches_inverse_std():
+    from numeric import binary_reward_weight
+
+    gaps = [abs(binary_reward_weight(0.3, G, partial(group_zscore_advantages, eps=0.0)) * np.sqrt(0.3 * 0.7) - 1) for G in (16, 64, 256)]
+    assert gaps[0] > gaps[1] > gaps[2] and gaps[2] < 0.01
+
+
+def test_derivation_bad_input():
+    with pytest.raises(ValueError, match="G must be >= 2"):
+        gb.grpo_weight(1)
+    with pytest.raises(TypeError, match="G must be an int"):
+        gb.grpo_weight(2.0)
+    with pytest.raises(ValueError, match="std must be one of"):
+        gb.grpo_weight(3, "sample")
+    with pytest.raises(ValueError, match="G must be <= 8"):
+        gb.grpo_weight_derivation(9)
+    with pytest.raises(ValueError, match="G must be >= 2"):
+        gb.zscore_advantage([1])
+
+
+# -- batched helpers ---------------------------------------------------------------------------
+
+HELPERS = [leave_one_out_baselines, group_mean_advantages, rloo_advantages, group_zscore_advantages]
+
+
+@pytest.mark.parametrize("fn", HELPERS)
+def test_helpers_return_the_callers_kind_and_batch(fn):
+    x = np.random.default_rng(0).integers(0, 3, size=(2, 3, 5)).astype(float)
+    out_np, out_t = fn(x), fn(torch.from_numpy(x))
+    assert isinstance(out_np, np.ndarray) and isinstance(out_t, torch.Tensor)
+    assert out_np.shape == x.shape
+    assert np.abs(out_np - out_t.numpy()).max() < 1e-15
+    flat = np.stack([fn(row) for row in x.reshape(-1, 5)]).reshape(x.shape)
+    assert np.abs(flat - out_np).max() < 1e-15
+
+
+@pytest.mark.parametrize("fn", HELPERS)
+def test_helpers_bad_input(fn):
+    with pytest.raises(ValueError, match="finite"):
+        fn(np.array([1.0, np.nan, 0.0]))
+    with pytest.raises(TypeError, match="numpy array or a torch tensor"):
+        fn([1.0, 0.0])
+    with pytest.raises(TypeError, match="boolean"):
+        fn(np.array([True, False]))
+    with pytest.raises(ValueError, match="group dimension"):
+        fn(np.array(1.0))
+
+
+@pytest.mark.parametrize("fn", [leave_one_out_baselines, rloo_advantages])
+def test_leave_one_out_needs_two_answers(fn):
+    with pytest.raises(ValueError, match="G >= 2"):
+        fn(np.array([[1.0], [0.0]]))
+
+
+def test_zscore_options():
+    x = np.array([1.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="eps must be >= 0"):
+        group_zscore_advantages(x, eps=-1e-8)
+    with pytest.raises(ValueError, match="std must be one of"):
+        group_zscore_advantages(x, std="unbiased")
+    with pytest.raises(ValueError, match="G >= 2"):
+        group_zscore_advantages(np.array([1.0]), std="bessel")
+    assert np.abs(group_zscore_advantages(np.array([0.1, 0.1, 0.1]), eps=0.0)).max() == 0.0
+
+
+# -- exact group expectations ------------------------------------------------------------------
+
+
+def test_group_advantage_weights_matches_enumeration_with_three_values():
+    values, probs = np.array([0.0, 0.5, 2.0]), np.array([0.2, 0.3, 0.5])
+    est = partial(group_zscore_advantages, eps=1e-3, std="bessel")
+    for G in (2, 3, 4):
+        tuples = np.array(np.meshgrid(*[range(3)] * G, indexing="ij")).reshape(G, -1).T
+        A1 = est(values[tuples])[:, 0]
+        weight = probs[tuples[:, 1:]].prod(1)
+        expected = [float((A1 * weight)[tuples[:, 0] == a].sum()) for a in range(3)]
+        assert np.abs(group_advantage_weights(values, probs, G, est) - expected).max() < 1e-14
+
+
+def test_group_expectations_bad_input():
+    v, q = np.array([0.0, 1.0]), np.array([0.5, 0.5])
+    with pytest.raises(ValueError, match="sum to one"):
+        group_advantage_weights(v, np.array([0.5, 0.6]), 3, rloo_advantages)
+    with pytest.raises(ValueError, match="distinct"):
+        group_advantage_weights(np.array([1.0, 1.0]), q, 3, rloo_advantages)
+    with pytest.raises(ValueError, match="equal length"):
+        group_advantage_weights(v, np.array([1.0]), 3, rloo_advantages)
+    with pytest.raises(TypeError, match="advantages must be a function"):
+        group_advantage_weights(v, q, 3, "rloo")
+    with pytest.raises(ValueError, match="more than"):
+        group_advantage_weights(np.arange(8.0), np.full(8, 1 / 8), 256, rloo_advantages)
+    with pytest.raises(ValueError, match="G >= 2"):
+        group_advantage_weights(v, q, 1, rloo_advantages)  # the estimator itself refuses G = 1
+    with pytest.raises(ValueError, match="shape"):
+        group_advantage_weights(v, q, 3, lambda r: r[:, :1])
+    lm = TinyLM(V=3, L=2)
+    R = default_reward(lm)
+    with pytest.raises(ValueError, match="shape"):
+        exact_group_gradient(lm, lm.theta0, R[:-1], 3, rloo_advantages)
+    with pytest.raises(ValueError, match="finite"):
+        exact_group_gradient(lm, lm.theta0, R * float("nan"), 3, rloo_advantages)
+    with pytest.raises(ValueError, match="G must be <= 3"):
+        brute_force_group_gradient(lm, lm.theta0, R, 4, rloo_advantages)
+    with pytest.raises(TypeError, match="lm must be a TinyLM"):
+        exact_group_gradient(None, lm.theta0, R, 3, rloo_advantages)
+
+
+def test_binary_reward_weight_bad_input():
+    from numeric import binary_reward_weight
+
+    with pytest.raises(ValueError, match="p must lie in"):
+        binary_reward_weight(1.2, 4, rloo_advantages)
+    with pytest.raises(TypeError, match="advantages must be a function"):
+        binary_reward_weight(0.5, 4, None)
+    with pytest.raises(ValueError, match="G must be >= 1"):
+        binary_reward_weight(0.5, 0, rloo_advantages)
+
+
+def test_grpo_weight_bad_input():
+    with pytest.raises(ValueError, match="G must be <= 16"):
+        grpo_weight(0.5, 17)
+    with pytest.raises(ValueError, match="p must lie in"):
+        grpo_weight(1.5, 4)
+    with pytest.raises(ValueError, match="std must be one of"):
+        grpo_weight(0.5, 4, "pop")
+    assert grpo_weight(np.array([0.2, 0.8]), 2).shape == (2,)

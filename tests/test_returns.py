@@ -1,0 +1,197 @@
+"""Returns: derivations at several horizons, the two GAE flags, batching, bad input."""
+
+import numpy as np
+import pytest
+import sympy as sp
+import torch
+
+import numeric
+from derivations import returns as dr
+from numeric import (
+    discounted_score_weights,
+    gae_advantages,
+    lambda_returns,
+    reward_to_go,
+)
+
+
+def test_suite_passes():
+    checks, errors = numeric.run_suites(["returns"])
+    assert not errors, errors
+    assert len(checks) >= 13
+    assert all(c.passed for c in checks), [c.line() for c in checks if not c.passed]
+
+
+# -- derivations -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 5])
+def test_fixed_horizon_derivations_verify(T):
+    for make in (dr.reward_to_go_unbiased, dr.gae_unrolled, dr.gae_lambda_zero, dr.gae_lambda_one, dr.one_done_for_both):
+        assert make(T).verify().verified, (make.__name__, T)
+
+
+@pytest.mark.parametrize("make", [dr.outcome_reward_to_go, dr.discounted_objective_weights, dr.dropping_discount_turns_gradient, dr.gae_is_lambda_return_minus_value])
+def test_general_derivations_verify(make):
+    assert make().verify().verified
+
+
+def test_past_reward_lemma_for_three_actions():
+    assert dr.past_reward_score_vanishes(3).verify().rhs == sp.zeros(3, 1)
+
+
+def test_derivation_bad_input():
+    with pytest.raises(ValueError, match="T must be >= 1"):
+        dr.gae_unrolled(0)
+    with pytest.raises(TypeError, match="T must be an int"):
+        dr.reward_to_go_unbiased(2.0)
+    with pytest.raises(ValueError, match="K must be >= 2"):
+        dr.past_reward_score_vanishes(1)
+
+
+# -- the two flags -----------------------------------------------------------------------------
+
+
+def _trajectory(T=5, seed=0):
+    rng = np.random.default_rng(seed)
+    r, V = rng.normal(size=T), rng.normal(size=T)
+    Vn = np.append(V[1:], rng.normal())
+    return r, V, Vn
+
+
+def test_one_done_bias_matches_the_derivation():
+    """Numbers against the derived bias -(gamma lambda)^(T-t) gamma V'_T, lambdified at each t."""
+    T, gamma, lam = 5, 0.9, 0.7
+    r, V, Vn = _trajectory(T)
+    cut = np.zeros(T, bool)
+    cut[-1] = True
+    right = gae_advantages(r, V, Vn, np.zeros(T, bool), cut, gamma, lam)
+    one_done = gae_advantages(r, V, Vn, cut, cut, gamma, lam)
+    for t in range(T):
+        bias = dr.one_done_for_both(T - t).rhs
+        value = float(bias.subs({dr.gamma: gamma, dr.lam: lam, sp.IndexedBase("V'", real=True)[T - t]: Vn[-1]}))
+        assert abs((one_done - right)[t] - value) < 1e-14
+
+
+def test_trace_cut_stops_leakage_from_the_next_episode():
+    """Case I of the course module: what follows a reset() cannot reach back."""
+    r, V, Vn = _trajectory(6)
+    term = np.array([False, False, False, False, False, True])
+    cut = np.array([False, False, True, False, False, True])
+    a = gae_advantages(r, V, Vn, term, cut, 0.95, 0.9)
+    r2 = r.copy()
+    r2[3:] += 100.0
+    b = gae_advantages(r2, V, Vn, term, cut, 0.95, 0.9)
+    assert np.abs(a[:3] - b[:3]).max() == 0.0
+    # without the cut the next episode's reward leaks into the first one
+    leak = gae_advantages(r2, V, Vn, term, np.array([False] * 5 + [True]), 0.95, 0.9)
+    assert abs(leak[2] - a[2]) > 1.0
+
+
+def test_buffer_boundary_bootstraps():
+    """Case II: the last record of a chunk is not terminal; its target uses V'_T."""
+    r, V, Vn = _trajectory(4)
+    flags = np.array([False, False, False, True])
+    a = gae_advantages(r, V, Vn, np.zeros(4, bool), flags, 0.9, 0.5)
+    assert abs(a[-1] - (r[-1] + 0.9 * Vn[-1] - V[-1])) < 1e-15
+    # splitting a trajectory into two chunks at a boundary changes only the carried tail,
+    # and with lambda = 0 nothing at all
+    whole = gae_advantages(r, V, Vn, np.zeros(4, bool), flags, 0.9, 0.0)
+    split = gae_advantages(r, V, Vn, np.zeros(4, bool), np.array([False, True, False, True]), 0.9, 0.0)
+    assert np.abs(whole - split).max() == 0.0
+
+
+def test_lambda_return_minus_value_with_consistent_next_values():
+    rng = np.random.default_rng(1)
+    r, V = rng.normal(size=(3, 7)), rng.normal(size=(3, 7))
+    cut = rng.random((3, 7)) < 0.3
+    cut[:, -1] = True
+    term = cut & (rng.random((3, 7)) < 0.5)
+    Vn = np.where(cut, rng.normal(size=(3, 7)), np.concatenate([V[:, 1:], np.zeros((3, 1))], 1))
+    for lam in (0.0, 0.3, 1.0):
+        A = gae_advantages(r, V, Vn, term, cut, 0.99, lam)
+        assert np.abs(A - (lambda_returns(r, Vn, term, cut, 0.99, lam) - V)).max() < 1e-13
+
+
+# -- batching and kinds ------------------------------------------------------------------------
+
+
+def test_helpers_batch_and_return_the_callers_kind():
+    rng = np.random.default_rng(2)
+    r = rng.normal(size=(2, 3, 6))
+    flags = np.zeros(r.shape, bool)
+    flags[..., -1] = True
+    helpers = {
+        "reward_to_go": lambda x, f: reward_to_go(x, 0.9),
+        "discounted_score_weights": lambda x, f: discounted_score_weights(x, 0.9),
+        "gae_advantages": lambda x, f: gae_advantages(x, x, x, f, f, 0.9, 0.8),
+        "lambda_returns": lambda x, f: lambda_returns(x, x, f, f, 0.9, 0.8),
+    }
+    for name, fn in helpers.items():
+        a, b = fn(r, flags), fn(torch.from_numpy(r), torch.from_numpy(flags))
+        assert isinstance(a, np.ndarray) and isinstance(b, torch.Tensor) and a.shape == r.shape, name
+        assert np.abs(a - b.numpy()).max() < 1e-15, name
+        per_row = np.stack([fn(row, flag) for row, flag in zip(r.reshape(-1, 6), flags.reshape(-1, 6))]).reshape(r.shape)
+        assert np.abs(per_row - a).max() < 1e-15, name
+
+
+def test_discount_one_is_plain_reward_to_go():
+    r = np.array([1.0, 2.0, 3.0])
+    assert np.array_equal(reward_to_go(r), np.array([6.0, 5.0, 3.0]))
+    assert np.array_equal(discounted_score_weights(r, 1.0), reward_to_go(r))
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+def _gae_args():
+    r = np.zeros(4)
+    flags = np.array([False, False, False, True])
+    return {"rewards": r, "values": r, "next_values": r, "terminated": flags, "trace_cuts": flags, "gamma": 0.9, "lam": 0.9}
+
+
+@pytest.mark.parametrize("fn", ["gae", "lambda"])
+def test_gae_bad_input(fn):
+    def call(**changes):
+        args = _gae_args() | changes
+        if fn == "gae":
+            return gae_advantages(**args)
+        args.pop("values")
+        return lambda_returns(**args)
+
+    with pytest.raises(ValueError, match="gamma must lie in"):
+        call(gamma=1.1)
+    with pytest.raises(ValueError, match="lam must lie in"):
+        call(lam=-0.1)
+    with pytest.raises(ValueError, match="gamma must not be NaN"):
+        call(gamma=float("nan"))
+    with pytest.raises(ValueError, match="must have the shape of rewards"):
+        call(next_values=np.zeros(5))
+    with pytest.raises(ValueError, match="must have the shape of rewards"):
+        call(trace_cuts=np.ones(3, bool))
+    with pytest.raises(TypeError, match="terminated must be boolean"):
+        call(terminated=np.array([0.0, 0.0, 0.0, 1.0]))
+    with pytest.raises(TypeError, match="trace_cuts must be boolean"):
+        call(trace_cuts=np.array([0, 0, 0, 1]))
+    with pytest.raises(ValueError, match="rewards must be finite"):
+        call(rewards=np.array([0.0, np.nan, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="next_values must be finite"):
+        call(next_values=np.array([0.0, np.inf, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="trace_cuts must be True wherever terminated"):
+        call(terminated=np.array([True, False, False, True]))
+    with pytest.raises(TypeError, match="numpy array or a torch tensor"):
+        call(rewards=[0.0, 0.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("fn", [lambda r, g: reward_to_go(r, g), lambda r, g: discounted_score_weights(r, g)])
+def test_reward_to_go_bad_input(fn):
+    with pytest.raises(ValueError, match="gamma must lie in"):
+        fn(np.ones(3), 1.5)
+    with pytest.raises(ValueError, match="rewards must be finite"):
+        fn(np.array([1.0, np.nan]), 0.9)
+    with pytest.raises(ValueError, match="time dimension"):
+        fn(np.array(1.0), 0.9)
+    with pytest.raises(TypeError, match="boolean"):
+        fn(np.array([True, False]), 0.9)
+    with pytest.raises(TypeError, match="gamma must be a real number"):
+        fn(np.ones(3), "0.9")
