@@ -1,3 +1,553 @@
-"""Gradient weights (being written)."""
+r"""Gradient weights of clipped surrogates, derived by differentiating the losses.
 
-__all__: list[str] = []
+For one token with log-probability :math:`\ell = \log\pi_\theta(o_t\mid s_t)`,
+old log-probability :math:`\ell_0`, ratio :math:`r = e^{\ell-\ell_0}` and
+advantage :math:`A`, every method's per-token loss has a derivative of the form
+
+.. math::
+
+    \frac{\partial\,\mathrm{loss}}{\partial \ell} = -\,w(r, A)\, A,
+    \qquad\text{so}\qquad
+    \nabla_\theta\,\mathrm{loss} = -\,w(r, A)\, A\, \nabla_\theta \log\pi_\theta(o_t\mid s_t).
+
+The *gradient weight* :math:`w` is obtained here by differentiating each loss:
+
+========================  ==================================================================
+PPO / GRPO                :math:`-\min\bigl(rA,\ \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)A\bigr)`
+dual-clip PPO             for :math:`A < 0`: :math:`-\max\bigl(\min(rA, \mathrm{clip}(r)A),\ cA\bigr)`, :math:`c > 1+\varepsilon_h`
+CISPO                     :math:`-\,\mathrm{sg}\bigl(\min(r, 1+\varepsilon_h)\bigr)\, A\, \ell`
+token IS                  :math:`-\,\mathrm{sg}(r)\, A\, \ell`
+========================  ==================================================================
+
+**Stop-gradient.** :math:`\mathrm{sg}(x)` has the value of :math:`x` and zero
+derivative.  The CAS models it by a fresh symbol: every :math:`\mathrm{sg}(x)`
+is replaced by a new symbol, the loss is differentiated, and :math:`x` is
+substituted back afterwards.
+
+**Clipping.** ``diff`` of ``Min``/``Max`` leaves Heaviside terms undecided at
+the kinks, so the losses are differentiated region by region: each open
+interval of :math:`r` between the breakpoints (and each sign of :math:`A`) is
+parametrised by positive symbols (for example :math:`r = (1+\varepsilon_h)(1+d)`,
+:math:`d > 0`), every ``Min``/``Max`` is resolved by the sign of the factored
+difference of its arguments, and the smooth piece left over is differentiated.
+
+**Kink convention.** At a breakpoint the weight takes its value from the *live*
+side (the side with a non-zero weight): the live sets are closed.  This is what
+``torch.clamp`` does (it passes the gradient at the bound).  ``torch.minimum``
+and ``torch.maximum`` split the gradient in half at a tie, so dual-clip PPO
+written with ``torch.maximum`` gives :math:`c/2` at exactly :math:`r = c`.
+Kinks have probability zero under a continuous perturbation; the numeric checks
+stay off them.  At :math:`A = 0` the gradient vanishes whatever :math:`w` is;
+the formulas use the :math:`A < 0` branch there.
+
+References
+----------
+J. Schulman et al., "Proximal Policy Optimization Algorithms", arXiv:1707.06347 (2017).
+Z. Shao et al., "DeepSeekMath" (GRPO), arXiv:2402.03300 (2024).
+MiniMax, "MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning
+Attention", arXiv:2506.13585 (2025), Sec. 3.1 (CISPO, Eq. 4-7).
+D. Ye et al., "Mastering Complex Control in MOBA Games with Deep Reinforcement
+Learning" (dual-clip PPO), AAAI (2020).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sympy as sp
+
+from .derivation import Derivation
+
+__all__ = [
+    "METHODS",
+    "gradient_weight",
+    "look_alike_gradients",
+    "on_policy_limit",
+    "sign_flip",
+    "silenced_set",
+    "stop_gradient_semantics",
+    "token_loss",
+    "unified_mask",
+    "weight_derivation",
+    "weight_table",
+]
+
+ell, ell0 = sp.symbols("ell ell_0", real=True)
+r = sp.Symbol("r", positive=True)
+A = sp.Symbol("A", real=True)
+eps_l, eps_h = sp.symbols("varepsilon_l varepsilon_h", positive=True)
+c = sp.Symbol("c", positive=True)
+sg = sp.Function("sg")
+"""Stop-gradient in notation; :func:`d_dell` gives it zero derivative."""
+
+METHODS = ("ppo", "dual_clip", "cispo", "is")
+"""The methods whose gradient weights are derived, in the order of the table."""
+
+_NAMES = {"ppo": "PPO/GRPO", "dual_clip": "dual-clip PPO", "cispo": "CISPO", "is": "token IS"}
+_SUBSCRIPTS = {"ppo": r"\mathrm{PPO}", "dual_clip": r"\mathrm{dual}", "cispo": r"\mathrm{CISPO}", "is": r"\mathrm{IS}"}
+
+# positive symbols that parametrise the admissible constants and the regions
+_m, _gamma, _a, _d = sp.symbols("m gamma a d", positive=True)
+_CONSTANTS = {eps_l: 1 / (1 + _m), c: 1 + eps_h + _gamma}  # 0 < eps_l < 1, c > 1 + eps_h
+
+
+def _clip(x):
+    return sp.Min(sp.Max(x, 1 - eps_l), 1 + eps_h)
+
+
+def token_loss(method: str) -> sp.Expr:
+    r"""The per-token loss of ``method`` (minimised), in the ratio :math:`r` and :math:`\ell`.
+
+    .. math::
+
+        \mathcal L_{\mathrm{PPO}} = -\min\bigl(rA, \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h) A\bigr),
+        \qquad
+        \mathcal L_{\mathrm{CISPO}} = -\,\mathrm{sg}\bigl(\min(r, 1+\varepsilon_h)\bigr) A \ell,
+        \qquad
+        \mathcal L_{\mathrm{IS}} = -\,\mathrm{sg}(r) A \ell;
+
+    dual-clip PPO takes :math:`\max(\cdot, cA)` of the PPO minimum when :math:`A < 0`.
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import token_loss
+    >>> token_loss("cispo")
+    -A*ell*sg(Min(r, varepsilon_h + 1))
+    """
+    ppo = -sp.Min(r * A, _clip(r) * A)
+    losses = {
+        "ppo": ppo,
+        "dual_clip": sp.Piecewise((ppo, A >= 0), (-sp.Max(sp.Min(r * A, _clip(r) * A), c * A), True)),
+        "cispo": -sg(sp.Min(r, 1 + eps_h)) * A * ell,
+        "is": -sg(r) * A * ell,
+    }
+    return losses[_method(method)]
+
+
+def _method(method) -> str:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return method
+
+
+def d_dell(expr: sp.Expr) -> sp.Expr:
+    r""":math:`\partial/\partial\ell` with :math:`r = e^{\ell-\ell_0}` and :math:`\mathrm{sg}` held constant.
+
+    Each :math:`\mathrm{sg}(x)` becomes a fresh symbol, the expression is
+    differentiated, then :math:`x` is put back; :math:`e^{\ell-\ell_0}` is
+    written :math:`r` again at the end.
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import A, d_dell, ell, r, sg
+    >>> d_dell(-sg(r) * A * ell), d_dell(-r * A * ell)
+    (-A*r, -A*ell*r - A*r)
+    """
+    held = {}
+
+    def hold(*args):
+        s = sp.Dummy("sg")
+        held[s] = args[0]
+        return s
+
+    smooth = expr.replace(sg, hold) if expr.has(sg) else expr
+    smooth = smooth.xreplace({r: sp.exp(ell - ell0)})
+    out = sp.diff(smooth, ell).xreplace(held)
+    return out.xreplace({sp.exp(ell - ell0): r}).subs(sp.exp(ell - ell0), r)
+
+
+def _unfold(expr: sp.Expr) -> sp.Expr:
+    """Evaluate every ``Derivative`` in ``ell`` with the stop-gradient model, then write ``r`` as a function of ``ell``."""
+    expr = expr.replace(lambda e: isinstance(e, sp.Derivative), lambda e: d_dell(e.expr))
+    return expr.xreplace({r: sp.exp(ell - ell0)})
+
+
+# ----------------------------------------------------------------- regions
+
+
+def _sign(expr: sp.Expr, point: dict) -> int:
+    """Sign of ``expr`` at a parametrised point, decided by factoring; raise if undecidable."""
+    v = sp.factor(sp.together(sp.sympify(expr).subs(point).subs(_CONSTANTS)))
+    if v == 0:
+        return 0
+    if v.is_positive:
+        return 1
+    if v.is_negative:
+        return -1
+    raise ValueError(f"cannot decide the sign of {expr} at {point}")
+
+
+def _holds(cond, point: dict) -> bool:
+    if cond is sp.true or cond is True:
+        return True
+    if cond is sp.false or cond is False:
+        return False
+    if isinstance(cond, sp.And):
+        return all(_holds(x, point) for x in cond.args)
+    if isinstance(cond, sp.Or):
+        return any(_holds(x, point) for x in cond.args)
+    s = _sign(cond.lhs - cond.rhs, point)
+    return {sp.StrictLessThan: s < 0, sp.LessThan: s <= 0, sp.StrictGreaterThan: s > 0, sp.GreaterThan: s >= 0}[type(cond)]
+
+
+def _resolve(expr, point: dict):
+    """``expr`` with every Min, Max and Piecewise replaced by the branch that holds at ``point``."""
+    if not isinstance(expr, sp.Basic) or not expr.args:
+        return expr
+    if isinstance(expr, sp.Piecewise):
+        for e, cond in expr.args:
+            if _holds(cond, point):
+                return _resolve(e, point)
+        raise ValueError(f"no branch of {expr} holds at {point}")
+    args = [_resolve(x, point) for x in expr.args]
+    if isinstance(expr, (sp.Min, sp.Max)):
+        best = args[0]
+        for x in args[1:]:
+            if (_sign(x - best, point) < 0) == isinstance(expr, sp.Min):
+                best = x
+        return best
+    return expr.func(*args)
+
+
+def _breakpoints(method: str) -> list:
+    return {"ppo": [1 - eps_l, 1 + eps_h], "dual_clip": [1 - eps_l, 1 + eps_h, c], "cispo": [1 + eps_h], "is": []}[method]
+
+
+def _regions(breaks: list) -> list[tuple]:
+    """Open intervals ``(lo, hi)`` of ``r`` between the breakpoints, each with an interior point."""
+    edges = [sp.Integer(0), *breaks, sp.oo]
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        if lo == 0 and hi == sp.oo:
+            inside = 1 + _d
+        elif lo == 0:
+            inside = hi / (1 + _d)
+        elif hi == sp.oo:
+            inside = lo * (1 + _d)
+        else:
+            inside = lo + (hi - lo) / (1 + _d)
+        out.append((lo, hi, inside))
+    return out
+
+
+def _region_latex(sign, lo, hi) -> str:
+    a = "" if sign is None else ("A > 0,\\ " if sign > 0 else "A < 0,\\ ")
+    lower = "0 < " if lo == 0 and hi == sp.oo else ("" if lo == 0 else sp.latex(lo) + " < ")
+    upper = "" if hi == sp.oo else " < " + sp.latex(hi)
+    return a + lower + "r" + upper
+
+
+_SIGNS = ((1, sp.StrictGreaterThan(A, 0)), (-1, sp.StrictLessThan(A, 0)))
+
+
+def weight_derivation(method: str) -> Derivation:
+    r"""The gradient weight of ``method``, region by region: resolve the clip, then differentiate.
+
+    For each sign of :math:`A` and each open interval of :math:`r`, two steps:
+    the loss equals a smooth piece there (every ``Min``/``Max`` decided by the
+    sign of its factored difference at a parametrised interior point), and the
+    derivative of that piece in :math:`\ell` (stop-gradient held constant) is
+    :math:`-A\,w`.
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import weight_derivation
+    >>> d = weight_derivation("ppo").verify()
+    >>> len(d.steps), d.proved_by()
+    (12, {'proof': 6, 'expand': 6})
+    """
+    method = _method(method)
+    loss = token_loss(method)
+    name = sp.Symbol(r"\mathcal{L}_{%s}" % _SUBSCRIPTS[method])
+    d = Derivation(
+        f"Gradient weight of {_NAMES[method]}",
+        assumptions=[
+            f"${sp.latex(name)} = {sp.latex(loss)}$",
+            r"$r = e^{\ell - \ell_0}$",
+            r"$0 < \varepsilon_l < 1$, $\varepsilon_h > 0$" + (r", $c > 1 + \varepsilon_h$" if method == "dual_clip" else ""),
+            r"$\partial\,\mathrm{loss}/\partial\ell = -A\,w$",
+            "on each region every min/max is decided by the sign of the difference of its arguments at an interior point",
+        ],
+        unfold=_unfold,
+    )
+    for sign, _ in _SIGNS:
+        for lo, hi, inside in _regions(_breakpoints(method)):
+            point = {r: inside, A: sign * _a}
+            piece = _resolve(loss, point)
+            d.step(name, piece, f"on ${_region_latex(sign, lo, hi)}$",
+                   proof=lambda loss=loss, piece=piece, point=point: _same_value(loss, piece, point))
+            w = sp.factor(-d_dell(piece) / A)
+            d.step(sp.Derivative(piece, ell), -A * w, r"differentiate, $\mathrm{sg}$ held constant")
+    return d
+
+
+def _same_value(loss, piece, point) -> bool:
+    """``loss`` and ``piece`` agree at ``point`` once ``sg`` is read as the identity."""
+    value = lambda e: _resolve(e.replace(sg, lambda x: x), point)
+    return sp.expand(value(loss) - piece.replace(sg, lambda x: x)) == 0
+
+
+@lru_cache(maxsize=None)
+def _pieces(method: str) -> dict[int, list[tuple]]:
+    """``{sign of A: [(lo, hi, w), ...]}`` read off the verified derivation."""
+    d = weight_derivation(method).verify()
+    steps = iter(d.steps[1::2])
+    out = {}
+    for sign, _ in _SIGNS:
+        out[sign] = [(lo, hi, sp.factor(-next(steps).rhs / A)) for lo, hi, _ in _regions(_breakpoints(method))]
+    return out
+
+
+def _merged_conditions(pieces: list[tuple]) -> list[tuple]:
+    """Merge equal neighbours; give each kink to its live (non-zero) side."""
+    merged = []
+    for lo, hi, w in pieces:
+        if merged and merged[-1][2] == w:
+            merged[-1] = (merged[-1][0], hi, w)
+        else:
+            merged.append((lo, hi, w))
+    out = []
+    for i, (lo, hi, w) in enumerate(merged):
+        if hi == sp.oo:
+            out.append((w, sp.true))
+        else:
+            closed = w != 0 or merged[i + 1][2] == 0
+            out.append((w, sp.LessThan(r, hi) if closed else sp.StrictLessThan(r, hi)))
+    return out
+
+
+def gradient_weight(method: str) -> sp.Piecewise:
+    r"""The gradient weight :math:`w(r, A)` of ``method`` as a ``Piecewise``, from :func:`weight_derivation`.
+
+    .. math::
+
+        w_{\mathrm{PPO}} = r\,\mathbb 1\bigl[(A>0,\ r \le 1+\varepsilon_h) \lor (A<0,\ r \ge 1-\varepsilon_l)\bigr],
+        \qquad
+        w_{\mathrm{CISPO}} = \min(r, 1+\varepsilon_h),
+        \qquad
+        w_{\mathrm{IS}} = r.
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import A, eps_h, eps_l, gradient_weight, r
+    >>> gradient_weight("cispo")
+    Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True))
+    >>> w = gradient_weight("ppo").subs({eps_l: 0.2, eps_h: 0.28})
+    >>> [w.subs({A: a, r: x}) for a in (1, -1) for x in (0.5, 1.0, 2.0)]
+    [0.500000000000000, 1.00000000000000, 0, 0, 1.00000000000000, 2.00000000000000]
+    """
+    pieces = _pieces(_method(method))
+    pos, neg = _merged_conditions(pieces[1]), _merged_conditions(pieces[-1])
+    if pos == neg:
+        return sp.Piecewise(*pos)
+    positive = [(w, sp.And(A > 0, cond)) for w, cond in pos]
+    return sp.Piecewise(*positive, *neg)
+
+
+def unified_mask() -> sp.Piecewise:
+    r"""The MiniMax-M1 token mask (their Eq. 7).
+
+    .. math::
+
+        M = \begin{cases} 0 & A > 0,\ r > 1+\varepsilon_h \text{ or } A < 0,\ r < 1-\varepsilon_l,\\ 1 & \text{otherwise.}\end{cases}
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import A, eps_h, eps_l, r, unified_mask
+    >>> M = unified_mask().subs({eps_l: 0.2, eps_h: 0.28})
+    >>> [M.subs({A: a, r: x}) for a in (1, -1) for x in (0.5, 1.0, 2.0)]
+    [1, 1, 0, 0, 1, 1]
+    """
+    return sp.Piecewise((0, ((A > 0) & (r > 1 + eps_h)) | ((A < 0) & (r < 1 - eps_l))), (1, True))
+
+
+def _test_points() -> list[dict]:
+    """An interior point of every region of the finest partition, and every kink, for both signs of A."""
+    breaks = _breakpoints("dual_clip")
+    rs = [inside for _, _, inside in _regions(breaks)] + breaks
+    return [{r: x, A: s * _a} for s, _ in _SIGNS for x in rs]
+
+
+def _agree(e1, e2) -> bool:
+    return all(sp.expand(_resolve(e1, p).subs(_CONSTANTS) - _resolve(e2, p).subs(_CONSTANTS)) == 0 for p in _test_points())
+
+
+def silenced_set() -> Derivation:
+    r"""PPO's silenced tokens are exactly the MiniMax-M1 mask's zeros; the unified form reproduces PPO.
+
+    The unified loss :math:`-\mathrm{sg}(\hat r)\, A\, \ell\, M` with :math:`\hat r = r`
+    has weight :math:`r M`; it equals :math:`w_{\mathrm{PPO}}` on every region
+    and at every kink, so (as :math:`r > 0`) :math:`\{w_{\mathrm{PPO}} = 0\} = \{M = 0\}`.
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import silenced_set
+    >>> silenced_set().verify().verified
+    True
+    """
+    M = unified_mask()
+    w_ppo = gradient_weight("ppo")
+    rhat = sp.Symbol(r"\hat{r}", positive=True)
+    M_, w_ = sp.Symbol("M"), sp.Symbol(r"w_{\mathrm{PPO}}")
+    unified = -sg(rhat) * A * ell * M_
+    d = Derivation(
+        "PPO's silenced set is the MiniMax-M1 mask",
+        assumptions=[f"$M = {sp.latex(M)}$", r"$M$ is held constant", r"$w_{\mathrm{PPO}}$ as derived above"],
+        unfold=lambda e: _unfold(e).xreplace({M_: M, w_: w_ppo}),
+    )
+    d.step(sp.Derivative(unified, ell), -A * rhat * M_, r"differentiate the unified loss")
+    d.step(
+        -A * r * M_, -A * w_, r"$\hat r = r$; equal on every region and at every kink",
+        proof=lambda: _agree(r * M, w_ppo),
+    )
+    silenced_ppo, masked = sp.Eq(w_, 0), sp.Eq(M_, 0)
+    d.step(
+        silenced_ppo, masked, r"$w_{\mathrm{PPO}} = r M$ and $r > 0$", relation="<=>",
+        proof=lambda: all((_resolve(w_ppo, p).subs(_CONSTANTS) == 0) == (_resolve(M, p) == 0) for p in _test_points()),
+    )
+    return d
+
+
+def on_policy_limit() -> Derivation:
+    r"""CISPO with :math:`\varepsilon_h = \infty` is token IS; at :math:`\theta_{\text{old}}` every weight is 1.
+
+    At :math:`\theta = \theta_{\text{old}}` every ratio is :math:`r = 1`, inside
+    every clip range, so all methods give :math:`-A\,\nabla\log\pi`: the
+    on-policy policy gradient.
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import on_policy_limit
+    >>> d = on_policy_limit().verify()
+    >>> len(d.steps)
+    5
+    """
+    w = {m: gradient_weight(m) for m in METHODS}
+    d = Derivation("CISPO without a clip, and every method at the old policy")
+    d.step(sp.Limit(w["cispo"], eps_h, sp.oo), w["is"], r"$r \le 1 + \varepsilon_h$ eventually, for every $r$",
+           proof=lambda: w["cispo"].subs(eps_h, sp.oo) == w["is"])
+    for m in METHODS:
+        d.step(
+            sp.Subs(w[m], r, 1), sp.Integer(1), f"{_NAMES[m]} at $r = 1$ (both signs of $A$)",
+            proof=lambda wm=w[m]: all(_resolve(wm, {r: 1, A: s * _a}).subs(r, 1) == 1 for s, _ in _SIGNS),
+        )
+    return d
+
+
+def weight_table() -> str:
+    r"""The table of live and silenced regions: :math:`w(r, A)` per method, as a LaTeX array.
+
+    Rows are the signs of :math:`A` and the open intervals of :math:`r` between
+    :math:`1-\varepsilon_l < 1+\varepsilon_h < c`; each entry is read off the
+    derived ``Piecewise`` at an interior point of the row's region.
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import weight_table
+    >>> print(weight_table().splitlines()[1])
+    \text{region} & \text{PPO/GRPO} & \text{dual-clip PPO} & \text{CISPO} & \text{token IS} \\ \hline
+    """
+    w = {m: gradient_weight(m) for m in METHODS}
+    lines = [r"\begin{array}{l|cccc}", r"\text{region} & " + " & ".join(rf"\text{{{_NAMES[m]}}}" for m in METHODS) + r" \\ \hline"]
+    for sign, _ in _SIGNS:
+        for lo, hi, inside in _regions(_breakpoints("dual_clip")):
+            point = {r: inside, A: sign * _a}
+            cells = [_resolve(w[m], point) for m in METHODS]
+            entries = [r"0\ (\text{silenced})" if x == 0 else sp.latex(x) for x in cells]
+            lines.append(_region_latex(sign, lo, hi) + " & " + " & ".join(entries) + r" \\")
+    lines.append(r"\end{array}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------- stop-gradient
+
+_LOOK_ALIKES = {
+    "a": -sg(sp.Min(r, 1 + eps_h)) * A * ell,
+    "b": -sp.Min(r, 1 + eps_h) * A * ell,
+    "c": -sp.Min(r, 1 + eps_h) * A,
+}
+
+
+def stop_gradient_semantics() -> Derivation:
+    r"""Three look-alike losses, three gradients :math:`\partial\,\mathrm{loss}/\partial\ell`.
+
+    .. math::
+
+        \text{(a)}\ -\mathrm{sg}(\min(r,1+\varepsilon))A\ell \to -A\min(r, 1+\varepsilon),\quad
+        \text{(b)}\ -\min(r,1+\varepsilon)A\ell \to -A r(1+\ell)\ \text{on } r<1+\varepsilon,\quad
+        \text{(c)}\ -\min(r,1+\varepsilon)A \to -A r\,\mathbb 1[r<1+\varepsilon].
+
+    Here :math:`\varepsilon = \varepsilon_h`.
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import stop_gradient_semantics
+    >>> len(stop_gradient_semantics().verify().steps)
+    12
+    """
+    names = {k: sp.Symbol(r"\mathcal{L}_{(%s)}" % k) for k in _LOOK_ALIKES}
+    d = Derivation(
+        "Stop-gradient semantics: three look-alike losses",
+        assumptions=[f"${sp.latex(names[k])} = {sp.latex(v)}$" for k, v in _LOOK_ALIKES.items()] + [r"$r = e^{\ell-\ell_0}$"],
+        unfold=_unfold,
+    )
+    for name, loss in _LOOK_ALIKES.items():
+        for lo, hi, inside in _regions([1 + eps_h]):
+            point = {r: inside, A: _a}
+            piece = _resolve(loss, point)
+            d.step(names[name], piece, f"on ${_region_latex(None, lo, hi)}$",
+                   proof=lambda loss=loss, piece=piece, point=point: _same_value(loss, piece, point))
+            d.step(sp.Derivative(piece, ell), sp.factor(d_dell(piece)), r"differentiate, $\mathrm{sg}$ held constant")
+    return d
+
+
+def look_alike_gradients() -> dict[str, sp.Piecewise]:
+    r""":math:`\partial\,\mathrm{loss}/\partial\ell` of the look-alike losses (a), (b), (c), as ``Piecewise`` in :math:`r, \ell, A`.
+
+    Read off :func:`stop_gradient_semantics`; the kink :math:`r = 1+\varepsilon_h`
+    goes to the unclipped side (the ``torch.clamp`` convention).
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import look_alike_gradients
+    >>> g = look_alike_gradients()
+    >>> g["b"]
+    Piecewise((-A*r*(ell + 1), r <= varepsilon_h + 1), (-A*(varepsilon_h + 1), True))
+    >>> g["c"]
+    Piecewise((-A*r, r <= varepsilon_h + 1), (0, True))
+    """
+    return dict(_look_alike_pieces())
+
+
+@lru_cache(maxsize=1)
+def _look_alike_pieces() -> tuple[tuple[str, sp.Piecewise], ...]:
+    steps = stop_gradient_semantics().verify().steps[1::2]
+    return tuple(
+        (name, sp.Piecewise((steps[2 * i].rhs, r <= 1 + eps_h), (steps[2 * i + 1].rhs, True)))
+        for i, name in enumerate(_LOOK_ALIKES)
+    )
+
+
+def sign_flip() -> Derivation:
+    r"""Forgetting the stop-gradient flips a live token's gradient when :math:`\pi < 1/e`.
+
+    At :math:`r = 1` the correct loss (a) has :math:`\partial/\partial\ell = -A`;
+    loss (b) has :math:`-A(1+\ell)`.  Their ratio :math:`1+\ell` is negative
+    exactly when :math:`\ell < -1`, i.e. :math:`\pi = e^{\ell} < e^{-1}`.
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import sign_flip
+    >>> sign_flip().verify().verified
+    True
+    """
+    g = look_alike_gradients()
+    pi = sp.Symbol("pi", positive=True)
+    d = Derivation("Without sg, the sign flips when π < 1/e", assumptions=[r"$r = 1$ (the token is live)", r"$\pi = e^{\ell}$"])
+    d.step(sp.Subs(g["a"], r, 1), -A, r"gradient of (a) at $r = 1$")
+    d.step(sp.Subs(g["b"], r, 1), -A * (1 + ell), r"gradient of (b) at $r = 1$: (a) times $1 + \ell$")
+    d.step(1 + ell < 0, ell < -1, "(b) and (a) have opposite signs; solve for $\\ell$", relation="<=>",
+           proof=lambda: sp.solve_univariate_inequality(1 + ell < 0, ell, relational=False) == sp.Interval.open(-sp.oo, -1))
+    d.step(ell < -1, pi < sp.exp(-1), r"$\exp$ is increasing", relation="<=>",
+           proof=lambda: sp.solve_univariate_inequality(sp.exp(ell) < sp.exp(-1), ell, relational=False) == sp.Interval.open(-sp.oo, -1))
+    return d

@@ -1,3 +1,253 @@
-"""Trust region (being written)."""
+r"""Trust-region numbers: CISPO's clip bias and its bound, the TV bound per prefix, KL estimators.
 
-__all__: list[str] = []
+The KL estimators :math:`k_1, k_2, k_3` are the expressions of
+:mod:`derivations.trust_region`, lambdified for torch (so they stay
+differentiable) and applied elementwise to log-probabilities.  The suite
+``trust_region`` checks, on :class:`~numeric.TinyLM` at the perturbed
+:math:`\theta` of the gradient-weights suite:
+
+* CISPO's bias, :math:`-\mathbb{E}_{\text{old}}[\sum_t (r_t - 1 - \varepsilon)_+ A\, s_t]`,
+  against autograd, and its bound, for several :math:`\varepsilon`;
+* :math:`\mathbb{E}_{\mu}[(r - c)_+] = \sum_a(\pi_a - c\mu_a)_+ \le \mathrm{TV}(\pi, \mu)` at every prefix;
+* the means and the expected loss gradients of :math:`k_1, k_2, k_3` at every prefix.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+import torch
+
+from derivations import trust_region as tr
+
+from ._validate import like, require_finite, require_same_shape, to_tensor
+from .checks import check, maxabs, suite
+from .expectations import expected_score_sum, token_score_sqnorms
+from .gradient_weights import EPS_HIGH, clip_bounds, setting
+
+__all__ = ["clip_excess", "kl_k1", "kl_k2", "kl_k3"]
+
+_TORCH = [{"exp": torch.exp, "log": torch.log}]
+_K = {name: sp.lambdify(tr.delta, getattr(tr, name), modules=_TORCH) for name in ("k1", "k2", "k3")}
+
+
+def _log_ratio(log_prob, ref_log_prob):
+    lp, kind = to_tensor("log_prob", log_prob)
+    ref, _ = to_tensor("ref_log_prob", ref_log_prob)
+    require_same_shape(log_prob=lp, ref_log_prob=ref)
+    require_finite("log_prob", lp)
+    require_finite("ref_log_prob", ref)
+    return lp - ref, kind
+
+
+def _estimator(name: str, log_prob, ref_log_prob):
+    delta, kind = _log_ratio(log_prob, ref_log_prob)
+    return like(kind, _K[name](delta) + 0 * delta)
+
+
+def kl_k1(log_prob, ref_log_prob):
+    r""":math:`k_1 = -\log r = \log\pi - \log\pi_{\mathrm{ref}}`, elementwise.
+
+    With :math:`a \sim \pi` it is unbiased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`
+    but takes both signs; as a loss its expected gradient is 0.
+
+    Parameters
+    ----------
+    log_prob, ref_log_prob : numpy array or torch tensor
+        Aligned, finite: :math:`\log\pi(a)` of the sampling policy and :math:`\log\pi_{\mathrm{ref}}(a)`.
+
+    References
+    ----------
+    J. Schulman, "Approximating KL Divergence" (2020).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import kl_k1
+    >>> kl_k1(np.log([0.5, 0.5]), np.log([0.25, 0.75])).round(6).tolist()
+    [0.693147, -0.405465]
+    """
+    return _estimator("k1", log_prob, ref_log_prob)
+
+
+def kl_k2(log_prob, ref_log_prob):
+    r""":math:`k_2 = \tfrac12 (\log r)^2`, elementwise.
+
+    Non-negative, biased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})` at third
+    order; as a loss its expected gradient is :math:`\nabla\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import kl_k2
+    >>> kl_k2(np.log([0.5, 0.5]), np.log([0.25, 0.75])).round(6).tolist()
+    [0.240227, 0.082201]
+    """
+    return _estimator("k2", log_prob, ref_log_prob)
+
+
+def kl_k3(log_prob, ref_log_prob):
+    r""":math:`k_3 = (r - 1) - \log r`, :math:`r = \pi_{\mathrm{ref}}/\pi`, elementwise.
+
+    Non-negative and unbiased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`;
+    as a loss its expected gradient is :math:`\nabla\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi)`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import kl_k3
+    >>> pi, ref = np.array([0.5, 0.5]), np.array([0.25, 0.75])
+    >>> k = kl_k3(np.log(pi), np.log(ref))
+    >>> k.round(6).tolist(), round(float(pi @ k), 6), round(float(pi @ np.log(pi / ref)), 6)
+    ([0.193147, 0.094535], 0.143841, 0.143841)
+    """
+    return _estimator("k3", log_prob, ref_log_prob)
+
+
+def clip_excess(ratio, clip_epsilon=EPS_HIGH):
+    r""":math:`(r - 1 - \varepsilon_h)_+`, the weight CISPO's clip removes from a token (elementwise).
+
+    CISPO's weight is :math:`\min(r, 1+\varepsilon_h) = r - (r - 1 - \varepsilon_h)_+`
+    (:func:`derivations.trust_region.clip_bias_term`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import clip_excess
+    >>> clip_excess(np.array([0.5, 1.28, 2.0]), 0.28).round(6).tolist()
+    [0.0, 0.0, 0.72]
+    """
+    t, kind = to_tensor("ratio", ratio)
+    require_finite("ratio", t)
+    if not bool((t > 0).all()):
+        raise ValueError(f"ratio must be positive, got min {float(t.min())}")
+    _, high = clip_bounds(clip_epsilon)
+    return like(kind, _EXCESS(t, high))
+
+
+_r, _eps = sp.Symbol("r", positive=True), sp.Symbol("varepsilon", positive=True)
+_excess_expr = -tr.clip_bias_term().steps[0].rhs / sp.Symbol("A", real=True)
+_EXCESS = sp.lambdify((_r, _eps), _excess_expr, modules=[{"Max": lambda x, y: torch.maximum(torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(y, dtype=torch.float64))}])
+
+
+# ------------------------------------------------------------------- checks
+
+
+def cispo_bias(eps: float) -> tuple[torch.Tensor, float]:
+    r"""``(bias, bound)`` of CISPO on the toy LM of :func:`~numeric.gradient_weights.setting`.
+
+    .. math::
+
+        \mathrm{bias} = -\sum_{o,t} \pi_{\text{old}}(o)\,(r_t - 1 - \varepsilon)_+ A\, s_t,
+        \qquad
+        \mathrm{bound} = \sum_{o,t} \pi_{\text{old}}(o)\,(r_t-1-\varepsilon)_+ |A|\,\lVert s_t\rVert,
+
+    with scores :math:`s_t` at the current :math:`\theta`.
+
+    Examples
+    --------
+    >>> from numeric.trust_region import cispo_bias
+    >>> bias, bound = cispo_bias(0.28)
+    >>> float(bias.norm()) <= bound
+    True
+    """
+    s = setting()
+    lm, th = s.lm, s.theta
+    r, _ = s.ratio(th)
+    excess = clip_excess(r.detach(), eps) * lm.mask
+    p = lm.probs(th)
+    bias = -expected_score_sum(lm, th, (s.q / p)[:, None] * excess * s.A)  # E_q via reweighting E_p
+    bound = float((s.q[:, None] * excess * s.A.abs() * token_score_sqnorms(lm, th).sqrt()).sum())
+    return bias, bound
+
+
+def per_prefix(theta_pi, theta_mu) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[n_prefixes, V]`` conditional distributions of two parameter vectors of the setting's TinyLM.
+
+    Examples
+    --------
+    >>> from numeric.gradient_weights import setting
+    >>> from numeric.trust_region import per_prefix
+    >>> s = setting()
+    >>> pi, mu = per_prefix(s.theta, s.theta_old)
+    >>> tuple(pi.shape), round(float(mu.sum()), 12)
+    ((40, 4), 40.0)
+    """
+    lm = setting().lm
+    return torch.softmax(lm.logits(theta_pi), -1), torch.softmax(lm.logits(theta_mu), -1)
+
+
+def tv_gap(c: float) -> tuple[float, float]:
+    r"""``(identity error, max violation)`` of the per-state bound over the prefixes of the toy LM.
+
+    .. math::
+
+        \max_h \Bigl|\mathbb{E}_\mu[(r-c)_+] - \sum_a(\pi_a - c\mu_a)_+\Bigr|,
+        \qquad
+        \max_h \Bigl(\sum_a(\pi_a - c\mu_a)_+ - \mathrm{TV}(\pi, \mu)\Bigr),
+
+    with :math:`\mu = \pi_{\text{old}}` and :math:`\pi` the perturbed policy.
+
+    Examples
+    --------
+    >>> from numeric.trust_region import tv_gap
+    >>> identity, violation = tv_gap(1.28)
+    >>> identity < 1e-15, violation < 0
+    (True, True)
+    """
+    s = setting()
+    pi, mu = per_prefix(s.theta, s.theta_old)
+    excess = (mu * (pi / mu - c).clamp(min=0)).sum(-1)
+    termwise = (pi - c * mu).clamp(min=0).sum(-1)
+    tv = 0.5 * (pi - mu).abs().sum(-1)
+    return maxabs(excess, termwise), float((termwise - tv).max())
+
+
+@suite("trust_region")
+def cross_checks() -> None:
+    """000 section 4 and the KL estimators, on TinyLM(V=4, L=4, seed=0) at the perturbed theta."""
+    s = setting()
+    lm, th = s.lm, s.theta
+    # CISPO bias: derived formula vs autograd, and its bound
+    for eps in (0.05, 0.1, 0.28):
+        bias, bound = cispo_bias(eps)
+        autograd_bias = -(s.grad("cispo", th, eps_high=eps) - s.grad("is", th))
+        check(f"CISPO bias -E[sum_t (r-1-eps)+ A s_t] == autograd (eps_high = {eps})", maxabs(bias, autograd_bias), 1e-13)
+        check(f"||bias|| <= sum_t E[(r-1-eps)+ |A| ||s_t||] (eps_high = {eps}; excess)", max(0.0, float(bias.norm()) - bound), 0.0)
+    check("CISPO weights bounded by 1 + eps_high (excess)", max(0.0, float(s.weights("cispo", th).max()) - (1 + EPS_HIGH)), 0.0)
+    # per-state TV bound at every prefix
+    for c in (1.0, 1.05, 1.28, 2.0):
+        identity, violation = tv_gap(c)
+        check(f"E_mu[(r-c)+] == sum_a (pi_a - c mu_a)+ at every prefix (c = {c})", identity, 1e-15)
+        check(f"sum_a (pi_a - c mu_a)+ <= TV(pi, mu) at every prefix (c = {c}; max violation, rounding only)", max(0.0, violation), 1e-15)
+    # KL estimators at every prefix: pi = current, rho = old
+    pi, rho = per_prefix(th, s.theta_old)
+    kl = torch.distributions.kl_divergence(torch.distributions.Categorical(probs=pi), torch.distributions.Categorical(probs=rho))
+    for name, k in (("k1", kl_k1), ("k3", kl_k3)):
+        check(f"E_pi[{name}] == KL(pi || pi_ref) at every prefix", maxabs((pi * k(pi.log(), rho.log())).sum(-1), kl), 1e-14)
+    check("k3 >= 0 at every (prefix, token) (most negative value)", max(0.0, -float(kl_k3(pi.log(), rho.log()).min())), 0.0)
+    seq = lm.probs(th)
+    seq_kl = float(seq @ (lm.seq_logprob(th) - lm.seq_logprob(s.theta_old)))
+    k3_seq = (kl_k3(lm.token_logprobs(th), lm.token_logprobs(s.theta_old)) * lm.mask).sum(1)
+    check("E_pi[sum_t k3_t] == KL(pi || pi_ref) over whole responses", abs(float(seq @ k3_seq) - seq_kl), 1e-14)
+    _kl_estimator_gradient_checks()
+
+
+def _kl_estimator_gradient_checks() -> None:
+    r"""Autograd of :math:`\sum_h \sum_a \mathrm{sg}(\pi_a) k(a)` against autograd of the KL it should match."""
+    s = setting()
+    lm = s.lm
+    rho = torch.softmax(lm.logits(s.theta_old), -1)
+    th = s.theta.detach().clone().requires_grad_(True)
+    log_pi = torch.log_softmax(lm.logits(th), -1)
+    pi = log_pi.exp()
+
+    def grad(x):
+        return torch.autograd.grad(x, th, retain_graph=True)[0]
+
+    as_loss = {name: grad((pi.detach() * k(log_pi, rho.log())).sum()) for name, k in (("k1", kl_k1), ("k2", kl_k2), ("k3", kl_k3))}
+    reverse = grad((pi * (log_pi - rho.log())).sum())
+    forward = grad((rho * (rho.log() - log_pi)).sum())
+    check("E_pi[grad k1] == 0 (k1 as a loss), every prefix", float(as_loss["k1"].abs().max()), 1e-14)
+    check("E_pi[grad k2] == grad KL(pi || pi_ref), every prefix", maxabs(as_loss["k2"], reverse), 1e-14)
+    check("E_pi[grad k3] == grad KL(pi_ref || pi), every prefix", maxabs(as_loss["k3"], forward), 1e-14)
+    check("E_pi[grad k3] differs from grad KL(pi || pi_ref) (1 if they agree to 1e-6)", float(maxabs(as_loss["k3"], reverse) < 1e-6), 0.0)

@@ -1,0 +1,174 @@
+"""Gradient weights: the derivations verify, the suite passes, the batched helpers reject bad input."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import numeric
+from derivations import gradient_weights as dgw
+from numeric import (
+    PPODiagnostics,
+    cispo_loss,
+    fork_token,
+    gradient_weight,
+    ppo_clipped_terms,
+    ppo_diagnostics,
+    ppo_loss,
+)
+
+
+def test_suite_passes():
+    checks, errors = numeric.run_suites(["gradient_weights"])
+    assert not errors, errors
+    assert checks and all(c.passed for c in checks)
+
+
+@pytest.mark.parametrize("method", dgw.METHODS)
+def test_weight_derivations_verify(method):
+    assert dgw.weight_derivation(method).verify().verified
+
+
+@pytest.mark.parametrize("make", [dgw.silenced_set, dgw.on_policy_limit, dgw.stop_gradient_semantics, dgw.sign_flip])
+def test_claims_verify(make):
+    assert make().verify().verified
+
+
+def test_weight_table_has_a_row_per_region():
+    assert dgw.weight_table().count(r"\\") == 1 + 8  # header + 2 signs x 4 intervals
+
+
+def test_unknown_method():
+    with pytest.raises(ValueError, match="method"):
+        dgw.token_loss("trpo")
+    with pytest.raises(ValueError, match="method"):
+        gradient_weight("trpo", np.ones(2), np.ones(2))
+
+
+def test_kink_convention_matches_torch_clamp():
+    """At r = 1 + eps_h with A > 0 the derived PPO weight is r, as autograd through torch.clamp gives."""
+    for r0, adv in ((1 + 0.28, 1.0), (1 - 0.2, -1.0)):
+        r = torch.tensor([r0], requires_grad=True)
+        pess = ppo_clipped_terms(r, torch.tensor([adv]), (0.2, 0.28)).pessimistic
+        d_loss_d_ell = -torch.autograd.grad(pess.sum(), r)[0] * r0  # d/d ell = r d/dr
+        w = gradient_weight("ppo", r.detach(), torch.tensor([adv]), (0.2, 0.28))
+        assert float(d_loss_d_ell) == pytest.approx(float(-w * adv), abs=1e-15)
+
+
+def test_kinds_round_trip():
+    r, a = np.array([0.5, 2.0]), np.array([1.0, -1.0])
+    assert isinstance(gradient_weight("cispo", r, a), np.ndarray)
+    assert isinstance(gradient_weight("cispo", torch.from_numpy(r), torch.from_numpy(a)), torch.Tensor)
+    terms = ppo_clipped_terms(torch.from_numpy(r), torch.from_numpy(a))
+    assert all(isinstance(t, torch.Tensor) for t in terms)
+    assert all(isinstance(t, np.ndarray) for t in ppo_clipped_terms(r, a))
+
+
+def test_asymmetric_clip_is_a_pair():
+    r, a = np.array([0.75, 1.25]), np.array([-1.0, 1.0])
+    sym = ppo_clipped_terms(r, a, 0.2).pessimistic
+    asym = ppo_clipped_terms(r, a, (0.3, 0.28)).pessimistic
+    assert sym.tolist() == [-0.8, 1.2]
+    assert asym.tolist() == [-0.75, 1.25]
+
+
+@pytest.mark.parametrize(
+    "ratio, adv, eps, match",
+    [
+        (np.array([0.0, 1.0]), np.ones(2), 0.2, "ratio must be positive"),
+        (np.array([-1.0, 1.0]), np.ones(2), 0.2, "ratio must be positive"),
+        (np.ones(2), np.ones(2), -0.1, "clip_epsilon"),
+        (np.ones(2), np.ones(2), (0.2, -0.1), "eps_high"),
+        (np.ones(2), np.ones(2), (1.5, 0.2), "eps_low"),
+        (np.ones(2), np.ones(2), (0.1, 0.2, 0.3), "pair"),
+        (np.ones(2), np.ones(3), 0.2, "shape"),
+        (np.array([1.0, np.nan]), np.ones(2), 0.2, "finite"),
+        (np.ones(2), np.array([1.0, np.inf]), 0.2, "finite"),
+    ],
+)
+def test_bad_input_terms_and_weights(ratio, adv, eps, match):
+    with pytest.raises(ValueError, match=match):
+        ppo_clipped_terms(ratio, adv, eps)
+    with pytest.raises(ValueError, match=match):
+        gradient_weight("ppo", ratio, adv, eps)
+
+
+def test_bad_types():
+    with pytest.raises(TypeError, match="ratio"):
+        ppo_clipped_terms([1.0, 2.0], np.ones(2))
+    with pytest.raises(TypeError, match="clip_epsilon"):
+        ppo_clipped_terms(np.ones(2), np.ones(2), "0.2")
+    with pytest.raises(ValueError, match="dual_clip"):
+        gradient_weight("dual_clip", np.ones(2), np.ones(2), 0.2, dual_clip=1.1)
+
+
+def test_diagnostics_properties_and_bad_input():
+    rng = np.random.default_rng(0)
+    old = np.log(rng.uniform(0.05, 0.9, size=(4, 6)))
+    new = old + rng.normal(0, 0.4, size=(4, 6))
+    adv = rng.normal(size=(4, 6))
+    mask = (rng.uniform(size=(4, 6)) < 0.7).astype(float)
+    d = ppo_diagnostics(new, old, adv, (0.2, 0.28), mask=mask)
+    assert isinstance(d, PPODiagnostics)
+    with pytest.raises(AttributeError):
+        d.kl = 0.0  # frozen
+    # against a per-element loop
+    sel = mask > 0
+    r = np.exp(new - old)[sel]
+    a = adv[sel]
+    outside = np.mean([(x < 0.8) or (x > 1.28) for x in r])
+    active = np.mean([min(x * y, min(max(x, 0.8), 1.28) * y) < x * y for x, y in zip(r, a)])
+    assert d.ratio_outside_fraction == pytest.approx(outside, abs=1e-15)
+    assert d.active_clip_fraction == pytest.approx(active, abs=1e-15)
+    assert d.kl == pytest.approx(np.mean(r - 1 - np.log(r)), abs=1e-15) and d.kl >= 0
+    assert d.mean_log_ratio == pytest.approx(np.mean(np.log(r)), abs=1e-15)
+    # active clip == PPO's silenced tokens (weight 0)
+    w = gradient_weight("ppo", np.exp(new - old), adv, (0.2, 0.28))
+    assert d.active_clip_fraction == pytest.approx(np.mean((w == 0)[sel]), abs=1e-15)
+    with pytest.raises(ValueError, match="mask must select"):
+        ppo_diagnostics(new, old, adv, mask=np.zeros_like(mask))
+    with pytest.raises(ValueError, match="mask must hold only 0 and 1"):
+        ppo_diagnostics(new, old, adv, mask=mask * 2)
+    with pytest.raises(ValueError, match="shape"):
+        ppo_diagnostics(new, old[:, :3], adv)
+    with pytest.raises(ValueError, match="finite"):
+        ppo_diagnostics(np.full_like(new, np.nan), old, adv)
+    with pytest.raises(ValueError, match="clip_epsilon"):
+        ppo_diagnostics(new, old, adv, -0.2)
+
+
+def test_losses_token_normalised_and_bad_input():
+    lp = torch.log(torch.tensor([[0.3, 0.6, 0.5]])).requires_grad_(True)
+    old = torch.log(torch.tensor([[0.2, 0.5, 0.5]]))
+    adv, mask = torch.tensor([[1.0, -1.0, 2.0]]), torch.tensor([[1.0, 1.0, 0.0]])
+    g = torch.autograd.grad(cispo_loss(lp, old, adv, mask, 0.28), lp)[0]
+    w = gradient_weight("cispo", (lp - old).exp().detach(), adv, 0.28)
+    assert torch.allclose(g, -w * adv * mask / 2, atol=1e-15, rtol=0)
+    g = torch.autograd.grad(ppo_loss(lp, old, adv, mask, (0.2, 0.28)), lp)[0]
+    w = gradient_weight("ppo", (lp - old).exp().detach(), adv, (0.2, 0.28))
+    assert torch.allclose(g, -w * adv * mask / 2, atol=1e-15, rtol=0)
+    assert isinstance(cispo_loss(lp.detach().numpy(), old.numpy(), adv.numpy(), mask.numpy()), np.ndarray)
+    for loss in (ppo_loss, cispo_loss):
+        with pytest.raises(ValueError, match="shape"):
+            loss(lp, old[:, :2], adv, mask)
+        with pytest.raises(ValueError, match="mask must select"):
+            loss(lp, old, adv, torch.zeros_like(mask))
+        with pytest.raises(ValueError, match="finite"):
+            loss(lp, old, adv * math.inf, mask)
+        with pytest.raises(ValueError, match="clip_epsilon"):
+            loss(lp, old, adv, mask, -1.0)
+
+
+def test_fork_token_trajectories_and_bad_input():
+    ppo, cispo = fork_token("ppo"), fork_token("cispo")
+    assert ppo.rare_prob.shape == (16,) and cispo.rare_prob[-1] > 10 * ppo.rare_prob[-1]
+    assert bool((cispo.rare_weight > 0).all())
+    with pytest.raises(ValueError, match="method"):
+        fork_token("is")
+    with pytest.raises(ValueError, match="p_rare"):
+        fork_token("ppo", p_rare=1.5)
+    with pytest.raises(ValueError, match="steps"):
+        fork_token("ppo", steps=0)
+    with pytest.raises(ValueError, match="lr"):
+        fork_token("ppo", lr=-1.0)
