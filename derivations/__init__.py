@@ -8,16 +8,24 @@ SymPy only (no torch, no numpy).  The shared machinery:
 :class:`SoftmaxPolicy`, :class:`IndexedSoftmax`
     A symbolic softmax policy over a fixed or a symbolic number of actions, its
     scores and its expectation operator.
+:class:`IIDGroup`, :class:`Expect`
+    The expectation algebra of G i.i.d. answers, G symbolic.
 
-One module per topic, in lecture order: :mod:`derivations.score_function`, ...
+One module per topic, in lecture order: :mod:`derivations.score_function`,
+:mod:`derivations.baselines`, :mod:`derivations.group_baselines`,
+:mod:`derivations.returns`, :mod:`derivations.gradient_weights`,
+:mod:`derivations.trust_region`.
 """
 
 from .derivation import Derivation, DerivationError, Step, is_zero, reason_to_latex
+from .iid_groups import Expect, IIDGroup
 from .policy import IndexedSoftmax, SoftmaxPolicy
 
 __all__ = [
     "Derivation",
     "DerivationError",
+    "Expect",
+    "IIDGroup",
     "IndexedSoftmax",
     "SoftmaxPolicy",
     "Step",

@@ -38,7 +38,7 @@ exclude_patterns = ["_build"]
 templates_path = []
 html_static_path = ["_static"]
 html_theme = "alabaster"
-html_theme_options = {"page_width": "1100px", "sidebar_width": "230px"}
+html_theme_options = {"page_width": "1280px", "sidebar_width": "220px"}
 
 # offline MathJax 3 (copied by sphinx-mathjax-offline); load nothing from a CDN
 mathjax3_config = {
