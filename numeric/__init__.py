@@ -17,6 +17,22 @@ Map
     Exact means and variances of score-function estimators, per prefix.
 :func:`check`, :data:`CHECKS`, :func:`maxabs`
     The check registry; ``python -m numeric`` prints the report.
+
+Topics, in lecture order, each with its cross-check suite:
+
+:mod:`numeric.score_function`
+    Three computations of the gradient, the product rule, the environment.
+:mod:`numeric.baselines`
+    Baseline bias and variance, the optimal baseline, REINFORCE losses.
+:mod:`numeric.group_baselines`
+    Exact group expectations for any G; :func:`leave_one_out_baselines`,
+    :func:`group_mean_advantages`, :func:`rloo_advantages`, :func:`group_zscore_advantages`.
+:mod:`numeric.returns`
+    :func:`reward_to_go`, :func:`discounted_score_weights`, :func:`gae_advantages`, :func:`lambda_returns`.
+:mod:`numeric.gradient_weights`
+    :func:`ppo_clipped_terms`, :func:`ppo_diagnostics`, :func:`ppo_loss`, :func:`cispo_loss`.
+:mod:`numeric.trust_region`
+    The KL estimators :func:`kl_k1`, :func:`kl_k2`, :func:`kl_k3` and the clip bias.
 """
 
 import torch

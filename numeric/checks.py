@@ -165,6 +165,13 @@ def run_suites(names=None, *, quiet: bool = True) -> tuple[list[Check], dict[str
     any other exception (returned in the errors, by suite name); the other
     suites still run.  ``names`` selects suites (default: all, in
     registration order).
+
+    Examples
+    --------
+    >>> from numeric import run_suites
+    >>> checks, errors = run_suites(["score_function"])
+    >>> all(c.passed for c in checks), errors
+    (True, {})
     """
     chosen = list(SUITES) if names is None else list(names)
     unknown = [n for n in chosen if n not in SUITES]
