@@ -29,8 +29,8 @@ from derivations.score_function import instances
 from ._validate import require_finite, require_int, require_real, to_tensor
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, token_score_sqnorms
-from .score_function import _check_reward, autograd_gradient
-from .tinylm import TinyLM, _check_lm, default_reward, score_matrix
+from .score_function import autograd_gradient
+from .tinylm import TinyLM, _check_lm, _check_reward, default_reward, score_matrix
 
 __all__ = [
     "action_dependent_bias",

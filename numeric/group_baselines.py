@@ -40,7 +40,7 @@ from ._validate import (
 )
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum
-from .tinylm import TinyLM, _check_lm, default_reward, score_matrix
+from .tinylm import TinyLM, _check_lm, _check_reward, default_reward, score_matrix
 
 __all__ = [
     "binary_reward_weight",
@@ -297,14 +297,6 @@ def group_advantage_weights(values, probs, G: int, advantages: Advantages):
     return like(kind, A[:, 0].reshape(m, -1).to(pmf.dtype) @ pmf)
 
 
-def _lm_reward(lm: TinyLM, reward) -> torch.Tensor:
-    if not isinstance(reward, torch.Tensor):
-        raise TypeError(f"reward must be a torch.Tensor, got {type(reward).__name__}")
-    if reward.shape != (lm.N,):
-        raise ValueError(f"reward must have shape ({lm.N},), one number per sequence; got {tuple(reward.shape)}")
-    return require_finite("reward", reward.to(torch.float64))
-
-
 def exact_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, G: int, advantages: Advantages) -> torch.Tensor:
     r"""``[P]`` exact :math:`\mathbb{E}[A_1 s_1]` for a group of :math:`G` i.i.d. answers of ``lm``.
 
@@ -322,7 +314,7 @@ def exact_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, 
     True
     """
     lm = _check_lm(lm)
-    R = _lm_reward(lm, reward)
+    R = _check_reward(lm, reward)
     p = lm.probs(theta.detach())
     values, inverse = torch.unique(R, return_inverse=True)
     probs = torch.zeros_like(values).index_add_(0, inverse, p)
@@ -350,7 +342,7 @@ def brute_force_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Te
     True
     """
     lm = _check_lm(lm)
-    R = _lm_reward(lm, reward)
+    R = _check_reward(lm, reward)
     G = require_int("G", G, minimum=1)
     if G > 3:
         raise ValueError(f"G must be <= 3 for brute force ({lm.N}^G tuples), got {G}")

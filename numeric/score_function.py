@@ -21,7 +21,7 @@ import torch
 from ._validate import require_finite, require_int, require_real
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum
-from .tinylm import TinyLM, _check_lm, default_reward, perturb
+from .tinylm import TinyLM, _check_lm, _check_reward, default_reward, perturb
 
 __all__ = ["TwoStepMDP", "autograd_gradient", "finite_difference_gradient", "log_ratio", "product_rule_terms"]
 
@@ -69,16 +69,6 @@ def finite_difference_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Te
     steps = h * torch.eye(lm.P, dtype=theta.dtype)
     J = torch.func.vmap(lambda th: lm.probs(th) @ reward)
     return (J(theta + steps) - J(theta - steps)) / (2 * h)
-
-
-def _check_reward(lm: TinyLM, reward) -> torch.Tensor:
-    if not isinstance(reward, torch.Tensor):
-        raise TypeError(f"reward must be a torch.Tensor, got {type(reward).__name__}")
-    if reward.shape != (lm.N,):
-        raise ValueError(f"reward must have shape ({lm.N},), one number per sequence; got {tuple(reward.shape)}")
-    if not bool(torch.isfinite(reward).all()):
-        raise ValueError("reward must be finite (no NaN or inf)")
-    return reward.to(torch.float64)
 
 
 def log_ratio(lm: TinyLM, theta: torch.Tensor, ref_theta: torch.Tensor) -> torch.Tensor:

@@ -224,6 +224,16 @@ def _check_lm(lm) -> TinyLM:
     return lm
 
 
+def _check_reward(lm: TinyLM, reward) -> torch.Tensor:
+    if not isinstance(reward, torch.Tensor):
+        raise TypeError(f"reward must be a torch.Tensor, got {type(reward).__name__}")
+    if reward.shape != (lm.N,):
+        raise ValueError(f"reward must have shape ({lm.N},), one number per sequence; got {tuple(reward.shape)}")
+    if not bool(torch.isfinite(reward).all()):
+        raise ValueError("reward must be finite (no NaN or inf)")
+    return reward.to(torch.float64)
+
+
 def default_reward(lm: TinyLM) -> torch.Tensor:
     r"""A binary verifier reward: :math:`R(o) = 1` if token 1 occurs in :math:`o`.
 
