@@ -49,7 +49,7 @@ from .expectations import (  # noqa: E402
 from .tinylm import EOS, TinyLM, default_reward, perturb, score_matrix, token_score_tensor  # noqa: E402
 
 # topic modules, in lecture order; importing them registers their cross-check suites
-from . import baselines, gradient_weights, group_baselines, returns, score_function, trust_region  # noqa: E402
+from . import score_function, baselines, group_baselines, returns, gradient_weights, trust_region  # noqa: E402,I001
 from .baselines import *  # noqa: E402,F403
 from .gradient_weights import *  # noqa: E402,F403
 from .group_baselines import *  # noqa: E402,F403
