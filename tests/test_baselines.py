@@ -9,7 +9,7 @@ from derivations import Derivation, DerivationError
 from derivations import baselines as derived
 from derivations.policy import IndexedSoftmax
 from derivations.score_function import instances
-from numeric import TinyLM, default_reward
+from numeric import default_reward
 from numeric.baselines import (
     action_dependent_bias,
     baseline_gradient,
@@ -22,11 +22,6 @@ from numeric.baselines import (
     reinforce_per_sample,
     variance_terms,
 )
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return TinyLM(V=4, L=4, seed=0)
 
 
 @pytest.mark.parametrize("make", [derived.constant_baseline, derived.action_dependent_baseline, derived.self_baseline])

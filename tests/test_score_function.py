@@ -12,7 +12,7 @@ from derivations.score_function import (
     log_derivative_trick,
     stopped_direct_term,
 )
-from numeric import TinyLM, default_reward, perturb
+from numeric import default_reward, perturb
 from numeric.score_function import (
     TwoStepMDP,
     autograd_gradient,
@@ -20,11 +20,6 @@ from numeric.score_function import (
     log_ratio,
     product_rule_terms,
 )
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return TinyLM(V=4, L=4, seed=0)
 
 
 @pytest.mark.parametrize("make", [expected_score, log_derivative_trick, kl_penalty_direct_term])

@@ -9,11 +9,6 @@ from hypothesis import strategies as st
 from numeric import EOS, TinyLM, default_reward, perturb, score_matrix, token_score_tensor
 
 
-@pytest.fixture(scope="module")
-def lm():
-    return TinyLM(V=4, L=4, seed=0, scale=1.0)
-
-
 def test_enumeration_is_complete_and_well_formed(lm):
     assert (lm.N, lm.P, lm.n_prefixes) == (121, 160, 40)
     assert len(set(lm.seqs)) == lm.N
