@@ -28,7 +28,7 @@ __all__ = ["CHECKS", "Check", "CheckFailed", "SUITES", "check", "maxabs", "run_s
 
 @dataclass(frozen=True)
 class Check:
-    """One recorded check: ``passed`` is ``value <= tol`` (NaN never passes)."""
+    """One recorded check: ``passed`` is ``|value| <= tol`` (NaN and infinities never pass)."""
 
     name: str
     value: float
@@ -38,11 +38,12 @@ class Check:
 
     @property
     def passed(self) -> bool:
-        return self.value <= self.tol
+        return math.isfinite(self.value) and abs(self.value) <= self.tol
 
     def line(self) -> str:
         mark = "ok  " if self.passed else "FAIL"
-        return f"[{mark}] {self.name}: {self.value:.3g} <= {self.tol:.3g} ({self.kind})"
+        shown = f"{self.value:.3g}" if self.value >= 0 else f"|{self.value:.3g}|"
+        return f"[{mark}] {self.name}: {shown} <= {self.tol:.3g} ({self.kind})"
 
 
 class CheckFailed(AssertionError):
@@ -59,15 +60,19 @@ _current_suite: list[str] = []
 
 
 def check(name: str, value, tol: float, kind: str = "exact", *, quiet: bool = False) -> float:
-    r"""Record that ``value`` (a non-negative discrepancy) is at most ``tol``.
+    r"""Record that the discrepancy ``value`` is at most ``tol`` in absolute value.
+
+    The check compares :math:`|\text{value}|`, so a signed difference passes
+    only when it is small, whatever its sign; NaN and :math:`\pm\infty` never
+    pass.
 
     Parameters
     ----------
     name : str
         What is being checked, in words.
     value : float
-        The discrepancy: a max-abs difference, a count of mismatches, or a
-        Monte-Carlo z-score.
+        The discrepancy: a max-abs or signed difference, a count of
+        mismatches, or a Monte-Carlo z-score.
     tol : float
         Largest acceptable value, ``>= 0``.
     kind : {"exact", "mc"}
@@ -83,14 +88,18 @@ def check(name: str, value, tol: float, kind: str = "exact", *, quiet: bool = Fa
     Raises
     ------
     CheckFailed
-        If ``value > tol`` or ``value`` is NaN.
+        If ``|value| > tol`` or ``value`` is NaN or infinite.
 
     Examples
     --------
     >>> from numeric import check
-    >>> check("two ways to add", abs((0.1 + 0.2) - 0.3), 1e-15)
+    >>> check("two ways to add", (0.1 + 0.2) - 0.3, 1e-15)
     [ok  ] two ways to add: 5.55e-17 <= 1e-15 (exact)
     5.551115123125783e-17
+    >>> check("a large negative difference", -5.0, 1e-15)
+    Traceback (most recent call last):
+    ...
+    numeric.checks.CheckFailed: [FAIL] a large negative difference: |-5| <= 1e-15 (exact)
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"name must be a non-empty str, got {name!r}")

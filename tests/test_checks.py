@@ -18,6 +18,22 @@ def test_check_records_and_returns():
     assert check("tensor value", torch.tensor(0.0), 0.0, quiet=True) == 0.0
 
 
+@pytest.mark.parametrize("value", [-5.0, -math.inf, math.inf, math.nan, -1e-12, torch.tensor(-0.5), np.float64(-2.0)])
+def test_check_compares_the_absolute_value_and_rejects_nan_and_inf(value):
+    """A signed difference passes only when it is small: check('x', -5.0, 0.0) must fail."""
+    with pytest.raises(CheckFailed):
+        check("signed", value, 1e-13, quiet=True)
+    assert not CHECKS[-1].passed
+
+
+def test_a_small_negative_difference_passes_and_prints_its_absolute_value():
+    assert check("small negative", -1e-16, 1e-15, quiet=True) == -1e-16
+    assert CHECKS[-1].passed
+    assert "|-1e-16| <= 1e-15" in CHECKS[-1].line()
+    with pytest.raises(CheckFailed, match=r"\|-5\| <= 0"):
+        check("x", -5.0, 0.0, quiet=True)
+
+
 def test_failing_and_nan_checks_raise():
     with pytest.raises(CheckFailed, match="too big"):
         check("too big", 1.0, 0.5, quiet=True)
