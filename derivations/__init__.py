@@ -5,6 +5,9 @@ SymPy only (no torch, no numpy).  The shared machinery:
 :class:`Derivation`
     Ordered steps ``lhs = rhs  [reason]``; :meth:`Derivation.verify` checks each
     step with the CAS and names the first that fails; renders as LaTeX.
+    A step that is not a plain equality carries a proof that receives its
+    displayed :class:`Claim`; the proofs the notes use are in
+    :mod:`derivations.proofs`.
 :class:`SoftmaxPolicy`, :class:`IndexedSoftmax`
     A symbolic softmax policy over a fixed or a symbolic number of actions, its
     scores and its expectation operator.
@@ -17,11 +20,13 @@ One module per topic, in lecture order: :mod:`derivations.score_function`,
 :mod:`derivations.trust_region`.
 """
 
-from .derivation import Derivation, DerivationError, Step, is_zero, reason_to_latex
+from .derivation import Claim, Derivation, DerivationError, Step, is_zero, reason_to_latex
+from . import proofs
 from .iid_groups import Expect, IIDGroup
 from .policy import IndexedSoftmax, SoftmaxPolicy
 
 __all__ = [
+    "Claim",
     "Derivation",
     "DerivationError",
     "Expect",

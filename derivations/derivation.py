@@ -14,19 +14,25 @@ expressions built by the code, and unevaluated operators (``Sum``,
 ``Derivative``) are evaluated only while checking, so the page shows the
 notation and the CAS checks the content.
 
-A step whose truth is not an equality (an inequality, a fact about a set)
-carries its own ``proof``: a function that returns ``True`` only when the CAS
-has established the claim.
+A step whose truth is not an equality (an inequality, a case split, an
+equivalence) carries its own ``proof``: a function that receives the step's
+displayed :class:`Claim` (``lhs``, relation, ``rhs``, with the derivation's
+``unfold`` and the step's ``facts``) and returns ``True`` only when the CAS has
+established exactly that claim.  :mod:`derivations.proofs` holds the proofs
+the notes use (region by region, a verified lemma instantiated, a minimum, a
+solution set).  Soundness is tested the sceptic's way: :meth:`Derivation.perturbed`
+makes one displayed right-hand side false, and every check must then fail.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+import inspect
 from dataclasses import dataclass, field
 
 import sympy as sp
 
-__all__ = ["Derivation", "DerivationError", "Step", "is_zero", "reason_to_latex"]
+__all__ = ["Claim", "Derivation", "DerivationError", "Step", "is_zero", "reason_to_latex"]
 
 
 class DerivationError(AssertionError):
@@ -118,6 +124,7 @@ def is_zero(expr, facts: Mapping | None = None, unfold: Callable | None = None) 
     for entry in _entries(expr):
         if unfold is not None:
             entry = unfold(entry)
+        _reject_vacuous_derivatives(entry)
         entry = entry.doit()
         if facts:
             entry = entry.subs(facts).doit()
@@ -156,37 +163,121 @@ def reason_to_latex(reason: str) -> str:
     return "".join(out)
 
 
+@dataclass(frozen=True)
+class Claim:
+    r"""The displayed statement ``lhs <relation> rhs`` of a step, with what checking it may use.
+
+    A step's ``proof`` receives this object and nothing else, so it can only
+    establish the relation between the expressions that the page shows.
+    :attr:`left` and :attr:`right` are those expressions with the notation
+    unfolded into definitions, unevaluated operators evaluated and the stated
+    facts substituted: the content the CAS checks.
+    """
+
+    lhs: sp.Basic
+    relation: str
+    rhs: sp.Basic
+    unfold: Callable | None = None
+    facts: Mapping | None = None
+
+    def content(self, expr) -> sp.Basic:
+        """``expr`` as the CAS checks it: unfolded, evaluated, facts substituted."""
+        if self.unfold is not None:
+            expr = self.unfold(expr)
+        _reject_vacuous_derivatives(expr)
+        expr = expr.doit()
+        if self.facts:
+            expr = expr.subs(self.facts).doit()
+        return expr
+
+    @property
+    def left(self) -> sp.Basic:
+        return self.content(self.lhs)
+
+    @property
+    def right(self) -> sp.Basic:
+        return self.content(self.rhs)
+
+    def subs(self, mapping) -> Claim:
+        """The claim with ``mapping`` substituted into both displayed sides."""
+        return Claim(sp.sympify(self.lhs).subs(mapping), self.relation, sp.sympify(self.rhs).subs(mapping), self.unfold, self.facts)
+
+
+def _reject_vacuous_derivatives(expr) -> None:
+    """Refuse a displayed derivative of an undefined function with respect to a variable not among its arguments.
+
+    SymPy evaluates ``Derivative(pi(theta), theta_j)`` to 0 when ``theta_j`` is
+    not an argument of ``pi``, while a reader sees a derivative of the policy:
+    such a step would be checked against something other than what it shows.
+    (A derivative of a plain symbol or table entry, ``log P[s, a]``, is a
+    statement that it is free of the variable, and stays allowed.)
+    """
+    if not isinstance(expr, sp.Basic):
+        return
+    for d in expr.atoms(sp.Derivative):
+        if not d.expr.atoms(sp.core.function.AppliedUndef):
+            continue
+        for v, _ in d.variable_count:
+            if not d.expr.has(v.base if isinstance(v, sp.Indexed) else v):
+                raise DerivationError(
+                    f"the displayed derivative {sp.sstr(d)} is of an undefined function free of {v}: "
+                    "SymPy would check it as 0; unfold the notation into definitions first"
+                )
+
+
 @dataclass
 class Step:
     """One step ``lhs <relation> rhs`` with its reason.
 
-    ``proof`` (for relations other than ``=``, or equalities the canonicalisers
-    cannot reach) returns ``True`` when the claim is established; ``facts`` is a
-    substitution used when checking an equality.
+    An equality is checked by the canonicalisers (:func:`is_zero`) after the
+    derivation's ``unfold`` and the step's ``facts``.  Any other relation, or an
+    equality they cannot reach, carries a ``proof``: a function of the
+    displayed :class:`Claim` that returns ``True`` only when the CAS has
+    established that claim (see :mod:`derivations.proofs` for the ones the
+    notes use).
     """
 
     lhs: sp.Basic
     rhs: sp.Basic
     reason: str
     relation: str = "="
-    proof: Callable[[], bool] | None = None
+    proof: Callable[[Claim], bool] | None = None
     facts: Mapping | None = None
     proved_by: str | None = field(default=None, compare=False)
 
+    def claim(self, unfold: Callable | None = None) -> Claim:
+        """The displayed statement of this step."""
+        return Claim(self.lhs, self.relation, self.rhs, unfold, self.facts)
+
     def verify(self, unfold: Callable | None = None) -> str | None:
         if self.proof is not None:
-            ok = self.proof()
+            ok = self.proof() if _takes_nothing(self.proof) else self.proof(self.claim(unfold))
             if not isinstance(ok, bool | sp.logic.boolalg.BooleanAtom):
                 raise TypeError(f"a step's proof must return a bool, got {type(ok).__name__}")
-            self.proved_by = "proof" if bool(ok) else None
+            self.proved_by = getattr(self.proof, "name", "proof") if bool(ok) else None
         elif self.relation == "=":
             self.proved_by = is_zero(self.lhs - self.rhs, self.facts, unfold)
         else:
             raise DerivationError(f"a step with relation {self.relation!r} needs a proof")
         return self.proved_by
 
+    def perturbed(self, delta: sp.Symbol) -> Step:
+        """This step with its displayed right-hand side made false by a fresh positive ``delta``.
 
-_RELATIONS = {"=": "=", "<=": r"\le", ">=": r"\ge", "<": "<", ">": ">", "in": r"\in", "=>": r"\Rightarrow", "<=>": r"\iff"}
+        ``=``, ``>=`` and ``>`` get ``rhs + delta``; ``<=`` and ``<`` get
+        ``rhs - delta``; a logical relation gets ``Not(rhs)``.  A sound check
+        rejects every perturbed step.
+        """
+        if self.relation in ("<=>", "=>"):
+            rhs = sp.Not(self.rhs)
+        elif isinstance(self.rhs, sp.MatrixBase):
+            rhs = self.rhs + delta * sp.ones(*self.rhs.shape)
+        else:
+            rhs = self.rhs - delta if self.relation in ("<=", "<") else self.rhs + delta
+        return Step(self.lhs, _sympify(rhs), self.reason, self.relation, self.proof, self.facts)
+
+
+_RELATIONS = {"=": "=", "<=": r"\le", ">=": r"\ge", "<": "<", ">": ">", "=>": r"\Rightarrow", "<=>": r"\iff"}
 
 
 class Derivation:
@@ -243,6 +334,10 @@ class Derivation:
         if not isinstance(reason, str) or not reason:
             raise TypeError(f"reason must be a non-empty str, got {reason!r}")
         reason_to_latex(reason)  # fail early on unmatched '$'
+        if proof is not None and _LEGACY_PROOFS_ALLOWED and _takes_nothing(proof):
+            pass  # TRANSITION: being converted to proofs of the displayed claim
+        elif proof is not None:
+            _require_claim_proof(proof)
         self.steps.append(Step(_sympify(lhs), _sympify(rhs), reason, relation, proof, facts))
         self._cursor = self.steps[-1].rhs
         self.verified = False
@@ -276,6 +371,36 @@ class Derivation:
             facts = None if st.facts is None else {k.subs(mapping): v.subs(mapping) for k, v in st.facts.items()}
             out.steps.append(Step(st.lhs.subs(mapping), st.rhs.subs(mapping), st.reason, st.relation, st.proof, facts))
         out._cursor = self._cursor
+        return out
+
+    def statement(self) -> tuple[sp.Basic, str, sp.Basic]:
+        """What the chain proves: ``(first lhs, relation, last rhs)``.
+
+        Each step must start where the previous one ended; the relation is
+        ``=`` for a chain of equalities, else the one inequality direction
+        every step shares (strict if any step is strict).
+        """
+        if not self.steps:
+            raise ValueError(f"{self.title}: an empty derivation states nothing")
+        for prev, st in zip(self.steps, self.steps[1:]):
+            if st.lhs != prev.rhs:
+                raise ValueError(f"{self.title}: not a chain (a step starts at {sp.sstr(st.lhs)}, not at {sp.sstr(prev.rhs)})")
+        relations = {st.relation for st in self.steps} - {"="}
+        if not relations:
+            return self.lhs, "=", self.rhs
+        directions = {rel.rstrip("=") for rel in relations}
+        if len(directions) != 1 or directions - {"<", ">"}:
+            raise ValueError(f"{self.title}: steps with relations {sorted(relations)} do not chain")
+        (direction,) = directions
+        strict = direction in relations
+        return self.lhs, direction if strict else direction + "=", self.rhs
+
+    def perturbed(self, index: int, delta: sp.Symbol | None = None) -> Derivation:
+        """A copy whose step ``index`` (from 0) displays a false right-hand side (:meth:`Step.perturbed`)."""
+        delta = sp.Symbol("delta_perturbation", positive=True) if delta is None else delta
+        out = Derivation(self.title, assumptions=self.assumptions, unfold=self.unfold)
+        out.steps = [st.perturbed(delta) if i == index else Step(st.lhs, st.rhs, st.reason, st.relation, st.proof, st.facts)
+                     for i, st in enumerate(self.steps)]
         return out
 
     def verify(self) -> Derivation:
@@ -314,6 +439,29 @@ class Derivation:
     def __repr__(self) -> str:
         state = "verified" if self.verified else "unverified"
         return f"<Derivation {self.title!r}: {len(self.steps)} steps, {state}>"
+
+
+_LEGACY_PROOFS_ALLOWED = True  # TRANSITION
+
+
+def _takes_nothing(proof) -> bool:
+    try:
+        inspect.signature(proof).bind()
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _require_claim_proof(proof) -> None:
+    """A proof must take the displayed claim: a function of nothing cannot see what it proves."""
+    if not callable(proof):
+        raise TypeError(f"proof must be a function of the displayed Claim, got {type(proof).__name__}")
+    try:
+        inspect.signature(proof).bind(None)
+    except TypeError:
+        raise TypeError("proof must take the displayed Claim as its one argument (a proof of nothing cannot see the step)") from None
+    except ValueError:  # builtins without a signature
+        pass
 
 
 def _sympify(x):

@@ -4,6 +4,18 @@ import pytest
 import sympy as sp
 
 from derivations import Derivation, DerivationError, IndexedSoftmax, SoftmaxPolicy, is_zero, reason_to_latex
+from derivations.proofs import (
+    Argmin,
+    at_values,
+    by_lemma,
+    holds,
+    interval_points,
+    is_argmin,
+    minimum_over,
+    numerically,
+    on_regions,
+    same_solutions,
+)
 from derivations.score_function import expected_score, instances, log_derivative_trick
 
 x, y = sp.symbols("x y", positive=True)
@@ -44,15 +56,82 @@ def test_wrong_softmax_step_is_rejected():
             inst.verify()
 
 
-def test_inequality_steps_need_a_proof():
+def test_inequality_steps_need_a_proof_of_the_displayed_claim():
     d = Derivation("ineq").step(x**2 + 1, 2 * x, "AM-GM", relation=">=")
     with pytest.raises(DerivationError, match="needs a proof"):
         d.verify()
-    ok = Derivation("ineq").step(x**2 + 1, 2 * x, "AM-GM", relation=">=", proof=lambda: sp.expand((x - 1) ** 2) == x**2 - 2 * x + 1)
-    assert ok.verify().proved_by() == {"proof": 1}
-    bad = Derivation("ineq").step(x, 2 * x, "false", relation=">=", proof=lambda: False)
+    ok = Derivation("ineq").step(x**2 + 1, 2 * x, "AM-GM", relation=">=", proof=holds)
+    assert ok.verify().proved_by() == {"sign decided": 1}
+    bad = Derivation("ineq").step(x, 2 * x, "false", relation=">=", proof=holds)
     with pytest.raises(DerivationError):
         bad.verify()
+    seen = []
+    Derivation("t").step(x, x + 1, "r", relation="<=", proof=lambda c: seen.append(c) or True).verify()
+    assert seen[0].lhs == x and seen[0].rhs == x + 1 and seen[0].relation == "<="
+
+
+def test_perturbing_the_displayed_rhs_breaks_every_kind_of_proof():
+    r = sp.Symbol("r", real=True)
+    eps = sp.Symbol("varepsilon", positive=True)
+    steps = [
+        Derivation("regions").step(sp.Min(r, 1 + eps) - r, -sp.Max(r - 1 - eps, 0), "cases",
+                                   proof=on_regions(*interval_points(r, [1 + eps]))),
+        Derivation("lemma").step(sp.Max(r - 2, 0), sp.Max(r - 1, 0), "cases", relation="<=",
+                                 proof=on_regions(*interval_points(r, [1, 2]))),
+        Derivation("minimum").step(x - 1 - sp.log(x), sp.Integer(0), "min", relation=">=",
+                                   proof=minimum_over(x, sp.Interval.open(0, sp.oo))),
+        Derivation("number").step(sp.pi, sp.Integer(3), "pi > 3", relation=">", proof=numerically()),
+        Derivation("sets").step(2 * r + 2 < 0, r < -1, "solve", relation="<=>", proof=same_solutions(r)),
+        Derivation("argmin").step(Argmin((y - 3) ** 2 + x, y), sp.Integer(3), "stationary", proof=is_argmin),
+    ]
+    for d in steps:
+        assert d.verify().verified, d.title
+        with pytest.raises(DerivationError):
+            d.perturbed(0).verify()
+
+
+def test_a_lemma_instantiated_termwise():
+    u, v = sp.symbols("u v", real=True)
+    lemma = Derivation("lemma").step(sp.Max(u - 2 * v, 0), sp.Max(u - v, 0), "cases", relation="<=",
+                                     proof=on_regions(*[{u: p[u], v: q} for q in (x,) for p in interval_points(u, [x, 2 * x])]))
+    a, K = sp.symbols("a K", integer=True, positive=True)
+    P, M = sp.IndexedBase("P", positive=True), sp.IndexedBase("M", positive=True)
+    S = lambda e: sp.Sum(e, (a, 1, K))
+    d = Derivation("sum").step(S(sp.Max(P[a] - 2 * M[a], 0)), S(sp.Max(P[a] - M[a], 0)), "termwise", relation="<=",
+                               proof=by_lemma(lemma, {u: P[a], v: M[a]}, termwise=True))
+    assert d.verify().proved_by() == {"lemma": 1}
+    with pytest.raises(DerivationError):
+        d.perturbed(0).verify()
+    wrong = Derivation("sum").step(S(sp.Max(P[a] - 2 * M[a], 0)), S(sp.Max(P[a] - 3 * M[a], 0)), "termwise", relation="<=",
+                                   proof=by_lemma(lemma, {u: P[a], v: M[a]}, termwise=True))
+    with pytest.raises(DerivationError):
+        wrong.verify()
+
+
+def test_proofs_must_see_the_claim_and_regions_must_cover():
+    with pytest.raises(ValueError, match="provably increasing"):
+        interval_points(x, [2, 1])
+    with pytest.raises(ValueError, match="at least one value"):
+        at_values(x, [])
+    with pytest.raises(ValueError, match="at least one point"):
+        on_regions()
+    with pytest.raises(TypeError, match="proof must be a function"):
+        Derivation("t").step(x, x, "r", relation="<=", proof=3)
+
+
+def test_a_derivative_of_an_opaque_function_of_other_variables_is_refused():
+    theta, theta_j = sp.symbols("theta theta_j")
+    pi = sp.Function("pi")(theta)
+    d = Derivation("vacuous").step(sp.Derivative(pi, theta_j), sp.Integer(0), "looks like a Jacobian entry")
+    with pytest.raises(DerivationError, match="free of theta_j"):
+        d.verify()
+
+
+def test_statement_of_a_chain():
+    d = Derivation("chain", start=x**2 + 1).then(x**2 + 1, "same").then(2 * x, "AM-GM", relation=">=", proof=holds)
+    assert d.statement() == (x**2 + 1, ">=", 2 * x)
+    with pytest.raises(ValueError, match="do not chain"):
+        Derivation("mixed", start=x).then(x + 1, "a", relation="<=", proof=holds).then(x, "b", relation=">=", proof=holds).statement()
 
 
 def test_matrix_steps():

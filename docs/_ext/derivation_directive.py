@@ -4,7 +4,10 @@
     Calls the function (a dotted path with literal arguments), verifies the
     returned :class:`derivations.Derivation` with the CAS at build time, and
     renders its steps with their reasons and a line saying how each step was
-    proved.  A derivation that fails to verify fails the build.
+    proved.  A derivation that fails to verify fails the build.  The page
+    records the source files of the ``derivations`` package and of the module
+    it calls as dependencies, so an incremental build re-reads (and
+    re-verifies) it whenever one of them changes.
 
 ``.. sympy-math:: derivations.baselines.optimal_baseline()``
     Renders ``sympy.latex`` of the returned expression as display math.
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
+from pathlib import Path
 
 from docutils import nodes
 from docutils.parsers.rst import directives
@@ -22,6 +27,16 @@ from sphinx.util.docutils import SphinxDirective
 from derivations import Derivation
 
 _cache: dict[str, object] = {}
+
+
+def _source_files(source: str) -> list[str]:
+    """The files a rendered derivation depends on: the called module and the whole ``derivations`` package."""
+    import derivations
+
+    files = sorted(str(p) for p in Path(derivations.__file__).parent.glob("*.py"))
+    module_name = ast.unparse(ast.parse(source.strip(), mode="eval").body.func).rpartition(".")[0]
+    module_file = inspect.getsourcefile(importlib.import_module(module_name))
+    return sorted({*files, module_file})
 
 
 def _call(source: str):
@@ -47,6 +62,8 @@ class DerivationDirective(SphinxDirective):
 
     def run(self):
         source = self.arguments[0]
+        for path in _source_files(source):
+            self.env.note_dependency(path)
         d = _call(source)
         if not isinstance(d, Derivation):
             raise self.error(f"{source} returned {type(d).__name__}, not a Derivation")
@@ -86,6 +103,8 @@ class SympyMathDirective(SphinxDirective):
     def run(self):
         import sympy as sp
 
+        for path in _source_files(self.arguments[0]):
+            self.env.note_dependency(path)
         value = _call(self.arguments[0])
         latex = value if isinstance(value, str) else sp.latex(value)
         return [nodes.math_block(latex, latex, nowrap=False, number=None, docname=self.env.docname)]
