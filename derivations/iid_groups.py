@@ -281,8 +281,7 @@ class IIDGroup:
         1/6
         """
         require_int("G", G, minimum=1)
-        if len(outcomes) != len(probs) or not outcomes:
-            raise ValueError("outcomes and probs must be non-empty and of equal length")
+        probs = self._check_distribution(outcomes, probs)
         expr = sp.sympify(expr)
         free = self._free_indices(expr)
         if len(free) > G:
@@ -299,6 +298,9 @@ class IIDGroup:
 
     def evaluate(self, result, outcomes, probs, G: int | None = None) -> sp.Expr:
         """Substitute the moments of a distribution (and a concrete ``G``) into a result of :meth:`expect`."""
+        probs = self._check_distribution(outcomes, probs)
+        if G is not None:
+            require_int("G", G, minimum=1)
 
         def moment(mono):
             return sp.Add(*[q * mono.xreplace({self.plain[n]: sp.sympify(o[n]) for n in self.bases}) for o, q in zip(outcomes, probs)])
@@ -307,6 +309,33 @@ class IIDGroup:
         if G is not None:
             out = out.xreplace({self.G: sp.Integer(G)})
         return sp.expand(out)
+
+
+    def _check_distribution(self, outcomes, probs) -> list:
+        """``probs`` as sympy numbers or expressions: non-negative where numeric, summing to one; outcomes name every quantity."""
+        if isinstance(outcomes, (str, Mapping)) or not isinstance(outcomes, Sequence):
+            raise TypeError(f"outcomes must be a sequence of mappings, got {type(outcomes).__name__}")
+        if isinstance(probs, (str, Mapping)) or not hasattr(probs, "__len__"):
+            raise TypeError(f"probs must be a sequence of probabilities, got {type(probs).__name__}")
+        probs = list(probs)
+        if len(outcomes) != len(probs) or not outcomes:
+            raise ValueError("outcomes and probs must be non-empty and of equal length")
+        for o in outcomes:
+            if not isinstance(o, Mapping) or set(o) != set(self.bases):
+                raise ValueError(f"outcomes must be mappings with exactly the keys {sorted(self.bases)}, got {o!r}")
+        try:
+            probs = [sp.sympify(q, strict=True) for q in probs]
+        except sp.SympifyError:
+            raise TypeError(f"probs must hold numbers or sympy expressions, got {list(probs)!r}") from None
+        for q in probs:
+            if q.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or q.is_real is False:
+                raise ValueError(f"probs must be finite real numbers, got {q}")
+            if q.is_negative:
+                raise ValueError(f"probs must be non-negative, got {q}")
+        gap = sp.simplify(sp.Add(*probs) - 1)
+        if not (gap == 0 or gap.is_number and abs(float(gap)) <= 1e-12):
+            raise ValueError(f"probs must sum to one, got {sp.Add(*probs)}")
+        return probs
 
 
 def _is_monomial(expr) -> bool:

@@ -30,7 +30,7 @@ from ._validate import require_finite, require_int, require_real, to_tensor
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, token_score_sqnorms
 from .score_function import autograd_gradient
-from .tinylm import TinyLM, _check_lm, _check_reward, default_reward, score_matrix
+from .tinylm import TinyLM, _check_lm, check_theta, _check_reward, default_reward, score_matrix
 
 __all__ = [
     "action_dependent_bias",
@@ -69,6 +69,7 @@ def baseline_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, bas
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     reward = _check_reward(lm, reward)
     if isinstance(baseline, torch.Tensor):
         if baseline.shape not in ((lm.N,), (lm.N, lm.L)):
@@ -147,6 +148,7 @@ def action_dependent_bias(lm: TinyLM, theta: torch.Tensor, table: torch.Tensor) 
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     if not isinstance(table, torch.Tensor):
         raise TypeError(f"table must be a torch.Tensor, got {type(table).__name__}")
     if table.shape != (lm.n_prefixes, lm.V):
@@ -182,6 +184,7 @@ def variance_terms(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> dic
     (['A_0', 'A_1', 'A_2', 'grad_sq'], 1.695231)
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     reward = _check_reward(lm, reward)
     p = lm.probs(theta.detach())
     sq = token_score_sqnorms(lm, theta).sum(1)
@@ -236,6 +239,13 @@ def optimal_baseline(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> f
 
     From :func:`derivations.baselines.optimal_baseline`, lambdified.
 
+    Raises
+    ------
+    ValueError
+        At a deterministic policy (every :math:`\pi_\theta(\cdot\mid h)` one-hot in
+        fp64, so :math:`A_2 = 0`): every score vanishes, every baseline gives
+        variance 0, and :math:`b^*` is undefined (no limit is taken).
+
     Examples
     --------
     >>> from numeric import TinyLM, default_reward
@@ -246,6 +256,11 @@ def optimal_baseline(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> f
     (0.567828, 0.359875)
     """
     t = variance_terms(lm, theta, reward)
+    if not t["A_2"] > 0:
+        raise ValueError(
+            "theta gives a deterministic policy (A_2 = E||s||^2 = 0): every score is 0, every baseline "
+            "has the same variance 0, and b* = A_1/A_2 is undefined"
+        )
     return float(_optimal_formula()(t["A_0"], t["A_1"], t["A_2"]))
 
 
@@ -347,6 +362,7 @@ def reinforce_per_sample(lm: TinyLM, theta: torch.Tensor, samples: torch.Tensor,
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     samples, advantages = _check_samples(lm, samples, advantages)
     th = theta.detach().clone().requires_grad_(True)
     total = torch.zeros_like(th)
@@ -392,6 +408,7 @@ def reinforce_monte_carlo(
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     reward = _check_reward(lm, reward)
     baseline = require_real("baseline", baseline)
     n = require_int("n", n, minimum=2)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from ._validate import require_finite
-from .tinylm import TinyLM, _check_lm
+from .tinylm import TinyLM, _check_lm, check_theta
 
 __all__ = ["ScoreMoments", "expected_score_sum", "score_estimator_moments", "token_score_sqnorms"]
 
@@ -81,6 +81,7 @@ def token_score_sqnorms(lm: TinyLM, theta: torch.Tensor) -> torch.Tensor:
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     pi = torch.softmax(lm.logits(theta).detach(), -1)
     own = pi[lm.prefix_rows, lm.tokens]
     return (1.0 - 2.0 * own + (pi * pi).sum(-1)[lm.prefix_rows]) * lm.mask
@@ -112,6 +113,7 @@ def expected_score_sum(lm: TinyLM, theta: torch.Tensor, weights: torch.Tensor) -
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     w = _token_weights(lm, weights)
     logits = lm.logits(theta).detach()
     pi = torch.softmax(logits, -1)
@@ -140,6 +142,7 @@ def score_estimator_moments(lm: TinyLM, theta: torch.Tensor, weights: torch.Tens
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     mean = expected_score_sum(lm, theta, weights)
     w = _token_weights(lm, weights)
     p = lm.probs(theta.detach())

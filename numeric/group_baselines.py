@@ -40,7 +40,7 @@ from ._validate import (
 )
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum
-from .tinylm import TinyLM, _check_lm, _check_reward, default_reward, score_matrix
+from .tinylm import TinyLM, _check_lm, check_theta, _check_reward, default_reward, score_matrix
 
 __all__ = [
     "binary_reward_weight",
@@ -314,6 +314,7 @@ def exact_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, 
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     R = _check_reward(lm, reward)
     p = lm.probs(theta.detach())
     values, inverse = torch.unique(R, return_inverse=True)
@@ -342,6 +343,7 @@ def brute_force_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Te
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     R = _check_reward(lm, reward)
     G = require_int("G", G, minimum=1)
     if G > 3:

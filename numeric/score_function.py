@@ -21,7 +21,7 @@ import torch
 from ._validate import require_finite, require_int, require_real
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum
-from .tinylm import TinyLM, _check_lm, _check_reward, default_reward, perturb
+from .tinylm import TinyLM, _check_lm, check_theta, _check_reward, default_reward, perturb
 
 __all__ = ["TwoStepMDP", "autograd_gradient", "finite_difference_gradient", "log_ratio", "product_rule_terms"]
 
@@ -40,6 +40,7 @@ def autograd_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> 
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     reward = _check_reward(lm, reward)
     th = theta.detach().clone().requires_grad_(True)
     return torch.autograd.grad(lm.probs(th) @ reward, th)[0]
@@ -62,12 +63,13 @@ def finite_difference_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Te
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     reward = _check_reward(lm, reward)
     if not (isinstance(h, float) and h > 0):
         raise ValueError(f"h must be a positive float, got {h!r}")
     theta = theta.detach()
     steps = h * torch.eye(lm.P, dtype=theta.dtype)
-    J = torch.func.vmap(lambda th: lm.probs(th) @ reward)
+    J = torch.func.vmap(lambda th: lm._token_logprobs_of(th.view(lm.n_prefixes, lm.V)).sum(1).exp() @ reward)
     return (J(theta + steps) - J(theta - steps)) / (2 * h)
 
 
@@ -87,6 +89,8 @@ def log_ratio(lm: TinyLM, theta: torch.Tensor, ref_theta: torch.Tensor) -> torch
     (True, 0.0)
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
+    ref_theta = check_theta(lm, ref_theta, "ref_theta")
     return lm.seq_logprob(theta) - lm.seq_logprob(ref_theta).detach()
 
 
@@ -123,6 +127,7 @@ def product_rule_terms(
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     if not callable(integrand):
         raise TypeError(f"integrand must be a function of theta, got {type(integrand).__name__}")
     th = theta.detach().clone().requires_grad_(True)
@@ -176,9 +181,20 @@ class TwoStepMDP:
         self.P = self.K + self.M * self.K
         self.theta0 = torch.randn(self.P, generator=gen)
 
+    def _theta(self, theta) -> torch.Tensor:
+        """``theta`` as a finite real float64 ``[P]`` tensor, else a named error."""
+        if not isinstance(theta, torch.Tensor):
+            raise TypeError(f"theta must be a torch.Tensor, got {type(theta).__name__}")
+        if theta.is_complex() or not theta.is_floating_point():
+            raise TypeError(f"theta must be a real floating-point tensor, got {theta.dtype}")
+        if theta.shape != (self.P,):
+            raise ValueError(f"theta must be a torch.Tensor of shape ({self.P},), got {tuple(theta.shape)}")
+        if not bool(torch.isfinite(theta.detach()).all()):
+            raise ValueError("theta must be finite (no NaN or inf)")
+        return theta.to(device="cpu", dtype=torch.float64)
+
     def _split(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if not isinstance(theta, torch.Tensor) or theta.shape != (self.P,):
-            raise ValueError(f"theta must be a torch.Tensor of shape ({self.P},)")
+        theta = self._theta(theta)
         return theta[: self.K], theta[self.K :].view(self.M, self.K)
 
     def log_kernel(self, theta: torch.Tensor) -> torch.Tensor:
@@ -195,6 +211,7 @@ class TwoStepMDP:
 
     def policy_score_gradient(self, theta: torch.Tensor) -> torch.Tensor:
         r"""``[P]`` :math:`\mathbb{E}[R\,(\nabla \log \pi_a + \nabla \log \rho_{c \mid s})]` from the closed-form softmax scores."""
+        theta = self._theta(theta)
         th1, th2 = self._split(theta.detach())
         w = self.trajectory_probs(theta.detach()) * self.reward
         pi1, rho = torch.softmax(th1, -1), torch.softmax(th2, -1)
@@ -204,12 +221,14 @@ class TwoStepMDP:
 
     def kernel_score_gradient(self, theta: torch.Tensor) -> torch.Tensor:
         r"""``[P]`` :math:`\mathbb{E}[R\, \nabla \log P_\theta(s \mid a)]`, the kernel's own term."""
+        theta = self._theta(theta)
         th = theta.detach().clone().requires_grad_(True)
         w = (self.trajectory_probs(theta.detach()) * self.reward).sum(2)
         return torch.autograd.grad((w * self.log_kernel(th)).sum(), th)[0]
 
     def objective_gradient(self, theta: torch.Tensor) -> torch.Tensor:
         r"""``[P]`` :math:`\nabla_\theta \sum_\tau p_\theta(\tau) R(\tau)` by autograd through the definition."""
+        theta = self._theta(theta)
         th = theta.detach().clone().requires_grad_(True)
         return torch.autograd.grad((self.trajectory_probs(th) * self.reward).sum(), th)[0]
 

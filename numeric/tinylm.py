@@ -32,9 +32,10 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import numpy as np
 import torch
 
-from ._validate import as_tensor, require_int, require_nonnegative
+from ._validate import as_tensor, require_finite, require_int, require_nonnegative
 
 __all__ = ["EOS", "TinyLM", "default_reward", "perturb", "score_matrix", "token_score_tensor"]
 
@@ -176,18 +177,13 @@ class TinyLM:
             code = code * (self.V - 1) + (t - 1)
         return self._offsets[k] + code
 
-    def _check_theta(self, theta) -> torch.Tensor:
-        if not isinstance(theta, torch.Tensor):
-            raise TypeError(f"theta must be a torch.Tensor, got {type(theta).__name__}")
-        if theta.shape != (self.P,):
-            raise ValueError(f"theta must have shape ({self.P},) for V={self.V}, L={self.L}; got {tuple(theta.shape)}")
-        if not theta.is_floating_point():
-            raise TypeError(f"theta must be a floating-point tensor, got {theta.dtype}")
-        return theta
-
     def logits(self, theta: torch.Tensor) -> torch.Tensor:
-        """``[n_prefixes, V]`` view of the flat parameter vector."""
-        return self._check_theta(theta).view(self.n_prefixes, self.V)
+        """``[n_prefixes, V]`` view of the flat parameter vector (validated by :func:`check_theta`)."""
+        return check_theta(self, theta).view(self.n_prefixes, self.V)
+
+    def _token_logprobs_of(self, logits: torch.Tensor) -> torch.Tensor:
+        """``[N, L]`` token log-probabilities from an (unchecked) ``[n_prefixes, V]`` table of logits."""
+        return torch.log_softmax(logits, -1)[self.prefix_rows, self.tokens] * self.mask
 
     def cond_probs(self, theta: torch.Tensor, prefix) -> torch.Tensor:
         r""":math:`\pi_\theta(\cdot \mid \text{prefix})`, a ``[V]`` tensor.
@@ -203,8 +199,7 @@ class TinyLM:
 
     def token_logprobs(self, theta: torch.Tensor) -> torch.Tensor:
         r"""``[N, L]`` :math:`\log \pi_\theta(o_t \mid o_{<t})`, 0 on padding."""
-        logp = torch.log_softmax(self.logits(theta), -1)
-        return logp[self.prefix_rows, self.tokens] * self.mask
+        return self._token_logprobs_of(self.logits(theta))
 
     def seq_logprob(self, theta: torch.Tensor) -> torch.Tensor:
         r"""``[N]`` :math:`\log \pi_\theta(o) = \sum_t \log \pi_\theta(o_t \mid o_{<t})`."""
@@ -216,6 +211,46 @@ class TinyLM:
 
     def __repr__(self) -> str:
         return f"TinyLM(V={self.V}, L={self.L}, N={self.N}, P={self.P})"
+
+
+def check_theta(lm: TinyLM, theta, name: str = "theta") -> torch.Tensor:
+    r"""``theta`` validated for ``lm``: a finite real ``[P]`` torch tensor, returned in float64 on the CPU.
+
+    Every function of the toy-LM layer calls it first.  A float32 (or
+    half-precision) tensor is accepted and converted exactly to float64, the
+    precision of every exact check; the conversion is differentiable, so a
+    ``theta`` that requires grad keeps its graph.
+
+    Raises
+    ------
+    TypeError
+        If ``theta`` is not a torch tensor (numpy arrays included: convert with
+        ``torch.from_numpy``), or its dtype is not real floating point.
+    ValueError
+        If its shape is not ``(lm.P,)`` or it holds NaN or an infinity.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numeric import TinyLM
+    >>> from numeric.tinylm import check_theta
+    >>> lm = TinyLM()
+    >>> check_theta(lm, lm.theta0.float()).dtype
+    torch.float64
+    >>> check_theta(lm, torch.full((lm.P,), float("nan")))
+    Traceback (most recent call last):
+    ...
+    ValueError: theta must be finite (no NaN or inf)
+    """
+    if not isinstance(theta, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(theta).__name__}")
+    if theta.is_complex() or not theta.is_floating_point():
+        raise TypeError(f"{name} must be a real floating-point tensor, got {theta.dtype}")
+    if theta.shape != (lm.P,):
+        raise ValueError(f"{name} must have shape ({lm.P},) for V={lm.V}, L={lm.L}; got {tuple(theta.shape)}")
+    if not bool(torch.isfinite(theta.detach()).all()):
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
+    return theta.to(device="cpu", dtype=torch.float64)
 
 
 def _check_lm(lm) -> TinyLM:
@@ -279,6 +314,7 @@ def token_score_tensor(lm: TinyLM, theta: torch.Tensor) -> torch.Tensor:
     True
     """
     lm = _check_lm(lm)
+    theta = check_theta(lm, theta)
     probs = torch.softmax(lm.logits(theta).detach(), -1)
     local = torch.nn.functional.one_hot(lm.tokens, lm.V).to(probs.dtype) - probs[lm.prefix_rows]
     local = local * lm.mask[..., None]
@@ -315,7 +351,10 @@ def perturb(theta: torch.Tensor, scale: float, seed: int) -> torch.Tensor:
     >>> bool((th != lm.theta0).all()), bool((perturb(lm.theta0, 0.0, seed=3) == lm.theta0).all())
     (True, True)
     """
+    if isinstance(theta, torch.Tensor) and theta.is_complex() or isinstance(theta, np.ndarray) and np.iscomplexobj(theta):
+        raise TypeError(f"theta must be real, got dtype {theta.dtype}")
     theta = as_tensor("theta", theta)
+    require_finite("theta", theta.detach())
     scale = require_nonnegative("scale", scale)
     require_int("seed", seed)
     gen = torch.Generator().manual_seed(seed)

@@ -23,6 +23,7 @@ from ._validate import like, require_finite, require_same_shape, to_tensor
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, token_score_sqnorms
 from .gradient_weights import EPS_HIGH, clip_bounds, setting
+from .tinylm import check_theta
 
 __all__ = ["clip_excess", "kl_k1", "kl_k2", "kl_k3"]
 
@@ -173,6 +174,7 @@ def per_prefix(theta_pi, theta_mu) -> tuple[torch.Tensor, torch.Tensor]:
     ((40, 4), 40.0)
     """
     lm = setting().lm
+    theta_pi, theta_mu = check_theta(lm, theta_pi, "theta_pi"), check_theta(lm, theta_mu, "theta_mu")
     return torch.softmax(lm.logits(theta_pi), -1), torch.softmax(lm.logits(theta_mu), -1)
 
 

@@ -129,3 +129,15 @@ def test_bad_input(lm):
         derived.prefix_baseline(1)
     with pytest.raises(ValueError, match="sign must be 1 or -1"):
         derived.improving_baselines(0)
+
+
+def test_optimal_baseline_at_a_deterministic_policy_is_a_clear_error(lm):
+    """A_2 = E||s||^2 = 0 when every conditional is one-hot in fp64: b* is undefined, said so (was ZeroDivisionError)."""
+    theta = torch.zeros(lm.P)
+    theta.view(-1, lm.V)[:, 0] = 1e3
+    R = default_reward(lm)
+    assert variance_terms(lm, theta, R)["A_2"] == 0.0
+    for fn in (optimal_baseline, improvement_interval):
+        with pytest.raises(ValueError, match="deterministic policy"):
+            fn(lm, theta, R)
+

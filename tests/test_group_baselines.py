@@ -88,6 +88,21 @@ def test_expectation_operator_rejects_what_it_cannot_do():
         grp.brute_force(R[i], 2, [{"R": 1, "s": 0}], [])
 
 
+@pytest.mark.parametrize(
+    ("probs", "match"),
+    [([0.6, 0.5], "sum to one"), ([1.2, -0.2], "non-negative"), ([sp.Rational(1, 2), sp.Rational(1, 3)], "sum to one"), ([sp.nan, 1], "finite"), (["a", 1], "probs must hold numbers")],
+)
+def test_group_algebra_refuses_a_distribution_that_is_not_one(probs, match):
+    """Probabilities summing to 1.1, or negative, used to be accepted by brute_force and evaluate."""
+    grp = IIDGroup()
+    outcomes = [{"R": 1, "s": 0}, {"R": 0, "s": 1}]
+    for call in (lambda: grp.brute_force(grp.R[grp.i], 2, outcomes, probs), lambda: grp.evaluate(Expect(grp.plain["R"]), outcomes, probs, 2)):
+        with pytest.raises((ValueError, TypeError), match=match):
+            call()
+    with pytest.raises(ValueError, match="outcomes must be mappings with exactly the keys"):
+        grp.brute_force(grp.R[grp.i], 2, [{"R": 1}, {"R": 0, "s": 1}], [0.5, 0.5])
+
+
 # -- derivations -------------------------------------------------------------------------------
 
 
