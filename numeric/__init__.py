@@ -5,9 +5,10 @@ fp64: exactly, by enumerating every response of a :class:`TinyLM`, and on
 vectorised ``[batch, time]`` paths checked against a naive loop.  Formulas
 derived in :mod:`derivations` are imported from there, never retyped.
 
-Importing ``numeric`` makes float64 torch's default dtype, as a checking
-library must (the seed notebooks rely on it); the batched loss helpers follow
-the dtype of their inputs.
+Importing ``numeric`` changes no global state: the batched helpers follow the
+device and dtype of their inputs, so they drop into a trainer.  The checks run
+in fp64 whatever the default (:func:`run_suites`); the course notebooks, which
+rely on a float64 default, import :mod:`numeric.course` instead.
 
 Map
 ---
@@ -35,27 +36,23 @@ Topics, in lecture order, each with its cross-check suite:
     The KL estimators :func:`kl_k1`, :func:`kl_k2`, :func:`kl_k3` and the clip bias.
 """
 
-import torch
-
-torch.set_default_dtype(torch.float64)
-
-from .checks import CHECKS, Check, CheckFailed, check, maxabs, run_suites, suite  # noqa: E402
-from .expectations import (  # noqa: E402
+from .checks import CHECKS, Check, CheckFailed, check, maxabs, run_suites, suite
+from .expectations import (
     ScoreMoments,
     expected_score_sum,
     score_estimator_moments,
     token_score_sqnorms,
 )
-from .tinylm import EOS, TinyLM, default_reward, perturb, score_matrix, token_score_tensor  # noqa: E402
+from .tinylm import EOS, TinyLM, default_reward, perturb, score_matrix, token_score_tensor
 
 # topic modules, in lecture order; importing them registers their cross-check suites
-from . import score_function, baselines, group_baselines, returns, gradient_weights, trust_region  # noqa: E402,I001
-from .baselines import *  # noqa: E402,F403
-from .gradient_weights import *  # noqa: E402,F403
-from .group_baselines import *  # noqa: E402,F403
-from .returns import *  # noqa: E402,F403
-from .score_function import *  # noqa: E402,F403
-from .trust_region import *  # noqa: E402,F403
+from . import score_function, baselines, group_baselines, returns, gradient_weights, trust_region  # noqa: I001
+from .baselines import *  # noqa: F403
+from .gradient_weights import *  # noqa: F403
+from .group_baselines import *  # noqa: F403
+from .returns import *  # noqa: F403
+from .score_function import *  # noqa: F403
+from .trust_region import *  # noqa: F403
 
 __all__ = [
     "CHECKS",

@@ -14,6 +14,7 @@ runs them all and keeps going past a failing suite.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -191,10 +192,11 @@ def run_suites(names=None, *, quiet: bool = True) -> tuple[list[Check], dict[str
     for name in chosen:
         _current_suite.append(name)
         try:
-            if quiet:
-                _silently(SUITES[name])
-            else:
-                SUITES[name]()
+            with _float64_default():
+                if quiet:
+                    _silently(SUITES[name])
+                else:
+                    SUITES[name]()
         except CheckFailed:
             pass  # recorded in CHECKS; the other suites still run
         except Exception as exc:
@@ -202,6 +204,17 @@ def run_suites(names=None, *, quiet: bool = True) -> tuple[list[Check], dict[str
         finally:
             _current_suite.pop()
     return CHECKS[start:], errors
+
+
+@contextlib.contextmanager
+def _float64_default():
+    """Run a suite with float64 as torch's default dtype (checks are fp64), then restore the caller's."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 def _silently(fn: Callable[[], None]) -> None:

@@ -1,14 +1,16 @@
 """Acceptance: the two seed notebooks run to the end on ``numeric``.
 
 Each notebook is read from ``../shared/seeds`` at test time (never copied into
-the project), its helper import replaced by ``import torch`` and
-``from numeric import *``, and executed; every check must pass and the count
+the project), its helper import replaced by ``import torch`` and the drop-in
+``from numeric.course import *``, and executed from a float32 default (the
+course module must set float64 itself); every check must pass and the count
 must be the notebook's own (28 and 25).
 """
 
 import contextlib
 import io
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,7 @@ def notebook_source(stem: str) -> str:
     end = re.search(r'^print\("done; checks:".*$', text[start:], re.M)
     code = text[start : start + end.end()] + "\n"
     assert code.count(HELPER_IMPORT) == 1
-    return code.replace(HELPER_IMPORT, "import torch\nfrom numeric import *")
+    return code.replace(HELPER_IMPORT, "import torch\nfrom numeric.course import *")
 
 
 @pytest.mark.skipif(not SEEDS.is_dir(), reason=f"seed notebooks not found at {SEEDS}")
@@ -37,6 +39,8 @@ def test_seed_notebook_runs_with_every_check_passing(stem, expected):
     code = notebook_source(stem)
     numeric.CHECKS.clear()
     out = io.StringIO()
+    sys.modules.pop("numeric.course", None)  # so that the notebook's import runs it again
+    torch.set_default_dtype(torch.float32)
     with contextlib.redirect_stdout(out):
         exec(compile(code, f"seed-{stem}", "exec"), {"__name__": f"seed_{stem}"})
     assert len(numeric.CHECKS) == expected, out.getvalue()[-2000:]

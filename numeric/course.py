@@ -1,0 +1,23 @@
+"""The course's environment, as a drop-in module: ``from numeric.course import *``.
+
+The course notebooks were written against a helper module that made float64
+torch's default dtype and exported every function by name.  Importing this
+module does both: it sets the default dtype to ``torch.float64`` (a global
+change, which is why :mod:`numeric` itself does not make it) and re-exports
+everything in ``numeric.__all__``.  A notebook replaces its helper import by
+``from numeric.course import *`` and runs unchanged.
+
+Examples
+--------
+>>> import torch
+>>> from numeric.course import TinyLM, ppo_loss
+>>> torch.get_default_dtype()
+torch.float64
+"""
+
+import torch
+
+torch.set_default_dtype(torch.float64)
+
+from numeric import *  # noqa: E402,F403
+from numeric import __all__  # noqa: E402,F401
