@@ -56,7 +56,8 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .derivation import Derivation
+from .derivation import Claim, Derivation
+from .proofs import interval_points, on_regions, relation_holds, resolve, same_solutions
 
 __all__ = [
     "METHODS",
@@ -157,9 +158,13 @@ def d_dell(expr: sp.Expr) -> sp.Expr:
 
 
 def _unfold(expr: sp.Expr) -> sp.Expr:
-    """Evaluate every ``Derivative`` in ``ell`` with the stop-gradient model, then write ``r`` as a function of ``ell``."""
-    expr = expr.replace(lambda e: isinstance(e, sp.Derivative), lambda e: d_dell(e.expr))
-    return expr.xreplace({r: sp.exp(ell - ell0)})
+    """Evaluate every ``Derivative`` in ``ell`` with the stop-gradient model (:func:`d_dell`)."""
+    return expr.replace(lambda e: isinstance(e, sp.Derivative), lambda e: d_dell(e.expr))
+
+
+def _unfolding(definitions: dict):
+    """An ``unfold`` that writes each display name as its definition, then evaluates the derivatives."""
+    return lambda expr: _unfold(expr.xreplace(definitions))
 
 
 # ----------------------------------------------------------------- regions
@@ -230,6 +235,17 @@ def _regions(breaks: list) -> list[tuple]:
     return out
 
 
+def _at(point: dict) -> dict:
+    """``point`` with the admissible constants parametrised, as a substitution for a proof."""
+    return {**{k: sp.sympify(v).subs(_CONSTANTS) for k, v in point.items()}, **_CONSTANTS}
+
+
+def _covering_points(signs=(1, 0, -1)) -> list[dict]:
+    """Every region of the finest partition of ``r`` and every kink, for each sign of ``A`` (and ``A = 0``)."""
+    breaks = [b.subs(_CONSTANTS) for b in _breakpoints("dual_clip")]
+    return [_at({**p, A: s * _a}) for s in signs for p in interval_points(r, breaks, lower=0)]
+
+
 def _region_latex(sign, lo, hi) -> str:
     a = "" if sign is None else ("A > 0,\\ " if sign > 0 else "A < 0,\\ ")
     lower = "0 < " if lo == 0 and hi == sp.oo else ("" if lo == 0 else sp.latex(lo) + " < ")
@@ -244,17 +260,20 @@ def weight_derivation(method: str) -> Derivation:
     r"""The gradient weight of ``method``, region by region: resolve the clip, then differentiate.
 
     For each sign of :math:`A` and each open interval of :math:`r`, two steps:
-    the loss equals a smooth piece there (every ``Min``/``Max`` decided by the
-    sign of its factored difference at a parametrised interior point), and the
-    derivative of that piece in :math:`\ell` (stop-gradient held constant) is
-    :math:`-A\,w`.
+    the loss equals a smooth piece there, and the derivative of that piece in
+    :math:`\ell` (stop-gradient held constant) is :math:`-A\,w`.  The first is
+    proved by unfolding the loss's name into the loss itself and evaluating it
+    at the region's interior point, written with positive symbols (every
+    ``Min``/``Max`` decided by the sign of a factored difference): it holds on
+    the whole region, and a piece read off the wrong region or the wrong sign
+    of :math:`A` fails.
 
     Examples
     --------
     >>> from derivations.gradient_weights import weight_derivation
     >>> d = weight_derivation("ppo").verify()
     >>> len(d.steps), d.proved_by()
-    (12, {'proof': 6, 'expand': 6})
+    (12, {'interior point': 6, 'expand': 6})
     """
     method = _method(method)
     loss = token_loss(method)
@@ -268,23 +287,16 @@ def weight_derivation(method: str) -> Derivation:
             r"$\partial\,\mathrm{loss}/\partial\ell = -A\,w$",
             "on each region every min/max is decided by the sign of the difference of its arguments at an interior point",
         ],
-        unfold=_unfold,
+        unfold=_unfolding({name: loss}),
     )
     for sign, _ in _SIGNS:
         for lo, hi, inside in _regions(_breakpoints(method)):
             point = {r: inside, A: sign * _a}
             piece = _resolve(loss, point)
-            d.step(name, piece, f"on ${_region_latex(sign, lo, hi)}$",
-                   proof=lambda loss=loss, piece=piece, point=point: _same_value(loss, piece, point))
+            d.step(name, piece, f"on ${_region_latex(sign, lo, hi)}$", proof=on_regions(_at(point), label="interior point"))
             w = sp.factor(-d_dell(piece) / A)
             d.step(sp.Derivative(piece, ell), -A * w, r"differentiate, $\mathrm{sg}$ held constant")
     return d
-
-
-def _same_value(loss, piece, point) -> bool:
-    """``loss`` and ``piece`` agree at ``point`` once ``sg`` is read as the identity."""
-    value = lambda e: _resolve(e.replace(sg, lambda x: x), point)
-    return sp.expand(value(loss) - piece.replace(sg, lambda x: x)) == 0
 
 
 @lru_cache(maxsize=None)
@@ -361,23 +373,12 @@ def unified_mask() -> sp.Piecewise:
     return sp.Piecewise((0, ((A > 0) & (r > 1 + eps_h)) | ((A < 0) & (r < 1 - eps_l))), (1, True))
 
 
-def _test_points() -> list[dict]:
-    """An interior point of every region of the finest partition, and every kink, for both signs of A."""
-    breaks = _breakpoints("dual_clip")
-    rs = [inside for _, _, inside in _regions(breaks)] + breaks
-    return [{r: x, A: s * _a} for s, _ in _SIGNS for x in rs]
-
-
-def _agree(e1, e2) -> bool:
-    return all(sp.expand(_resolve(e1, p).subs(_CONSTANTS) - _resolve(e2, p).subs(_CONSTANTS)) == 0 for p in _test_points())
-
-
 def silenced_set() -> Derivation:
     r"""PPO's silenced tokens are exactly the MiniMax-M1 mask's zeros; the unified form reproduces PPO.
 
     The unified loss :math:`-\mathrm{sg}(\hat r)\, A\, \ell\, M` with :math:`\hat r = r`
     has weight :math:`r M`; it equals :math:`w_{\mathrm{PPO}}` on every region
-    and at every kink, so (as :math:`r > 0`) :math:`\{w_{\mathrm{PPO}} = 0\} = \{M = 0\}`.
+    and at every kink, so (as :math:`r > 0`, and for :math:`A \ne 0`) :math:`\{w_{\mathrm{PPO}} = 0\} = \{M = 0\}`.
 
     Examples
     --------
@@ -392,19 +393,15 @@ def silenced_set() -> Derivation:
     unified = -sg(rhat) * A * ell * M_
     d = Derivation(
         "PPO's silenced set is the MiniMax-M1 mask",
-        assumptions=[f"$M = {sp.latex(M)}$", r"$M$ is held constant", r"$w_{\mathrm{PPO}}$ as derived above"],
-        unfold=lambda e: _unfold(e).xreplace({M_: M, w_: w_ppo}),
+        assumptions=[f"$M = {sp.latex(M)}$", r"$M$ is held constant", r"$w_{\mathrm{PPO}}$ as derived above",
+                     r"at $A = 0$ the gradient vanishes whatever the weight, and $w$ takes its $A < 0$ branch"],
+        unfold=_unfolding({M_: M, w_: w_ppo}),
     )
     d.step(sp.Derivative(unified, ell), -A * rhat * M_, r"differentiate the unified loss")
-    d.step(
-        -A * r * M_, -A * w_, r"$\hat r = r$; equal on every region and at every kink",
-        proof=lambda: _agree(r * M, w_ppo),
-    )
-    silenced_ppo, masked = sp.Eq(w_, 0), sp.Eq(M_, 0)
-    d.step(
-        silenced_ppo, masked, r"$w_{\mathrm{PPO}} = r M$ and $r > 0$", relation="<=>",
-        proof=lambda: all((_resolve(w_ppo, p).subs(_CONSTANTS) == 0) == (_resolve(M, p) == 0) for p in _test_points()),
-    )
+    d.step(-A * r * M_, -A * w_, r"$\hat r = r$; equal on every region and at every kink",
+           proof=on_regions(*_covering_points(), label="every region and kink"))
+    d.step(sp.Eq(w_, 0), sp.Eq(M_, 0), r"$A \ne 0$: $w_{\mathrm{PPO}} = r M$ and $r > 0$; on every region and kink",
+           relation="<=>", proof=on_regions(*_covering_points(signs=(1, -1)), label="every region and kink, A ≠ 0"))
     return d
 
 
@@ -424,14 +421,33 @@ def on_policy_limit() -> Derivation:
     """
     w = {m: gradient_weight(m) for m in METHODS}
     d = Derivation("CISPO without a clip, and every method at the old policy")
+    t = sp.Dummy("t", positive=True)
     d.step(sp.Limit(w["cispo"], eps_h, sp.oo), w["is"], r"$r \le 1 + \varepsilon_h$ eventually, for every $r$",
-           proof=lambda: w["cispo"].subs(eps_h, sp.oo) == w["is"])
+           proof=_along_tail(eps_h, r + t, t))
+    each_sign = on_regions(*(_at({A: s * _a}) for s in (1, 0, -1)), label="each sign of A")
     for m in METHODS:
-        d.step(
-            sp.Subs(w[m], r, 1), sp.Integer(1), f"{_NAMES[m]} at $r = 1$ (both signs of $A$)",
-            proof=lambda wm=w[m]: all(_resolve(wm, {r: 1, A: s * _a}).subs(r, 1) == 1 for s, _ in _SIGNS),
-        )
+        d.step(sp.Subs(w[m], r, 1), sp.Integer(1), f"{_NAMES[m]} at $r = 1$ (every sign of $A$)", proof=each_sign)
     return d
+
+
+def _along_tail(var: sp.Symbol, tail: sp.Expr, t: sp.Symbol):
+    r"""Proof of ``Limit(f, var, oo) = L``: on the tail ``var = tail``, :math:`t > 0`, ``f`` resolves, and its limit as :math:`t \to \infty` is ``L``.
+
+    ``tail`` must be increasing and unbounded in ``t`` (checked), so the limit
+    along it is the limit in ``var``.
+    """
+    if sp.diff(tail, t) != 1:
+        raise ValueError(f"tail must be a shift of {t}, got {tail}")
+
+    def proof(claim: Claim) -> bool:
+        lim = claim.lhs
+        if claim.relation != "=" or not isinstance(lim, sp.Limit) or lim.args[1:3] != (var, sp.oo):
+            return False
+        f = resolve(lim.args[0].subs(var, tail))
+        return f is not None and relation_holds(sp.limit(f, t, sp.oo), "=", claim.right)
+
+    proof.name = "limit along the tail"
+    return proof
 
 
 def weight_table() -> str:
@@ -489,14 +505,13 @@ def stop_gradient_semantics() -> Derivation:
     d = Derivation(
         "Stop-gradient semantics: three look-alike losses",
         assumptions=[f"${sp.latex(names[k])} = {sp.latex(v)}$" for k, v in _LOOK_ALIKES.items()] + [r"$r = e^{\ell-\ell_0}$"],
-        unfold=_unfold,
+        unfold=_unfolding({names[k]: v for k, v in _LOOK_ALIKES.items()}),
     )
     for name, loss in _LOOK_ALIKES.items():
         for lo, hi, inside in _regions([1 + eps_h]):
-            point = {r: inside, A: _a}
+            point = {r: inside}  # any A: the clip does not involve it
             piece = _resolve(loss, point)
-            d.step(names[name], piece, f"on ${_region_latex(None, lo, hi)}$",
-                   proof=lambda loss=loss, piece=piece, point=point: _same_value(loss, piece, point))
+            d.step(names[name], piece, f"on ${_region_latex(None, lo, hi)}$", proof=on_regions(_at(point), label="interior point"))
             d.step(sp.Derivative(piece, ell), sp.factor(d_dell(piece)), r"differentiate, $\mathrm{sg}$ held constant")
     return d
 
@@ -543,11 +558,11 @@ def sign_flip() -> Derivation:
     """
     g = look_alike_gradients()
     pi = sp.Symbol("pi", positive=True)
-    d = Derivation("Without sg, the sign flips when π < 1/e", assumptions=[r"$r = 1$ (the token is live)", r"$\pi = e^{\ell}$"])
+    d = Derivation("Without sg, the sign flips when π < 1/e", assumptions=[r"$r = 1$ (the token is live)", r"$\pi = e^{\ell}$"],
+                   unfold=lambda e: e.xreplace({pi: sp.exp(ell)}))
     d.step(sp.Subs(g["a"], r, 1), -A, r"gradient of (a) at $r = 1$")
     d.step(sp.Subs(g["b"], r, 1), -A * (1 + ell), r"gradient of (b) at $r = 1$: (a) times $1 + \ell$")
     d.step(1 + ell < 0, ell < -1, "(b) and (a) have opposite signs; solve for $\\ell$", relation="<=>",
-           proof=lambda: sp.solve_univariate_inequality(1 + ell < 0, ell, relational=False) == sp.Interval.open(-sp.oo, -1))
-    d.step(ell < -1, pi < sp.exp(-1), r"$\exp$ is increasing", relation="<=>",
-           proof=lambda: sp.solve_univariate_inequality(sp.exp(ell) < sp.exp(-1), ell, relational=False) == sp.Interval.open(-sp.oo, -1))
+           proof=same_solutions(ell))
+    d.step(ell < -1, pi < sp.exp(-1), r"$\exp$ is increasing", relation="<=>", proof=same_solutions(ell))
     return d

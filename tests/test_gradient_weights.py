@@ -4,9 +4,12 @@ import math
 
 import numpy as np
 import pytest
+import sympy as sp
 import torch
 
+from derivations import Derivation, DerivationError
 from derivations import gradient_weights as dgw
+from derivations.derivation import Step
 from numeric import (
     PPODiagnostics,
     cispo_loss,
@@ -26,6 +29,78 @@ def test_weight_derivations_verify(method):
 @pytest.mark.parametrize("make", [dgw.silenced_set, dgw.on_policy_limit, dgw.stop_gradient_semantics, dgw.sign_flip])
 def test_claims_verify(make):
     assert make().verify().verified
+
+
+def _replaced(d, index, rhs=None, lhs=None):
+    """A copy of ``d`` whose step ``index`` displays another right- (or left-) hand side, same proof."""
+    out = Derivation(d.title, assumptions=d.assumptions, unfold=d.unfold)
+    out.steps = [Step(st.lhs, st.rhs, st.reason, st.relation, st.proof, st.facts) for st in d.steps]
+    st = out.steps[index]
+    out.steps[index] = Step(st.lhs if lhs is None else lhs, st.rhs if rhs is None else rhs, st.reason, st.relation, st.proof, st.facts)
+    return out
+
+
+def _fails(d) -> bool:
+    try:
+        d.verify()
+    except DerivationError:
+        return True
+    return False
+
+
+A, r, ell = dgw.A, dgw.r, dgw.ell
+eps_l, eps_h, c = dgw.eps_l, dgw.eps_h, dgw.c
+
+
+@pytest.mark.parametrize("method", dgw.METHODS)
+def test_a_region_resolved_on_the_wrong_sign_of_A_fails(method):
+    """Each region's piece, swapped with the piece of the same r-interval for the other sign of A, must fail (where they differ)."""
+    d = dgw.weight_derivation(method)
+    half = len(d.steps) // 2
+    swapped = 0
+    for i in range(0, half, 2):
+        pos, neg = d.steps[i].rhs, d.steps[i + half].rhs
+        if pos != neg:
+            assert _fails(_replaced(d, i, rhs=neg)) and _fails(_replaced(d, i + half, rhs=pos))
+            swapped += 1
+    assert swapped == {"ppo": 2, "dual_clip": 3, "cispo": 0, "is": 0}[method]
+
+
+def test_wrong_clip_bounds_and_weights_fail():
+    d = dgw.weight_derivation("ppo")
+    assert d.steps[6].rhs == -A * (1 - eps_l)  # A < 0, r < 1 - eps_l: the clipped constant
+    assert _fails(_replaced(d, 6, rhs=-A * (1 + eps_l)))  # the wrong bound
+    assert _fails(_replaced(d, 4, rhs=-A * (1 - eps_l)))  # A > 0 clipped at the lower bound
+    assert _fails(_replaced(d, 5, rhs=-A * r))  # a silenced region given weight r
+    dual = dgw.weight_derivation("dual_clip")
+    assert dual.steps[14].rhs == -A * c
+    assert _fails(_replaced(dual, 14, rhs=-A * (1 + eps_h)))  # the dual clip's constant is c
+    cispo = dgw.weight_derivation("cispo")
+    assert _fails(_replaced(cispo, 2, rhs=-A * ell * (1 + eps_h)))  # the cap without its stop-gradient
+    assert _fails(_replaced(cispo, 3, rhs=-A * r))  # beyond the cap the weight is 1 + eps_h, not r
+
+
+def test_silenced_set_and_limits_catch_a_wrong_mask_or_weight():
+    d = dgw.silenced_set()
+    M_ = next(s for s in d.steps[2].rhs.free_symbols if s.name == "M")
+    wrong_mask = sp.Piecewise((0, ((A > 0) & (r > 1 + eps_h)) | ((A < 0) & (r > 1 - eps_l))), (1, True))
+    wrong = Derivation(d.title, unfold=lambda e: d.unfold(e.xreplace({M_: wrong_mask})))
+    wrong.steps = d.steps
+    assert _fails(wrong)
+    limits = dgw.on_policy_limit()
+    assert _fails(_replaced(limits, 0, rhs=1 + eps_h))  # CISPO without a clip is IS, not the cap
+    ppo_at_2 = sp.Subs(dgw.gradient_weight("ppo"), r, 2)  # outside the clip range one sign is silenced
+    assert _fails(_replaced(limits, 1, lhs=ppo_at_2))
+
+
+def test_missing_stop_gradient_and_wrong_solution_sets_fail():
+    d = dgw.stop_gradient_semantics()
+    assert _fails(_replaced(d, 1, rhs=-A * r * (1 + ell)))  # (a) differentiated as if sg were missing
+    assert _fails(_replaced(d, 0, rhs=-A * r))  # loss (a) is not the ratio loss (c)
+    assert _fails(_replaced(d, 10, rhs=-A * r))  # (c) beyond the clip is the constant cap
+    flip = dgw.sign_flip()
+    assert _fails(_replaced(flip, 2, rhs=ell < 1))
+    assert _fails(_replaced(flip, 3, rhs=sp.Symbol("pi", positive=True) < sp.Rational(1, 2)))
 
 
 def test_weight_table_has_a_row_per_region():
