@@ -31,14 +31,45 @@ extensions = [
     "sphinx.ext.viewcode",
     "matplotlib.sphinxext.plot_directive",
     "sphinx-mathjax-offline",
+    "sphinxcontrib.bibtex",
+    "sphinx_proof",
+    "sphinx_copybutton",
+    "sphinx_togglebutton",
     "derivation_directive",
 ]
 
 exclude_patterns = ["_build"]
-templates_path = []
+templates_path = ["_templates"]
 html_static_path = ["_static"]
-html_theme = "alabaster"
-html_theme_options = {"page_width": "1280px", "sidebar_width": "220px"}
+html_css_files = ["notes.css"]
+html_js_files = ["derivation-layout.js"]
+html_title = "pg-identities"
+
+# a book-style theme made for lecture notes: chapter navigation on the left,
+# previous/next links under every page, the page's own contents on the right
+html_theme = "sphinx_book_theme"
+html_theme_options = {
+    "home_page_in_toc": True,
+    "show_navbar_depth": 1,
+    "show_toc_level": 2,
+    "show_prev_next": True,
+    "use_download_button": False,
+    "use_fullscreen_button": False,
+    "navigation_with_keys": False,
+}
+
+# the papers, cited where each estimator is used (docs/references.rst lists them)
+bibtex_bibfiles = ["refs.bib"]
+bibtex_default_style = "plain"
+bibtex_reference_style = "author_year"
+
+# copy the code of an example, without its prompts and output
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
+copybutton_only_copy_prompt_lines = True
+
+# theorem and proof blocks, numbered per chapter
+proof_number_within_section = False
 
 # offline MathJax 3 (copied by sphinx-mathjax-offline); load nothing from a CDN
 mathjax3_config = {
@@ -60,7 +91,7 @@ plot_include_source = True
 plot_html_show_source_link = False
 plot_html_show_formats = False
 plot_formats = [("png", 110)]
-plot_rcparams = {"figure.figsize": (6.4, 3.6), "font.size": 10}
+plot_rcparams = {"figure.figsize": (6.4, 3.6), "font.size": 11, "legend.fontsize": 10}
 
 nitpicky = False
 suppress_warnings = []
