@@ -38,6 +38,7 @@ import sympy as sp
 from ._validate import require_int
 from .derivation import Derivation
 from .policy import IndexedSoftmax
+from .proofs import Argmin, is_argmin, on_regions, same_solutions
 
 __all__ = [
     "action_dependent_baseline",
@@ -286,7 +287,10 @@ def optimal_baseline() -> Derivation:
         \qquad \frac{d^2}{db^2}\operatorname{Var} = 2 A_2 > 0,
 
     and :math:`\operatorname{Var}(b) = \operatorname{Var}(b^*) + A_2 (b - b^*)^2`.
-    The stationary point is solved by the CAS.
+    The first step shows :math:`\operatorname{arg\,min}_b` of the displayed
+    quadratic; the CAS differentiates that quadratic and checks that the
+    displayed value is its stationary point and the curvature is positive
+    (:func:`~derivations.proofs.is_argmin`).
 
     Examples
     --------
@@ -294,21 +298,18 @@ def optimal_baseline() -> Derivation:
     >>> d = optimal_baseline().verify()
     >>> d.steps[1].rhs
     Sum(R[a]*n[a]*p[a], (a, 1, K))/Sum(n[a]*p[a], (a, 1, K))
+    >>> d.proved_by()["unique stationary point, f'' > 0"]
+    1
     """
     A0, A1, A2 = (sp.Symbol(f"A_{k}", positive=(k == 2), real=True) for k in range(3))
     V = _variance_in_b(A0, A1, A2)
     sums = dict(zip((A0, A1, A2), variance_coefficients()))
-
-    def stationary_point_is_unique_minimum() -> bool:
-        return sp.solve(sp.diff(V, b), b) == [A1 / A2] and bool(sp.diff(V, b, 2).is_positive)
-
     d = Derivation(
         "The optimal constant baseline",
-        assumptions=[r"$A_2 = \mathbb{E}\|s\|^2 > 0$", r"$n_a = \|s_a\|^2$"],
-        unfold=lambda e: e.subs(sums),
+        assumptions=[r"$A_k = \mathbb{E}[R^{2-k}\|s\|^2]$", r"$A_2 = \mathbb{E}\|s\|^2 > 0$", r"$n_a = \|s_a\|^2$"],
     )
-    d.step(b_star, A1 / A2, r"the unique root of $\tfrac{d}{db}\mathrm{Var}$; $\tfrac{d^2}{db^2}\mathrm{Var} = 2A_2 > 0$", proof=stationary_point_is_unique_minimum)
-    d.then(sums[A1] / sums[A2], r"the coefficients as expectations")
+    d.step(Argmin(V, b), A1 / A2, r"the unique root of $\tfrac{d}{db}\mathrm{Var}$; $\tfrac{d^2}{db^2}\mathrm{Var} = 2A_2 > 0$", proof=is_argmin)
+    d.then(sums[A1] / sums[A2], r"the coefficients as expectations", facts=sums)
     d.step(V, V.subs(b, A1 / A2) + A2 * (b - A1 / A2) ** 2, r"complete the square: $\mathrm{Var}(b) = \mathrm{Var}(b^*) + A_2 (b - b^*)^2$")
     return d
 
@@ -372,38 +373,35 @@ def improvement_interval() -> Derivation:
         = A_2\, b\, (b - 2b^*) < 0
         \iff b \in (0, 2b^*) \ \text{(for } b^* > 0\text{)}.
 
-    The last step is solved by ``solve_univariate_inequality``
-    (:func:`improving_baselines`), for each sign of :math:`b^*`.
+    The last steps compare solution sets: the CAS solves the displayed
+    inequality for :math:`b` on the region :math:`b^* > 0` (and
+    :math:`b^* < 0`), each parametrised by a positive symbol, and checks that
+    the solution is the displayed interval.  :func:`improving_baselines`
+    gives that set as a function.
 
     Examples
     --------
     >>> from derivations.baselines import improvement_interval
-    >>> improvement_interval().verify().verified
-    True
+    >>> d = improvement_interval().verify()
+    >>> d.steps[1].rhs
+    Contains(b, Interval.open(0, 2*b^*))
     """
     A0, A1 = sp.symbols("A_0 A_1", real=True)
     A2 = sp.Symbol("A_2", positive=True)
     V = _variance_in_b(A0, A1, A2)
     gap = V - V.subs(b, 0)
+    beta = sp.Symbol("beta", positive=True)  # |b*| on each region
     d = Derivation("The interval of improving baselines", assumptions=[r"$A_2 > 0$, $b^* = A_1 / A_2$"])
     d.step(gap, A2 * b * (b - 2 * A1 / A2), r"factor; $A_1 = A_2 b^*$")
-    for sign, where in ((1, r"b^* > 0"), (-1, r"b^* < 0")):
+    for sign, where, interval in ((1, r"b^* > 0", sp.Interval.open(0, 2 * b_star)), (-1, r"b^* < 0", sp.Interval.open(2 * b_star, 0))):
         d.step(
             sp.Lt(A2 * b * (b - 2 * b_star), 0),
-            sp.Contains(b, improving_baselines(sign), evaluate=False),
+            sp.Contains(b, interval, evaluate=False),
             rf"solved for $b$ by the CAS when ${where}$",
             relation="<=>",
-            proof=lambda s=sign: _solved_interval_holds(s),
+            proof=on_regions({b_star: sign * beta}, label="solution sets on the region", inner=same_solutions(b)),
         )
     return d
-
-
-def _solved_interval_holds(sign: int) -> bool:
-    """Re-solve with the coefficients written through b* and compare to the open interval."""
-    A2, beta = sp.Symbol("A_2", positive=True), sp.Symbol("beta", positive=True)
-    solution = sp.solve_univariate_inequality(A2 * b * (b - 2 * sign * beta) < 0, b, relational=False)
-    expected = sp.Interval.open(0, 2 * beta) if sign > 0 else sp.Interval.open(-2 * beta, 0)
-    return solution == expected and improving_baselines(sign) == solution.subs(beta, sign * b_star)
 
 
 def bandit_optimal_baseline() -> Derivation:

@@ -283,19 +283,25 @@ def interval_points(x: sp.Symbol, breakpoints: Sequence, lower=-sp.oo) -> list[d
     return [{x: p} for p in points]
 
 
-def on_regions(*points: Mapping, label: str = "regions") -> Callable[[Claim], bool]:
+def on_regions(*points: Mapping, label: str = "regions", inner: Callable[[Claim], bool] | None = None) -> Callable[[Claim], bool]:
     """Proof: the displayed claim, decided at each of ``points`` (one substitution per region).
 
     The points should parametrise every region by positive symbols (see
-    :func:`interval_points`); the step's reason names the regions.
+    :func:`interval_points`); the step's reason names the regions.  With
+    ``inner`` (another proof, e.g. :func:`same_solutions`) each region's claim,
+    the displayed sides with the point substituted, is proved by it instead.
     """
     if not points:
         raise ValueError("on_regions needs at least one point")
     for p in points:
         if not isinstance(p, Mapping) or not p:
             raise TypeError(f"each point must be a non-empty substitution dict, got {p!r}")
+    if inner is not None and not callable(inner):
+        raise TypeError(f"inner must be a proof (a function of the Claim), got {type(inner).__name__}")
 
     def proof(claim: Claim) -> bool:
+        if inner is not None:
+            return all(bool(inner(claim.subs(p))) for p in points)
         left, right = claim.left, claim.right
         return all(relation_holds(left.subs(p), claim.relation, right.subs(p)) for p in points)
 
@@ -374,14 +380,50 @@ def numerically(digits: int = 30) -> Callable[[Claim], bool]:
     return _named(f"numeric ({digits} digits)", proof)
 
 
+def _solution_set(cond, var: sp.Symbol, domain: sp.Set) -> sp.Set:
+    """The set of ``var`` in ``domain`` where ``cond`` holds: relations solved, ``var ∈ S`` read off, connectives as set operations."""
+    if cond in (sp.true, sp.false):
+        return domain if cond == sp.true else sp.S.EmptySet
+    if isinstance(cond, sp.Contains) and cond.args[0] == var:
+        return sp.Intersection(cond.args[1], domain)
+    if isinstance(cond, sp.And):
+        return sp.Intersection(*[_solution_set(c, var, domain) for c in cond.args])
+    if isinstance(cond, sp.Or):
+        return sp.Union(*[_solution_set(c, var, domain) for c in cond.args])
+    if isinstance(cond, sp.Not):
+        return sp.Complement(domain, _solution_set(cond.args[0], var, domain))
+    return sp.solveset(cond, var, domain)
+
+
 def same_solutions(var: sp.Symbol, domain: sp.Set = sp.S.Reals) -> Callable[[Claim], bool]:
-    """Proof of ``lhs <=> rhs`` for conditions on one variable: their solution sets in ``domain`` are equal."""
+    r"""Proof of ``lhs <=> rhs`` for conditions on one variable: their solution sets in ``domain`` are equal.
+
+    A condition may be a relation (solved by ``solveset``), a membership
+    :math:`x \in S`, or a combination of them with and/or/not.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations import Derivation
+    >>> from derivations.proofs import same_solutions
+    >>> x = sp.Symbol("x", real=True)
+    >>> d = Derivation("a quadratic").step(x**2 < 4, sp.Contains(x, sp.Interval.open(-2, 2)), "solve",
+    ...                                    relation="<=>", proof=same_solutions(x))
+    >>> d.verify().proved_by()
+    {'solution sets': 1}
+    >>> d.perturbed(0).verify().verified
+    Traceback (most recent call last):
+    ...
+    derivations.derivation.DerivationError: a quadratic: step 1 (solve) does not hold: ...
+    """
 
     def proof(claim: Claim) -> bool:
         if claim.relation != "<=>":
             return False
-        solve = lambda c: sp.solveset(c, var, domain)
-        return solve(claim.left) == solve(claim.right)
+        left, right = (_solution_set(c, var, domain) for c in (claim.left, claim.right))
+        if left == right:
+            return True
+        return all(sp.Complement(u, v) == sp.S.EmptySet for u, v in ((left, right), (right, left)))
 
     return _named("solution sets", proof)
 

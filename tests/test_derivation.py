@@ -179,3 +179,25 @@ def test_bad_input():
         instances(expected_score, 1)
     with pytest.raises(TypeError, match="make must be a function"):
         instances(None, 3)
+
+
+def test_solution_sets_of_memberships_and_proofs_on_regions():
+    """same_solutions reads ``x ∈ S`` and and/or/not; on_regions(inner=...) proves each region's displayed claim."""
+    r, t = sp.Symbol("r", real=True), sp.Symbol("t", positive=True)
+    c = sp.Symbol("c", real=True)
+    ok = same_solutions(r)
+    step = lambda lhs, rhs, proof: Derivation("sets").step(lhs, rhs, "solve", relation="<=>", proof=proof)
+    assert step(r**2 < 4, sp.Contains(r, sp.Interval.open(-2, 2)), ok).verify().verified
+    assert step(r**2 >= 4, sp.Or(r <= -2, r >= 2), ok).verify().verified
+    assert step(r**2 >= 4, sp.Not(sp.Contains(r, sp.Interval.open(-2, 2))), ok).verify().verified
+    with pytest.raises(DerivationError):
+        step(r**2 < 4, sp.Contains(r, sp.Interval(-2, 2)), ok).verify()  # closed: the endpoints differ
+    on_positive = on_regions({c: t}, inner=same_solutions(r))
+    good = step(r * (r - c) < 0, sp.Contains(r, sp.Interval.open(0, c)), on_positive)
+    assert good.verify().proved_by() == {"regions": 1}
+    with pytest.raises(DerivationError):
+        good.perturbed(0).verify()
+    with pytest.raises(DerivationError):  # the interval of the other region
+        step(r * (r - c) < 0, sp.Contains(r, sp.Interval.open(c, 0)), on_positive).verify()
+    with pytest.raises(TypeError, match="inner must be a proof"):
+        on_regions({c: t}, inner=3)
