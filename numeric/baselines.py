@@ -433,48 +433,37 @@ def cross_checks() -> None:
 
     # §2 baselines are free, or not
     for b in (0.0, ER, 5.0, -3.0):
-        check(f"unbiased with constant baseline b={b:+.3f}", maxabs(baseline_gradient(lm, theta, R, b), g), 1e-13)
+        check(f"unbiased with constant baseline b={b:+.3f}", maxabs(baseline_gradient(lm, theta, R, b), g), 1e-14)
     gen = torch.Generator().manual_seed(5)
     B_prefix = prefix_baseline(lm, 3.0 * torch.randn(lm.n_prefixes, generator=gen))
-    check("unbiased with arbitrary prefix-dependent baseline b(o_<t)", maxabs(baseline_gradient(lm, theta, R, B_prefix), g), 1e-13)
+    check("unbiased with arbitrary prefix-dependent baseline b(o_<t)", maxabs(baseline_gradient(lm, theta, R, B_prefix), g), 1e-14)
     table = torch.zeros(lm.n_prefixes, lm.V)
     table[:, 1] = 0.7  # b_t = 0.7 * 1[o_t == 1]: depends on the token it scores
     bias = baseline_gradient(lm, theta, R, table[lm.prefix_rows, lm.tokens] * lm.mask) - g
     check("token-dependent baseline: bias == derived -pi_j (b_j - E_pi[b]) per prefix", maxabs(bias, action_dependent_bias(lm, theta, table)), 1e-14)
-    check("token-dependent baseline is biased: 1e-3 / ||bias|| <= 1", 1e-3 / float(bias.norm()), 1.0)
-    check("self-baseline b = R: expected gradient is 0", float(baseline_gradient(lm, theta, R, R).abs().max()), 1e-15)
+    check("token-dependent baseline: bias == -0.7 Pr(h) pi_j (1[j = 1] - pi_1), written out per prefix", maxabs(bias, _token_baseline_bias_by_hand(lm, theta, 0.7)), 1e-14)
+    count = ((lm.tokens == 1).to(torch.float64) * lm.mask).sum(1)  # a non-binary reward, 0..L
+    g_count = autograd_gradient(lm, theta, count)
+    leak = 0.3
+    check("baseline b = 0.3 C that leaks the response's own reward: E[(C - b) s] == 0.7 grad J (count reward C)", maxabs(baseline_gradient(lm, theta, count, leak * count), (1 - leak) * g_count), 1e-14)
 
-    # §3 the variance as a quadratic in b
+    # §3 the variance as a quadratic in b, for the binary reward and a count (where R^2 != R)
     S = score_matrix(lm, theta)
-
-    def variance_direct(b: float) -> float:
-        x = (R - b)[:, None] * S
-        return float(p @ (x**2).sum(1) - (p @ x).pow(2).sum())
-
-    for b in (0.0, 0.3, 1.0, 2.0):
-        check(f"variance quadratic (derived) == direct at b={b}", abs(variance_direct(b) - baseline_variance(lm, theta, R, b)), 1e-13)
-    b_star = optimal_baseline(lm, theta, R)
-    grid = np.linspace(-2.0, 4.0, 6001)
-    on_grid = baseline_variance(lm, theta, R, grid)
-    check("b* = E[R||s||^2]/E||s||^2 minimises Var (Var(b*) - grid min)", max(0.0, baseline_variance(lm, theta, R, b_star) - float(on_grid.min())), 1e-12)
-    check("grid minimiser within a grid step of b*", abs(float(grid[on_grid.argmin()]) - b_star), 2e-3)
     sq = (S**2).sum(1)
-    cov = float(p @ (R * sq) - ER * (p @ sq))
-    check("b* - E[R] == Cov(R, ||s||^2) / E||s||^2", abs((b_star - ER) - cov / float(p @ sq)), 1e-14)
+    for label, rew in (("binary R", R), ("count C", count)):
+        _variance_checks(lm, theta, rew, label, p, S)
+    b_star = optimal_baseline(lm, theta, R)
     success, failure = float(p @ (R * sq) / (p @ R)), float(p @ ((1 - R) * sq) / (p @ (1 - R)))
-    check("b* > E[R] exactly when E[||s||^2 | R=1] > E[||s||^2 | R=0] (mismatches)", float((success > failure) != (b_star > ER)), 0.0)
-    lo, hi = improvement_interval(lm, theta, R)
-    var0 = baseline_variance(lm, theta, R, 0.0)
-    inside = baseline_variance(lm, theta, R, np.linspace(lo + 0.01, hi - 0.01, 50))
-    outside = baseline_variance(lm, theta, R, np.array([hi + 0.01, hi + 1.0, lo - 0.01, lo - 1.0]))
-    check("Var(b) < Var(0) iff b in the CAS interval (0, 2b*): violations in 50 inside, 4 outside", float((inside >= var0).sum() + (outside <= var0).sum()), 0.0)
+    check("binary R: b* > E[R] exactly when E[||s||^2 | R=1] > E[||s||^2 | R=0] (mismatches)", float((success > failure) != (b_star > ER)), 0.0)
 
-    # the two-armed bandit: the derived closed form against the definition
-    prob, R1, R2 = 0.1, 1.0, 0.0
-    closed = sp.lambdify(sp.symbols("p R_1 R_2"), derived.bandit_optimal_baseline().steps[1].rhs)(prob, R1, R2)
-    pi = torch.tensor([prob, 1 - prob])
-    norms = ((torch.eye(2) - pi) ** 2).sum(1)
-    check("bandit: b* closed form (1-p)R_1 + pR_2 == E[R||s||^2]/E||s||^2", abs(closed - float(pi @ (torch.tensor([R1, R2]) * norms) / (pi @ norms))), 1e-15)
+    # the two-armed bandit: the derived closed form against the definition, non-binary rewards
+    closed_form = sp.lambdify(sp.symbols("p R_1 R_2"), derived.bandit_optimal_baseline().steps[1].rhs)
+    worst = 0.0
+    for prob, R1, R2 in ((0.1, 2.0, -0.5), (0.7, 1.0, 3.0)):
+        pi = torch.tensor([prob, 1 - prob])
+        norms = ((torch.eye(2) - pi) ** 2).sum(1)
+        worst = max(worst, abs(closed_form(prob, R1, R2) - float(pi @ (torch.tensor([R1, R2]) * norms) / (pi @ norms))))
+    check("bandit: b* closed form (1-p)R_1 + pR_2 == E[R||s||^2]/E||s||^2 (R = (2, -0.5), (1, 3))", worst, 1e-15)
 
     # §4 the estimator in code
     gen = torch.Generator().manual_seed(11)
@@ -484,7 +473,46 @@ def cross_checks() -> None:
     (grad_loss,) = torch.autograd.grad(reinforce_loss(lm.seq_logprob(th)[idx], A), th)
     check("per-sample loop == one backward through -mean(sg(A) log pi)", maxabs(reinforce_per_sample(lm, theta, idx, A), -grad_loss), 1e-13)
     (grad_token_loss,) = torch.autograd.grad(reinforce_loss(lm.token_logprobs(th)[idx], A, lm.mask[idx]), th)
-    check("token-level [B, T] masked loss: same gradient as the sequence-level loss", maxabs(grad_token_loss, grad_loss), 1e-13)
+    check("token-level [B, T] masked loss: same gradient as the sequence-level loss", maxabs(grad_token_loss, grad_loss), 1e-14)
+    # an advantage that carries a gradient (a baseline computed from theta) must be stopped
+    A_live = R[idx] - lm.probs(th) @ R
+    (grad_live,) = torch.autograd.grad(reinforce_loss(lm.seq_logprob(th)[idx], A_live), th)
+    check("advantage that requires grad: the loss stops it (gradient == loop with A as numbers)", maxabs(-grad_live, reinforce_per_sample(lm, theta, idx, A_live.detach())), 1e-13)
     g_mc, se = reinforce_monte_carlo(lm, theta, R, ER, n=400_000, seed=12)
     live = se > 0
     check("MC REINFORCE gradient within 4 SE of exact (max z, 400k samples, seed 12)", float(((g_mc - g).abs()[live] / se[live]).max()), 4.0, kind="mc")
+
+
+def _token_baseline_bias_by_hand(lm: TinyLM, theta: torch.Tensor, c: float) -> torch.Tensor:
+    r"""``[P]`` bias of :math:`b_t = c\,\mathbb 1[o_t = 1]`, typed from the softmax: :math:`-c \Pr(h)\, \pi_j (\mathbb 1[j = 1] - \pi_1)`."""
+    pi = torch.softmax(lm.logits(theta), -1)
+    onehot = torch.zeros(lm.V)
+    onehot[1] = 1.0
+    return (-c * _reach_probability(lm, theta)[:, None] * pi * (onehot - pi[:, 1:2])).reshape(-1)
+
+
+def _variance_checks(lm: TinyLM, theta: torch.Tensor, R: torch.Tensor, label: str, p: torch.Tensor, S: torch.Tensor) -> None:
+    """The derived quadratic against the direct variance, the optimal baseline, the CAS interval; for one reward."""
+
+    def variance_direct(b: float) -> float:
+        x = (R - b)[:, None] * S
+        return float(p @ (x**2).sum(1) - (p @ x).pow(2).sum())
+
+    worst = max(abs(variance_direct(b) - baseline_variance(lm, theta, R, b)) for b in (0.0, 0.3, 1.0, 2.0))
+    check(f"{label}: variance quadratic (derived) == direct at b = 0, 0.3, 1, 2", worst, 1e-14)
+    sq, ER = (S**2).sum(1), float(p @ R)
+    b_star = optimal_baseline(lm, theta, R)
+    grid = np.linspace(-2.0, 4.0, 6001)
+    var_direct = np.array([variance_direct(b) for b in grid[::50]])  # the definition, every 0.05
+    check(f"{label}: b* below the direct variance on a grid (Var(b*) - min direct)", max(0.0, baseline_variance(lm, theta, R, b_star) - var_direct.min()), 1e-14)
+    on_grid = baseline_variance(lm, theta, R, grid)
+    check(f"{label}: grid minimiser within half a grid step of b*", abs(float(grid[on_grid.argmin()]) - b_star), 5e-4 + 1e-12)
+    check(f"{label}: b* == E[R||s||^2] / E||s||^2 (dense score matrix)", abs(b_star - float(p @ (R * sq)) / float(p @ sq)), 1e-14)
+    cov = float(p @ (R * sq) - ER * (p @ sq))
+    check(f"{label}: b* - E[R] == Cov(R, ||s||^2) / E||s||^2", abs((b_star - ER) - cov / float(p @ sq)), 1e-14)
+    lo, hi = improvement_interval(lm, theta, R)
+    var0 = variance_direct(0.0)
+    inside = np.array([variance_direct(b) for b in np.linspace(lo + 0.01, hi - 0.01, 50)])
+    outside = np.array([variance_direct(b) for b in (hi + 0.01, hi + 1.0, lo - 0.01, lo - 1.0)])
+    check(f"{label}: direct Var(b) < Var(0) iff b in the CAS interval (0, 2b*): violations in 50 inside, 4 outside", float((inside >= var0).sum() + (outside <= var0).sum()), 0.0)
+

@@ -548,7 +548,7 @@ def cross_checks() -> None:
     # 1. derived weights against autograd of the losses
     for method in gw.METHODS:
         check(f"{method}: autograd of the loss == -sum q w(r,A) A grad log pi (derived weights)",
-              maxabs(s.grad(method, th), s.grad_from_weights(s.weights(method, th), th)), 1e-13)
+              maxabs(s.grad(method, th), s.grad_from_weights(s.weights(method, th), th)), 1e-14)
     # 2. silenced tokens
     r, _ = s.ratio(th)
     live = lm.mask > 0
@@ -566,8 +566,12 @@ def cross_checks() -> None:
     thr = th.detach().clone().requires_grad_(True)
     r_u, lp_u = s.ratio(thr)
     g_unified = torch.autograd.grad(-(s.q[:, None] * r_u.detach() * s.A * lp_u * M * lm.mask).sum(), thr)[0]
-    check("unified loss sg(r) A log pi M == PPO gradient", maxabs(g_unified, s.grad("ppo", th)), 1e-13)
-    check("CISPO with eps_high = inf == token-IS gradient", maxabs(s.grad("cispo", th, eps_high=math.inf), s.grad("is", th)), 1e-14)
+    check("unified loss sg(r) A log pi M == PPO gradient", maxabs(g_unified, s.grad("ppo", th)), 1e-14)
+    thr = th.detach().clone().requires_grad_(True)
+    r_is, _ = s.ratio(thr)
+    g_ratio = torch.autograd.grad(-(s.q[:, None] * r_is * s.A * lm.mask).sum(), thr)[0]  # the ratio itself, no sg, no log
+    check("CISPO with eps_high = inf == autograd of the unclipped ratio objective -E_old[sum_t r_t A] (sg(r) grad log pi = grad r)",
+          maxabs(s.grad("cispo", th, eps_high=math.inf), g_ratio), 1e-14)
     th0 = s.theta_old.detach().clone().requires_grad_(True)
     gJ = torch.autograd.grad(lm.probs(th0) @ default_reward(lm), th0)[0]
     worst = max(maxabs(-s.grad(m, s.theta_old), gJ) for m in gw.METHODS)
@@ -581,6 +585,26 @@ def cross_checks() -> None:
           max(0, 9 - n_ppo) + n_cispo, 0.0)
     # 7. naive loop vs vectorised masked loss
     check("naive per-token loop == vectorised masked CISPO loss (gradient)", naive_vs_vectorised(), 1e-14)
+    check("advantage that requires grad (baseline E_theta[R]): ppo_loss and cispo_loss stop it (gradient gap)", _stopped_advantage_gap(), 1e-15)
+
+
+def _stopped_advantage_gap(group: int = 8, seed: int = 5) -> float:
+    """Gradient of each loss with an advantage that depends on theta, minus the gradient with the same numbers detached."""
+    s = setting()
+    lm = s.lm
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.multinomial(s.q, group, replacement=True, generator=gen)
+    R = default_reward(lm)
+    worst = 0.0
+    for loss in (ppo_loss, cispo_loss):
+        grads = []
+        for stop in (False, True):
+            th = perturb(s.theta_old, 0.8, seed=2).requires_grad_(True)
+            adv = (R[idx] - lm.probs(th) @ R)[:, None] * lm.mask[idx]  # carries a gradient
+            adv = adv.detach() if stop else adv
+            grads.append(torch.autograd.grad(loss(lm.token_logprobs(th)[idx], s.lp_old[idx], adv, lm.mask[idx], (EPS_LOW, EPS_HIGH)), th)[0])
+        worst = max(worst, maxabs(*grads))
+    return worst
 
 
 _LOOK_ALIKE_POINTS = ((-2.3, 1.0), (-1.5, 1.0), (-1.5, -1.0), (-3.0, 1.0), (-0.5, 1.0), (-0.5, -1.0))

@@ -454,18 +454,28 @@ def cross_checks() -> None:
     brute = {(id(rw), name, G): brute_force_group_gradient(lm, theta, rw, G, _estimators()[name]) for rw, name, G in cases}
     for G in (2, 3):
         loo, mean = brute[(id(R), "leave-one-out", G)], brute[(id(R), "mean including self", G)]
-        check(f"G={G}: leave-one-out baseline is exactly unbiased (all N^G tuples)", maxabs(loo, g), 1e-13)
-        check(f"G={G}: mean-including-self gives exactly (G-1)/G * grad J (all N^G tuples)", maxabs(mean, (G - 1) / G * g), 1e-13)
+        check(f"G={G}: leave-one-out baseline is exactly unbiased (all N^G tuples)", maxabs(loo, g), 1e-14)
+        check(f"G={G}: mean-including-self gives exactly (G-1)/G * grad J (all N^G tuples)", maxabs(mean, (G - 1) / G * g), 1e-14)
+
+    g_count = expected_score_sum(lm, theta, count_reward)
+    loo, mean = brute[(id(count_reward), "leave-one-out", 2)], brute[(id(count_reward), "mean including self", 2)]
+    check("G=2, count reward (0..4): leave-one-out unbiased, mean-including-self = 1/2 grad J (all N^2 tuples)", max(maxabs(loo, g_count), maxabs(mean, g_count / 2)), 1e-14)
 
     # the convolution engine against brute force, for several estimators and two rewards
     worst = max(maxabs(exact_group_gradient(lm, theta, rw, G, _estimators()[name]), brute[(id(rw), name, G)]) for rw, name, G in cases)
-    check("convolution == brute force at G=2 (4 estimators; binary and count rewards) and G=3 (3 estimators)", worst, 1e-13)
+    check("convolution == brute force at G=2 (4 estimators; binary and count rewards) and G=3 (3 estimators)", worst, 1e-14)
 
     # any G: the derived results
     worst_loo = max(maxabs(exact_group_gradient(lm, theta, R, G, rloo_advantages), g) for G in (4, 16, 64, 256))
-    check("leave-one-out unbiased at G = 4, 16, 64, 256 (convolution)", worst_loo, 1e-12)
+    check("leave-one-out unbiased at G = 4, 16, 64, 256 (convolution)", worst_loo, 1e-13)
     worst_mean = max(maxabs(exact_group_gradient(lm, theta, R, G, group_mean_advantages), (G - 1) / G * g) for G in (4, 16, 64, 256))
-    check("mean including self = (G-1)/G grad J at G = 4, 16, 64, 256 (convolution)", worst_mean, 1e-12)
+    check("mean including self = (G-1)/G grad J at G = 4, 16, 64, 256 (convolution)", worst_mean, 1e-13)
+    worst_count = max(
+        max(maxabs(exact_group_gradient(lm, theta, count_reward, G, rloo_advantages), g_count),
+            maxabs(exact_group_gradient(lm, theta, count_reward, G, group_mean_advantages), (G - 1) / G * g_count))
+        for G in (4, 16)
+    )
+    check("count reward (5 values): leave-one-out unbiased and mean (G-1)/G grad J at G = 4, 16 (convolution)", worst_count, 1e-14)
 
     # GRPO: E[A s] = w(p, G) grad p, closed forms lambdified from the CAS
     p = float(lm.probs(theta) @ R)
@@ -474,9 +484,9 @@ def cross_checks() -> None:
         for G in range(2, 17):
             est = partial(group_zscore_advantages, eps=0.0, std=std)
             worst = max(worst, maxabs(exact_group_gradient(lm, theta, R, G, est), grpo_weight(p, G, std) * g))
-        check(f"GRPO ({std} std): E[A s] = w(p, G) grad p for G = 2..16", worst, 1e-12)
+        check(f"GRPO ({std} std): E[A s] = w(p, G) grad p for G = 2..16", worst, 1e-14)
     ratio = max(abs(grpo_weight(q, G, "bessel") - math.sqrt((G - 1) / G) * grpo_weight(q, G)) for G in range(2, 17) for q in (0.1, 0.5, 0.9))
-    check("GRPO: Bessel w = sqrt((G-1)/G) * population w", ratio, 1e-12)
+    check("GRPO: Bessel w = sqrt((G-1)/G) * population w", ratio, 1e-14)
 
     # batched helpers against each other and a naive loop
     gen = torch.Generator().manual_seed(0)

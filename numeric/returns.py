@@ -32,7 +32,7 @@ from ._validate import (
 )
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, score_estimator_moments
-from .tinylm import TinyLM
+from .tinylm import TinyLM, token_score_tensor
 
 __all__ = ["discounted_score_weights", "gae_advantages", "lambda_returns", "reward_to_go"]
 
@@ -249,8 +249,8 @@ def cross_checks() -> None:
     gJ = _objective_gradient(lm, theta, r, 1.0)
     full = score_estimator_moments(lm, theta, r.sum(1))
     rtg = score_estimator_moments(lm, theta, reward_to_go(r))
-    check("full-return estimator unbiased", maxabs(full.mean, gJ), 1e-13)
-    check("reward-to-go estimator unbiased (dropped terms E[s_t r_u], u < t, vanish)", maxabs(rtg.mean, gJ), 1e-13)
+    check("full-return estimator unbiased", maxabs(full.mean, gJ), 1e-14)
+    check("reward-to-go estimator unbiased (dropped terms E[s_t r_u], u < t, vanish)", maxabs(rtg.mean, gJ), 1e-14)
     check("reward-to-go trace variance / full-return trace variance < 1", rtg.variance / full.variance, 1.0)
     R = (r.sum(1) > 0).to(torch.float64)  # outcome: did token 1 occur
     last = torch.nn.functional.one_hot(lm.lengths - 1, lm.L).to(torch.float64)
@@ -261,9 +261,18 @@ def cross_checks() -> None:
     gJ_gamma = _objective_gradient(lm, theta, r, gamma)
     literal = expected_score_sum(lm, theta, discounted_score_weights(r, gamma))
     dropped = expected_score_sum(lm, theta, reward_to_go(r, gamma))
-    check("literal discounted objective: gradient == E[sum_t gamma^t G_t s_t]", maxabs(literal, gJ_gamma), 1e-13)
-    cosine = float(literal @ dropped / (literal.norm() * dropped.norm()))
-    check("dropping gamma^t turns the gradient: cosine(gamma^t G_t, G_t) <= 0.999", cosine, 0.999)
+    T = token_score_tensor(lm, theta)
+    p = lm.probs(theta)
+    for label, w, moments in (("full return", r.sum(1)[:, None].expand(-1, lm.L), full), ("reward-to-go", reward_to_go(r), rtg)):
+        est = (w[:, :, None] * T).sum(1)
+        dense_var = float(p @ est.pow(2).sum(1) - (p @ est).pow(2).sum())
+        check(f"{label}: exact trace variance == dense enumeration of the [N, P] estimator", abs(moments.variance - dense_var), 1e-13)
+    check("literal discounted objective: gradient == E[sum_t gamma^t G_t s_t]", maxabs(literal, gJ_gamma), 1e-14)
+    depth = torch.tensor([len(h) for h in lm.prefixes()], dtype=torch.float64)  # each prefix owns its block of theta
+    per_block = (gamma**depth)[:, None] * dropped.view(lm.n_prefixes, lm.V)
+    check("dropping gamma^t scales each depth-t block by 1/gamma^t: literal == gamma^depth(h) * dropped, block by block", maxabs(literal, per_block.reshape(-1)), 1e-14)
+    dense = lm.probs(theta) @ (reward_to_go(r, gamma)[:, :, None] * token_score_tensor(lm, theta)).sum(1)
+    check("E[sum_t G_t s_t] (per-prefix sums) == dense sum over responses and tokens", maxabs(dropped, dense), 1e-14)
 
     # GAE with the exact value function is unbiased for every lambda
     done = (torch.arange(lm.L)[None, :] >= lm.lengths[:, None] - 1).expand(lm.N, lm.L)
@@ -275,7 +284,7 @@ def cross_checks() -> None:
             A = gae_advantages(r, V, V_next, done, done, g, lam) * lm.mask
             est = expected_score_sum(lm, theta, A * g ** torch.arange(lm.L, dtype=torch.float64))
             worst = max(worst, maxabs(est, target))
-        check(f"GAE with exact V is unbiased for lambda = 0, 0.5, 1 (gamma = {g})", worst, 1e-13)
+        check(f"GAE with exact V is unbiased for lambda = 0, 0.5, 1 (gamma = {g})", worst, 1e-14)
 
     # batched GAE against the naive loop and against the lambda-return
     gen = torch.Generator().manual_seed(0)
@@ -287,12 +296,12 @@ def cross_checks() -> None:
     nv = torch.where(cut, torch.randn(shape, generator=gen), torch.cat([vv[:, 1:], torch.zeros(shape[0], 1)], 1))
     A = gae_advantages(rr, vv, nv, term, cut, 0.9, 0.8)
     naive = max(maxabs(A, _naive_gae(rr, vv, nv, term, cut, 0.9, 0.8)), maxabs(gae_advantages(rr.numpy(), vv.numpy(), nv.numpy(), term.numpy(), cut.numpy(), 0.9, 0.8), A))
-    check("GAE batched == naive loop (numpy and torch, random flags)", naive, 1e-13)
-    check("GAE == lambda-return - V (random flags)", maxabs(A, lambda_returns(rr, nv, term, cut, 0.9, 0.8) - vv), 1e-13)
+    check("GAE batched == naive loop (numpy and torch, random flags)", naive, 1e-14)
+    check("GAE == lambda-return - V (random flags)", maxabs(A, lambda_returns(rr, nv, term, cut, 0.9, 0.8) - vv), 1e-14)
     check("GAE(lambda=0) == TD error", maxabs(gae_advantages(rr, vv, nv, term, cut, 0.9, 0.0), rr + 0.9 * (~term) * nv - vv), 1e-15)
     ends = torch.zeros(shape, dtype=torch.bool)
     ends[:, -1] = True
     nv_traj = torch.cat([vv[:, 1:], torch.zeros(shape[0], 1)], 1)
     one = gae_advantages(rr, vv, nv_traj, ends, ends, 0.9, 1.0)
-    check("GAE(lambda=1) == discounted reward-to-go - V", maxabs(one, reward_to_go(rr, 0.9) - vv), 1e-13)
-    check("reward_to_go batched == naive loop", maxabs(reward_to_go(rr, 0.9), _naive_gae(rr, torch.zeros(shape), torch.zeros(shape), ends, ends, 0.9, 1.0)), 1e-13)
+    check("GAE(lambda=1) == discounted reward-to-go - V", maxabs(one, reward_to_go(rr, 0.9) - vv), 1e-14)
+    check("reward_to_go batched == naive loop", maxabs(reward_to_go(rr, 0.9), _naive_gae(rr, torch.zeros(shape), torch.zeros(shape), ends, ends, 0.9, 1.0)), 1e-14)

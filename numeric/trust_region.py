@@ -213,20 +213,29 @@ def cross_checks() -> None:
     for eps in (0.05, 0.1, 0.28):
         bias, bound = cispo_bias(eps)
         autograd_bias = -(s.grad("cispo", th, eps_high=eps) - s.grad("is", th))
-        check(f"CISPO bias -E[sum_t (r-1-eps)+ A s_t] == autograd (eps_high = {eps})", maxabs(bias, autograd_bias), 1e-13)
+        check(f"CISPO bias -E[sum_t (r-1-eps)+ A s_t] == autograd (eps_high = {eps})", maxabs(bias, autograd_bias), 1e-15)
         check(f"||bias|| <= sum_t E[(r-1-eps)+ |A| ||s_t||] (eps_high = {eps}; excess)", max(0.0, float(bias.norm()) - bound), 0.0)
     check("CISPO weights bounded by 1 + eps_high (excess)", max(0.0, float(s.weights("cispo", th).max()) - (1 + EPS_HIGH)), 0.0)
     # per-state TV bound at every prefix
-    for c in (1.0, 1.05, 1.28, 2.0):
-        identity, violation = tv_gap(c)
-        check(f"E_mu[(r-c)+] == sum_a (pi_a - c mu_a)+ at every prefix (c = {c})", identity, 1e-15)
-        check(f"sum_a (pi_a - c mu_a)+ <= TV(pi, mu) at every prefix (c = {c}; max violation, rounding only)", max(0.0, violation), 1e-15)
+    pi, mu = per_prefix(th, s.theta_old)
+    tv = 0.5 * (pi - mu).abs().sum(-1)
+    at_one = (mu * clip_excess(pi / mu, 0.0)).sum(-1)
+    check("c = 1: E_mu[(r-1)+] == TV(pi, mu) = sum|pi - mu| / 2 at every prefix (the bound is tight)", maxabs(at_one, tv), 1e-15)
+    for c in (1.05, 1.28, 2.0):
+        _, violation = tv_gap(c)
+        check(f"E_mu[(r-c)+] <= TV(pi, mu) at every prefix (c = {c}; max violation, rounding only)", max(0.0, violation), 1e-15)
+    below = (mu * (pi / mu - 0.5).clamp(min=0)).sum(-1) - tv
+    check("c = 1/2 < 1: the bound fails at some prefix (1 if E_mu[(r-c)+] <= TV everywhere)", float(bool((below <= 0).all())), 0.0)
     # KL estimators at every prefix: pi = current, rho = old
     pi, rho = per_prefix(th, s.theta_old)
     kl = torch.distributions.kl_divergence(torch.distributions.Categorical(probs=pi), torch.distributions.Categorical(probs=rho))
     for name, k in (("k1", kl_k1), ("k3", kl_k3)):
         check(f"E_pi[{name}] == KL(pi || pi_ref) at every prefix", maxabs((pi * k(pi.log(), rho.log())).sum(-1), kl), 1e-14)
     check("k3 >= 0 at every (prefix, token) (most negative value)", max(0.0, -float(kl_k3(pi.log(), rho.log()).min())), 0.0)
+    k3_direct = rho / pi - 1 - (rho / pi).log()
+    k3_gap = float(((kl_k3(pi.log(), rho.log()) - k3_direct).abs() / (1 + k3_direct)).max())
+    check("k3 == (rho/pi - 1) - log(rho/pi) at every (prefix, token), the definition (error relative to 1 + k3)", k3_gap, 1e-15)
+    check("k2 == (log pi - log rho)^2 / 2 at every (prefix, token), the definition", maxabs(kl_k2(pi.log(), rho.log()), 0.5 * (pi.log() - rho.log()) ** 2), 1e-15)
     seq = lm.probs(th)
     seq_kl = float(seq @ (lm.seq_logprob(th) - lm.seq_logprob(s.theta_old)))
     k3_seq = (kl_k3(lm.token_logprobs(th), lm.token_logprobs(s.theta_old)) * lm.mask).sum(1)

@@ -26,9 +26,29 @@ def test_kl_gradients_K2():
 
 
 def test_lemma_fails_for_c_below_one():
-    """The lemma needs c >= 1: at c = 1/2, x = 1, y = 1 the left side is 1/2 > 0 = right side."""
-    x, y, c = sp.Rational(1), sp.Rational(1), sp.Rational(1, 2)
-    assert sp.Max(x - c * y, 0) > sp.Max(x - y, 0)
+    """The lemma's displayed sides need c >= 1: at c = 1/2, x = y = 1 the left side is 1/2 > 0 = right side."""
+    lemma = dtr.positive_part_lemma()
+    x, y, c = (next(s for s in lemma.lhs.free_symbols if s.name == n) for n in ("x", "y", "c"))
+    point = {x: 1, y: 1, c: sp.Rational(1, 2)}
+    assert lemma.lhs.subs(point) == sp.Rational(1, 2)
+    assert all(step.rhs.subs(point) == 0 for step in lemma.steps)
+    point[c] = 1  # at c = 1 both sides agree
+    assert all(lemma.lhs.subs(point) == step.rhs.subs(point) for step in lemma.steps)
+
+
+def test_tv_bound_is_tight_at_c_one_in_exact_rationals():
+    """pi = (.7, .3), mu = (.4, .6), c = 1: E_mu[(r - 1)+] = 3/10 = TV, so a bound of TV/2 = 0.15 would be false."""
+    from fractions import Fraction as F
+
+    pi, mu = (F(7, 10), F(3, 10)), (F(4, 10), F(6, 10))
+    tv = sum(abs(p - m) for p, m in zip(pi, mu)) / 2
+    exact = sum(m * max(p / m - 1, 0) for p, m in zip(pi, mu))
+    assert exact == tv == F(3, 10)
+    ratio = np.array([float(p / m) for p, m in zip(pi, mu)])
+    numeric = float(np.array([float(m) for m in mu]) @ clip_excess(ratio, 0.0))
+    assert abs(numeric - float(tv)) < 1e-15 and numeric > float(tv) / 2
+    for eps in (0.05, 0.28, 1.0):  # c = 1 + eps: below TV, decreasing in c
+        assert float(np.array([float(m) for m in mu]) @ clip_excess(ratio, eps)) < numeric
 
 
 def test_kl_unbiased_K_validation():
