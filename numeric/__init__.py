@@ -46,13 +46,14 @@ from .expectations import (
 from .tinylm import EOS, TinyLM, default_reward, perturb, score_matrix, token_score_tensor
 
 # topic modules, in lecture order; importing them registers their cross-check suites
-from . import score_function, baselines, group_baselines, returns, gradient_weights, trust_region  # noqa: I001
+from . import score_function, baselines, group_baselines, returns, gradient_weights, trust_region, off_policy  # noqa: I001
 from .baselines import *  # noqa: F403
 from .gradient_weights import *  # noqa: F403
 from .group_baselines import *  # noqa: F403
 from .returns import *  # noqa: F403
 from .score_function import *  # noqa: F403
 from .trust_region import *  # noqa: F403
+from .off_policy import *  # noqa: F403
 
 __all__ = [
     "CHECKS",
@@ -78,4 +79,5 @@ __all__ = [
     *returns.__all__,
     *score_function.__all__,
     *trust_region.__all__,
+    *off_policy.__all__,
 ]

@@ -1,0 +1,244 @@
+"""Off-policy: the sceptic's mutants fail, the weights follow the caller, padding is neutral, bad input is named."""
+
+import numpy as np
+import pytest
+import torch
+
+import numeric.off_policy as op
+from numeric import (
+    geometric_sequence_mask,
+    kl_rejection_mask,
+    masked_sequence_ratio,
+    masked_token_ratio,
+    scheme_moments,
+    sequence_ratio,
+    token_ratio,
+    truncated_sequence_ratio,
+    truncated_token_ratio,
+    two_turn_agent,
+)
+
+WEIGHTS = [
+    token_ratio,
+    sequence_ratio,
+    truncated_token_ratio,
+    truncated_sequence_ratio,
+    masked_token_ratio,
+    masked_sequence_ratio,
+    geometric_sequence_mask,
+    kl_rejection_mask,
+]
+
+
+@pytest.fixture(scope="module")
+def stale():
+    return two_turn_agent(1.0)
+
+
+@pytest.fixture(scope="module")
+def fresh():
+    return two_turn_agent(0.0)
+
+
+def bias(ep, weights, advantage=None):
+    return float((ep.prob @ op.estimator_samples(ep, weights, advantage) - ep.grad_J).norm())
+
+
+# -- the sceptic's mutants: each mistake fails a check that the correct code passes -----------------
+
+
+def test_a_missing_rho_factor_is_biased(stale):
+    args = (stale.log_prob, stale.sampler_log_prob, stale.mask)
+    assert bias(stale, sequence_ratio(*args)) < 1e-14
+    rho = token_ratio(*args)
+    only_turn2 = rho[:, 2:3].expand(-1, 3) * stale.mask  # rho_2 for the whole sequence: rho_1 forgotten
+    only_turn1 = rho[:, 0:1].expand(-1, 3) * stale.mask
+    assert bias(stale, only_turn2) > 1e-2
+    assert bias(stale, only_turn1) > 1e-2
+
+
+def test_a_wrong_clip_side_breaks_the_truncation_identity(stale):
+    """min(rho, C) = rho - (rho - C)+ ; clamping from below (max(rho, C)) does not satisfy it."""
+    args = (stale.log_prob, stale.sampler_log_prob, stale.mask)
+    diff, closed, _ = op.truncation_bias(stale, 1.28, "token")
+    assert float((diff - closed).abs().max()) < 1e-15
+    rho = token_ratio(*args)
+    wrong = rho.clamp(min=1.28) * stale.mask
+    wrong_diff = stale.prob @ (op.estimator_samples(stale, wrong) - op.estimator_samples(stale, rho))
+    assert float((wrong_diff - closed).abs().max()) > 1e-2
+    w = truncated_token_ratio(*args, 1.28)
+    assert float(w.max()) <= 1.28 and bool(torch.equal(w[rho <= 1.28], rho[rho <= 1.28]))
+
+
+def test_an_unmasked_feedback_token_is_biased(fresh):
+    assert bias(fresh, fresh.mask) < 1e-15
+    unmasked = torch.ones_like(fresh.mask)
+    assert bias(fresh, unmasked) > 1e-2
+    extra = fresh.prob @ op.estimator_samples(fresh, unmasked) - fresh.grad_J
+    assert float((extra - op.feedback_term(fresh)).abs().max()) < 1e-15
+
+
+def test_a_feedback_token_in_the_sequence_ratio_is_biased(stale):
+    args = (stale.log_prob, stale.sampler_log_prob)
+    with_feedback = sequence_ratio(*args, torch.ones_like(stale.mask)) * stale.mask
+    assert bias(stale, with_feedback) > 1e-3
+
+
+def test_R_where_R_squared_belongs_fails_the_decomposition(fresh):
+    c = op.credit_assignment(fresh)
+    n1 = fresh.scores[:, 0].pow(2).sum(1)
+    lhs = float(fresh.prob @ ((fresh.reward - c["V"]) ** 2 * n1))
+    explained = float(fresh.prob @ ((c["Q"] - c["V"]) ** 2 * n1))
+    assert abs(lhs - explained - float(fresh.prob @ (c["var_R"] * n1))) < 1e-14
+    var_with_R = op._conditional_on_turn1(fresh, fresh.reward) - c["Q"] ** 2  # E[R|y1] - Q^2: R where R^2 belongs
+    assert abs(lhs - explained - float(fresh.prob @ (var_with_R * n1))) > 1e-2
+
+
+def test_a_constant_baseline_without_the_ratio_is_not_free(stale):
+    b = torch.ones_like(stale.reward)
+    free = stale.prob @ op.estimator_samples(stale, token_ratio(stale.log_prob, stale.sampler_log_prob, stale.mask), b)
+    assert float(free.abs().max()) < 1e-15
+    assert float((stale.prob @ op.estimator_samples(stale, stale.mask, b)).abs().max()) > 1e-2
+
+
+def test_schemes_unbiased_only_where_the_derivation_says(stale):
+    assert scheme_moments(stale, "sequence IS").bias < 1e-14
+    for name in op.SCHEMES:
+        if name != "sequence IS":
+            assert scheme_moments(stale, name).bias > 1e-3, name
+
+
+def test_monte_carlo_sampling_from_the_episode_probabilities(stale):
+    """Sample 20000 episodes from mu (seed 0); every coordinate of sequence IS within z < 4.5 of grad J (40 coordinates)."""
+    samples = op.estimator_samples(stale, sequence_ratio(stale.log_prob, stale.sampler_log_prob, stale.mask))
+    n = 20000
+    idx = torch.multinomial(stale.prob, n, replacement=True, generator=torch.Generator().manual_seed(0))
+    mean = samples[idx].mean(0)
+    var = stale.prob @ samples**2 - (stale.prob @ samples) ** 2
+    live = var > 1e-12
+    z = (mean - stale.grad_J)[live] / (var[live] / n).sqrt()
+    assert int(live.sum()) >= 20 and float(z.abs().max()) < 4.5
+
+
+def test_chain_identity_and_growth():
+    totals = [op.chain_score_moments(L)[0] for L in range(1, 5)]
+    assert all(b > a for a, b in zip(totals, totals[1:]))
+
+
+# -- the caller's kind, dtype and device; padding -----------------------------------------------
+
+
+@pytest.mark.parametrize("fn", WEIGHTS)
+def test_kinds_dtypes_and_detach(fn):
+    lp = np.log(np.array([[0.5, 0.2, 0.9], [0.3, 0.3, 0.3]]))
+    lmu = np.log(np.array([[0.4, 0.3, 0.9], [0.3, 0.2, 0.7]]))
+    m = np.array([[1, 1, 0], [1, 1, 1]])
+    out = fn(lp, lmu, m)
+    assert isinstance(out, np.ndarray) and out.dtype == np.float64 and out.shape == (2, 3)
+    t32 = torch.tensor(lp, dtype=torch.float32, requires_grad=True)
+    out32 = fn(t32, torch.tensor(lmu, dtype=torch.float32), torch.tensor(m))
+    assert isinstance(out32, torch.Tensor) and out32.dtype == torch.float32 and not out32.requires_grad
+    assert out32.device == t32.device
+    np.testing.assert_allclose(out32.numpy(), out, rtol=1e-6, atol=1e-6)
+    assert out[0, 2] == 0.0
+
+
+@pytest.mark.parametrize("fn", WEIGHTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_masked_slots_may_hold_anything(fn, dtype):
+    lp = torch.tensor([[-0.5, float("nan"), float("inf")], [-1e30, -0.2, -0.1]], dtype=dtype)
+    lmu = torch.tensor([[-0.7, float("-inf"), float("-inf")], [float("-inf"), -0.3, -0.1]], dtype=dtype)
+    m = torch.tensor([[1, 0, 0], [0, 1, 1]], dtype=torch.bool)
+    out = fn(lp, lmu, m)
+    assert bool(torch.isfinite(out).all())
+    assert bool((out[~m] == 0).all())
+    clean = fn(torch.where(m, lp, 0.0), torch.where(m, lmu, 0.0), m)
+    assert torch.equal(out, clean)
+
+
+def test_sequence_ratio_is_the_product_over_the_mask():
+    lp = torch.log(torch.tensor([[0.5, 0.2, 0.7]], dtype=torch.float64))
+    lmu = torch.log(torch.tensor([[0.25, 0.4, 0.1]], dtype=torch.float64))
+    out = sequence_ratio(lp, lmu, torch.tensor([[1.0, 1.0, 0.0]]))
+    assert torch.allclose(out, torch.tensor([[1.0, 1.0, 0.0]], dtype=torch.float64), atol=1e-15)
+
+
+def test_kl_rejection_estimators_and_direction():
+    lp, lmu = np.log([[0.9, 0.1]]), np.log([[0.3, 0.6]])
+    d = np.log([0.3, 0.6]) - np.log([0.9, 0.1])  # log mu - log pi on tokens sampled by mu
+    for name, k in (("k1", d), ("k2", d**2 / 2), ("k3", np.exp(-d) - 1 + d)):
+        total = float(k.sum())
+        assert kl_rejection_mask(lp, lmu, np.ones((1, 2)), threshold=total + 1e-9, estimator=name)[0, 0] == 1.0
+        assert kl_rejection_mask(lp, lmu, np.ones((1, 2)), threshold=max(total - 1e-9, 0.0), estimator=name)[0, 0] == 0.0
+
+
+# -- bad input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fn", WEIGHTS)
+def test_weight_functions_reject_bad_input(fn):
+    z = np.zeros((2, 3))
+    one = np.ones((2, 3))
+    with pytest.raises(ValueError, match="shape"):
+        fn(z, np.zeros((2, 2)), one)
+    with pytest.raises(ValueError, match="shape"):
+        fn(z, z, np.ones((3, 2)))
+    with pytest.raises(ValueError, match="mask must hold only 0 and 1"):
+        fn(z, z, np.full((2, 3), 0.5))
+    with pytest.raises(ValueError, match="log_prob must be finite where mask is 1"):
+        fn(np.array([[0.0, np.nan, 0.0]] * 2), z, one)
+    with pytest.raises(ValueError, match="sampler_log_prob must be finite where mask is 1"):
+        fn(z, np.array([[0.0, -np.inf, 0.0]] * 2), one)
+    with pytest.raises(TypeError, match="log_prob"):
+        fn([[0.0]], np.zeros((1, 1)), np.ones((1, 1)))
+    with pytest.raises(TypeError, match="mask"):
+        fn(z, z, [[1, 1, 1]] * 2)
+    with pytest.raises(ValueError, match="time dimension"):
+        fn(np.zeros(()), np.zeros(()), np.ones(()))
+
+
+@pytest.mark.parametrize("fn", [truncated_token_ratio, truncated_sequence_ratio])
+@pytest.mark.parametrize("cap", [0.0, -1.0, float("nan")])
+def test_truncation_rejects_bad_cap(fn, cap):
+    with pytest.raises(ValueError, match="cap"):
+        fn(np.zeros((1, 2)), np.zeros((1, 2)), np.ones((1, 2)), cap)
+
+
+@pytest.mark.parametrize("fn", [masked_token_ratio, masked_sequence_ratio, geometric_sequence_mask])
+def test_bands_reject_bad_bounds(fn):
+    args = (np.zeros((1, 2)), np.zeros((1, 2)), np.ones((1, 2)))
+    with pytest.raises(ValueError, match="low must be < high"):
+        fn(*args, 2.0, 2.0)
+    with pytest.raises(ValueError, match="low must be < high"):
+        fn(*args, 3.0, 2.0)
+    with pytest.raises(ValueError, match="low must be >= 0"):
+        fn(*args, -0.1, 2.0)
+
+
+def test_kl_rejection_rejects_bad_settings():
+    args = (np.zeros((1, 2)), np.zeros((1, 2)), np.ones((1, 2)))
+    with pytest.raises(ValueError, match="estimator"):
+        kl_rejection_mask(*args, 0.1, "k4")
+    with pytest.raises(ValueError, match="threshold must be >= 0"):
+        kl_rejection_mask(*args, -0.1)
+
+
+def test_models_and_moments_reject_bad_input(stale):
+    with pytest.raises(ValueError, match="mismatch"):
+        two_turn_agent(-1.0)
+    with pytest.raises(ValueError, match="mismatch"):
+        op.tinylm_episodes(-0.1)
+    with pytest.raises(TypeError, match="theta"):
+        two_turn_agent(0.0, theta=torch.zeros(3))
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        scheme_moments(stale, "token ISS")
+    with pytest.raises(TypeError, match="episodes"):
+        scheme_moments("episodes", "token IS")
+    with pytest.raises(ValueError, match="weights must have shape"):
+        op.estimator_samples(stale, torch.ones(32, 2))
+    with pytest.raises(ValueError, match="advantage must have shape"):
+        op.estimator_samples(stale, stale.mask, torch.ones(5))
+    with pytest.raises(ValueError, match="L must be >= 1"):
+        op.chain_score_moments(0)
+    with pytest.raises(ValueError, match="level"):
+        op.truncation_bias(stale, 2.0, "episode")
