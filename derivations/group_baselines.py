@@ -36,8 +36,9 @@ from functools import cache
 import sympy as sp
 
 from ._validate import require_int
-from .derivation import Derivation
+from .derivation import Derivation, is_zero
 from .iid_groups import Expect, IIDGroup
+from .proofs import at_values, relation_holds
 
 __all__ = [
     "GRAD_J",
@@ -46,6 +47,7 @@ __all__ = [
     "equal_rewards_vanish",
     "grpo_conditioning",
     "grpo_weight",
+    "grpo_weight_closed_forms",
     "grpo_weight_coefficients",
     "grpo_weight_derivation",
     "leave_one_out_unbiased",
@@ -241,19 +243,41 @@ def _binomial_weight(G, k):
     return sp.binomial(G - 1, k) * P**k * (1 - P) ** (G - 1 - k)
 
 
-def _conditioning_holds(G: int) -> bool:
-    r"""Enumerate :math:`4^G` outcomes: E[a(R_1, K_1) s_1] = sum_r sum_k b_k a(r, k) E[1{R=r} s]."""
-    grp = IIDGroup(("R", "s"), G=G)
-    R, s, i = grp.R, grp.s, grp.i
+_K = sp.IndexedBase("K", integer=True)
+_b = sp.IndexedBase("b", nonnegative=True)  # b_k, displayed; Sum.doit() on the binomial itself runs for seconds
+
+
+def _four_outcomes():
+    """One answer's outcomes: two reward values, two score values each, arbitrary probabilities."""
     qa, qb, qc = sp.symbols("q_a q_b q_c", positive=True)
     sa, sb, sc, sd = sp.symbols("sigma_a:d", real=True)
     probs = [qa, qb, qc, 1 - qa - qb - qc]
     outcomes = [{"R": 1, "s": sa}, {"R": 1, "s": sb}, {"R": 0, "s": sc}, {"R": 0, "s": sd}]
-    lhs = grp.brute_force(_a(R[i], grp.total() - R[i]) * s[i], G, outcomes, probs)
-    ERs1 = qa * sa + qb * sb  # E[1{R=1} s]
-    ERs0 = qc * sc + probs[3] * sd  # E[1{R=0} s]
-    rhs = sum(_binomial_weight(G, k) * (_a(1, k) * ERs1 + _a(0, k) * ERs0) for k in range(G))
-    return sp.expand((lhs - rhs).xreplace({P: qa + qb})) == 0
+    return outcomes, probs, {P: qa + qb}
+
+
+def _enumerated_at_fixed_G(claim) -> bool:
+    r"""The displayed conditioning claim at a fixed ``G``, both sides evaluated by enumerating all :math:`4^G` outcomes.
+
+    The left side's expectations are taken by :meth:`IIDGroup.brute_force`
+    with :math:`K_i = \sum_j R_j - R_i`; the right side's :math:`b_k` is the
+    binomial weight and its single-answer moments are those of the same
+    distribution (``G`` is read off the displayed sums, which now run to ``G - 1``).
+    """
+    tops = {S.limits[0][2] for S in sp.sympify(claim.rhs).atoms(sp.Sum) if S.limits[0][0] == _k}
+    if len(tops) != 1 or not next(iter(tops)).is_Integer:
+        return False
+    G = int(next(iter(tops))) + 1
+    grp = IIDGroup(("R", "s"), G=G)
+    R, i = grp.R, grp.i
+    outcomes, probs, p_is = _four_outcomes()
+    lhs = sp.sympify(claim.lhs).xreplace({_K[i]: grp.total() - R[i]})
+    lhs = lhs.replace(lambda e: isinstance(e, Expect) and grp._is_random(e.args[0]),
+                      lambda e: grp.brute_force(e.args[0], G, outcomes, probs))
+    rhs = sp.sympify(claim.rhs).replace(lambda e: isinstance(e, sp.Indexed) and e.base == _b,
+                                        lambda e: _binomial_weight(G, e.indices[0])).doit()
+    rhs = grp.evaluate(rhs, outcomes, probs)
+    return is_zero((lhs - rhs).xreplace(p_is)) is not None
 
 
 def grpo_conditioning(G_checked=(2, 3, 4)) -> Derivation:
@@ -269,23 +293,35 @@ def grpo_conditioning(G_checked=(2, 3, 4)) -> Derivation:
         \bigl(a(1, k) - a(0, k)\bigr)\, \nabla_\theta p.
 
     Condition on :math:`R_i` and :math:`K_i`: the other answers are independent
-    of answer :math:`i`, so :math:`K_i \sim \mathrm{Bin}(G-1, p)`.  That
-    conditioning step is a lemma for every :math:`G`; its ``proof`` enumerates
-    all :math:`4^G` outcomes of a group (two reward values, two score values
-    each, an arbitrary function :math:`a`) for each ``G`` in ``G_checked``.
+    of answer :math:`i`, so :math:`K_i \sim \mathrm{Bin}(G-1, p)`.  The CAS
+    does *not* prove that conditioning step for a symbolic :math:`G` (the
+    i.i.d. group algebra takes expectations of polynomials, and
+    :math:`a(R_i, K_i)` is an arbitrary function of a count): its ``proof``
+    checks the displayed step at each ``G`` in ``G_checked``, enumerating all
+    :math:`4^G` outcomes of a group (two reward values, two score values each,
+    an arbitrary function :math:`a`), and the step's reason says so.  The
+    later steps hold for symbolic :math:`G`.
 
     Examples
     --------
     >>> from derivations.group_baselines import grpo_conditioning
     >>> d = grpo_conditioning().verify()
     >>> d.proved_by()
-    {'proof': 1, 'sums as atoms, cancel(together)': 1, 'expand': 1}
+    {'instances G = 2, 3, 4': 1, 'sums as atoms, cancel(together)': 1, 'expand': 1}
+    >>> grpo_conditioning(G_checked=())
+    Traceback (most recent call last):
+    ...
+    ValueError: G_checked must name at least one group size: checking no instance proves nothing
     """
+    G_checked = tuple(G_checked)
+    if not G_checked:
+        raise ValueError("G_checked must name at least one group size: checking no instance proves nothing")
+    G_checked = tuple(require_int("G_checked", g, minimum=2) for g in G_checked)
     grp = _group()
     R, s, i, G = grp.R, grp.s, grp.i, grp.G
     Rp, sp_ = grp.plain["R"], grp.plain["s"]
-    K = sp.IndexedBase("K", integer=True)
-    b = sp.IndexedBase("b", nonnegative=True)[_k]  # Sum.doit() on the binomial itself runs for seconds
+    b = _b[_k]
+    sizes = ", ".join(map(str, G_checked))
     d = Derivation(
         "Expected update of a binary-reward group advantage",
         assumptions=[
@@ -297,10 +333,10 @@ def grpo_conditioning(G_checked=(2, 3, 4)) -> Derivation:
         unfold=grp.unfold,
     )
     d.step(
-        Expect(_a(R[i], K[i]) * s[i]),
+        Expect(_a(R[i], _K[i]) * s[i]),
         sp.Sum(b * (_a(1, _k) * Expect(Rp * sp_) + _a(0, _k) * Expect((1 - Rp) * sp_)), (_k, 0, G - 1)),
-        r"condition on $R_i, K_i$",
-        proof=lambda: all(_conditioning_holds(g) for g in G_checked),
+        rf"condition on $R_i, K_i$; checked at $G = {sizes}$ by enumerating all $4^G$ outcomes",
+        proof=at_values(G, G_checked, inner=_enumerated_at_fixed_G),
     )
     d.then(
         sp.Sum(b * (_a(1, _k) - _a(0, _k)), (_k, 0, G - 1)) * Expect(Rp * sp_) + sp.Sum(b * _a(0, _k), (_k, 0, G - 1)) * Expect(sp_),
@@ -418,6 +454,12 @@ def grpo_weight(G: int, std: str = "population") -> sp.Expr:
 def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
     r"""The GRPO weight at a fixed :math:`G`: conditioning (checked by enumerating :math:`2^G` groups), then the closed form.
 
+    The first step's proof evaluates the displayed :math:`\mathbb{E}[A_1 s_1]`
+    by enumerating the :math:`2^G` reward patterns: the displayed integrand's
+    coefficient of :math:`s_1` at :math:`A_1` = the pattern's std-normalised
+    advantage (:func:`zscore_advantage`), times the probability of the other
+    answers' rewards, times :math:`\mathbb{E}[\mathbb{1}[R_1 = r_1]\, s_1] = \pm\nabla_\theta p`.
+
     Examples
     --------
     >>> from derivations.group_baselines import grpo_weight_derivation
@@ -431,29 +473,107 @@ def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
         raise ValueError(f"G must be <= 8 for the enumerated derivation (2^G groups), got {G}; use grpo_weight for the closed form")
     grp = IIDGroup(("R", "s"), G=G)
     s = grp.s
-    A1 = sp.Symbol("A_1", real=True)
     terms = _weight_terms(G, std)
     sigma = r"$\sigma^2 = \frac{1}{" + ("G" if ddof == 0 else "G - 1") + r"}\sum_j (R_j - \bar R)^2$"
     d = Derivation(
         f"GRPO weight at G = {G} ({std} std)",
-        assumptions=[r"$R \in \{0, 1\}$, $p = \Pr[R = 1]$", r"$A_1 = (R_1 - \bar R) / \sigma$, " + sigma + r", $A_1 = 0$ if $\sigma = 0$"],
+        assumptions=[
+            r"$R \in \{0, 1\}$, $p = \Pr[R = 1]$",
+            r"$A_1 = (R_1 - \bar R) / \sigma$, " + sigma + r", $A_1 = 0$ if $\sigma = 0$",
+            r"$\mathbb{E}[\mathbb{1}[R = 1]\, s] = \nabla_\theta p = -\mathbb{E}[\mathbb{1}[R = 0]\, s]$",
+        ],
     )
     d.step(
-        Expect(A1 * s[1]),
+        Expect(_A1 * s[1]),
         sp.Add(*terms, evaluate=False) * GRAD_P,
-        r"$2^{" + str(G) + r"}$ patterns",
-        proof=lambda: _enumerated_weight(G, std) == sp.expand(sp.Add(*terms)),
+        r"sum over the $2^{" + str(G) + r"}$ reward patterns",
+        proof=_reward_patterns(G, std),
     )
     d.then(sp.collect(sp.expand(sp.Add(*terms)), P) * GRAD_P, "expand")
     return d
 
 
-def _enumerated_weight(G: int, std: str) -> sp.Expr:
-    r"""sum over reward patterns of Pr(pattern) * A_1(pattern) * (+1 if R_1 = 1 else -1): the coefficient of grad p."""
-    total = sp.Integer(0)
-    for pattern in itertools.product((0, 1), repeat=G):
-        others = pattern[1:]
-        prob = sp.Mul(*[P if r else 1 - P for r in others])
-        sign = 1 if pattern[0] else -1  # E[1{R=1} s] = grad p, E[1{R=0} s] = -grad p
-        total += sign * prob * zscore_advantage(list(pattern), std)
-    return sp.expand(total)
+_A1 = sp.Symbol("A_1", real=True)
+
+
+def _reward_patterns(G: int, std: str):
+    r"""Proof: the displayed :math:`\mathbb{E}[c\, A_1 s_1]` (``c`` free of :math:`s_1`) evaluated over all reward patterns."""
+
+    def proof(claim) -> bool:
+        lhs = sp.sympify(claim.lhs)
+        if not isinstance(lhs, Expect):
+            return False
+        s1 = sp.IndexedBase("s", real=True)[1]
+        integrand = sp.expand(lhs.args[0])
+        coeff = integrand.coeff(s1)
+        if coeff.has(s1) or sp.expand(integrand - coeff * s1) != 0:
+            return False
+        total = sp.Integer(0)
+        for pattern in itertools.product((0, 1), repeat=G):
+            prob_others = sp.Mul(*[P if r else 1 - P for r in pattern[1:]])
+            score = GRAD_P if pattern[0] else -GRAD_P  # E[1{R_1 = r} s_1]
+            total += coeff.xreplace({_A1: zscore_advantage(list(pattern), std)}) * prob_others * score
+        return relation_holds(total, claim.relation, claim.right)
+
+    proof.name = f"enumeration of 2^{G} reward patterns"
+    return proof
+
+
+def grpo_weight_closed_forms(G_values=(2, 3, 4, 5), std: str = "population") -> Derivation:
+    r"""The GRPO weight :math:`w(p, G)` in closed form for each ``G`` in ``G_values``, simplified and labelled.
+
+    :math:`w` is symmetric under :math:`p \leftrightarrow 1 - p` (a success
+    and a failure are mirror images), so it is a polynomial in
+    :math:`p(1-p)`, with constant term :math:`w(0, G) = \sqrt{G - 1}` for the
+    population std.  Each step's left side unfolds into the Bernstein sum of
+    :func:`grpo_weight` (each :math:`a(r, k)` computed from the definition);
+    the right side is that polynomial written in powers of :math:`p(1-p)`.
+
+    Examples
+    --------
+    >>> from derivations.group_baselines import grpo_weight_closed_forms
+    >>> d = grpo_weight_closed_forms().verify()
+    >>> [st.rhs for st in d.steps][:2]
+    [1, sqrt(2)]
+    >>> d.steps[2].lhs, d.steps[2].rhs
+    (w(p, 4), p*(1 - p)*(3 - 2*sqrt(3)) + sqrt(3))
+    """
+    _require_std(std)
+    G_values = tuple(_require_G(g) for g in G_values)
+    if not G_values:
+        raise ValueError("G_values must name at least one group size")
+    w = sp.Function("w")
+
+    def unfold(expr):
+        return sp.sympify(expr).replace(
+            lambda e: isinstance(e, w) and e.args[1].is_Integer, lambda e: grpo_weight(int(e.args[1]), std).xreplace({P: e.args[0]})
+        )
+
+    d = Derivation(
+        f"The GRPO weight in closed form ({std} std)",
+        assumptions=[
+            r"$w(p, G) = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k} \bigl(a(1, k) - a(0, k)\bigr)$",
+            r"$a(r, k)$: the std-normalised advantage of reward $r$ among $k$ other successes",
+        ],
+        unfold=unfold,
+    )
+    for n, G in enumerate(G_values):
+        reason = r"$a(1, k) - a(0, k)$ from the definition; powers of $p(1-p)$" if n == 0 else rf"the same at $G = {G}$"
+        d.step(w(P, G), _in_powers_of_variance(grpo_weight(G, std)), reason)
+    return d
+
+
+def _in_powers_of_variance(weight: sp.Expr) -> sp.Expr:
+    r"""A polynomial in :math:`p` that is symmetric under :math:`p \leftrightarrow 1-p`, written in powers of :math:`p(1-p)`."""
+    poly, out = sp.Poly(sp.expand(weight), P), []
+    while not poly.is_zero:
+        m, rem = divmod(poly.degree(), 2)
+        if rem:
+            raise ValueError(f"not symmetric under p -> 1 - p: {weight}")
+        c = sp.simplify(poly.LC() * (-1) ** m)
+        if c == 0:
+            raise ValueError(f"the CAS could not reduce the leading coefficient of {weight}")
+        out.append(c * sp.Mul(P, 1 - P, evaluate=False) ** m if m else c)
+        poly = sp.Poly(sp.expand(poly.as_expr() - c * (P * (1 - P)) ** m), P)
+    return sp.Add(*out)
+

@@ -140,6 +140,85 @@ def test_grpo_weight_derivation_enumerates(G, std):
     assert gb.grpo_weight_derivation(G, std).verify().verified
 
 
+def _with_rhs(d, index, rhs):
+    """``d`` with the displayed right-hand side of step ``index`` replaced (a plausible slip)."""
+    from derivations import Derivation
+
+    out = Derivation(d.title, assumptions=d.assumptions, unfold=d.unfold)
+    for n, st in enumerate(d.steps):
+        out.step(st.lhs, rhs if n == index else st.rhs, st.reason, relation=st.relation, proof=st.proof, facts=st.facts)
+    return out
+
+
+def test_the_group_derivations_reject_plausible_slips():
+    """(G-1)/G replaced by G/(G-1), and a leave-one-out mean that forgets to remove R_i, both fail."""
+    from derivations import DerivationError
+
+    G = gb._group().G
+    with pytest.raises(DerivationError, match="claims G/"):
+        gb._centred_update(lambda grp: grp.mean(), "wrong", G / (G - 1) * gb.GRAD_J, "claims G/(G-1)").verify()
+    with pytest.raises(DerivationError, match="claims unbiased"):
+        gb._centred_update(lambda grp: grp.total() / (grp.G - 1), "wrong", gb.GRAD_J, "claims unbiased").verify()
+    d = gb.rloo_is_scaled_centred()
+    with pytest.raises(DerivationError, match="step 2 "):
+        _with_rhs(d, 1, (G - 1) / G * (d.steps[1].rhs / (G / (G - 1)))).verify()
+
+
+def test_grpo_conditioning_rejects_a_swapped_reward_and_checking_nothing():
+    """a(1, k) and a(0, k) swapped (the sign of the update), or E[R s] where E[(1 - R) s] belongs, fail the enumeration."""
+    from derivations import DerivationError
+
+    d = gb.grpo_conditioning(G_checked=(2, 3))
+    rhs = d.steps[0].rhs
+    R, s = sp.Symbol("R", real=True), sp.Symbol("s", real=True)
+    a, k = gb._a, gb._k
+    swapped = rhs.xreplace({a(1, k): a(0, k), a(0, k): a(1, k)})
+    one_moment = rhs.xreplace({Expect((1 - R) * s): Expect(R * s)})
+    binomial_G = rhs.xreplace({gb._b[k]: gb._b[k] * (1 - gb.P)})  # one factor (1 - p) too many
+    for wrong in (swapped, one_moment, binomial_G):
+        assert wrong != rhs
+        with pytest.raises(DerivationError, match="step 1 "):
+            _with_rhs(d, 0, wrong).verify()
+    with pytest.raises(ValueError, match="at least one group size"):
+        gb.grpo_conditioning(G_checked=())
+    with pytest.raises(ValueError, match="G_checked must be >= 2"):
+        gb.grpo_conditioning(G_checked=(1,))
+
+
+@pytest.mark.parametrize("G", [3, 4])
+def test_grpo_weight_derivation_rejects_the_other_std_and_a_wrong_form(G):
+    """Displaying the Bessel weight under the population std (or a weight off by one term) fails the pattern sum."""
+    from derivations import DerivationError
+
+    d = gb.grpo_weight_derivation(G)
+    bessel = sp.Add(*gb._weight_terms(G, "bessel"), evaluate=False) * gb.GRAD_P
+    dropped = sp.Add(*gb._weight_terms(G, "population")[1:], evaluate=False) * gb.GRAD_P
+    for wrong in (bessel, dropped):
+        with pytest.raises(DerivationError, match="step 1 "):
+            _with_rhs(d, 0, wrong).verify()
+
+
+def test_grpo_closed_forms_are_labelled_simplified_and_checked():
+    """w(p, 2) = 1, w(p, 3) = sqrt(2) exactly; w(p, G) -> sqrt(G - 1) at p = 0; a sign slip in w(p, 4) fails."""
+    from derivations import DerivationError
+
+    d = gb.grpo_weight_closed_forms((2, 3, 4, 5, 6)).verify()
+    w = sp.Function("w")
+    assert [st.lhs for st in d.steps] == [w(gb.P, G) for G in (2, 3, 4, 5, 6)]
+    assert [st.rhs for st in d.steps][:2] == [1, sp.sqrt(2)]
+    for st, G in zip(d.steps, (2, 3, 4, 5, 6)):
+        assert st.rhs.subs(gb.P, 0) == sp.sqrt(G - 1)
+        assert abs(float(st.rhs.subs(gb.P, sp.Rational(3, 10))) - float(grpo_weight(0.3, G))) < 1e-12
+    four = d.steps[2].rhs
+    for wrong in (sp.sqrt(3), four.subs(sp.sqrt(3), -sp.sqrt(3)) + 2 * sp.sqrt(3), 2 * sp.sqrt(3) - four):
+        with pytest.raises(DerivationError, match="step 3 "):
+            _with_rhs(d, 2, wrong).verify()
+    with pytest.raises(ValueError, match="G must be >= 2"):
+        gb.grpo_weight_closed_forms((1, 2))
+    with pytest.raises(ValueError, match="at least one group size"):
+        gb.grpo_weight_closed_forms(())
+
+
 def test_grpo_population_differences_closed_form():
     for G in range(2, 17):
         for k in range(G):
