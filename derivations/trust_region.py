@@ -19,8 +19,11 @@ so the CISPO gradient differs from the token-IS gradient by
 triangle inequality gives
 :math:`\lVert\mathrm{bias}\rVert \le \sum_t \mathbb{E}\bigl[(r_t - 1 - \varepsilon)_+ |A|\, \lVert s_t\rVert\bigr]`.
 
-**KL estimators.**  With :math:`a \sim \pi` and :math:`r = \pi_{\mathrm{ref}}(a)/\pi(a)`:
-:math:`k_1 = -\log r`, :math:`k_2 = \tfrac12(\log r)^2`, :math:`k_3 = (r - 1) - \log r`.
+**KL estimators.**  With :math:`a \sim \pi` and the *reference* ratio
+:math:`r_{\mathrm{ref}} = \pi_{\mathrm{ref}}(a)/\pi(a)` (not the ratio :math:`r` of the
+clip above, whose reference is in the denominator):
+:math:`k_1 = -\log r_{\mathrm{ref}}`, :math:`k_2 = \tfrac12(\log r_{\mathrm{ref}})^2`,
+:math:`k_3 = (r_{\mathrm{ref}} - 1) - \log r_{\mathrm{ref}}`.
 :math:`k_1` and :math:`k_3` are unbiased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`,
 :math:`k_3 \ge 0`; :math:`k_2` is biased (it agrees to second order).  Used as
 a loss (samples held fixed, the estimator differentiated), :math:`k_1` has
@@ -38,8 +41,9 @@ from __future__ import annotations
 import sympy as sp
 
 from ._validate import require_int
-from .derivation import Derivation, is_zero
-from .policy import SoftmaxPolicy
+from .derivation import Derivation
+from .policy import IndexedSoftmax, SoftmaxPolicy
+from .proofs import by_lemma, interval_points, minimum_over, numerically, on_regions
 
 __all__ = [
     "clip_bias_term",
@@ -56,70 +60,62 @@ __all__ = [
 ]
 
 delta = sp.Symbol("Delta", real=True)
-r"""The log-ratio :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}} = -\log r`."""
+r"""The log-ratio :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}} = -\log r_{\mathrm{ref}}`."""
 
 k1 = delta
-r""":math:`k_1 = -\log r = \Delta`."""
+r""":math:`k_1 = -\log r_{\mathrm{ref}} = \Delta`."""
 k2 = delta**2 / 2
-r""":math:`k_2 = \tfrac12 (\log r)^2 = \tfrac12\Delta^2`."""
+r""":math:`k_2 = \tfrac12 (\log r_{\mathrm{ref}})^2 = \tfrac12\Delta^2`."""
 k3 = sp.exp(-delta) - 1 + delta
-r""":math:`k_3 = (r - 1) - \log r = e^{-\Delta} - 1 + \Delta`."""
+r""":math:`k_3 = (r_{\mathrm{ref}} - 1) - \log r_{\mathrm{ref}} = e^{-\Delta} - 1 + \Delta`."""
+
+r_ref = sp.Symbol(r"r_{\mathrm{ref}}", positive=True)
+r"""The reference ratio :math:`r_{\mathrm{ref}} = \pi_{\mathrm{ref}}(a)/\pi(a)` of the KL estimators."""
 
 _x, _y = sp.symbols("x y", real=True)
-_c = sp.Symbol("c", positive=True)
+_c, _mu = sp.symbols("c mu", positive=True)
 _pos = lambda e: sp.Max(e, 0)
-
-
-def _all_true(claims) -> bool:
-    return all(bool(sp.simplify(claim)) is True for claim in claims)
 
 
 def positive_part_lemma() -> Derivation:
     r"""The scalar lemma :math:`(x - c y)_+ \le (x - y)_+` for :math:`c \ge 1`, :math:`y \ge 0`.
 
-    Since :math:`y \le c y`, every real :math:`x` lies in one of three regions;
-    each is parametrised by non-negative symbols (:math:`c = 1 + \gamma`,
-    :math:`y = \eta`, gaps :math:`\delta, \zeta`), where SymPy evaluates both
-    positive parts and decides the inequality.
+    Since :math:`y \le c y`, the real line of :math:`x` is cut at :math:`y` and
+    :math:`c y`.  The claim is decided at each cut and at a symbolic interior
+    point of each piece, for :math:`c = 1 + \gamma` with :math:`\gamma > 0` or
+    :math:`c = 1`, and for :math:`y = \eta > 0` or :math:`y = 0`: 11 points,
+    written with positive symbols, that cover every :math:`(x, c, y)` allowed.
 
     Examples
     --------
     >>> from derivations.trust_region import positive_part_lemma
-    >>> positive_part_lemma().verify().proved_by()
-    {'proof': 3}
+    >>> d = positive_part_lemma().verify()
+    >>> d.statement()
+    (Max(0, -c*y + x), '<=', Max(0, x - y))
+    >>> d.proved_by()
+    {'regions': 1}
     """
-    g, eta, zeta = sp.symbols("gamma eta zeta", nonnegative=True)
-    dpos = sp.Symbol("delta", positive=True)
-    dnn = sp.Symbol("delta", nonnegative=True)
-    eta_pos = sp.Symbol("eta", positive=True)
-    lhs, rhs = _pos(_x - _c * _y), _pos(_x - _y)
-
-    def claim(x, c, y):
-        return sp.LessThan(lhs.subs({_x: x, _c: c, _y: y}), rhs.subs({_x: x, _c: c, _y: y}))
-
+    g, eta = sp.symbols("gamma eta", positive=True)
+    cases = {(1 + g, eta): [eta, (1 + g) * eta], (sp.Integer(1), eta): [eta], (1 + g, sp.Integer(0)): [0]}
+    points = [{**p, _c: c, _y: y} for (c, y), cuts in cases.items() for p in interval_points(_x, cuts)]
     d = Derivation(r"Scalar lemma: (x - c y)+ <= (x - y)+", assumptions=[r"$c \ge 1$", r"$y \ge 0$"])
-    d.step(lhs, rhs, r"case $x \le y$: both sides are $0$", relation="<=",
-           proof=lambda: _all_true([claim(eta - dnn, 1 + g, eta)]))
-    d.step(lhs, rhs, r"case $y < x \le c y$: left side $0$, right side $x - y > 0$", relation="<=",
-           proof=lambda: _all_true([claim(eta_pos + dpos, 1 + (dpos + zeta) / eta_pos, eta_pos)]))
-    d.step(lhs, rhs, r"case $x > c y$: the sides differ by $(c - 1) y \ge 0$", relation="<=",
-           proof=lambda: _all_true([claim((1 + g) * eta + dpos, 1 + g, eta)]))
+    d.step(_pos(_x - _c * _y), _pos(_x - _y),
+           r"$x$ below, at, between and above $y \le c y$; for $c = 1$ or $c > 1$, $y = 0$ or $y > 0$", relation="<=",
+           proof=on_regions(*points))
     return d
 
 
-def _positive_part_identity() -> bool:
-    r""":math:`x_+ = x/2 + |x|/2` for real :math:`x`, on :math:`x \ge 0` and on :math:`x < 0`."""
-    dnn, dpos = sp.Symbol("delta", nonnegative=True), sp.Symbol("delta", positive=True)
-    f = lambda x: _pos(x) - x / 2 - sp.Abs(x) / 2
-    return f(dnn) == 0 and f(-dpos) == 0
+def _positive_part_identity() -> Derivation:
+    r""":math:`x_+ = x/2 + |x|/2` for real :math:`x`, decided on :math:`x < 0`, at :math:`x = 0` and on :math:`x > 0`."""
+    d = Derivation("positive part as a mean of x and |x|")
+    return d.step(_pos(_x), _x / 2 + sp.Abs(_x) / 2, r"on $x < 0$, $x = 0$, $x > 0$", proof=on_regions(*interval_points(_x, [0])))
 
 
-def _homogeneity() -> bool:
-    r""":math:`\mu\,(x/\mu - c)_+ = (x - c\mu)_+` for :math:`\mu > 0`, on both sides of :math:`x = c\mu`."""
-    mu, c = sp.symbols("mu c", positive=True)
-    dnn, dpos = sp.Symbol("delta", nonnegative=True), sp.Symbol("delta", positive=True)
-    f = lambda x: sp.expand(mu * _pos(x / mu - c) - _pos(x - c * mu))
-    return f(c * mu + dnn) == 0 and f(c * mu - dpos) == 0
+def _homogeneity() -> Derivation:
+    r""":math:`\mu\,(x/\mu - c)_+ = (x - c\mu)_+` for :math:`\mu > 0`, decided below, at and above :math:`x = c\mu`."""
+    d = Derivation("positive homogeneity of the positive part")
+    return d.step(_mu * _pos(_x / _mu - _c), _pos(_x - _c * _mu), r"on $x < c\mu$, $x = c\mu$, $x > c\mu$",
+                  proof=on_regions(*interval_points(_x, [_c * _mu])))
 
 
 def tv_bound() -> Derivation:
@@ -133,8 +129,10 @@ def tv_bound() -> Derivation:
         = \tfrac12 \sum_a |\pi_a - \mu_a|.
 
     The middle inequality is :func:`positive_part_lemma` with :math:`x = \pi_a`,
-    :math:`y = \mu_a`, term by term; the last equality uses :math:`x_+ = x/2 + |x|/2`
-    and :math:`\sum_a \pi_a = \sum_a \mu_a = 1`, substituted last.
+    :math:`y = \mu_a`, term by term (its verified statement, instantiated); so
+    are the first step (positive homogeneity) and the third
+    (:math:`x_+ = x/2 + |x|/2`), each a lemma decided region by region; the last
+    substitutes :math:`\sum_a \pi_a = \sum_a \mu_a = 1`.
 
     Examples
     --------
@@ -148,20 +146,17 @@ def tv_bound() -> Derivation:
     K = sp.Symbol("K", integer=True, positive=True)
     c = sp.Symbol("c", positive=True)
     S = lambda e: sp.Sum(e, (a, 1, K))
-    lemma = positive_part_lemma()
     d = Derivation(
         r"Per-state bound: E_mu[(r - c)+] <= TV(pi, mu)",
         assumptions=[r"$c \ge 1$", r"$\pi_a, \mu_a > 0$, $\sum_a \pi_a = \sum_a \mu_a = 1$", r"$r_a = \pi_a / \mu_a$"],
     )
     d.step(S(mu[a] * _pos(pi[a] / mu[a] - c)), S(_pos(pi[a] - c * mu[a])),
-           r"$\mu (x/\mu - c)_+ = (x - c\mu)_+$, $\mu > 0$",
-           proof=_homogeneity)
+           r"$\mu (x/\mu - c)_+ = (x - c\mu)_+$, $\mu > 0$, termwise",
+           proof=by_lemma(_homogeneity(), {_x: pi[a], _mu: mu[a], _c: c}, termwise=True))
     d.then(S(_pos(pi[a] - mu[a])), r"the lemma, termwise", relation="<=",
-           proof=lambda: lemma.verify().verified
-           and lemma.lhs.subs({_x: pi[a], _y: mu[a], _c: c}) == _pos(pi[a] - c * mu[a])
-           and lemma.steps[0].rhs.subs({_x: pi[a], _y: mu[a]}) == _pos(pi[a] - mu[a]))
-    d.then(S((pi[a] - mu[a]) / 2 + sp.Abs(pi[a] - mu[a]) / 2), r"$x_+ = x/2 + |x|/2$",
-           proof=_positive_part_identity)
+           proof=by_lemma(positive_part_lemma(), {_x: pi[a], _y: mu[a], _c: c}, termwise=True))
+    d.then(S((pi[a] - mu[a]) / 2 + sp.Abs(pi[a] - mu[a]) / 2), r"$x_+ = x/2 + |x|/2$, termwise",
+           proof=by_lemma(_positive_part_identity(), {_x: pi[a] - mu[a]}, termwise=True))
     d.then(S(pi[a]) / 2 - S(mu[a]) / 2 + S(sp.Abs(pi[a] - mu[a])) / 2, "linearity")
     d.then(S(sp.Abs(pi[a] - mu[a])) / 2, r"$\sum_a \pi_a = \sum_a \mu_a = 1$", facts={S(pi[a]): 1, S(mu[a]): 1})
     return d
@@ -179,24 +174,18 @@ def clip_bias_term() -> Derivation:
     --------
     >>> from derivations.trust_region import clip_bias_term
     >>> clip_bias_term().verify().proved_by()
-    {'proof': 2}
+    {'regions': 1, 'regions and signs of A': 1}
     """
     r, eps = sp.Symbol("r", positive=True), sp.Symbol("varepsilon", positive=True)
     A = sp.Symbol("A", real=True)
-    dnn, dpos = sp.Symbol("delta", nonnegative=True), sp.Symbol("delta", positive=True)
+    a = sp.Symbol("a", positive=True)
     excess = _pos(r - 1 - eps)
-
-    def identity() -> bool:
-        f = lambda rr: sp.expand((sp.Min(rr, 1 + eps) - rr) + _pos(rr - 1 - eps))
-        return f(1 + eps + dnn) == 0 and f(1 + eps - dpos) == 0
-
-    def norm() -> bool:
-        f = lambda rr: sp.expand(sp.Abs(-_pos(rr - 1 - eps) * A) - _pos(rr - 1 - eps) * sp.Abs(A))
-        return f(1 + eps + dnn) == 0 and f(1 + eps - dpos) == 0
-
+    around_cap = interval_points(r, [1 + eps], lower=0)
     d = Derivation("CISPO minus token IS, per token", assumptions=[r"$r > 0$", r"$\varepsilon > 0$"])
-    d.step((sp.Min(r, 1 + eps) - r) * A, -excess * A, r"checked on $r \ge 1+\varepsilon$ and on $r < 1+\varepsilon$", proof=identity)
-    d.step(sp.Abs(-excess * A), excess * sp.Abs(A), r"$(\cdot)_+ \ge 0$, checked on both regions", proof=norm)
+    d.step((sp.Min(r, 1 + eps) - r) * A, -excess * A, r"on $r < 1+\varepsilon$, $r = 1+\varepsilon$, $r > 1+\varepsilon$",
+           proof=on_regions(*around_cap))
+    d.step(sp.Abs(-excess * A), excess * sp.Abs(A), r"$(\cdot)_+ \ge 0$; on each region of $r$, for $A > 0$, $A = 0$, $A < 0$",
+           proof=on_regions(*({**p, A: s} for p in around_cap for s in (a, 0, -a)), label="regions and signs of A"))
     return d
 
 
@@ -230,7 +219,7 @@ def kl_estimators_unbiased(K: int | None = None) -> tuple[Derivation, Derivation
         pis, rhos, total = _probabilities(K)
         S = lambda f: sum(f(p, q) for p, q in zip(pis, rhos))
     kl = S(lambda p, q: p * sp.log(p / q))
-    assumptions = [r"$a \sim \pi$, $r = \rho_a / \pi_a$", r"$\pi_a, \rho_a > 0$"]
+    assumptions = [r"$a \sim \pi$, $r_{\mathrm{ref}} = \rho_a / \pi_a$", r"$\pi_a, \rho_a > 0$"]
     size = "any K" if K is None else f"K = {K}"
     d1 = Derivation(f"k1 is unbiased for KL(π ‖ π_ref), {size}", assumptions=assumptions)
     d1.step(S(lambda p, q: p * (-sp.log(q / p))), kl, r"$-\log(\rho/\pi) = \log(\pi/\rho)$")
@@ -262,10 +251,11 @@ def _probabilities(K: int):
 
 
 def k3_nonnegative() -> Derivation:
-    r""":math:`k_3 = (r - 1) - \log r \ge 0` for :math:`r > 0`, with equality only at :math:`r = 1`.
+    r""":math:`k_3 = (r_{\mathrm{ref}} - 1) - \log r_{\mathrm{ref}} \ge 0` for :math:`r_{\mathrm{ref}} > 0`, with equality only at :math:`r_{\mathrm{ref}} = 1`.
 
     :math:`f(r) = r - 1 - \log r` is convex (:math:`f'' = 1/r^2 > 0`) with
-    :math:`f'(1) = 0`, so its minimum over :math:`(0, \infty)` is :math:`f(1) = 0`.
+    :math:`f'(1) = 0`, so its minimum over :math:`(0, \infty)` is :math:`f(1) = 0`
+    (the last step asks SymPy for that minimum of the displayed gap).
 
     Examples
     --------
@@ -273,13 +263,13 @@ def k3_nonnegative() -> Derivation:
     >>> k3_nonnegative().verify().verified
     True
     """
-    r = sp.Symbol("r", positive=True)
+    r = r_ref
     f = r - 1 - sp.log(r)
-    d = Derivation("k3 is non-negative", assumptions=[r"$r > 0$"])
+    d = Derivation("k3 is non-negative", assumptions=[r"$r_{\mathrm{ref}} = \pi_{\mathrm{ref}}(a)/\pi(a) > 0$"])
     d.step(sp.Derivative(f, r, 2), 1 / r**2, r"second derivative, positive: $f$ is convex")
-    d.step(sp.Subs(sp.Derivative(f, r), r, 1), sp.Integer(0), r"$r = 1$ is the stationary point")
-    d.step(f, sp.Integer(0), r"minimum of $f$ over $r > 0$", relation=">=",
-           proof=lambda: sp.minimum(f, r, sp.Interval.open(0, sp.oo)) == 0)
+    d.step(sp.Subs(sp.Derivative(f, r), r, 1), sp.Integer(0), r"$r_{\mathrm{ref}} = 1$ is the stationary point")
+    d.step(f, sp.Integer(0), r"minimum of $f$ over $r_{\mathrm{ref}} > 0$", relation=">=",
+           proof=minimum_over(r, sp.Interval.open(0, sp.oo)))
     return d
 
 
@@ -312,8 +302,7 @@ def k2_bias() -> Derivation:
     d.step(sp.Subs(sp.Derivative(g(t), t, 2), t, 0), sp.Integer(0), "second order: $k_2$ matches KL to second order")
     quarter = gap.subs({p: sp.Rational(1, 2), t: sp.Rational(1, 4)})
     d.step(sp.Subs(g(t), (p, t), (sp.Rational(1, 2), sp.Rational(1, 4))), sp.Integer(0),
-           f"but not exactly: $g = {float(quarter):.4f}$ there", relation=">",
-           proof=lambda: bool(quarter.evalf(30) > 0))
+           f"but not exactly: $g = {float(quarter):.4f}$ there", relation=">", proof=numerically(30))
     return d
 
 
@@ -331,7 +320,9 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
 
     Each gradient is a ``K``-vector over the logits; the softmax Jacobian
     :math:`\partial\pi_a/\partial\theta_j = \pi_a(\delta_{aj} - \pi_j)` is checked
-    first, then every step is an identity in positive symbols :math:`\pi_a, \rho_a`
+    first, with :math:`\pi_a` unfolded into :math:`e^{\theta_a}/\sum_b e^{\theta_b}`
+    for any number of actions; every later step differentiates through that
+    Jacobian and is an identity in positive symbols :math:`\pi_a, \rho_a`
     with :math:`\sum\pi = \sum\rho = 1` substituted last.
 
     Examples
@@ -341,11 +332,13 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
     >>> len(d.steps), d.verified
     (4, True)
     """
-    pol = SoftmaxPolicy(K)
+    SoftmaxPolicy(K)  # validates K
     pi, rho, total = _probabilities(K)
-    jac = sp.Matrix(K, K, lambda a, j: pi[a] * (int(a == j) - pi[j]))
-    jac_softmax = sp.Matrix(K, K, lambda a, j: sp.diff(pol.probs[a], pol.theta[j]))
-    on_softmax = {p: q for p, q in zip(pi, pol.probs)}
+    softmax = IndexedSoftmax()
+    a_, j_, pa = softmax.a, softmax.j, softmax.pi
+    jacobian = pa[a_] * (sp.KroneckerDelta(a_, j_) - pa[j_])  # displayed and checked in the first step
+    on_symbols = {pa[b + 1]: pi[b] for b in range(K)}
+    jac = sp.Matrix(K, K, lambda a, j: jacobian.subs({a_: a + 1, j_: j + 1}).subs(on_symbols))
 
     def grad(f):
         """Row vector of d f(pi(theta)) / d theta_j through the softmax Jacobian."""
@@ -373,13 +366,10 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
     d = Derivation(
         f"Expected gradients of the KL estimators as losses, K = {K}",
         assumptions=[r"$a \sim \mathrm{sg}(\pi)$", r"$\rho = \pi_{\mathrm{ref}}$ fixed", r"$\partial_j = \partial / \partial\theta_j$"],
-        unfold=lambda e: e.xreplace(definitions),
+        unfold=lambda e: softmax.unfold(e.xreplace(definitions)),
     )
-    a_, j_ = sp.symbols("a j", integer=True, positive=True)
-    pa = sp.Indexed("pi", a_)
-    d.step(sp.Derivative(sp.Function("pi_a")(sp.Symbol("theta")), sp.Symbol("theta_j")), pa * (sp.KroneckerDelta(a_, j_) - sp.Indexed("pi", j_)),
-           "softmax Jacobian, every entry",
-           proof=lambda: is_zero(jac_softmax - jac.subs(on_softmax)) is not None)
+    d.step(sp.Derivative(pa[a_], softmax.theta[j_]), jacobian,
+           r"softmax Jacobian, $\pi_a = e^{\theta_a} / \sum_b e^{\theta_b}$ (any number of actions)")
     d.step(shown(r"\mathbb{E}_\pi[\partial_j k_1]", expected_grad(k_1)), sp.zeros(1, K), r"$\sum_a \partial_j \pi_a = 0$", facts=total)
     d.step(shown(r"\mathbb{E}_\pi[\partial_j k_2]", expected_grad(k_2)), shown(r"\partial_j \mathrm{KL}(\pi \| \rho)", grad(reverse)),
            r"the reverse KL", facts=total)

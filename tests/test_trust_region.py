@@ -5,7 +5,10 @@ import pytest
 import sympy as sp
 import torch
 
+from derivations import Derivation, DerivationError
 from derivations import trust_region as dtr
+from derivations.derivation import Step
+from derivations.proofs import relation_holds
 from numeric import clip_excess, kl_k1, kl_k2, kl_k3
 
 
@@ -49,6 +52,69 @@ def test_tv_bound_is_tight_at_c_one_in_exact_rationals():
     assert abs(numeric - float(tv)) < 1e-15 and numeric > float(tv) / 2
     for eps in (0.05, 0.28, 1.0):  # c = 1 + eps: below TV, decreasing in c
         assert float(np.array([float(m) for m in mu]) @ clip_excess(ratio, eps)) < numeric
+
+
+def _replaced(d, index, rhs=None, lhs=None):
+    """A copy of ``d`` whose step ``index`` displays another right- (or left-) hand side, same proof."""
+    out = Derivation(d.title, assumptions=d.assumptions, unfold=d.unfold)
+    out.steps = [Step(st.lhs, st.rhs, st.reason, st.relation, st.proof, st.facts) for st in d.steps]
+    st = out.steps[index]
+    out.steps[index] = Step(st.lhs if lhs is None else lhs, st.rhs if rhs is None else rhs, st.reason, st.relation, st.proof, st.facts)
+    return out
+
+
+def _fails(d) -> bool:
+    try:
+        d.verify()
+    except DerivationError:
+        return True
+    return False
+
+
+def test_the_lemma_proof_rejects_c_below_one_and_half_the_right_side():
+    lemma = dtr.positive_part_lemma()
+    x, y, c = dtr._x, dtr._y, dtr._c
+    instance = lemma.steps[0].claim().subs({x: 1, y: 1, c: sp.Rational(1, 2)})
+    assert relation_holds(instance.left, ">", instance.right)  # the displayed claim is false there
+    assert _fails(_replaced(lemma, 0, lhs=dtr._pos(x - y / 2)))  # c = 1/2 written into the lemma
+    assert _fails(_replaced(lemma, 0, rhs=dtr._pos(x - y) / 2))  # half the right side
+
+
+def test_half_the_tv_bound_fails():
+    """c = 1, pi = (.7, .3), mu = (.4, .6): the displayed chain gives 0.30 <= 0.30, and every step refuses half its right side."""
+    d = dtr.tv_bound().verify()
+    lhs, rel, rhs = d.statement()
+    (a, _, K), = lhs.limits
+    pi, mu = (next(b for b in lhs.atoms(sp.IndexedBase) if b.name == n) for n in ("pi", "mu"))
+    c = next(s for s in lhs.free_symbols if s.name == "c")
+    numbers = {c: 1, pi[1]: sp.Rational(7, 10), pi[2]: sp.Rational(3, 10), mu[1]: sp.Rational(4, 10), mu[2]: sp.Rational(6, 10)}
+    at = lambda e: e.subs(K, 2).doit().subs(numbers)
+    assert (rel, at(lhs), at(rhs)) == ("<=", sp.Rational(3, 10), sp.Rational(3, 10))
+    assert at(lhs) > at(rhs) / 2  # so half the bound is false
+    for i, st in enumerate(d.steps):
+        assert _fails(_replaced(d, i, rhs=st.rhs / 2)), f"step {i + 1} accepts half its right side"
+    assert _fails(_replaced(d, 1, rhs=sp.Sum(dtr._pos(pi[a] - mu[a]) / 2, (a, 1, K))))  # halved inside the sum
+
+
+def test_wrong_clip_bias_and_wrong_estimator_claims_fail():
+    bias = dtr.clip_bias_term()
+    r, A, eps = (next(s for s in bias.steps[0].lhs.free_symbols if s.name == n) for n in ("r", "A", "varepsilon"))
+    assert _fails(_replaced(bias, 0, rhs=-dtr._pos(r - 1 + eps) * A))  # the cap at 1 - eps
+    assert _fails(_replaced(bias, 1, rhs=dtr._pos(r - 1 - eps) * A))  # |A| dropped
+    assert _fails(_replaced(dtr.k3_nonnegative(), 2, lhs=-sp.log(dtr.r_ref)))  # k1 = -log r_ref can be negative
+    k2 = dtr.k2_bias()
+    second = k2.steps[2].lhs  # Subs(Derivative(g(t), (t, 2)), t, 0)
+    g_t, (t, _) = second.expr.expr, second.expr.variable_count[0]
+    assert _fails(_replaced(k2, 2, lhs=sp.Subs(sp.Derivative(g_t, (t, 3)), t, 0)))  # not zero at third order
+
+
+def test_kl_gradients_need_the_right_jacobian_and_direction():
+    d = dtr.kl_estimator_gradients(3)
+    pa = next(iter(d.steps[0].rhs.atoms(sp.IndexedBase)))
+    a, j = sorted(d.steps[0].rhs.atoms(sp.KroneckerDelta)).pop().args
+    assert _fails(_replaced(d, 0, rhs=pa[a] * (sp.KroneckerDelta(a, j) + pa[j])))  # a sign in the Jacobian
+    assert _fails(_replaced(d, 3, rhs=d.steps[2].rhs))  # k3 does not give the reverse KL's gradient
+    assert _fails(_replaced(d, 2, rhs=d.steps[3].rhs))  # nor k2 the forward one
 
 
 def test_kl_unbiased_K_validation():
