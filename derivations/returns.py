@@ -43,9 +43,10 @@ from __future__ import annotations
 import sympy as sp
 
 from ._validate import require_int
-from .derivation import Derivation, is_zero
+from .derivation import Derivation
 from .iid_groups import Expect
 from .policy import SoftmaxPolicy
+from .proofs import holds
 
 __all__ = [
     "discounted_objective_weights",
@@ -138,14 +139,19 @@ def reward_to_go_unbiased(T: int = 3) -> Derivation:
     kept = sp.Add(*[Expect(r[u] * s[t]) for t in range(T) for u in range(t, T)])
     dropped = sp.Add(*[Expect(r[u] * s[t]) for t in range(T) for u in range(t)])
     d.step(Expect(sp.Add(*s) * sp.Add(*r)), kept + dropped, r"linearity")
-
-    def dropped_vanish() -> bool:
-        algebra = is_zero(kept + dropped - kept, facts=past) is not None
-        return algebra and past_reward_score_vanishes(2).verify().verified
-
-    d.then(kept, r"$\mathbb{E}[r_u s_t] = 0$ for $u < t$", proof=dropped_vanish)
+    d.then(kept, r"$\mathbb{E}[r_u s_t] = 0$ for $u < t$", facts=past, proof=_past_terms_vanish)
     d.then(sp.Add(*[Expect(s[t] * G[t]) for t in range(T)]), r"$G_t = \sum_{u \ge t} r_u$")
     return d
+
+
+def _past_terms_vanish(claim) -> bool:
+    r"""Proof: the lemma :math:`\mathbb{E}[r_u s_t] = 0` for :math:`u < t` (:func:`past_reward_score_vanishes`, re-verified), then the displayed equality with those terms set to zero."""
+    _, relation, rhs = past_reward_score_vanishes(2).verify().statement()
+    lemma_holds = relation == "=" and all(e == 0 for e in rhs)
+    return lemma_holds and holds(claim)
+
+
+_past_terms_vanish.name = "lemma (past rewards), then algebra"
 
 
 def _plain_linearity(expr):
