@@ -83,7 +83,7 @@ def positive_part_lemma() -> Derivation:
     Since :math:`y \le c y`, the real line of :math:`x` is cut at :math:`y` and
     :math:`c y`.  The claim is decided at each cut and at a symbolic interior
     point of each piece, for :math:`c = 1 + \gamma` with :math:`\gamma > 0` or
-    :math:`c = 1`, and for :math:`y = \eta > 0` or :math:`y = 0`: 11 points,
+    :math:`c = 1`, and for :math:`y = \eta > 0` or :math:`y = 0`: 14 points,
     written with positive symbols, that cover every :math:`(x, c, y)` allowed.
 
     Examples
@@ -96,7 +96,8 @@ def positive_part_lemma() -> Derivation:
     {'regions': 1}
     """
     g, eta = sp.symbols("gamma eta", positive=True)
-    cases = {(1 + g, eta): [eta, (1 + g) * eta], (sp.Integer(1), eta): [eta], (1 + g, sp.Integer(0)): [0]}
+    one, zero = sp.Integer(1), sp.Integer(0)
+    cases = {(1 + g, eta): [eta, (1 + g) * eta], (one, eta): [eta], (1 + g, zero): [zero], (one, zero): [zero]}
     points = [{**p, _c: c, _y: y} for (c, y), cuts in cases.items() for p in interval_points(_x, cuts)]
     d = Derivation(r"Scalar lemma: (x - c y)+ <= (x - y)+", assumptions=[r"$c \ge 1$", r"$y \ge 0$"])
     d.step(_pos(_x - _c * _y), _pos(_x - _y),

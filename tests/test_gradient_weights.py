@@ -110,6 +110,13 @@ def test_weight_table_has_a_row_per_region():
 def test_unknown_method():
     with pytest.raises(ValueError, match="method"):
         dgw.token_loss("trpo")
+    for make in (dgw.weight_derivation, dgw.gradient_weight):
+        with pytest.raises(ValueError, match="method must be one of"):
+            make("trpo")
+        with pytest.raises(ValueError, match="method must be one of"):
+            make(None)
+    with pytest.raises(ValueError, match="tail must be a shift"):
+        dgw._along_tail(eps_h, 2 * r, r)
     with pytest.raises(ValueError, match="method"):
         gradient_weight("trpo", np.ones(2), np.ones(2))
 
@@ -220,8 +227,8 @@ def test_losses_token_normalised_and_bad_input():
     for loss in (ppo_loss, cispo_loss):
         with pytest.raises(ValueError, match="shape"):
             loss(lp, old[:, :2], adv, mask)
-        with pytest.raises(ValueError, match="mask must select"):
-            loss(lp, old, adv, torch.zeros_like(mask))
+        empty = loss(lp, old, adv, torch.zeros_like(mask))  # stated: 0, with a zero gradient
+        assert empty.item() == 0.0 and torch.autograd.grad(empty, lp)[0].abs().max().item() == 0.0
         with pytest.raises(ValueError, match="finite"):
             loss(lp, old, adv * math.inf, mask)
         with pytest.raises(ValueError, match="clip_epsilon"):

@@ -122,6 +122,17 @@ def test_kl_unbiased_K_validation():
         dtr.kl_estimators_unbiased(1)
 
 
+@pytest.mark.parametrize("make", [dtr.kl_estimators_unbiased, dtr.k3_unbiased, dtr.kl_estimator_gradients])
+def test_derivations_reject_a_K_that_checks_nothing(make):
+    """K = 0 or 1 would give sums with at most one term (nothing to check); bool and float are not sizes."""
+    for K in (0, 1, -3):
+        with pytest.raises(ValueError, match="K must be >= 2"):
+            make(K)
+    for K in (True, 2.0, "3"):
+        with pytest.raises(TypeError, match="K must be an int"):
+            make(K)
+
+
 def test_estimators_on_random_distributions():
     rng = np.random.default_rng(1)
     for _ in range(20):
