@@ -219,6 +219,19 @@ def test_grpo_closed_forms_are_labelled_simplified_and_checked():
         gb.grpo_weight_closed_forms(())
 
 
+@pytest.mark.parametrize("make", [lambda: gb.grpo_weight_derivation(2, "bessel"), lambda: gb.grpo_weight_derivation(5, "bessel"),
+                                  lambda: gb.grpo_weight_derivation(5), lambda: gb.grpo_weight_closed_forms((2, 4, 6), "bessel")])
+def test_every_step_of_the_unrendered_grpo_variants_fails_when_perturbed(make):
+    """The chapter renders population std and G = 4; the other variants' steps must be as sound."""
+    from derivations import DerivationError
+
+    d, delta = make(), sp.Symbol("delta", positive=True)
+    assert d.verify().verified
+    for st in d.steps:
+        with pytest.raises(DerivationError):
+            _with_rhs(d, d.steps.index(st), st.perturbed(delta).rhs).verify()
+
+
 def test_grpo_population_differences_closed_form():
     for G in range(2, 17):
         for k in range(G):

@@ -79,6 +79,19 @@ def test_reward_to_go_keeps_the_present_reward():
             _with_rhs(d, 2, sp.Add(*[Expect(s[t] * sp.Add(*r[t + 1:])) for t in range(T)])).verify()
 
 
+@pytest.mark.parametrize("T", [1, 3, 4])
+def test_every_step_at_other_horizons_fails_when_perturbed(T):
+    """The chapter renders T = 2 or 3; the same steps at other horizons must fail with a false right-hand side."""
+    from derivations import DerivationError
+
+    delta = sp.Symbol("delta", positive=True)
+    for make in (dr.reward_to_go_unbiased, dr.gae_unrolled, dr.gae_lambda_zero, dr.gae_lambda_one, dr.one_done_for_both):
+        d = make(T)
+        for n, st in enumerate(d.steps):
+            with pytest.raises(DerivationError):
+                _with_rhs(d, n, st.perturbed(delta).rhs).verify()
+
+
 def test_derivation_bad_input():
     with pytest.raises(ValueError, match="T must be >= 1"):
         dr.gae_unrolled(0)
