@@ -57,7 +57,7 @@ from functools import lru_cache
 import sympy as sp
 
 from .derivation import Claim, Derivation
-from .proofs import interval_points, on_regions, relation_holds, resolve, same_solutions
+from .proofs import decide_sign, interval_points, on_regions, relation_holds, resolve, same_solutions
 
 __all__ = [
     "METHODS",
@@ -171,15 +171,11 @@ def _unfolding(definitions: dict):
 
 
 def _sign(expr: sp.Expr, point: dict) -> int:
-    """Sign of ``expr`` at a parametrised point, decided by factoring; raise if undecidable."""
-    v = sp.factor(sp.together(sp.sympify(expr).subs(point).subs(_CONSTANTS)))
-    if v == 0:
-        return 0
-    if v.is_positive:
-        return 1
-    if v.is_negative:
-        return -1
-    raise ValueError(f"cannot decide the sign of {expr} at {point}")
+    """Sign of ``expr`` at a parametrised point (:func:`~derivations.proofs.decide_sign`); raise if undecidable."""
+    s = decide_sign(sp.sympify(expr).subs(point).subs(_CONSTANTS))
+    if s is None:
+        raise ValueError(f"cannot decide the sign of {expr} at {point}")
+    return s
 
 
 def _holds(cond, point: dict) -> bool:

@@ -80,6 +80,15 @@ def test_the_lemma_proof_rejects_c_below_one_and_half_the_right_side():
     assert _fails(_replaced(lemma, 0, rhs=dtr._pos(x - y) / 2))  # half the right side
 
 
+@pytest.mark.parametrize("make", [dtr.positive_part_lemma, dtr._positive_part_identity, dtr._homogeneity])
+def test_the_lemmas_the_tv_chain_instantiates_are_sound(make):
+    """The chain's termwise steps rest on these (not rendered themselves): each verifies and refuses a false right side."""
+    lemma = make().verify()
+    delta = sp.Symbol("delta", positive=True)
+    for i in range(len(lemma.steps)):
+        assert _fails(lemma.perturbed(i, delta))
+
+
 def test_half_the_tv_bound_fails():
     """c = 1, pi = (.7, .3), mu = (.4, .6): the displayed chain gives 0.30 <= 0.30, and every step refuses half its right side."""
     d = dtr.tv_bound().verify()
