@@ -17,7 +17,7 @@ SymPy only (no torch, no numpy).  The shared machinery:
 One module per topic, in lecture order: :mod:`derivations.score_function`,
 :mod:`derivations.baselines`, :mod:`derivations.group_baselines`,
 :mod:`derivations.returns`, :mod:`derivations.gradient_weights`,
-:mod:`derivations.trust_region`.
+:mod:`derivations.trust_region`, :mod:`derivations.off_policy`.
 """
 
 from .derivation import Claim, Derivation, DerivationError, Step, is_zero, reason_to_latex

@@ -55,7 +55,10 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
+import sympy as sp
 import torch
+
+from derivations import off_policy as dop
 
 from ._validate import like, require_int, require_nonnegative, require_real, require_same_shape, to_tensor
 from .checks import check, maxabs, suite
@@ -674,6 +677,32 @@ def feedback_term(ep: Episodes, baseline: float = 0.0) -> torch.Tensor:
     return ep.policy_prob @ ((ep.reward - baseline)[:, None] * ep.scores[:, 1])
 
 
+_TOKEN_BIAS = sp.lambdify(dop.token_bias_symbols, dop.token_bias_term(), "numpy")
+
+
+def token_bias_closed_form(mismatch: float = 1.0) -> torch.Tensor:
+    r"""``[P]`` the derived token-ratio bias of the two-turn agent, :math:`\sum_{a,b} \pi_1(\mu_2 - \pi_2)\bar A s_1 + (\mu_1 - \pi_1)\pi_2 \bar A s_2`.
+
+    :func:`derivations.off_policy.token_bias_term`, lambdified and summed over
+    :math:`(y_1, y_2)`, with :math:`\bar A = \mathbb E[R \mid y_1, y_2]`.
+
+    Examples
+    --------
+    >>> from numeric.off_policy import token_bias_closed_form
+    >>> round(float(token_bias_closed_form(1.0).norm()), 4), float(token_bias_closed_form(0.0).abs().max())
+    (0.062, 0.0)
+    """
+    ep = two_turn_agent(mismatch)
+    success, _, _ = _agent_tables()
+    (p1, p2), (q1, q2) = ((torch.exp(ep_lp[::2 * ACTIONS, 0]), torch.exp(ep_lp[::2, 2]).view(ACTIONS, ACTIONS)) for ep_lp in (ep.log_prob, ep.sampler_log_prob))
+    lo, hi = REWARD_VALUES
+    mean_reward = lo + (hi - lo) * success
+    s1, s2 = ep.scores[::2 * ACTIONS, 0], ep.scores[::2, 2].view(ACTIONS, ACTIONS, -1)
+    terms = _TOKEN_BIAS(p1[:, None, None].numpy(), p2[..., None].numpy(), q1[:, None, None].numpy(), q2[..., None].numpy(),
+                        mean_reward[..., None].numpy(), s1[:, None, :].numpy(), s2.numpy())
+    return torch.from_numpy(np.ascontiguousarray(terms.sum((0, 1))))
+
+
 def _naive_weights(name: str, lp: list, lmu: list, m: list) -> list:
     """One sequence, one scheme primitive, in plain Python floats (the loop the batched path must match)."""
     r = [math.exp(a - b) if k else 0.0 for a, b, k in zip(lp, lmu, m)]
@@ -766,6 +795,7 @@ def cross_checks() -> None:
     check("8b. E_mu[rho1 rho2 R (s1 + s2)] == grad J under a stale sampler (m = 1)", maxabs(seq.mean, off.grad_J), 1e-15)
     tok = sampler_moments(off, estimator_samples(off, token_ratio(off.log_prob, off.sampler_log_prob, off.mask)))
     check("8c. token-level ratios are biased under mismatch (1 if ||bias|| < 1e-3)", float(tok.bias < 1e-3), 0.0)
+    check("8c. token-ratio bias == the derived closed form sum pi1(mu2-pi2)A s1 + (mu1-pi1)pi2 A s2", maxabs(tok.mean - off.grad_J, token_bias_closed_form(1.0)), 1e-15)
     tok_on = sampler_moments(on, estimator_samples(on, token_ratio(on.log_prob, on.sampler_log_prob, on.mask)))
     check("8c. ... and exact when the sampler equals the policy", maxabs(tok_on.mean, on.grad_J), 1e-15)
     b = float(on.prob @ on.reward)
@@ -778,6 +808,11 @@ def cross_checks() -> None:
         diff, closed, bound = truncation_bias(off, 1.28, level)
         check(f"8e. {level} TIS minus IS == -E_mu[(rho - C)+ A s] (C = 1.28)", maxabs(diff, closed), 1e-15)
         check(f"8e. ||{level} TIS bias vs IS|| <= E_mu[(rho - C)+ |A| ||s||] (C = 1.28; excess)", max(float(diff.norm()) - bound, 0.0), 0.0)
+    args = (off.log_prob, off.sampler_log_prob, off.mask)
+    rho = token_ratio(*args)
+    outside = rho * ((rho < BAND[0]) | (rho > BAND[1])) * off.mask
+    diff = off.prob @ (estimator_samples(off, masked_token_ratio(*args, *BAND)) - estimator_samples(off, rho))
+    check(f"8e. token mask (IcePop {BAND}) minus IS == -E_mu[sum_t rho_t 1[rho_t outside] A s_t]", maxabs(diff, -(off.prob @ estimator_samples(off, outside))), 1e-15)
     credit = credit_assignment(on)
     for name in ("broadcast", "per_turn"):
         check(f"8f. {name} estimator is unbiased for grad J", maxabs(on.prob @ credit[name], on.grad_J), 1e-15)
@@ -805,6 +840,10 @@ def cross_checks() -> None:
         diff, closed, bound = truncation_bias(lm_off, CAP, level)
         check(f"TinyLM: {level} TIS minus IS == -E_mu[(rho - C)+ A s] (C = {CAP})", maxabs(diff, closed), 1e-15)
         check(f"TinyLM: ||{level} TIS bias vs IS|| <= its bound (excess)", max(float(diff.norm()) - bound, 0.0), 0.0)
+    args = (lm_off.log_prob, lm_off.sampler_log_prob, lm_off.mask)
+    seq = sequence_ratio(*args)
+    dropped = lm_off.prob @ estimator_samples(lm_off, seq * (seq > CAP))
+    check(f"TinyLM: sequence mask bias == -E_mu[rho 1[rho > {CAP}] A sum_t s_t]", maxabs(lm_off.prob @ estimator_samples(lm_off, masked_sequence_ratio(*args, 0.0, CAP)) - lm_off.grad_J, -dropped), 1e-15)
     check("batched weight functions == per-sequence loop (8 functions, TinyLM m = 0.3; relative)", batched_vs_loop(lm_off), 1e-14)
     check("batched weight functions == per-sequence loop (8 functions, agent m = 1; relative)", batched_vs_loop(off), 1e-14)
     check("padding holding nan/-inf/inf changes no weight and gets weight 0", padding_leak(off), 0.0)

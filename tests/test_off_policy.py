@@ -242,3 +242,69 @@ def test_models_and_moments_reject_bad_input(stale):
         op.chain_score_moments(0)
     with pytest.raises(ValueError, match="level"):
         op.truncation_bias(stale, 2.0, "episode")
+
+
+# -- derivations --------------------------------------------------------------------------------
+
+import sympy as sp  # noqa: E402
+
+from derivations import DerivationError  # noqa: E402
+from derivations import off_policy as dop  # noqa: E402
+
+GENERAL = [
+    dop.sequence_ratio_unbiased,
+    dop.token_ratio_bias,
+    dop.constant_baseline_adds_zero,
+    dop.truncation_identity,
+    dop.truncated_is_bias,
+    dop.masking_identity,
+    dop.score_sum_second_moment,
+]
+
+
+@pytest.mark.parametrize("make", GENERAL)
+def test_derivations_verify(make):
+    assert make().verify().verified
+
+
+@pytest.mark.parametrize("K", [2, 3])
+@pytest.mark.parametrize("make", [dop.turn1_decomposition, dop.martingale_orthogonality, dop.unmasked_feedback_term])
+def test_written_out_derivations_verify(make, K):
+    assert make(K).verify().verified
+
+
+def test_a_wrong_sign_in_the_token_bias_fails():
+    """Swap mu and pi in the turn-2 term of the per-episode bias: the lemma, and so the sum, must fail."""
+    d = dop.token_ratio_bias()
+    lemma = dop._token_bias_lemma()
+    p1, p2, q1, q2, A, s1, s2 = dop.token_bias_symbols
+    wrong = lemma.steps[0].rhs.subs({q1: p1, p1: q1}, simultaneous=True)
+    from derivations import Derivation
+
+    bad = Derivation("wrong", unfold=lemma.unfold).step(lemma.steps[0].lhs, wrong, "slip")
+    with pytest.raises(DerivationError):
+        bad.verify()
+    assert d.verify().verified
+
+
+def test_truncation_identity_fails_for_clipping_from_below():
+    r, C, w = sp.Symbol(r"\rho", positive=True), sp.Symbol("C", positive=True), sp.Symbol("w", real=True)
+    from derivations import Derivation
+    from derivations.proofs import interval_points, on_regions
+
+    bad = Derivation("lower clip").step(w * (sp.Max(r, C) - r), -w * sp.Max(r - C, 0), "slip", proof=on_regions(*interval_points(r, [C], lower=0)))
+    with pytest.raises(DerivationError):
+        bad.verify()
+
+
+def test_derivation_bad_input():
+    for make in (dop.turn1_decomposition, dop.martingale_orthogonality, dop.unmasked_feedback_term):
+        with pytest.raises(ValueError, match="K must be >= 2"):
+            make(1)
+        with pytest.raises(TypeError, match="K must be an int"):
+            make(2.0)
+
+
+def test_closed_form_token_bias_matches_enumeration(stale):
+    tok = stale.prob @ op.estimator_samples(stale, token_ratio(stale.log_prob, stale.sampler_log_prob, stale.mask))
+    assert float((tok - stale.grad_J - op.token_bias_closed_form(1.0)).abs().max()) < 1e-15

@@ -1,0 +1,472 @@
+r"""Off-policy samplers and multi-turn agents: which weights are unbiased, and what the others cost.
+
+A sampler :math:`\mu` (an inference engine, stale weights) produces the
+episodes; the gradient is wanted for :math:`\pi`.  For a two-turn episode
+:math:`(y_1, y_2)` with ratios :math:`\rho_1 = \pi_1/\mu_1`,
+:math:`\rho_2 = \pi_2/\mu_2` and any per-episode quantity :math:`g`:
+
+* the **sequence ratio** is exact, :math:`\mathbb E_\mu[\rho_1\rho_2\, g] = \mathbb E_\pi[g]`
+  (:func:`sequence_ratio_unbiased`);
+* **token ratios** :math:`\rho_1 A s_1 + \rho_2 A s_2` are biased by
+  :math:`\sum_{ab}\pi_1(\mu_2 - \pi_2)A s_1 + (\mu_1 - \pi_1)\pi_2 A s_2`: turn 1
+  misses the future ratio, turn 2 the prefix ratio; the bias vanishes at
+  :math:`\mu = \pi` (:func:`token_ratio_bias`);
+* a **constant baseline** still adds nothing, because
+  :math:`\mathbb E_\mu[\rho\, b\, s \mid \text{context}] = b\,\mathbb E_\pi[s] = 0`
+  (:func:`constant_baseline_adds_zero`);
+* **truncation** :math:`\min(\rho, C) = \rho - (\rho - C)_+` and **masking**
+  :math:`\rho\,\mathbb 1[l \le \rho \le h] = \rho - \rho\,\mathbb 1[\rho \notin [l, h]]`
+  remove exactly those terms (:func:`truncation_identity`, :func:`truncated_is_bias`,
+  :func:`masking_identity`); per state the excess mass is at most the total
+  variation (:func:`derivations.trust_region.tv_bound`).
+
+For credit assignment over turns (on-policy, oracle baselines :math:`V`,
+:math:`Q(y_1) = \mathbb E[R \mid y_1]`): the turn-1 second moment of the
+broadcast estimator splits into credit and turn-2 noise
+(:func:`turn1_decomposition`); score terms of successive tokens are orthogonal
+martingale differences (:func:`martingale_orthogonality`), so the second moment
+of the summed score is the sum of the per-token ones (:func:`score_sum_second_moment`);
+and a feedback token chosen by the environment but left in the loss adds
+:math:`\mathbb E[A\, s_f] \ne 0` (:func:`unmasked_feedback_term`).
+
+References
+----------
+J. Liu, Y. Li, Y. Fu, J. Wang, Q. Liu, Y. Shen, "When speed kills stability:
+demystifying RL collapse from the training-inference mismatch" (2025).
+Mistral AI, "Magistral" technical report (2025), and the seed notebook 000 §8.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from ._validate import require_int
+from .derivation import Claim, Derivation, is_zero
+from .proofs import at_values, by_lemma, holds, interval_points, on_regions
+from .policy import IndexedSoftmax
+
+__all__ = [
+    "constant_baseline_adds_zero",
+    "martingale_orthogonality",
+    "masking_identity",
+    "score_sum_second_moment",
+    "sequence_ratio_unbiased",
+    "token_bias_symbols",
+    "token_bias_term",
+    "token_ratio_bias",
+    "truncated_is_bias",
+    "truncation_identity",
+    "turn1_decomposition",
+    "unmasked_feedback_term",
+]
+
+_a, _b, _k = sp.symbols("a b k", integer=True, positive=True)
+_K = sp.Symbol("K", integer=True, positive=True)
+
+_pi1, _pi2 = sp.IndexedBase(r"\pi_1", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
+_mu1, _mu2 = sp.IndexedBase(r"\mu_1", positive=True), sp.IndexedBase(r"\mu_2", positive=True)
+_rho1, _rho2 = sp.IndexedBase(r"\rho_1", positive=True), sp.IndexedBase(r"\rho_2", positive=True)
+
+
+def _ratios(expr):
+    r"""Unfold :math:`\rho_1[a] = \pi_1[a]/\mu_1[a]` and :math:`\rho_2[a, b] = \pi_2[a, b]/\mu_2[a, b]`."""
+    def swap(e):
+        if e.base == _rho1:
+            return _pi1[e.indices] / _mu1[e.indices]
+        return _pi2[e.indices] / _mu2[e.indices]
+
+    return expr.replace(lambda e: isinstance(e, sp.Indexed) and e.base in (_rho1, _rho2), swap)
+
+
+def _episodes(term):
+    r""":math:`\sum_{a=1}^{K}\sum_{b=1}^{K}` term, one Sum with both limits."""
+    return sp.Sum(term, (_b, 1, _K), (_a, 1, _K))
+
+
+_ASSUME = [
+    r"two turns, $K$ actions each; $y_1 = a \sim \mu_1$, $y_2 = b \sim \mu_2(\cdot \mid a)$",
+    r"$\pi, \mu > 0$; $\rho_1 = \pi_1/\mu_1$, $\rho_2 = \pi_2/\mu_2$",
+]
+
+
+def sequence_ratio_unbiased() -> Derivation:
+    r"""The full-sequence ratio is exact: :math:`\mathbb E_\mu[\rho_1\rho_2\, g] = \mathbb E_\pi[g]`, any :math:`K`, any :math:`g`.
+
+    With :math:`g_{ab} = A_{ab}(s_1 + s_2)` this is :math:`\nabla J`, whatever the sampler.
+
+    Examples
+    --------
+    >>> from derivations.off_policy import sequence_ratio_unbiased
+    >>> sequence_ratio_unbiased().verify().proved_by()
+    {'expand': 1}
+    """
+    g = sp.IndexedBase("g", real=True)
+    d = Derivation("The sequence ratio is unbiased under any sampler", assumptions=_ASSUME + [r"$g_{ab}$: any per-episode quantity"], unfold=_ratios)
+    d.step(_episodes(_mu1[_a] * _mu2[_a, _b] * _rho1[_a] * _rho2[_a, _b] * g[_a, _b]), _episodes(_pi1[_a] * _pi2[_a, _b] * g[_a, _b]),
+           r"$\mu_1\mu_2\,\rho_1\rho_2 = \pi_1\pi_2$: the sampler cancels")
+    return d
+
+
+_p1, _p2, _q1, _q2 = sp.symbols(r"\pi_1 \pi_2 \mu_1 \mu_2", positive=True)
+_r1, _r2 = sp.symbols(r"\rho_1 \rho_2", positive=True)
+_A, _s1, _s2 = sp.symbols("A s_1 s_2", real=True)
+
+
+token_bias_symbols = (_p1, _p2, _q1, _q2, _A, _s1, _s2)
+r"""The arguments of :func:`token_bias_term`, in order: :math:`\pi_1, \pi_2, \mu_1, \mu_2, A, s_1, s_2`."""
+
+
+def token_bias_term() -> sp.Expr:
+    r"""The token-ratio bias of one episode :math:`(a, b)`: :math:`\pi_1(\mu_2 - \pi_2)A s_1 + (\mu_1 - \pi_1)\pi_2 A s_2`.
+
+    A function of the plain symbols ``\pi_1 \pi_2 \mu_1 \mu_2 A s_1 s_2`` (the
+    right-hand side of :func:`token_ratio_bias`'s lemma), for ``lambdify``.
+
+    Examples
+    --------
+    >>> from derivations.off_policy import token_bias_term
+    >>> token_bias_term()
+    A*\pi_1*s_1*(\mu_2 - \pi_2) + A*\pi_2*s_2*(\mu_1 - \pi_1)
+    """
+    return _p1 * (_q2 - _p2) * _A * _s1 + (_q1 - _p1) * _p2 * _A * _s2
+
+
+def _token_bias_lemma() -> Derivation:
+    unfold = lambda e: e.subs({_r1: _p1 / _q1, _r2: _p2 / _q2})
+    d = Derivation("Token-ratio bias of one episode", assumptions=[r"$\rho_1 = \pi_1/\mu_1$, $\rho_2 = \pi_2/\mu_2$"], unfold=unfold)
+    d.step(_q1 * _q2 * (_r1 * _s1 + _r2 * _s2) * _A - _p1 * _p2 * (_s1 + _s2) * _A, token_bias_term(),
+           r"$\mu_1\mu_2\rho_1 = \pi_1\mu_2$, $\mu_1\mu_2\rho_2 = \mu_1\pi_2$")
+    return d
+
+
+def token_ratio_bias() -> Derivation:
+    r"""Token-level ratios are biased: :math:`\mathbb E_\mu[\rho_1 A s_1 + \rho_2 A s_2] - \mathbb E_\pi[A(s_1 + s_2)]`, any :math:`K`.
+
+    .. math::
+
+        \sum_{a,b}\Bigl[\pi_1(\mu_2 - \pi_2) A s_1 + (\mu_1 - \pi_1)\pi_2 A s_2\Bigr],
+
+    one coordinate of the scores at a time.  Turn 1 is weighted by the sampler's
+    turn 2 (its future ratio is dropped), turn 2 by the sampler's turn 1 (its
+    prefix ratio is dropped).  Proved per episode (a lemma, checked with the
+    ratios unfolded) and summed; at :math:`\mu = \pi` every term vanishes.
+
+    Examples
+    --------
+    >>> from derivations.off_policy import token_ratio_bias
+    >>> d = token_ratio_bias().verify()
+    >>> d.proved_by()
+    {'lemma': 1, 'expand': 1}
+    """
+    A, s1, s2 = sp.IndexedBase("A", real=True), sp.IndexedBase("s_1", real=True), sp.IndexedBase("s_2", real=True)
+    mapping = {_p1: _pi1[_a], _q1: _mu1[_a], _r1: _rho1[_a], _s1: s1[_a],
+               _p2: _pi2[_a, _b], _q2: _mu2[_a, _b], _r2: _rho2[_a, _b], _A: A[_a, _b], _s2: s2[_a, _b]}
+    lemma = _token_bias_lemma()
+    lhs, _, rhs = lemma.statement()
+    d = Derivation("Token-level ratios are biased by the dropped prefix and future ratios", assumptions=_ASSUME + [r"$s_1 = s_1(a)$, $s_2 = s_2(a, b)$: one coordinate of the scores"], unfold=_ratios)
+    d.step(_episodes(lhs.subs(mapping)), _episodes(rhs.subs(mapping)), "per episode (the lemma), summed",
+           proof=by_lemma(lemma, mapping, termwise=True))
+    d.then(sp.Integer(0), r"when the sampler is the policy, $\mu = \pi$", facts={_mu1: _pi1, _mu2: _pi2})
+    return d
+
+
+def constant_baseline_adds_zero() -> Derivation:
+    r"""A constant baseline adds nothing to the token-ratio gradient: :math:`\mathbb E_\mu[\rho\, b\, s_j] = 0`, any :math:`K`.
+
+    At any context, the ratio turns the sampler's expectation into the
+    policy's, where the score has mean zero:
+    :math:`\sum_a \mu_a \rho_a b\,(\delta_{aj} - \pi_j) = b(\pi_j - \pi_j\sum_a\pi_a) = 0`.
+
+    Examples
+    --------
+    >>> from derivations.off_policy import constant_baseline_adds_zero
+    >>> constant_baseline_adds_zero().verify().rhs
+    0
+    """
+    pol = IndexedSoftmax()
+    a, j = pol.a, pol.j
+    mu, rho = sp.IndexedBase(r"\mu", positive=True), sp.IndexedBase(r"\rho", positive=True)
+    b = sp.Symbol("b", real=True)
+
+    def unfold(e):
+        e = e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == rho, lambda x: pol.prob(x.indices[0]) / mu[x.indices[0]])
+        return pol.unfold(e)
+
+    d = Derivation("A constant baseline adds zero under a mismatched sampler",
+                   assumptions=[r"softmax policy over $K = j + n$ actions; $a \sim \mu$, $\rho_a = \pi_a/\mu_a$", r"$b$ constant"], unfold=unfold)
+    d.step(sp.Sum(mu[a] * rho[a] * b * pol.score(a), (a, 1, pol.K)), b * sp.Sum(pol.prob(a) * pol.score(a), (a, 1, pol.K)),
+           r"$\mu_a\rho_a = \pi_a$; $b$ comes out")
+    d.then(b * (pol.prob(j) - pol.prob(j) * sp.Sum(pol.prob(a), (a, 1, pol.K))), r"the Kronecker delta picks $a = j$")
+    d.then(sp.Integer(0), "probabilities sum to one")
+    return d
+
+
+# -- truncation and masking --------------------------------------------------------------------
+
+_r = sp.Symbol(r"\rho", positive=True)
+_C = sp.Symbol("C", positive=True)
+_w = sp.Symbol("w", real=True)
+
+
+def truncation_identity() -> Derivation:
+    r"""Per sample, :math:`w\,(\min(\rho, C) - \rho) = -w\,(\rho - C)_+`: truncation removes the excess above :math:`C`.
+
+    Checked on :math:`\rho < C`, :math:`\rho = C`, :math:`\rho > C` (each region
+    parametrised by a positive symbol); :math:`w` stands for :math:`\mu A s`.
+
+    Examples
+    --------
+    >>> from derivations.off_policy import truncation_identity
+    >>> truncation_identity().verify().proved_by()
+    {'regions': 1}
+    """
+    d = Derivation("Truncation removes the excess ratio", assumptions=[r"$\rho > 0$, $C > 0$, $w$ real"])
+    d.step(_w * (sp.Min(_r, _C) - _r), -_w * sp.Max(_r - _C, 0), r"on $\rho < C$, $\rho = C$, $\rho > C$",
+           proof=on_regions(*interval_points(_r, [_C], lower=0)))
+    return d
+
+
+def truncated_is_bias() -> Derivation:
+    r"""Truncated IS minus IS: :math:`\mathbb E_\mu[(\min(\rho, C) - \rho) A s] = -\mathbb E_\mu[(\rho - C)_+ A s]`.
+
+    The same at token level (:math:`\rho = \rho_t`, summed over tokens) and at
+    sequence level (:math:`\rho` the product, :math:`s = \sum_t s_t`): since
+    sequence IS is unbiased, the bias of sequence TIS is exactly
+    :math:`-\mathbb E_\mu[(\rho - C)_+ A \sum_t s_t]`, and by the triangle
+    inequality its norm is at most :math:`\mathbb E_\mu[(\rho - C)_+ |A|\,\lVert\sum_t s_t\rVert]`.
+    The sum runs over the :math:`N` outcomes :math:`i` of whatever is weighted.
+
+    Examples
+    --------
+    >>> from derivations.off_policy import truncated_is_bias
+    >>> truncated_is_bias().verify().proved_by()
+    {'lemma': 1}
+    """
+    i, N = sp.Symbol("i", integer=True, positive=True), sp.Symbol("N", integer=True, positive=True)
+    mu, rho, A, s = (sp.IndexedBase(n, **kw) for n, kw in ((r"\mu", {"positive": True}), (r"\rho", {"positive": True}), ("A", {"real": True}), ("s", {"real": True})))
+    lemma = truncation_identity()
+    lhs, _, rhs = lemma.statement()
+    mapping = {_w: mu[i] * A[i] * s[i], _r: rho[i]}
+    d = Derivation("Truncated IS minus IS is minus the excess", assumptions=[r"$N$ outcomes $i \sim \mu$; $\rho_i > 0$; $C > 0$", r"$s_i$: one coordinate of the score"])
+    d.step(sp.Sum(lhs.subs(mapping), (i, 1, N)), sp.Sum(rhs.subs(mapping), (i, 1, N)), "the identity, per outcome",
+           proof=by_lemma(lemma, mapping, termwise=True))
+    return d
+
+
+def masking_identity() -> Derivation:
+    r"""Per sample, :math:`\rho\,\mathbb 1[l \le \rho \le h] = \rho - \rho\,\mathbb 1[\rho < l] - \rho\,\mathbb 1[\rho > h]`.
+
+    Masked IS (IcePop, ``token_mask``, ``sequence_mask``) therefore differs from
+    IS by :math:`-\mathbb E_\mu[\rho\,\mathbb 1[\rho\notin[l,h]]\, A s]`: the
+    whole weight of every dropped sample, not only its excess.  Checked at
+    every breakpoint and inside every region, with :math:`h = l + \eta`, :math:`\eta > 0`.
+
+    Examples
+    --------
+    >>> from derivations.off_policy import masking_identity
+    >>> masking_identity().verify().proved_by()
+    {'regions': 1}
+    """
+    low, high, gap = sp.Symbol("l", positive=True), sp.Symbol("h", positive=True), sp.Symbol("eta", positive=True)
+    kept = sp.Piecewise((_r, (_r >= low) & (_r <= high)), (0, True))
+    below = sp.Piecewise((_r, _r < low), (0, True))
+    above = sp.Piecewise((_r, _r > high), (0, True))
+    d = Derivation("Masking drops the whole weight outside the band", assumptions=[r"$\rho > 0$", r"$0 < l < h$"])
+    d.step(kept, _r - below - above, r"at $l$, at $h$ and on the three regions they cut",
+           facts={high: low + gap}, proof=on_regions(*interval_points(_r, [low, low + gap], lower=0)))
+    return d
+
+
+# -- credit over turns -------------------------------------------------------------------------
+
+
+def turn1_decomposition(K: int = 3) -> Derivation:
+    r"""Turn-1 second moment of the broadcast estimator: credit plus turn-2 noise.
+
+    .. math::
+
+        \mathbb E\bigl[(R - V)^2 \lVert s_1\rVert^2\bigr]
+        = \mathbb E\bigl[(Q - V)^2 \lVert s_1\rVert^2\bigr] + \mathbb E\bigl[\mathrm{Var}(R \mid y_1) \lVert s_1\rVert^2\bigr],
+
+    with :math:`Q_a = \mathbb E[R \mid y_1 = a]`.  :math:`\bar R_{ab}` and
+    :math:`\overline{R^2}_{ab}` are the first two moments of :math:`R` given
+    :math:`(a, b)`, kept apart (a reward need not be binary); :math:`\nu_a = \lVert s_1(a)\rVert^2`.
+    Every sum is written out for ``K`` actions, and :math:`\sum_b \pi_2(b \mid a) = 1`
+    is substituted last.
+
+    Examples
+    --------
+    >>> from derivations.off_policy import turn1_decomposition
+    >>> len(turn1_decomposition(3).verify().steps)
+    2
+    """
+    K = require_int("K", K, minimum=2)
+    a, b, c = _a, _b, sp.Symbol("c", integer=True, positive=True)
+    pi1, pi2 = sp.IndexedBase(r"\pi_1", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
+    Rm, R2, nu = sp.IndexedBase(r"\bar{R}", real=True), sp.IndexedBase(r"\overline{R^2}", real=True), sp.IndexedBase(r"\nu", nonnegative=True)
+    Q, W = sp.IndexedBase("Q", real=True), sp.IndexedBase(r"\mathrm{Var}_R", nonnegative=True)
+    V = sp.Symbol("V", real=True)
+    S = lambda e, i: sp.Sum(e, (i, 1, K))
+
+    def unfold(e):
+        q = lambda x: S(pi2[x.indices[0], c] * Rm[x.indices[0], c], c)
+        e = e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == W, lambda x: S(pi2[x.indices[0], c] * R2[x.indices[0], c], c) - Q[x.indices[0]] ** 2)
+        return e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == Q, q)
+
+    normalised = {pi2[i, K]: 1 - sum(pi2[i, j] for j in range(1, K)) for i in range(1, K + 1)}
+    d = Derivation(f"Turn-1 second moment: credit plus turn-2 noise (K = {K})",
+                   assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = b \sim \pi_2(\cdot \mid a)$, on-policy", r"$V = \mathbb E[R]$, $Q_a = \sum_b \pi_2(b \mid a)\bar R_{ab}$",
+                                r"$\mathrm{Var}_R[a] = \sum_b \pi_2(b \mid a)\overline{R^2}_{ab} - Q_a^2$"],
+                   unfold=unfold)
+    d.step(S(pi1[a] * nu[a] * S(pi2[a, b] * (R2[a, b] - 2 * V * Rm[a, b] + V**2), b), a), S(pi1[a] * nu[a] * ((Q[a] - V) ** 2 + W[a]), a),
+           r"per $a$: $\mathbb E[(R - V)^2 \mid a] = (Q_a - V)^2 + \mathrm{Var}(R \mid a)$", facts=normalised)
+    d.then(S(pi1[a] * nu[a] * (Q[a] - V) ** 2, a) + S(pi1[a] * nu[a] * W[a], a), "linearity", facts=normalised)
+    return d
+
+
+def martingale_orthogonality(K: int = 3) -> Derivation:
+    r"""Scores of successive turns are orthogonal in expectation: :math:`\mathbb E[s_1 \cdot s_2] = 0`.
+
+    The turns share a block of parameters :math:`u` (logits :math:`u + a` and
+    :math:`u + B_{y_1}`), where :math:`s_1 = e_{y_1} - \pi_1` and
+    :math:`s_2 = e_{y_2} - \pi_2(\cdot\mid y_1)` overlap, so :math:`s_1\cdot s_2 \ne 0`
+    pointwise; the other blocks are disjoint.  Summing over :math:`y_2` first,
+    :math:`\mathbb E[s_2 \mid y_1] = 0`.  Written out for ``K`` actions;
+    normalisations substituted last.
+
+    Examples
+    --------
+    >>> from derivations.off_policy import martingale_orthogonality
+    >>> martingale_orthogonality(3).verify().rhs
+    0
+    """
+    K = require_int("K", K, minimum=2)
+    a, b, k = _a, _b, _k
+    pi1, pi2 = sp.IndexedBase(r"\pi_1", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
+    d_ak, d_bk = sp.KroneckerDelta(a, k), sp.KroneckerDelta(b, k)
+    normalised = {pi1[K]: 1 - sum(pi1[j] for j in range(1, K))} | {pi2[i, K]: 1 - sum(pi2[i, j] for j in range(1, K)) for i in range(1, K + 1)}
+    d = Derivation(f"Successive scores are orthogonal in expectation (K = {K})",
+                   assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = b \sim \pi_2(\cdot \mid a)$", r"shared block: $s_1 = e_a - \pi_1$, $s_2 = e_b - \pi_2(\cdot \mid a)$"])
+    d.step(sp.Sum(pi1[a] * pi2[a, b] * sp.Sum((d_ak - pi1[k]) * (d_bk - pi2[a, k]), (k, 1, K)), (b, 1, K), (a, 1, K)),
+           sp.Sum(pi1[a] * sp.Sum((d_ak - pi1[k]) * sp.Sum(pi2[a, b] * (d_bk - pi2[a, k]), (b, 1, K)), (k, 1, K)), (a, 1, K)),
+           r"sum over $y_2$ first")
+    d.then(sp.Integer(0), r"$\mathbb E[s_2 \mid y_1] = \sum_b \pi_2(b \mid a)(\delta_{bk} - \pi_2(k \mid a)) = 0$", facts=normalised)
+    return d
+
+
+class Inner(sp.Function):
+    r""":math:`\mathbb E[s_t \cdot s_u]`, symmetric: ``Inner(2, 1)`` is ``Inner(1, 2)``."""
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, t, u):
+        if t.is_Integer and u.is_Integer and t > u:
+            return cls(u, t)
+        return None
+
+    def _latex(self, printer):
+        t, u = (printer._print(x) for x in self.args)
+        return r"\mathbb{E}\left[s_{%s} \cdot s_{%s}\right]" % (t, u)
+
+
+class Before(sp.Function):
+    r""":math:`\mathbb 1[t < u]`, evaluated once both indices are integers."""
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, t, u):
+        if t.is_Integer and u.is_Integer:
+            return sp.Integer(1 if bool(t < u) else 0)
+        return None
+
+    def _latex(self, printer):
+        t, u = (printer._print(x) for x in self.args)
+        return r"\mathbb{1}[%s < %s]" % (t, u)
+
+
+class SquaredScoreSum(sp.Function):
+    r""":math:`\mathbb E\lVert\sum_{t=1}^{L} s_t\rVert^2`; unfolds into :math:`\sum_t\sum_u \mathbb E[s_t\cdot s_u]`."""
+
+    nargs = 1
+
+    def _latex(self, printer):
+        return r"\mathbb{E}\left\lVert \sum_{t=1}^{%s} s_t \right\rVert^{2}" % printer._print(self.args[0])
+
+
+def score_sum_second_moment() -> Derivation:
+    r""":math:`\mathbb E\lVert\sum_{t=1}^{L} s_t\rVert^2 = \sum_{t=1}^{L}\mathbb E\lVert s_t\rVert^2`: the second moment grows with the number of tokens.
+
+    Expand the square; split the double sum into the diagonal and twice the
+    upper triangle; the cross terms are 0 because score terms are martingale
+    differences (:func:`martingale_orthogonality`: :math:`\mathbb E[s_u \mid y_{<u}] = 0`).
+    The steps are checked at :math:`L = 1, \dots, 5` (sums written out), not for
+    a symbolic :math:`L`.
+
+    Examples
+    --------
+    >>> from derivations.off_policy import score_sum_second_moment
+    >>> score_sum_second_moment().verify().proved_by()
+    {'expand': 1, 'instances L = 1, 2, 3, 4, 5': 2}
+    """
+    L = sp.Symbol("L", integer=True, positive=True)
+    t, u = sp.symbols("t u", integer=True, positive=True)
+    lengths = range(1, 6)
+
+    def unfold(e):
+        return e.replace(lambda x: isinstance(x, SquaredScoreSum), lambda x: sp.Sum(Inner(t, u), (u, 1, x.args[0]), (t, 1, x.args[0])))
+
+    def cross_terms_vanish(claim: Claim) -> bool:
+        if not martingale_orthogonality(2).verify().verified:
+            return False
+        for n in lengths:
+            c = claim.subs({L: n})
+            left = c.left.replace(lambda e: isinstance(e, Inner) and e.args[0] != e.args[1], lambda e: sp.Integer(0))
+            if is_zero(left - c.right) is None:
+                return False
+        return True
+
+    cross_terms_vanish.name = f"instances L = {', '.join(map(str, lengths))}"
+    d = Derivation("The second moment of the score sum is the sum of the second moments",
+                   assumptions=[r"$s_t$: score of token $t$ of an $L$-token sequence", r"$\mathbb E[s_u \mid y_{<u}] = 0$"], unfold=unfold)
+    d.step(SquaredScoreSum(L), sp.Sum(Inner(t, u), (u, 1, L), (t, 1, L)), "expand the square; linearity")
+    d.then(sp.Sum(Inner(t, t), (t, 1, L)) + 2 * sp.Sum(Before(t, u) * Inner(t, u), (u, 1, L), (t, 1, L)), r"diagonal and twice the upper triangle ($L = 1..5$)",
+           proof=at_values(L, lengths))
+    d.then(sp.Sum(Inner(t, t), (t, 1, L)), r"$\mathbb E[s_t \cdot s_u] = 0$ for $t < u$: martingale differences ($L = 1..5$)", proof=cross_terms_vanish)
+    return d
+
+
+def unmasked_feedback_term(K: int = 3) -> Derivation:
+    r"""A feedback token left in the loss adds :math:`\mathbb E[A\, s_f] = \sum_a \pi_1(a)\, Q_a\, (e_{f(a)} - \pi_f(\cdot \mid a))`, which is not 0.
+
+    The environment writes :math:`f = f(y_1)`; the model's own distribution at
+    that slot is :math:`\pi_f(\cdot \mid y_1)`, and its score
+    :math:`s_f = e_{f} - \pi_f` has conditional mean :math:`e_{f(a)} - \pi_f(\cdot\mid a)`,
+    not 0: nobody sampled :math:`f` from :math:`\pi_f`.  First step: the extra
+    term of the unmasked loss (linearity, written out for ``K`` actions);
+    second: the squared norm of :math:`\mathbb E[s_f \mid a]` is positive
+    (coordinates :math:`k`, :math:`f(a) = 1` without loss of generality).
+
+    Examples
+    --------
+    >>> from derivations.off_policy import unmasked_feedback_term
+    >>> unmasked_feedback_term(3).verify().proved_by()
+    {'expand': 1, 'sign decided': 1}
+    """
+    K = require_int("K", K, minimum=2)
+    a, b, k = _a, _b, _k
+    pi1, pi2 = sp.IndexedBase(r"\pi_1", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
+    A, s1, s2, sf = (sp.IndexedBase(n, real=True) for n in ("A", "s_1", "s_2", "s_f"))
+    Q = sp.IndexedBase("Q", real=True)
+    pf = sp.IndexedBase(r"\pi_f", positive=True)
+    E = lambda g: sp.Sum(pi1[a] * pi2[a, b] * A[a, b] * g, (b, 1, K), (a, 1, K))
+    d = Derivation(f"An unmasked feedback token adds a term (K = {K})",
+                   assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = b \sim \pi_2(\cdot \mid a)$; $f = f(a)$ chosen by the environment",
+                                r"$Q_a = \sum_b \pi_2(b \mid a) A_{ab}$; $s_1, s_f$ depend on $a$ only"],
+                   unfold=lambda e: e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == Q, lambda x: sp.Sum(pi2[x.indices[0], b] * A[x.indices[0], b], (b, 1, K))))
+    d.step(E(s1[a] + sf[a] + s2[a, b]) - E(s1[a] + s2[a, b]), sp.Sum(pi1[a] * Q[a] * sf[a], (a, 1, K)), r"linearity; sum over $b$")
+    d.step(sp.Sum((sp.KroneckerDelta(k, 1) - pf[k]) ** 2, (k, 1, K)), sp.Integer(0),
+           r"$\lVert e_{f} - \pi_f \rVert^2 > 0$ unless $\pi_f(f) = 1$", relation=">",
+           facts={pf[1]: 1 - sum(pf[j] for j in range(2, K + 1))}, proof=holds)
+    return d
