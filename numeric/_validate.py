@@ -55,25 +55,87 @@ def as_tensor(name: str, value) -> torch.Tensor:
     return tensor
 
 
-def to_tensor(name: str, value, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, str]:
-    """Convert a numpy array or torch tensor to a tensor; return it with its original kind."""
+def _dtype_name(value) -> str:
+    """The element type in the caller's own words: ``float64`` for numpy, ``float32`` for torch."""
+    return str(value.dtype).removeprefix("torch.")
+
+
+def _raw_tensor(name: str, value) -> tuple[torch.Tensor, str]:
+    """A tensor view of a numpy array or torch tensor, with its kind; complex and object input refused."""
     if isinstance(value, torch.Tensor):
-        kind = "torch"
-        tensor = value
+        kind, tensor = "torch", value
     elif isinstance(value, np.ndarray):
-        kind = "numpy"
-        tensor = torch.from_numpy(value)
+        if value.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must hold real numbers, got {_dtype_name(value)} values")
+        if any(stride < 0 for stride in value.strides):  # e.g. a[::-1]; torch.from_numpy refuses them
+            value = value.copy()
+        kind, tensor = "numpy", torch.from_numpy(value)
     else:
         raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(value).__name__}")
+    if tensor.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got {_dtype_name(value)} values")
+    return tensor, kind
+
+
+def to_tensor(name: str, value, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, str]:
+    """Convert a numpy array or torch tensor to a tensor; return it with its original kind.
+
+    Integers become float64; floating tensors keep their dtype and device.
+    ``dtype=torch.bool`` demands boolean input (flags are not guessed from numbers).
+    """
+    tensor, kind = _raw_tensor(name, value)
     if dtype is not None:
         if dtype == torch.bool and tensor.dtype != torch.bool:
-            raise TypeError(f"{name} must be boolean, got dtype {tensor.dtype}")
+            raise TypeError(f"{name} must be boolean, got {_dtype_name(value)} values")
         tensor = tensor.to(dtype)
     elif not tensor.is_floating_point():
         if tensor.dtype == torch.bool:
             raise TypeError(f"{name} must hold numbers, got a boolean array")
         tensor = tensor.to(torch.float64)
     return tensor, kind
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype to compute in: the caller's, but at least float32 (bf16 and fp16 accumulate in fp32)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def as_mask(name: str, value, like_name: str, like: torch.Tensor) -> torch.Tensor:
+    """A boolean mask, on ``like``'s device, from a boolean or 0/1 numeric array of ``like``'s shape."""
+    m, _ = _raw_tensor(name, value)
+    if m.shape != like.shape:
+        raise ValueError(f"{name} must have the shape of {like_name} {tuple(like.shape)}, got {tuple(m.shape)}")
+    if m.dtype != torch.bool:
+        if not bool(((m == 0) | (m == 1)).all()):
+            raise ValueError(f"{name} must hold only 0 and 1 (or be boolean)")
+        m = m != 0
+    return m.to(like.device)
+
+
+def masked_inputs(mask, mask_name: str = "mask", **arrays) -> tuple[dict[str, torch.Tensor], torch.Tensor, str]:
+    """Aligned token tensors in the first one's device and compute dtype, masked slots set to 0.
+
+    Returns ``(tensors, mask, kind)``: the mask is boolean (``None`` means all
+    ones), the kind is the first array's.  Unmasked slots must be finite;
+    masked slots may hold anything (padding sentinels, ``-inf``) and are
+    replaced by 0 with ``torch.where``, so neither the value nor the gradient
+    of a loss ever sees them.
+    """
+    tensors, kind, first = {}, None, None
+    for name, value in arrays.items():
+        t, k = to_tensor(name, value)
+        if first is None:
+            kind, first, first_name = k, t, name
+        tensors[name] = t.to(device=first.device, dtype=compute_dtype(first.dtype))
+    require_same_shape(**tensors)
+    m = None if mask is None else as_mask(mask_name, mask, first_name, first)
+    for name, t in tensors.items():
+        kept = t if m is None else t[m]
+        if not bool(torch.isfinite(kept).all()):
+            raise ValueError(f"{name} must be finite (no NaN or inf)" + ("" if m is None else f" where {mask_name} is 1"))
+        if m is not None:
+            tensors[name] = torch.where(m, t, torch.zeros((), dtype=t.dtype, device=t.device))
+    return tensors, m, kind
 
 
 def require_finite(name: str, tensor: torch.Tensor) -> torch.Tensor:

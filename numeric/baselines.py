@@ -26,7 +26,7 @@ import torch
 from derivations import baselines as derived
 from derivations.score_function import instances
 
-from ._validate import require_finite, require_int, require_real, to_tensor
+from ._validate import compute_dtype, like, masked_inputs, require_finite, require_int, require_real, to_tensor
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, token_score_sqnorms
 from .score_function import autograd_gradient
@@ -292,26 +292,29 @@ def improvement_interval(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) 
     return float(lo), float(hi)
 
 
-def reinforce_loss(logprobs, advantages, mask=None):
+def reinforce_loss(log_prob, advantage, mask=None):
     r"""The REINFORCE surrogate loss :math:`-\frac1n\sum_i \operatorname{sg}(A_i) \sum_t m_{it} \log \pi_\theta(o_{it} \mid o_{i,<t})`.
 
     Its gradient is minus the REINFORCE estimate
     :math:`\frac1n\sum_i A_i \nabla_\theta \log\pi_\theta(o_i)`; the advantages
-    are detached, so one backward pass does the whole batch.
+    are detached, so one backward pass does the whole batch (an advantage that
+    requires grad contributes nothing to the gradient).
 
     Parameters
     ----------
-    logprobs : torch.Tensor or numpy.ndarray
+    log_prob : torch.Tensor or numpy.ndarray
         ``[B]`` sequence log-probabilities, or ``[B, T]`` token log-probabilities.
-    advantages : torch.Tensor or numpy.ndarray
+    advantage : torch.Tensor or numpy.ndarray
         ``[B]``, one number per sequence (broadcast over its tokens).
     mask : torch.Tensor or numpy.ndarray, optional
-        ``[B, T]`` 0/1 mask of response tokens; only with ``[B, T]`` log-probabilities.
+        ``[B, T]`` 0/1 or boolean mask of response tokens; only with ``[B, T]``
+        log-probabilities.  Masked slots may hold anything (``-inf``, padding
+        sentinels): they enter neither the loss nor its gradient.
 
     Returns
     -------
     torch.Tensor or numpy.ndarray
-        A scalar, of the caller's kind.
+        A scalar of the caller's kind, device and dtype.
 
     Examples
     --------
@@ -324,22 +327,22 @@ def reinforce_loss(logprobs, advantages, mask=None):
     >>> loss.backward(); logp.grad.tolist()
     [[-0.5, -0.5], [0.5, 0.0]]
     """
-    logp, kind = to_tensor("logprobs", logprobs)
-    adv, _ = to_tensor("advantages", advantages)
+    logp, kind = to_tensor("log_prob", log_prob)
+    adv, _ = to_tensor("advantage", advantage)
     if logp.ndim not in (1, 2) or adv.shape != logp.shape[:1]:
-        raise ValueError(f"advantages must have shape [B] matching logprobs [B] or [B, T]; got {tuple(adv.shape)} and {tuple(logp.shape)}")
-    require_finite("advantages", adv)
+        raise ValueError(f"advantage must have shape [B] matching log_prob [B] or [B, T]; got {tuple(adv.shape)} and {tuple(logp.shape)}")
+    require_finite("advantage", adv)
     if logp.ndim == 2:
         if mask is None:
             raise ValueError("mask is required with [B, T] token log-probabilities")
-        m, _ = to_tensor("mask", mask)
-        if m.shape != logp.shape:
-            raise ValueError(f"mask must have the shape of logprobs {tuple(logp.shape)}, got {tuple(m.shape)}")
-        logp = (logp * m).sum(1)
-    elif mask is not None:
-        raise ValueError("mask must be None with [B] sequence log-probabilities")
-    loss = -(adv.detach().to(logp.dtype) * logp).mean()
-    return loss.detach().numpy() if kind == "numpy" else loss
+        t, _, _ = masked_inputs(mask, log_prob=logp)
+        seq_logp = t["log_prob"].sum(1)
+    else:
+        if mask is not None:
+            raise ValueError("mask must be None with [B] sequence log-probabilities")
+        seq_logp = require_finite("log_prob", logp).to(compute_dtype(logp.dtype))
+    loss = -(adv.detach().to(seq_logp) * seq_logp).mean().to(logp.dtype)
+    return like(kind, loss)
 
 
 def reinforce_per_sample(lm: TinyLM, theta: torch.Tensor, samples: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:

@@ -36,6 +36,7 @@ from derivations import trust_region as tr
 
 from ._validate import (
     like,
+    masked_inputs,
     require_finite,
     require_int,
     require_nonnegative,
@@ -85,13 +86,8 @@ def clip_bounds(clip_epsilon) -> tuple[float, float]:
 
 
 def _aligned(**arrays) -> tuple[dict[str, torch.Tensor], str]:
-    """Tensors of the same shape, all finite; the kind (numpy/torch) of the first."""
-    tensors, kind = {}, None
-    for name, value in arrays.items():
-        tensors[name], k = to_tensor(name, value)
-        kind = kind or k
-        require_finite(name, tensors[name])
-    require_same_shape(**tensors)
+    """Tensors of the same shape, all finite, on the first one's device and in its compute dtype; the first one's kind."""
+    tensors, _, kind = masked_inputs(None, **arrays)
     return tensors, kind
 
 
@@ -162,9 +158,9 @@ def gradient_weight(method: str, ratio, advantage, clip_epsilon=0.2, dual_clip: 
     c = require_real("dual_clip", dual_clip)
     if method == "dual_clip" and not c > 1 + high:
         raise ValueError(f"dual_clip must exceed 1 + eps_high = {1 + high}, got {c}")
-    r_np, a_np = t["ratio"].detach().cpu().numpy(), t["advantage"].detach().cpu().numpy()
+    r_np, a_np = (t[k].detach().to(torch.float64).cpu().numpy() for k in ("ratio", "advantage"))
     w = np.broadcast_to(_weight_fn(method)(r_np, a_np, low, high, c), r_np.shape).astype(np.float64)
-    return like(kind, torch.from_numpy(np.ascontiguousarray(w)).to(t["ratio"].device, t["ratio"].dtype))
+    return like(kind, torch.from_numpy(np.ascontiguousarray(w)).to(t["ratio"].device, _dtype_of(ratio)))
 
 
 # -------------------------------------------------------------- PPO terms
@@ -197,7 +193,7 @@ def ppo_clipped_terms(ratio, advantage, clip_epsilon=0.2) -> PPOTerms:
     Returns
     -------
     PPOTerms
-        ``(unclipped, clipped, pessimistic)``, each of the caller's kind.
+        ``(unclipped, clipped, pessimistic)``, each of ``ratio``'s kind, device and dtype.
 
     References
     ----------
@@ -217,7 +213,8 @@ def ppo_clipped_terms(ratio, advantage, clip_epsilon=0.2) -> PPOTerms:
     unclipped = r * a
     clipped = torch.clamp(r, min=1 - low, max=1 + high) * a
     pessimistic = torch.minimum(unclipped, clipped)
-    return PPOTerms(like(kind, unclipped), like(kind, clipped), like(kind, pessimistic))
+    dtype = _dtype_of(ratio)
+    return PPOTerms(*(like(kind, x.to(dtype)) for x in (unclipped, clipped, pessimistic)))
 
 
 @dataclass(frozen=True)
@@ -242,10 +239,12 @@ class PPODiagnostics:
     mean_log_ratio: float
 
 
-_k3 = sp.lambdify(tr.delta, tr.k3, modules=[{"exp": torch.exp}])
+def _k3(delta: torch.Tensor) -> torch.Tensor:
+    r""":math:`k_3(\Delta) = e^{-\Delta} - 1 + \Delta` (:data:`derivations.trust_region.k3`), with ``expm1`` for small :math:`\Delta`."""
+    return torch.expm1(-delta) + delta
 
 
-def ppo_diagnostics(new_log_prob, old_log_prob, advantage, clip_epsilon=0.2, mask=None) -> PPODiagnostics:
+def ppo_diagnostics(log_prob, old_log_prob, advantage, clip_epsilon=0.2, mask=None) -> PPODiagnostics:
     r"""Clip fractions and KL estimates of one PPO batch.
 
     With :math:`r = e^{\log\pi_\theta - \log\pi_{\text{old}}}` over the masked tokens:
@@ -264,11 +263,13 @@ def ppo_diagnostics(new_log_prob, old_log_prob, advantage, clip_epsilon=0.2, mas
 
     Parameters
     ----------
-    new_log_prob, old_log_prob, advantage : numpy array or torch tensor
-        Aligned, finite.
+    log_prob, old_log_prob, advantage : numpy array or torch tensor
+        Aligned; finite where ``mask`` is 1.
     clip_epsilon : float or (float, float)
     mask : numpy array or torch tensor, optional
-        0/1, aligned; at least one token must be unmasked.
+        0/1 or boolean, aligned; at least one token must be unmasked (a mean
+        over no token has no value, so an all-masked batch raises).  Masked
+        slots may hold anything.
 
     Returns
     -------
@@ -288,12 +289,9 @@ def ppo_diagnostics(new_log_prob, old_log_prob, advantage, clip_epsilon=0.2, mas
     >>> d.ratio_outside_fraction, d.active_clip_fraction, round(d.kl, 6), round(d.mean_log_ratio, 6)
     (1.0, 0.5, 0.143841, -0.143841)
     """
-    arrays = {"new_log_prob": new_log_prob, "old_log_prob": old_log_prob, "advantage": advantage}
-    if mask is not None:
-        arrays["mask"] = mask
-    t, _ = _aligned(**arrays)
-    m = torch.ones_like(t["advantage"]) if mask is None else _mask01(t["mask"])
-    log_ratio = (t["new_log_prob"] - t["old_log_prob"]).detach()
+    t, m, _ = masked_inputs(mask, log_prob=log_prob, old_log_prob=old_log_prob, advantage=advantage)
+    m = torch.ones_like(t["advantage"]) if m is None else _mask01(m).to(t["advantage"])
+    log_ratio = (t["log_prob"] - t["old_log_prob"]).detach()
     ratio = log_ratio.exp()
     low, high = clip_bounds(clip_epsilon)
     unclipped, _, pessimistic = ppo_clipped_terms(ratio, t["advantage"].detach(), (low, high))
@@ -307,11 +305,20 @@ def ppo_diagnostics(new_log_prob, old_log_prob, advantage, clip_epsilon=0.2, mas
 
 
 def _mask01(m: torch.Tensor) -> torch.Tensor:
-    if not bool(((m == 0) | (m == 1)).all()):
-        raise ValueError("mask must hold only 0 and 1")
-    if not float(m.sum()) > 0:
+    """A boolean mask that selects at least one token."""
+    if not bool(m.any()):
         raise ValueError("mask must select at least one token")
-    return m.to(torch.float64)
+    return m
+
+
+def _dtype_of(x) -> torch.dtype:
+    """The dtype a result is returned in: the input's, float64 for integers."""
+    return to_tensor("x", x)[0].dtype
+
+
+def _token_mean(per_token: torch.Tensor, m: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    r""":math:`\sum m x / \max(1, \sum m)` in the caller's dtype: 0 with a zero gradient when nothing is unmasked."""
+    return ((per_token * m).sum() / m.sum().clamp(min=1)).to(dtype)
 
 
 # --------------------------------------------------------------- the losses
@@ -320,12 +327,20 @@ def _mask01(m: torch.Tensor) -> torch.Tensor:
 def ppo_loss(log_prob, old_log_prob, advantage, mask, clip_epsilon=0.2):
     r"""Token-level PPO/GRPO loss: :math:`-\frac{1}{\sum m}\sum_{i,t} m_{it}\min(r_{it}A_{it}, \mathrm{clip}(r_{it})A_{it})`.
 
+    The batched, trainer-facing form: the caller's kind, device and dtype
+    (fp32, bf16, fp64) in and out, computed in at least fp32; ``old_log_prob``
+    and ``advantage`` are detached.  Masked slots may hold anything
+    (``-inf``, padding sentinels) and enter neither the loss nor its gradient;
+    a batch with no unmasked token gives 0 with a zero gradient (verl's
+    ``masked_mean`` convention).  :func:`numeric.losses.policy_loss` has every
+    variant and aggregation mode.
+
     Parameters
     ----------
     log_prob : numpy array or torch tensor
         ``[batch, time]`` :math:`\log\pi_\theta`; the loss is differentiable in it.
     old_log_prob, advantage, mask : same shape
-        :math:`\log\pi_{\text{old}}`, advantages broadcast over tokens, 0/1 mask.
+        :math:`\log\pi_{\text{old}}`, advantages broadcast over tokens, 0/1 or boolean mask.
     clip_epsilon : float or (float, float)
 
     Examples
@@ -338,18 +353,18 @@ def ppo_loss(log_prob, old_log_prob, advantage, mask, clip_epsilon=0.2):
     >>> round(loss.item(), 6), torch.autograd.grad(loss, lp)[0].round(decimals=6).tolist()
     (-1.2, [[0.0, -0.6]])
     """
-    t, kind = _aligned(log_prob=log_prob, old_log_prob=old_log_prob, advantage=advantage, mask=mask)
-    m = _mask01(t["mask"])
+    t, m, kind = masked_inputs(mask, log_prob=log_prob, old_log_prob=old_log_prob, advantage=advantage)
     ratio = (t["log_prob"] - t["old_log_prob"].detach()).exp()
     pessimistic = ppo_clipped_terms(ratio, t["advantage"].detach(), clip_epsilon).pessimistic
-    return like(kind, -(pessimistic * m).sum() / m.sum())
+    return like(kind, _token_mean(-pessimistic, m, _dtype_of(log_prob)))
 
 
 def cispo_loss(log_prob, old_log_prob, advantage, mask, clip_epsilon=0.28):
     r"""Token-level CISPO loss: :math:`-\frac{1}{\sum m}\sum_{i,t} m_{it}\,\mathrm{sg}(\min(r_{it}, 1+\varepsilon_h))\,A_{it}\log\pi_\theta`.
 
     Only :math:`\varepsilon_h` is used (CISPO clips the weight from above); a
-    pair ``(eps_low, eps_high)`` is accepted for symmetry with :func:`ppo_loss`.
+    pair ``(eps_low, eps_high)`` is accepted for symmetry with :func:`ppo_loss`,
+    whose conventions (dtype, device, padding, empty batch) it shares.
 
     References
     ----------
@@ -365,12 +380,11 @@ def cispo_loss(log_prob, old_log_prob, advantage, mask, clip_epsilon=0.28):
     >>> torch.autograd.grad(loss, lp)[0].round(decimals=6).tolist()   # -min(r, 1.28) A / 2
     [[-0.64, -0.6]]
     """
-    t, kind = _aligned(log_prob=log_prob, old_log_prob=old_log_prob, advantage=advantage, mask=mask)
-    m = _mask01(t["mask"])
+    t, m, kind = masked_inputs(mask, log_prob=log_prob, old_log_prob=old_log_prob, advantage=advantage)
     _, high = clip_bounds(clip_epsilon)
     lp = t["log_prob"]
     weight = torch.clamp((lp - t["old_log_prob"]).exp(), max=1 + high).detach()
-    return like(kind, -(weight * t["advantage"].detach() * lp * m).sum() / m.sum())
+    return like(kind, _token_mean(-weight * t["advantage"].detach() * lp, m, _dtype_of(log_prob)))
 
 
 # -------------------------------------------------------------- fork token

@@ -31,6 +31,7 @@ import torch
 from derivations import group_baselines as derived
 
 from ._validate import (
+    compute_dtype,
     like,
     require_finite,
     require_int,
@@ -61,17 +62,17 @@ MAX_ENTRIES = 50_000_000
 # -- batched helpers ---------------------------------------------------------------------------
 
 
-def _rewards(rewards, minimum: int = 1):
-    r, kind = to_tensor("rewards", rewards)
+def _rewards(reward, minimum: int = 1):
+    r, kind = to_tensor("reward", reward)
     if r.ndim < 1:
-        raise ValueError("rewards must have a group dimension (the last one), got a scalar")
+        raise ValueError("reward must have a group dimension (the last one), got a scalar")
     if r.shape[-1] < minimum:
-        raise ValueError(f"rewards must hold G >= {minimum} answers per group (last dimension), got G = {r.shape[-1]}")
-    require_finite("rewards", r)
-    return r, kind
+        raise ValueError(f"reward must hold G >= {minimum} answers per group (last dimension), got G = {r.shape[-1]}")
+    require_finite("reward", r)
+    return r.to(compute_dtype(r.dtype)), r.dtype, kind
 
 
-def leave_one_out_baselines(rewards):
+def leave_one_out_baselines(reward):
     r"""Mean reward of the *other* answers of each group.
 
     .. math::
@@ -80,13 +81,13 @@ def leave_one_out_baselines(rewards):
 
     Parameters
     ----------
-    rewards : numpy.ndarray or torch.Tensor
+    reward : numpy.ndarray or torch.Tensor
         ``[..., G]``, :math:`G \ge 2`.
 
     Returns
     -------
     numpy.ndarray or torch.Tensor
-        ``[..., G]``, the caller's kind.
+        ``[..., G]``, the caller's kind, device and dtype.
 
     References
     ----------
@@ -99,12 +100,12 @@ def leave_one_out_baselines(rewards):
     >>> print(leave_one_out_baselines(np.array([1.0, 0.0, 0.0, 1.0])).round(6))
     [0.333333 0.666667 0.666667 0.333333]
     """
-    r, kind = _rewards(rewards, minimum=2)
+    r, dtype, kind = _rewards(reward, minimum=2)
     G = r.shape[-1]
-    return like(kind, (r.sum(-1, keepdim=True) - r) / (G - 1))
+    return like(kind, ((r.sum(-1, keepdim=True) - r) / (G - 1)).to(dtype))
 
 
-def group_mean_advantages(rewards):
+def group_mean_advantages(reward):
     r"""Centred advantages :math:`R_i - \bar R`, the mean including the answer itself.
 
     Their expected update is :math:`\frac{G-1}{G} \nabla_\theta J`
@@ -118,11 +119,11 @@ def group_mean_advantages(rewards):
     tensor([[ 0.5000, -0.5000, -0.5000,  0.5000],
             [ 0.0000,  0.0000,  0.0000,  0.0000]])
     """
-    r, kind = _rewards(rewards)
-    return like(kind, r - r.mean(-1, keepdim=True))
+    r, dtype, kind = _rewards(reward)
+    return like(kind, _centred(r).to(dtype))
 
 
-def rloo_advantages(rewards):
+def rloo_advantages(reward):
     r"""RLOO advantages :math:`R_i - b_i` with the leave-one-out baseline.
 
     .. math::
@@ -144,15 +145,28 @@ def rloo_advantages(rewards):
     >>> print(rloo_advantages(np.array([1.0, 0.0, 0.0, 1.0])).round(6))
     [ 0.666667 -0.666667 -0.666667  0.666667]
     """
-    r, kind = _rewards(rewards, minimum=2)
+    r, dtype, kind = _rewards(reward, minimum=2)
     G = r.shape[-1]
-    return like(kind, (G * r - r.sum(-1, keepdim=True)) / (G - 1))
+    return like(kind, (G / (G - 1) * _centred(r)).to(dtype))
 
 
 _DDOF = {"population": 0, "bessel": 1}
 
 
-def group_zscore_advantages(rewards, eps: float = 1e-8, std: str = "population"):
+def _centred(r: torch.Tensor) -> torch.Tensor:
+    r"""Deviations :math:`R_i - \bar R` over the last dimension, accurate when the rewards nearly tie.
+
+    Subtracting the first reward first is exact for values within a factor of
+    two of each other (Sterbenz), so the mean of the small differences, and the
+    deviations, keep their leading digits where ``r - r.mean()`` would round
+    them away: for ``[0.1 + 0.2, 0.3, 0.3, 0.3]`` the naive mean rounds to the
+    first value and loses the whole deviation.
+    """
+    d = r - r[..., :1]
+    return d - d.mean(-1, keepdim=True)
+
+
+def group_zscore_advantages(reward, eps: float = 1e-8, std: str = "population"):
     r"""Std-normalised (GRPO) advantages :math:`(R_i - \bar R) / (\sigma + \varepsilon)`.
 
     .. math::
@@ -162,16 +176,30 @@ def group_zscore_advantages(rewards, eps: float = 1e-8, std: str = "population")
 
     A group whose rewards are all equal gets zero advantages (exactly, for any
     ``eps >= 0``); ``eps = 0`` is the limit :math:`\varepsilon \to 0` used by
-    :func:`derivations.group_baselines.grpo_weight`.
+    :func:`derivations.group_baselines.grpo_weight`.  Near ties are computed
+    without cancellation: the deviations come from differences to one member of
+    the group, and :math:`\sigma` is scaled by the largest deviation before
+    squaring, so ``[0.1 + 0.2, 0.3, 0.3, 0.3]`` gets
+    :math:`(\sqrt3, -1/\sqrt3, -1/\sqrt3, -1/\sqrt3)` at ``eps = 0``, and a float32
+    group a few ulps apart is as accurate as its own values.
 
     Parameters
     ----------
-    rewards : numpy.ndarray or torch.Tensor
+    reward : numpy.ndarray or torch.Tensor
         ``[..., G]``; :math:`G \ge 2` for ``std="bessel"``.
     eps : float
         Added to :math:`\sigma`, ``>= 0``.
     std : {"population", "bessel"}
-        Trainers differ: TRL's GRPO uses ``torch.std`` (Bessel), others the population std.
+        verl (``compute_grpo_outcome_advantage``, eps 1e-6), TRL
+        (``GRPOTrainer``, ``scale_rewards="group"``, eps 1e-4) and OpenRLHF
+        (``advantage_estimator="group_norm"``, eps 1e-9) all divide by
+        ``torch.std``, the Bessel std: use ``std="bessel"`` with their eps to
+        reproduce them.  The population std is the default here.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        ``[..., G]``, the caller's kind, device and dtype.
 
     References
     ----------
@@ -185,16 +213,20 @@ def group_zscore_advantages(rewards, eps: float = 1e-8, std: str = "population")
     [ 1.732051 -0.57735  -0.57735  -0.57735 ]
     >>> print(group_zscore_advantages(np.array([1.0, 0.0, 0.0, 0.0]), eps=0.0, std="bessel").round(6))
     [ 1.5 -0.5 -0.5 -0.5]
+    >>> print(group_zscore_advantages(np.array([0.1 + 0.2, 0.3, 0.3, 0.3]), eps=0.0).round(6))
+    [ 1.732051 -0.57735  -0.57735  -0.57735 ]
     """
     if std not in _DDOF:
         raise ValueError(f"std must be one of {sorted(_DDOF)}, got {std!r}")
     eps = require_nonnegative("eps", eps)
-    r, kind = _rewards(rewards, minimum=1 + _DDOF[std])
-    centred = r - r.mean(-1, keepdim=True)
-    sigma = ((centred**2).sum(-1, keepdim=True) / (r.shape[-1] - _DDOF[std])).sqrt()
-    equal = r.amax(-1, keepdim=True) == r.amin(-1, keepdim=True)
-    out = torch.where(equal, torch.zeros_like(r), centred / torch.where(equal, torch.ones_like(sigma), sigma + eps))
-    return like(kind, out)
+    r, dtype, kind = _rewards(reward, minimum=1 + _DDOF[std])
+    centred = _centred(r)
+    scale = centred.abs().amax(-1, keepdim=True)
+    equal = scale == 0
+    scale = torch.where(equal, torch.ones_like(scale), scale)
+    sigma = scale * ((centred / scale) ** 2).sum(-1, keepdim=True).div(r.shape[-1] - _DDOF[std]).sqrt()
+    out = torch.where(equal, torch.zeros_like(r), centred / (sigma + eps))
+    return like(kind, out.to(dtype))
 
 
 # -- exact group expectations ------------------------------------------------------------------

@@ -7,7 +7,7 @@ dimension, any leading dimensions are batch).  Each is one backward scan:
 :func:`reward_to_go`, :func:`discounted_score_weights`, :func:`gae_advantages`, :func:`lambda_returns`
 
 GAE takes two flags (:mod:`derivations.returns`): ``terminated`` (no
-continuation exists: do not bootstrap from the next value) and ``trace_cuts``
+continuation exists: do not bootstrap from the next value) and ``trace_cut``
 (the next entry of the array does not continue this trajectory: stop the
 backward recursion).  A terminated step must also cut the trace; the last
 entry of the array always ends the recursion.
@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 
 from ._validate import (
+    compute_dtype,
     like,
     require_finite,
     require_same_shape,
@@ -41,7 +42,7 @@ def _series(name: str, x):
     t, kind = to_tensor(name, x)
     if t.ndim < 1 or t.shape[-1] < 1:
         raise ValueError(f"{name} must have a time dimension (the last one) of length >= 1, got shape {tuple(t.shape)}")
-    return require_finite(name, t), kind
+    return require_finite(name, t).to(compute_dtype(t.dtype)), kind
 
 
 def _backward_scan(x: torch.Tensor, carry: torch.Tensor) -> torch.Tensor:
@@ -54,14 +55,14 @@ def _backward_scan(x: torch.Tensor, carry: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def reward_to_go(rewards, gamma: float = 1.0):
+def reward_to_go(reward, gamma: float = 1.0):
     r"""Discounted reward-to-go :math:`G^\gamma_t = \sum_{u \ge t} \gamma^{u-t} r_u`.
 
     Backward: :math:`G_t = r_t + \gamma G_{t+1}`, :math:`G_{T+1} = 0`.
 
     Parameters
     ----------
-    rewards : numpy.ndarray or torch.Tensor
+    reward : numpy.ndarray or torch.Tensor
         ``[..., T]`` per-step rewards (0 on padding).
     gamma : float
         Discount in :math:`[0, 1]`.
@@ -69,7 +70,7 @@ def reward_to_go(rewards, gamma: float = 1.0):
     Returns
     -------
     numpy.ndarray or torch.Tensor
-        ``[..., T]``, the caller's kind.
+        ``[..., T]``, the caller's kind, device and dtype.
 
     Examples
     --------
@@ -78,12 +79,12 @@ def reward_to_go(rewards, gamma: float = 1.0):
     >>> print(reward_to_go(np.array([1.0, 0.0, 2.0]), gamma=0.5))
     [1.5 1.  2. ]
     """
-    r, kind = _series("rewards", rewards)
+    r, kind = _series("reward", reward)
     gamma = require_unit_interval("gamma", gamma)
-    return like(kind, _backward_scan(r, torch.full_like(r, gamma)))
+    return like(kind, _backward_scan(r, torch.full_like(r, gamma)).to(_dtype(reward)))
 
 
-def discounted_score_weights(rewards, gamma: float):
+def discounted_score_weights(reward, gamma: float):
     r"""Weights :math:`\gamma^t G^\gamma_t` of the token scores in the gradient of the literal discounted objective.
 
     .. math::
@@ -102,29 +103,34 @@ def discounted_score_weights(rewards, gamma: float):
     >>> discounted_score_weights(torch.tensor([1.0, 0.0, 2.0]), gamma=0.5)
     tensor([1.5000, 0.5000, 0.5000])
     """
-    r, kind = _series("rewards", rewards)
+    r, kind = _series("reward", reward)
     gamma = require_unit_interval("gamma", gamma)
     g = _backward_scan(r, torch.full_like(r, gamma))
-    powers = gamma ** torch.arange(r.shape[-1], dtype=r.dtype)
-    return like(kind, powers * g)
+    powers = gamma ** torch.arange(r.shape[-1], dtype=r.dtype, device=r.device)
+    return like(kind, (powers * g).to(_dtype(reward)))
 
 
-def _gae_inputs(rewards, values, next_values, terminated, trace_cuts, gamma, lam):
-    r, kind = _series("rewards", rewards)
-    nv, _ = _series("next_values", next_values)
-    v = nv if values is None else _series("values", values)[0]
+def _dtype(x) -> torch.dtype:
+    """The dtype a result is returned in: the first input's, float64 for integers."""
+    return to_tensor("x", x)[0].dtype
+
+
+def _flagged_inputs(reward, next_value, terminated, trace_cut, gamma, lam):
+    r, kind = _series("reward", reward)
+    nv, _ = _series("next_value", next_value)
     d, _ = to_tensor("terminated", terminated, dtype=torch.bool)
-    c, _ = to_tensor("trace_cuts", trace_cuts, dtype=torch.bool)
-    require_same_shape(rewards=r, values=v, next_values=nv, terminated=d, trace_cuts=c)
+    c, _ = to_tensor("trace_cut", trace_cut, dtype=torch.bool)
+    require_same_shape(reward=r, next_value=nv, terminated=d, trace_cut=c)
     if bool((d & ~c).any()):
-        raise ValueError("trace_cuts must be True wherever terminated is True (a terminal step ends the trajectory)")
+        raise ValueError("trace_cut must be True wherever terminated is True (a terminal step ends the trajectory)")
     gamma = require_unit_interval("gamma", gamma)
     lam = require_unit_interval("lam", lam)
-    return r, v.to(r.dtype), nv.to(r.dtype), d.to(r.dtype), c.to(r.dtype), gamma, lam, kind
+    as_r = lambda t: t.to(device=r.device, dtype=r.dtype)  # noqa: E731
+    return r, as_r(nv), as_r(d), as_r(c), gamma, lam, kind
 
 
-def gae_advantages(rewards, values, next_values, terminated, trace_cuts, gamma: float, lam: float):
-    r"""Generalised advantage estimates with separate ``terminated`` and ``trace_cuts`` flags.
+def gae_advantages(reward, value, next_value, terminated, trace_cut, gamma: float, lam: float):
+    r"""Generalised advantage estimates with separate ``terminated`` and ``trace_cut`` flags.
 
     .. math::
 
@@ -132,18 +138,19 @@ def gae_advantages(rewards, values, next_values, terminated, trace_cuts, gamma: 
         \qquad
         A_t = \delta_t + \gamma \lambda (1 - c_t) A_{t+1},
 
-    :math:`d_t` = ``terminated[t]``, :math:`c_t` = ``trace_cuts[t]``, and the
+    :math:`d_t` = ``terminated[t]``, :math:`c_t` = ``trace_cut[t]``, and the
     recursion starts from :math:`A_{T+1} = 0`.  At a time limit followed by
     ``reset()`` or at the end of a buffer that cuts an episode, set
-    ``terminated=False, trace_cuts=True``: the target bootstraps from
+    ``terminated=False, trace_cut=True``: the target bootstraps from
     :math:`V'_t`, and nothing from the next entry leaks back.
 
     Parameters
     ----------
-    rewards, values, next_values : numpy.ndarray or torch.Tensor
-        ``[..., T]``; ``next_values[t]`` is the value of the observation after step ``t``.
-    terminated, trace_cuts : boolean numpy.ndarray or torch.Tensor
-        ``[..., T]``; ``terminated`` implies ``trace_cuts``.
+    reward, value, next_value : numpy.ndarray or torch.Tensor
+        ``[..., T]``; ``next_value[t]`` is the value of the observation after step ``t``.
+        The result has ``reward``'s kind, device and dtype.
+    terminated, trace_cut : boolean numpy.ndarray or torch.Tensor
+        ``[..., T]``; ``terminated`` implies ``trace_cut``.
     gamma, lam : float
         In :math:`[0, 1]`.
 
@@ -165,12 +172,14 @@ def gae_advantages(rewards, values, next_values, terminated, trace_cuts, gamma: 
     >>> print(gae_advantages(r, V, Vn, term, cut, gamma=0.9, lam=0.5).round(6))
     [  0.71   1.8  100.  ]
     """
-    r, v, nv, d, c, gamma, lam, kind = _gae_inputs(rewards, values, next_values, terminated, trace_cuts, gamma, lam)
-    deltas = r + gamma * (1 - d) * nv - v
-    return like(kind, _backward_scan(deltas, gamma * lam * (1 - c)))
+    r, nv, d, c, gamma, lam, kind = _flagged_inputs(reward, next_value, terminated, trace_cut, gamma, lam)
+    v, _ = _series("value", value)
+    require_same_shape(reward=r, value=v)
+    deltas = r + gamma * (1 - d) * nv - v.to(r)
+    return like(kind, _backward_scan(deltas, gamma * lam * (1 - c)).to(_dtype(reward)))
 
 
-def lambda_returns(rewards, next_values, terminated, trace_cuts, gamma: float, lam: float):
+def lambda_returns(reward, next_value, terminated, trace_cut, gamma: float, lam: float):
     r"""λ-returns with the two flags.
 
     .. math::
@@ -179,7 +188,7 @@ def lambda_returns(rewards, next_values, terminated, trace_cuts, gamma: float, l
 
     Without flags this is :math:`r_t + \gamma\bigl((1-\lambda) V_{t+1} + \lambda G^\lambda_{t+1}\bigr)`;
     :func:`gae_advantages` is :math:`G^\lambda_t - V_t` whenever
-    ``next_values[t] == values[t+1]`` inside a trajectory
+    ``next_value[t] == value[t+1]`` inside a trajectory
     (:func:`derivations.returns.gae_is_lambda_return_minus_value`).
 
     Examples
@@ -191,10 +200,10 @@ def lambda_returns(rewards, next_values, terminated, trace_cuts, gamma: float, l
     >>> print(lambda_returns(r, Vn, term, cut, gamma=0.9, lam=0.5).round(6))
     [  1.71   2.8  100.  ]
     """
-    r, _, nv, d, c, gamma, lam, kind = _gae_inputs(rewards, None, next_values, terminated, trace_cuts, gamma, lam)
+    r, nv, d, c, gamma, lam, kind = _flagged_inputs(reward, next_value, terminated, trace_cut, gamma, lam)
     # G_t = [r_t + g(1-d)(1 - lam(1-c)) V'_t] + g lam (1-d)(1-c) G_{t+1}
     x = r + gamma * (1 - d) * (1 - lam * (1 - c)) * nv
-    return like(kind, _backward_scan(x, gamma * lam * (1 - d) * (1 - c)))
+    return like(kind, _backward_scan(x, gamma * lam * (1 - d) * (1 - c)).to(_dtype(reward)))
 
 
 # -- exact checks on the toy LM ----------------------------------------------------------------

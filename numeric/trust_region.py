@@ -19,7 +19,7 @@ import torch
 
 from derivations import trust_region as tr
 
-from ._validate import like, require_finite, require_same_shape, to_tensor
+from ._validate import like, masked_inputs, require_finite, to_tensor
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, token_score_sqnorms
 from .gradient_weights import EPS_HIGH, clip_bounds, setting
@@ -28,24 +28,20 @@ from .tinylm import check_theta
 __all__ = ["clip_excess", "kl_k1", "kl_k2", "kl_k3"]
 
 _TORCH = [{"exp": torch.exp, "log": torch.log}]
-_K = {name: sp.lambdify(tr.delta, getattr(tr, name), modules=_TORCH) for name in ("k1", "k2", "k3")}
+_K = {name: sp.lambdify(tr.delta, getattr(tr, name), modules=_TORCH) for name in ("k1", "k2")}
+# k3 = e^{-Delta} - 1 + Delta (derivations.trust_region.k3) loses every digit to cancellation for
+# small Delta when written with exp; expm1 keeps them (relative error ~ 2u/|Delta| instead of u/Delta^2).
+_K["k3"] = lambda delta: torch.expm1(-delta) + delta
 
 
-def _log_ratio(log_prob, ref_log_prob):
-    lp, kind = to_tensor("log_prob", log_prob)
-    ref, _ = to_tensor("ref_log_prob", ref_log_prob)
-    require_same_shape(log_prob=lp, ref_log_prob=ref)
-    require_finite("log_prob", lp)
-    require_finite("ref_log_prob", ref)
-    return lp - ref, kind
+def _estimator(name: str, log_prob, ref_log_prob, mask):
+    t, m, kind = masked_inputs(mask, log_prob=log_prob, ref_log_prob=ref_log_prob)
+    delta = t["log_prob"] - t["ref_log_prob"]
+    out = _K[name](delta) + 0 * delta  # masked slots: Delta = 0, so every k is 0 there
+    return like(kind, out.to(to_tensor("log_prob", log_prob)[0].dtype))
 
 
-def _estimator(name: str, log_prob, ref_log_prob):
-    delta, kind = _log_ratio(log_prob, ref_log_prob)
-    return like(kind, _K[name](delta) + 0 * delta)
-
-
-def kl_k1(log_prob, ref_log_prob):
+def kl_k1(log_prob, ref_log_prob, mask=None):
     r""":math:`k_1 = -\log r = \log\pi - \log\pi_{\mathrm{ref}}`, elementwise.
 
     With :math:`a \sim \pi` it is unbiased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`
@@ -54,7 +50,13 @@ def kl_k1(log_prob, ref_log_prob):
     Parameters
     ----------
     log_prob, ref_log_prob : numpy array or torch tensor
-        Aligned, finite: :math:`\log\pi(a)` of the sampling policy and :math:`\log\pi_{\mathrm{ref}}(a)`.
+        Aligned, finite where ``mask`` is 1: :math:`\log\pi(a)` of the sampling
+        policy and :math:`\log\pi_{\mathrm{ref}}(a)`.  The result has
+        ``log_prob``'s kind, device and dtype.
+    mask : numpy array or torch tensor, optional
+        0/1 or boolean, aligned.  Masked slots may hold anything (``-inf``,
+        padding sentinels); the estimate there is 0, with a zero gradient.
+        :func:`kl_k2` and :func:`kl_k3` take the same arguments.
 
     References
     ----------
@@ -67,10 +69,10 @@ def kl_k1(log_prob, ref_log_prob):
     >>> kl_k1(np.log([0.5, 0.5]), np.log([0.25, 0.75])).round(6).tolist()
     [0.693147, -0.405465]
     """
-    return _estimator("k1", log_prob, ref_log_prob)
+    return _estimator("k1", log_prob, ref_log_prob, mask)
 
 
-def kl_k2(log_prob, ref_log_prob):
+def kl_k2(log_prob, ref_log_prob, mask=None):
     r""":math:`k_2 = \tfrac12 (\log r)^2`, elementwise.
 
     Non-negative, biased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})` at third
@@ -83,14 +85,18 @@ def kl_k2(log_prob, ref_log_prob):
     >>> kl_k2(np.log([0.5, 0.5]), np.log([0.25, 0.75])).round(6).tolist()
     [0.240227, 0.082201]
     """
-    return _estimator("k2", log_prob, ref_log_prob)
+    return _estimator("k2", log_prob, ref_log_prob, mask)
 
 
-def kl_k3(log_prob, ref_log_prob):
+def kl_k3(log_prob, ref_log_prob, mask=None):
     r""":math:`k_3 = (r - 1) - \log r`, :math:`r = \pi_{\mathrm{ref}}/\pi`, elementwise.
 
     Non-negative and unbiased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`;
     as a loss its expected gradient is :math:`\nabla\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi)`.
+    Computed as :math:`\operatorname{expm1}(-\Delta) + \Delta` with
+    :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}}`, so a float32 :math:`\Delta`
+    of :math:`10^{-3}` keeps about four digits of :math:`k_3 \approx \Delta^2/2`
+    (``exp`` would keep none).
 
     Examples
     --------
@@ -101,7 +107,7 @@ def kl_k3(log_prob, ref_log_prob):
     >>> k.round(6).tolist(), round(float(pi @ k), 6), round(float(pi @ np.log(pi / ref)), 6)
     ([0.193147, 0.094535], 0.143841, 0.143841)
     """
-    return _estimator("k3", log_prob, ref_log_prob)
+    return _estimator("k3", log_prob, ref_log_prob, mask)
 
 
 def clip_excess(ratio, clip_epsilon=EPS_HIGH):

@@ -141,7 +141,7 @@ def test_bad_input(lm):
         optimal_baseline(lm, theta, R * float("nan"))
     with pytest.raises(ValueError, match="no baseline improves"):
         improvement_interval(lm, theta, torch.zeros(lm.N))
-    with pytest.raises(ValueError, match="advantages must have shape"):
+    with pytest.raises(ValueError, match="advantage must have shape"):
         reinforce_loss(torch.zeros(4), torch.zeros(3))
     with pytest.raises(ValueError, match="mask is required"):
         reinforce_loss(torch.zeros(4, 2), torch.zeros(4))
@@ -149,9 +149,9 @@ def test_bad_input(lm):
         reinforce_loss(torch.zeros(4, 2), torch.zeros(4), torch.ones(4, 3))
     with pytest.raises(ValueError, match="mask must be None"):
         reinforce_loss(torch.zeros(4), torch.zeros(4), torch.ones(4))
-    with pytest.raises(ValueError, match="advantages must be finite"):
+    with pytest.raises(ValueError, match="advantage must be finite"):
         reinforce_loss(torch.zeros(2), torch.tensor([0.0, float("nan")]))
-    with pytest.raises(TypeError, match="logprobs must be a numpy array or a torch tensor"):
+    with pytest.raises(TypeError, match="log_prob must be a numpy array or a torch tensor"):
         reinforce_loss([0.0], torch.zeros(1))
     with pytest.raises(TypeError, match="samples must be a 1-d int64"):
         reinforce_per_sample(lm, theta, torch.zeros(3), torch.zeros(3))

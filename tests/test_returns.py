@@ -199,7 +199,7 @@ def test_discount_one_is_plain_reward_to_go():
 def _gae_args():
     r = np.zeros(4)
     flags = np.array([False, False, False, True])
-    return {"rewards": r, "values": r, "next_values": r, "terminated": flags, "trace_cuts": flags, "gamma": 0.9, "lam": 0.9}
+    return {"reward": r, "value": r, "next_value": r, "terminated": flags, "trace_cut": flags, "gamma": 0.9, "lam": 0.9}
 
 
 @pytest.mark.parametrize("fn", ["gae", "lambda"])
@@ -208,7 +208,7 @@ def test_gae_bad_input(fn):
         args = _gae_args() | changes
         if fn == "gae":
             return gae_advantages(**args)
-        args.pop("values")
+        args.pop("value")
         return lambda_returns(**args)
 
     with pytest.raises(ValueError, match="gamma must lie in"):
@@ -217,29 +217,29 @@ def test_gae_bad_input(fn):
         call(lam=-0.1)
     with pytest.raises(ValueError, match="gamma must not be NaN"):
         call(gamma=float("nan"))
-    with pytest.raises(ValueError, match="must have the shape of rewards"):
-        call(next_values=np.zeros(5))
-    with pytest.raises(ValueError, match="must have the shape of rewards"):
-        call(trace_cuts=np.ones(3, bool))
+    with pytest.raises(ValueError, match="must have the shape of reward"):
+        call(next_value=np.zeros(5))
+    with pytest.raises(ValueError, match="must have the shape of reward"):
+        call(trace_cut=np.ones(3, bool))
     with pytest.raises(TypeError, match="terminated must be boolean"):
         call(terminated=np.array([0.0, 0.0, 0.0, 1.0]))
-    with pytest.raises(TypeError, match="trace_cuts must be boolean"):
-        call(trace_cuts=np.array([0, 0, 0, 1]))
-    with pytest.raises(ValueError, match="rewards must be finite"):
-        call(rewards=np.array([0.0, np.nan, 0.0, 0.0]))
-    with pytest.raises(ValueError, match="next_values must be finite"):
-        call(next_values=np.array([0.0, np.inf, 0.0, 0.0]))
-    with pytest.raises(ValueError, match="trace_cuts must be True wherever terminated"):
+    with pytest.raises(TypeError, match="trace_cut must be boolean"):
+        call(trace_cut=np.array([0, 0, 0, 1]))
+    with pytest.raises(ValueError, match="reward must be finite"):
+        call(reward=np.array([0.0, np.nan, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="next_value must be finite"):
+        call(next_value=np.array([0.0, np.inf, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="trace_cut must be True wherever terminated"):
         call(terminated=np.array([True, False, False, True]))
     with pytest.raises(TypeError, match="numpy array or a torch tensor"):
-        call(rewards=[0.0, 0.0, 0.0, 0.0])
+        call(reward=[0.0, 0.0, 0.0, 0.0])
 
 
 @pytest.mark.parametrize("fn", [lambda r, g: reward_to_go(r, g), lambda r, g: discounted_score_weights(r, g)])
 def test_reward_to_go_bad_input(fn):
     with pytest.raises(ValueError, match="gamma must lie in"):
         fn(np.ones(3), 1.5)
-    with pytest.raises(ValueError, match="rewards must be finite"):
+    with pytest.raises(ValueError, match="reward must be finite"):
         fn(np.array([1.0, np.nan]), 0.9)
     with pytest.raises(ValueError, match="time dimension"):
         fn(np.array(1.0), 0.9)
