@@ -52,6 +52,36 @@ def test_stopping_is_not_free_in_general():
         d.verify()
 
 
+def _with_rhs(d, index, rhs):
+    """``d`` with the displayed right-hand side of step ``index`` replaced (a plausible slip)."""
+    from derivations import Derivation
+
+    out = Derivation(d.title, assumptions=d.assumptions, unfold=d.unfold)
+    for n, st in enumerate(d.steps):
+        out.step(st.lhs, rhs if n == index else st.rhs, st.reason, relation=st.relation, proof=st.proof, facts=st.facts)
+    return out
+
+
+def test_the_score_derivations_reject_plausible_slips():
+    """s_j(a) = delta_aj - pi_a (wrong index), d pi = d log pi (no pi_a factor), a product rule without its direct term."""
+    import sympy as sp
+
+    from derivations import IndexedSoftmax
+    from derivations.score_function import product_rule
+
+    pol = IndexedSoftmax()
+    a, j, K = pol.a, pol.j, pol.K
+    wrong_index = sp.Sum(pol.prob(a) * sp.KroneckerDelta(a, j), (a, 1, K)) - sp.Sum(pol.prob(a) ** 2, (a, 1, K))
+    R = sp.IndexedBase("R", real=True)
+    no_pi = sp.Sum(R[a] * sp.Derivative(sp.log(pol.prob(a)), pol.theta[j]), (a, 1, K))
+    pr = product_rule()
+    slips = [(expected_score(), 0, wrong_index), (log_derivative_trick(), 1, no_pi), (pr, 0, pr.steps[0].rhs.args[0])]
+    for d, index, wrong in slips:
+        assert d.verify().verified and wrong != d.steps[index].rhs
+        with pytest.raises(DerivationError, match=f"step {index + 1} "):
+            _with_rhs(d, index, wrong).verify()
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_log_ratio_direct_term_vanishes_at_other_thetas(lm, seed):
     R, theta = default_reward(lm), perturb(lm.theta0, 1.0, seed=seed)
