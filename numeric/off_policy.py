@@ -490,6 +490,21 @@ def _agent_token_logprobs(theta, y1, f, y2):
     )
 
 
+def _agent_token_scores(theta, y1, f, y2):
+    r"""``[E, 3, P]`` closed-form token scores: :math:`e_y - \pi` in the shared block and in the slot's own block."""
+    K, E = ACTIONS, len(y1)
+    probs = [torch.softmax(l, -1) for l in agent_logits(theta)]
+    eye = torch.eye(K, dtype=F64)
+    out = torch.zeros(E, 3, len(theta), dtype=F64)
+    rows = torch.arange(E)[:, None]
+    own = (K + torch.zeros_like(y1), 2 * K + K * y1, 2 * K + K * K + K * y1)  # first index of each slot's block
+    for slot, (token, p) in enumerate(zip((y1, f, y2), (probs[0].expand(E, K), probs[1][y1], probs[2][y1]))):
+        local = eye[token] - p
+        out[:, slot, :K] = local
+        out[rows, slot, own[slot][:, None] + torch.arange(K)] = local
+    return out
+
+
 def _agent_objective(theta, success):
     l1, _, l2 = agent_logits(theta)
     p1, p2 = torch.softmax(l1, -1), torch.softmax(l2, -1)
@@ -538,7 +553,7 @@ def two_turn_agent(mismatch: float = 1.0, *, theta=None) -> Episodes:
     model = torch.tensor([1.0, 0.0, 1.0], dtype=F64)
     prob = (lmu * model).sum(1).exp() * p_r
     policy_prob = (lp * model).sum(1).exp() * p_r
-    jac = torch.autograd.functional.jacobian(lambda th: _agent_token_logprobs(th, y1, f, y2), theta)
+    jac = _agent_token_scores(theta, y1, f, y2)
     th = theta.clone().requires_grad_(True)
     grad_J = torch.autograd.grad(_agent_objective(th, success), th)[0]
     lo, hi = REWARD_VALUES
