@@ -251,7 +251,7 @@ class Step:
 
     def verify(self, unfold: Callable | None = None) -> str | None:
         if self.proof is not None:
-            ok = self.proof() if _takes_nothing(self.proof) else self.proof(self.claim(unfold))
+            ok = self.proof(self.claim(unfold))
             if not isinstance(ok, bool | sp.logic.boolalg.BooleanAtom):
                 raise TypeError(f"a step's proof must return a bool, got {type(ok).__name__}")
             self.proved_by = getattr(self.proof, "name", "proof") if bool(ok) else None
@@ -334,9 +334,7 @@ class Derivation:
         if not isinstance(reason, str) or not reason:
             raise TypeError(f"reason must be a non-empty str, got {reason!r}")
         reason_to_latex(reason)  # fail early on unmatched '$'
-        if proof is not None and _LEGACY_PROOFS_ALLOWED and _takes_nothing(proof):
-            pass  # TRANSITION: being converted to proofs of the displayed claim
-        elif proof is not None:
+        if proof is not None:
             _require_claim_proof(proof)
         self.steps.append(Step(_sympify(lhs), _sympify(rhs), reason, relation, proof, facts))
         self._cursor = self.steps[-1].rhs
@@ -439,17 +437,6 @@ class Derivation:
     def __repr__(self) -> str:
         state = "verified" if self.verified else "unverified"
         return f"<Derivation {self.title!r}: {len(self.steps)} steps, {state}>"
-
-
-_LEGACY_PROOFS_ALLOWED = True  # TRANSITION
-
-
-def _takes_nothing(proof) -> bool:
-    try:
-        inspect.signature(proof).bind()
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def _require_claim_proof(proof) -> None:

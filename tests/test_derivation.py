@@ -201,3 +201,8 @@ def test_solution_sets_of_memberships_and_proofs_on_regions():
         step(r * (r - c) < 0, sp.Contains(r, sp.Interval.open(c, 0)), on_positive).verify()
     with pytest.raises(TypeError, match="inner must be a proof"):
         on_regions({c: t}, inner=3)
+
+
+def test_a_proof_of_nothing_is_refused():
+    with pytest.raises(TypeError, match="one argument"):
+        Derivation("t").step(x, x + 1, "r", relation="<=", proof=lambda: True)
