@@ -204,14 +204,16 @@ def outcome_reward_to_go() -> Derivation:
 
 
 def discounted_objective_weights() -> Derivation:
-    r"""The literal discounted objective weights the score of step :math:`t` by :math:`\gamma^t G^\gamma_t`.
+    r"""The literal discounted objective weights the score of step :math:`t` by :math:`\gamma^{t-1} G^\gamma_t`.
 
+    Steps are counted from 1, and step :math:`u` is discounted by
+    :math:`\gamma^{u-1}` (array position :math:`u - 1` holds step :math:`u`).
     After dropping past rewards (:func:`reward_to_go_unbiased`), the score of
-    step :math:`t` multiplies :math:`\sum_{u \ge t} \gamma^u r_u`, which is
+    step :math:`t` multiplies :math:`\sum_{u \ge t} \gamma^{u-1} r_u`, which is
 
     .. math::
 
-        \sum_{u=t}^{T} \gamma^u r_u = \gamma^t \sum_{u=t}^{T} \gamma^{u - t} r_u = \gamma^t G^\gamma_t.
+        \sum_{u=t}^{T} \gamma^{u-1} r_u = \gamma^{t-1} \sum_{u=t}^{T} \gamma^{u - t} r_u = \gamma^{t-1} G^\gamma_t.
 
     Examples
     --------
@@ -223,10 +225,10 @@ def discounted_objective_weights() -> Derivation:
     r = sp.IndexedBase("r", real=True)
     g = sp.Symbol("gamma", positive=True)
     d = Derivation(
-        "The literal discounted objective weights step t by γᵗ Gₜ",
-        assumptions=[r"$J_\gamma = \mathbb{E}[\sum_u \gamma^u r_u]$", r"$0 < \gamma \le 1$"],
+        "The literal discounted objective weights step t by γᵗ⁻¹ Gₜ",
+        assumptions=[r"$J_\gamma = \mathbb{E}[\sum_{u=1}^{T} \gamma^{u-1} r_u]$", r"$0 < \gamma \le 1$"],
     )
-    d.step(sp.Sum(g**u * r[u], (u, t, T)), g**t * sp.Sum(g ** (u - t) * r[u], (u, t, T)), r"take out $\gamma^t$")
+    d.step(sp.Sum(g ** (u - 1) * r[u], (u, t, T)), g ** (t - 1) * sp.Sum(g ** (u - t) * r[u], (u, t, T)), r"take out $\gamma^{t-1}$")
     return d
 
 

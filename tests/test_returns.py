@@ -43,13 +43,13 @@ def _with_rhs(d, index, rhs):
 
 
 def test_the_return_derivations_reject_a_wrong_discount_exponent():
-    """gamma^(u-t+1), gamma^(t-1), (gamma lambda)^u for (gamma lambda)^(u-1), (gamma lambda)^(T-t+1): each fails its step."""
+    """gamma^(u-t+1), gamma^t for gamma^(t-1), (gamma lambda)^u for (gamma lambda)^(u-1), (gamma lambda)^(T-t+1): each fails its step."""
     from derivations import DerivationError
 
     t, T, u = sp.symbols("t T u", integer=True)
     r, g = sp.IndexedBase("r", real=True), sp.Symbol("gamma", positive=True)
     d = dr.discounted_objective_weights()
-    for wrong in (g**t * sp.Sum(g ** (u - t + 1) * r[u], (u, t, T)), g ** (t - 1) * sp.Sum(g ** (u - t) * r[u], (u, t, T))):
+    for wrong in (g ** (t - 1) * sp.Sum(g ** (u - t + 1) * r[u], (u, t, T)), g**t * sp.Sum(g ** (u - t) * r[u], (u, t, T))):
         with pytest.raises(DerivationError):
             _with_rhs(d, 0, wrong).verify()
     gl = dr.gamma * dr.lam
