@@ -111,6 +111,8 @@ class IIDGroup:
     """
 
     def __init__(self, names: Sequence[str] = ("R", "s"), G=None):
+        if isinstance(names, str) or not isinstance(names, Sequence):
+            raise TypeError(f"names must be a sequence of quantity names such as ('R', 's'), got {names!r}")
         names = tuple(names)
         if not names or not all(isinstance(n, str) and n.isidentifier() for n in names):
             raise TypeError(f"names must be a non-empty sequence of identifiers, got {names!r}")

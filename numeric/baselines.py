@@ -30,7 +30,7 @@ from ._validate import compute_dtype, like, masked_inputs, require_finite, requi
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, token_score_sqnorms
 from .score_function import autograd_gradient
-from .tinylm import TinyLM, _check_lm, check_theta, _check_reward, default_reward, score_matrix
+from .tinylm import TinyLM, _check_lm, check_theta, real_tensor, _check_reward, default_reward, score_matrix
 
 __all__ = [
     "action_dependent_bias",
@@ -72,6 +72,7 @@ def baseline_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, bas
     theta = check_theta(lm, theta)
     reward = _check_reward(lm, reward)
     if isinstance(baseline, torch.Tensor):
+        baseline = real_tensor("baseline", baseline)
         if baseline.shape not in ((lm.N,), (lm.N, lm.L)):
             raise ValueError(f"baseline must be a number or have shape ({lm.N},) or ({lm.N}, {lm.L}), got {tuple(baseline.shape)}")
         require_finite("baseline", baseline)
@@ -101,8 +102,7 @@ def prefix_baseline(lm: TinyLM, values: torch.Tensor) -> torch.Tensor:
     [0.0, 2.0, 7.0, 0.0]
     """
     lm = _check_lm(lm)
-    if not isinstance(values, torch.Tensor):
-        raise TypeError(f"values must be a torch.Tensor, got {type(values).__name__}")
+    values = real_tensor("values", values)
     if values.shape != (lm.n_prefixes,):
         raise ValueError(f"values must have shape ({lm.n_prefixes},), one number per prefix; got {tuple(values.shape)}")
     require_finite("values", values)
@@ -149,8 +149,7 @@ def action_dependent_bias(lm: TinyLM, theta: torch.Tensor, table: torch.Tensor) 
     """
     lm = _check_lm(lm)
     theta = check_theta(lm, theta)
-    if not isinstance(table, torch.Tensor):
-        raise TypeError(f"table must be a torch.Tensor, got {type(table).__name__}")
+    table = real_tensor("table", table)
     if table.shape != (lm.n_prefixes, lm.V):
         raise ValueError(f"table must have shape ({lm.n_prefixes}, {lm.V}), one row per prefix; got {tuple(table.shape)}")
     require_finite("table", table)
@@ -382,8 +381,8 @@ def _check_samples(lm: TinyLM, samples, advantages) -> tuple[torch.Tensor, torch
         raise TypeError("samples must be a 1-d int64 torch.Tensor of sequence indices")
     if len(samples) == 0 or int(samples.min()) < 0 or int(samples.max()) >= lm.N:
         raise ValueError(f"samples must be a non-empty tensor of indices in 0..{lm.N - 1}")
-    if not isinstance(advantages, torch.Tensor) or advantages.shape != samples.shape:
-        raise ValueError(f"advantages must be a torch.Tensor of shape {tuple(samples.shape)}, one per sample")
+    if not isinstance(advantages, torch.Tensor) or advantages.is_complex() or advantages.shape != samples.shape:
+        raise ValueError(f"advantages must be a real torch.Tensor of shape {tuple(samples.shape)}, one per sample")
     return samples, require_finite("advantages", advantages.to(torch.float64))
 
 

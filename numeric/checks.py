@@ -112,6 +112,8 @@ def check(name: str, value, tol: float, kind: str = "exact", *, quiet: bool = Fa
             raise ValueError(f"value must be a single number, got shape {tuple(value.shape)}")
         value = value.item()
     try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError
         value = float(value)
     except (TypeError, ValueError):
         raise TypeError(f"value must be a real number, got {type(value).__name__}") from None
@@ -127,6 +129,8 @@ def check(name: str, value, tol: float, kind: str = "exact", *, quiet: bool = Fa
 def maxabs(a, b) -> float:
     """Largest absolute elementwise difference of two arrays or tensors (shapes must match).
 
+    NaN or an infinity in either gives NaN or inf, which no :func:`check` passes.
+
     Examples
     --------
     >>> import torch
@@ -134,13 +138,26 @@ def maxabs(a, b) -> float:
     >>> maxabs(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.5]))
     0.5
     """
-    a = torch.as_tensor(np.asarray(a) if not isinstance(a, torch.Tensor) else a.detach())
-    b = torch.as_tensor(np.asarray(b) if not isinstance(b, torch.Tensor) else b.detach())
+    a, b = _real_array("a", a), _real_array("b", b)
     if a.shape != b.shape:
         raise ValueError(f"a and b must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
     if a.numel() == 0:
         return 0.0
     return float((a.to(torch.float64) - b.to(torch.float64)).abs().max())
+
+
+def _real_array(name: str, x) -> torch.Tensor:
+    """A detached real tensor from a tensor, an array, a number or a nested list; NaN is kept (a check on it fails)."""
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+    else:
+        arr = np.asarray(x)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must hold real numbers, got {arr.dtype} values")
+        t = torch.from_numpy(np.array(arr, dtype=np.float64))
+    if t.is_complex() or not (t.is_floating_point() or t.dtype in (torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)):
+        raise TypeError(f"{name} must hold real numbers, got {t.dtype}")
+    return t
 
 
 def suite(name: str) -> Callable[[Callable[[], None]], Callable[[], None]]:

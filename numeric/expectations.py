@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from ._validate import require_finite
-from .tinylm import TinyLM, _check_lm, check_theta
+from .tinylm import TinyLM, _check_lm, check_theta, real_tensor
 
 __all__ = ["ScoreMoments", "expected_score_sum", "score_estimator_moments", "token_score_sqnorms"]
 
@@ -59,8 +59,7 @@ class ScoreMoments:
 
 
 def _token_weights(lm: TinyLM, weights) -> torch.Tensor:
-    if not isinstance(weights, torch.Tensor):
-        raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
+    weights = real_tensor("weights", weights)
     if weights.shape == (lm.N,):
         weights = weights[:, None].expand(lm.N, lm.L)
     elif weights.shape != (lm.N, lm.L):

@@ -426,6 +426,8 @@ def grpo_weight(p, G: int, std: str = "population"):
         raise ValueError(f"G must be <= 16 (closed forms derived for G = 2..16), got {G}; use group_advantage_weights for larger G")
     if std not in _DDOF:
         raise ValueError(f"std must be one of {sorted(_DDOF)}, got {std!r}")
+    if isinstance(p, (str, bytes)) or isinstance(p, np.ndarray) and p.dtype.kind not in "biuf" or isinstance(p, complex):
+        raise TypeError(f"p must be a real number or a numpy array of them, got {type(p).__name__}")
     arr = np.asarray(p, dtype=float)
     if np.isnan(arr).any() or (arr < 0).any() or (arr > 1).any():
         raise ValueError("p must lie in [0, 1]")

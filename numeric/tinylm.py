@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import math
+
 import numpy as np
 import torch
 
@@ -94,6 +96,8 @@ class TinyLM:
         self.L = require_int("L", L, minimum=1)
         require_int("seed", seed)
         self.scale = require_nonnegative("scale", scale)
+        if not math.isfinite(self.scale):
+            raise ValueError(f"scale must be finite, got {self.scale}")
         self._enumerate()
         gen = torch.Generator().manual_seed(seed)
         self.theta0 = torch.randn(self.P, generator=gen, dtype=torch.float64) * self.scale
@@ -259,9 +263,17 @@ def _check_lm(lm) -> TinyLM:
     return lm
 
 
+def real_tensor(name: str, value) -> torch.Tensor:
+    """``value`` if it is a real (not complex) torch tensor, else a ``TypeError`` naming ``name``."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if value.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got {value.dtype}")
+    return value
+
+
 def _check_reward(lm: TinyLM, reward) -> torch.Tensor:
-    if not isinstance(reward, torch.Tensor):
-        raise TypeError(f"reward must be a torch.Tensor, got {type(reward).__name__}")
+    reward = real_tensor("reward", reward)
     if reward.shape != (lm.N,):
         raise ValueError(f"reward must have shape ({lm.N},), one number per sequence; got {tuple(reward.shape)}")
     if not bool(torch.isfinite(reward).all()):
