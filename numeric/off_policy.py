@@ -13,16 +13,16 @@ ship is a stop-gradient weight :math:`w_t` on the token score:
 Batched weight functions (``[batch, time]`` log-probabilities and a 0/1 mask;
 numpy or torch in, the caller's kind, dtype and device out; detached):
 
-=============================  ==========================================================
-:func:`token_ratio`            :math:`\rho_t`
-:func:`sequence_ratio`         :math:`\rho`, broadcast over the sequence's tokens
-:func:`truncated_token_ratio`  :math:`\min(\rho_t, C)` (TIS, ``token_truncate``)
-:func:`truncated_sequence_ratio`  :math:`\min(\rho, C)` (``sequence_truncate``)
-:func:`masked_token_ratio`     :math:`\rho_t\,\mathbb 1[l \le \rho_t \le h]` (IcePop, ``token_mask``)
-:func:`masked_sequence_ratio`  :math:`\rho\,\mathbb 1[l \le \rho \le h]` (``sequence_mask``)
-:func:`geometric_sequence_mask`  :math:`\mathbb 1[l \le \rho^{1/|y|} \le h]` (seq-mask-tis, geometric RS)
-:func:`kl_rejection_mask`      :math:`\mathbb 1[\sum_t k_t \le \delta]`, :math:`k \in \{k_1, k_2, k_3\}` of :math:`\mathrm{KL}(\mu\,\|\,\pi)`
-=============================  ==========================================================
+==================================  ==============================================================================================================
+:func:`token_ratio`                 :math:`\rho_t`
+:func:`sequence_ratio`              :math:`\rho`, broadcast over the sequence's tokens
+:func:`truncated_token_ratio`       :math:`\min(\rho_t, C)` (TIS, ``token_truncate``)
+:func:`truncated_sequence_ratio`    :math:`\min(\rho, C)` (``sequence_truncate``)
+:func:`masked_token_ratio`          :math:`\rho_t\,\mathbb 1[l \le \rho_t \le h]` (IcePop, ``token_mask``)
+:func:`masked_sequence_ratio`       :math:`\rho\,\mathbb 1[l \le \rho \le h]` (``sequence_mask``)
+:func:`geometric_sequence_mask`     :math:`\mathbb 1[l \le \rho^{1/|y|} \le h]` (seq-mask-tis, geometric RS)
+:func:`kl_rejection_mask`           :math:`\mathbb 1[\sum_t k_t \le \delta]`, :math:`k \in \{k_1, k_2, k_3\}` of :math:`\mathrm{KL}(\mu\,\|\,\pi)`
+==================================  ==============================================================================================================
 
 Masked slots (prompt, tool output, feedback, padding) never enter a product, a
 mean or a KL sum, get weight 0, and may hold anything (``-inf``, sentinels):
