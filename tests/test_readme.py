@@ -1,0 +1,33 @@
+"""The README's Python example runs as written, in a fresh interpreter, and prints what the README says."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+PYTHON_BLOCKS = re.findall(r"^```python\n(.*?)^```", README, re.S | re.M)
+
+
+def test_the_readme_has_a_short_python_example():
+    assert len(PYTHON_BLOCKS) == 1
+    code_lines = [line for line in PYTHON_BLOCKS[0].splitlines() if line.strip()]
+    assert len(code_lines) <= 6
+
+
+@pytest.mark.parametrize("code", PYTHON_BLOCKS)
+def test_readme_python_block_runs_as_written(code, tmp_path):
+    # a fresh interpreter outside the repository: no conftest, torch's own default dtype
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    promised = re.search(r"The last line prints `([^`]*)`", README).group(1)
+    assert result.stdout.rstrip().splitlines()[-1] == promised
+    assert result.stdout.startswith("\\begin{aligned}")
+
+
+def test_the_license_the_package_declares_is_there():
+    root = Path(__file__).resolve().parents[1]
+    assert 'license = "MIT"' in (root / "pyproject.toml").read_text()
+    assert (root / "LICENSE").read_text().startswith("MIT License")
