@@ -179,6 +179,7 @@ class Claim:
     rhs: sp.Basic
     unfold: Callable | None = None
     facts: Mapping | None = None
+    premises: tuple = ()
 
     def content(self, expr) -> sp.Basic:
         """``expr`` as the CAS checks it: unfolded, evaluated, facts substituted."""
@@ -200,7 +201,8 @@ class Claim:
 
     def subs(self, mapping) -> Claim:
         """The claim with ``mapping`` substituted into both displayed sides."""
-        return Claim(sp.sympify(self.lhs).subs(mapping), self.relation, sp.sympify(self.rhs).subs(mapping), self.unfold, self.facts)
+        return Claim(sp.sympify(self.lhs).subs(mapping), self.relation, sp.sympify(self.rhs).subs(mapping),
+                     self.unfold, self.facts, tuple(p.subs(mapping) for p in self.premises))
 
 
 def _reject_vacuous_derivatives(expr) -> None:
@@ -245,13 +247,13 @@ class Step:
     facts: Mapping | None = None
     proved_by: str | None = field(default=None, compare=False)
 
-    def claim(self, unfold: Callable | None = None) -> Claim:
-        """The displayed statement of this step."""
-        return Claim(self.lhs, self.relation, self.rhs, unfold, self.facts)
+    def claim(self, unfold: Callable | None = None, premises: tuple = ()) -> Claim:
+        """The displayed statement of this step, under the derivation's ``premises``."""
+        return Claim(self.lhs, self.relation, self.rhs, unfold, self.facts, tuple(premises))
 
-    def verify(self, unfold: Callable | None = None) -> str | None:
+    def verify(self, unfold: Callable | None = None, premises: tuple = ()) -> str | None:
         if self.proof is not None:
-            ok = self.proof(self.claim(unfold))
+            ok = self.proof(self.claim(unfold, premises))
             if not isinstance(ok, bool | sp.logic.boolalg.BooleanAtom):
                 raise TypeError(f"a step's proof must return a bool, got {type(ok).__name__}")
             self.proved_by = getattr(self.proof, "name", "proof") if bool(ok) else None
@@ -289,8 +291,11 @@ class Derivation:
         What is derived, in words.
     start : sympy expression, optional
         The first left-hand side; :meth:`then` continues from the last right-hand side.
-    assumptions : sequence of str
-        Standing assumptions, shown with the derivation.
+    assumptions : sequence of str or SymPy relations
+        Standing assumptions, shown with the derivation.  A relation (``c >= 1``)
+        is also a *premise*: a proof may rely on it (:func:`derivations.proofs.by_lemma`
+        accepts a lemma's premise when the instance satisfies it or the
+        derivation states it).
     unfold : callable, optional
         Rewrites the notation of the steps into definitions before checking
         (for instance ``pi[a]`` into ``exp(theta[a]) / Z``), so that the page
@@ -321,7 +326,10 @@ class Derivation:
         if unfold is not None and not callable(unfold):
             raise TypeError(f"unfold must be callable, got {type(unfold).__name__}")
         self.title = title
-        self.assumptions = tuple(assumptions)
+        for a in assumptions:
+            if not isinstance(a, str) and not (isinstance(a, sp.logic.boolalg.Boolean) and not isinstance(a, sp.Expr)):
+                raise TypeError(f"assumptions must be str or SymPy relations, got {a!r}")
+        self._stated = tuple(assumptions)
         self.unfold = unfold
         self.steps: list[Step] = []
         self._cursor = None if start is None else _sympify(start)
@@ -362,7 +370,7 @@ class Derivation:
         unfold = self.unfold
         out = Derivation(
             title or self.title,
-            assumptions=self.assumptions,
+            assumptions=[a if isinstance(a, str) else a.subs(mapping) for a in self._stated],
             unfold=None if unfold is None else (lambda e: unfold(e).subs(mapping)),
         )
         for st in self.steps:
@@ -370,6 +378,16 @@ class Derivation:
             out.steps.append(Step(st.lhs.subs(mapping), st.rhs.subs(mapping), st.reason, st.relation, st.proof, facts))
         out._cursor = self._cursor
         return out
+
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        """The standing assumptions as shown (relations as inline math)."""
+        return tuple(a if isinstance(a, str) else f"${sp.latex(a)}$" for a in self._stated)
+
+    @property
+    def premises(self) -> tuple:
+        """The assumptions that are SymPy relations: what a proof may rely on."""
+        return tuple(a for a in self._stated if not isinstance(a, str))
 
     def statement(self) -> tuple[sp.Basic, str, sp.Basic]:
         """What the chain proves: ``(first lhs, relation, last rhs)``.
@@ -396,7 +414,7 @@ class Derivation:
     def perturbed(self, index: int, delta: sp.Symbol | None = None) -> Derivation:
         """A copy whose step ``index`` (from 0) displays a false right-hand side (:meth:`Step.perturbed`)."""
         delta = sp.Symbol("delta_perturbation", positive=True) if delta is None else delta
-        out = Derivation(self.title, assumptions=self.assumptions, unfold=self.unfold)
+        out = Derivation(self.title, assumptions=self._stated, unfold=self.unfold)
         out.steps = [st.perturbed(delta) if i == index else Step(st.lhs, st.rhs, st.reason, st.relation, st.proof, st.facts)
                      for i, st in enumerate(self.steps)]
         return out
@@ -404,7 +422,7 @@ class Derivation:
     def verify(self) -> Derivation:
         """Check every step with the CAS; raise :class:`DerivationError` at the first that fails."""
         for i, st in enumerate(self.steps, 1):
-            if st.verify(self.unfold) is None:
+            if st.verify(self.unfold, self.premises) is None:
                 raise DerivationError(
                     f"{self.title}: step {i} ({st.reason}) does not hold: "
                     f"{sp.sstr(st.lhs)} {st.relation} {sp.sstr(st.rhs)}"

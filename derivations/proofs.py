@@ -321,7 +321,9 @@ def by_lemma(lemma: Derivation, mapping: Mapping | None = None, *, termwise: boo
     the lemma is the claim about their summands (summing preserves ``=``,
     ``\le`` and ``\ge``).  The lemma's statement is its
     :meth:`~derivations.Derivation.statement`, so its own steps are verified
-    against what they display.
+    against what they display.  Each premise of the lemma (a relation among its
+    assumptions) must hold for the instance: decided by the CAS, or stated as
+    a premise of the derivation that uses the lemma.
     """
     if not isinstance(lemma, Derivation):
         raise TypeError(f"lemma must be a Derivation, got {type(lemma).__name__}")
@@ -332,6 +334,10 @@ def by_lemma(lemma: Derivation, mapping: Mapping | None = None, *, termwise: boo
         lhs, rel, rhs = lemma.statement()
         if claim.relation not in _IMPLIES.get(rel, set()) or (termwise and claim.relation in ("<", ">")):
             return False
+        for premise in lemma.premises:
+            instance = premise.subs(mapping)
+            if instance not in claim.premises and _truth(instance) is not True:
+                return False
         lhs, rhs = lhs.subs(mapping), rhs.subs(mapping)
         left, right = claim.lhs, claim.rhs
         if termwise:

@@ -99,7 +99,7 @@ def positive_part_lemma() -> Derivation:
     one, zero = sp.Integer(1), sp.Integer(0)
     cases = {(1 + g, eta): [eta, (1 + g) * eta], (one, eta): [eta], (1 + g, zero): [zero], (one, zero): [zero]}
     points = [{**p, _c: c, _y: y} for (c, y), cuts in cases.items() for p in interval_points(_x, cuts)]
-    d = Derivation(r"Scalar lemma: (x - c y)+ <= (x - y)+", assumptions=[r"$c \ge 1$", r"$y \ge 0$"])
+    d = Derivation(r"Scalar lemma: (x - c y)+ <= (x - y)+", assumptions=[_c >= 1, _y >= 0])
     d.step(_pos(_x - _c * _y), _pos(_x - _y),
            r"$x$ below, at, between and above $y \le c y$; for $c = 1$ or $c > 1$, $y = 0$ or $y > 0$", relation="<=",
            proof=on_regions(*points))
@@ -149,7 +149,7 @@ def tv_bound() -> Derivation:
     S = lambda e: sp.Sum(e, (a, 1, K))
     d = Derivation(
         r"Per-state bound: E_mu[(r - c)+] <= TV(pi, mu)",
-        assumptions=[r"$c \ge 1$", r"$\pi_a, \mu_a > 0$, $\sum_a \pi_a = \sum_a \mu_a = 1$", r"$r_a = \pi_a / \mu_a$"],
+        assumptions=[c >= 1, r"$\pi_a, \mu_a > 0$, $\sum_a \pi_a = \sum_a \mu_a = 1$", r"$r_a = \pi_a / \mu_a$"],
     )
     d.step(S(mu[a] * _pos(pi[a] / mu[a] - c)), S(_pos(pi[a] - c * mu[a])),
            r"$\mu (x/\mu - c)_+ = (x - c\mu)_+$, $\mu > 0$, termwise",

@@ -206,3 +206,24 @@ def test_solution_sets_of_memberships_and_proofs_on_regions():
 def test_a_proof_of_nothing_is_refused():
     with pytest.raises(TypeError, match="one argument"):
         Derivation("t").step(x, x + 1, "r", relation="<=", proof=lambda: True)
+
+
+def test_a_lemma_premise_must_hold_for_the_instance():
+    from derivations.trust_region import positive_part_lemma
+
+    u, v, c = sp.symbols("x y c", real=True)
+    lemma = positive_part_lemma()
+    assert lemma.premises and lemma.assumptions[0].startswith("$")
+    c = next(iter(p.lhs for p in lemma.premises if p.lhs.name == "c"))
+    P, M = sp.symbols("P M", positive=True)
+    claim = (sp.Max(P - c * M, 0), sp.Max(P - M, 0))
+    mapping = {s: t for s, t in zip(sorted(lemma.lhs.free_symbols - {c}, key=str), (P, M))}
+    stated = Derivation("with the premise", assumptions=[c >= 1]).step(*claim, "lemma", relation="<=", proof=by_lemma(lemma, mapping))
+    assert stated.verify().verified
+    unstated = Derivation("without it").step(*claim, "lemma", relation="<=", proof=by_lemma(lemma, mapping))
+    with pytest.raises(DerivationError):
+        unstated.verify()
+    half = Derivation("c = 1/2").step(sp.Max(P - M / 2, 0), sp.Max(P - M, 0), "lemma", relation="<=",
+                                      proof=by_lemma(lemma, {**mapping, c: sp.Rational(1, 2)}))
+    with pytest.raises(DerivationError):
+        half.verify()
