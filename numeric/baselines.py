@@ -175,12 +175,16 @@ def variance_terms(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> dic
 
     Examples
     --------
-    >>> from numeric import TinyLM, default_reward
+    Against the dense ``[N, P]`` score matrix, with a count reward (:math:`R^2 \ne R`):
+
+    >>> from numeric import TinyLM, score_matrix
     >>> from numeric.baselines import variance_terms
     >>> lm = TinyLM()
-    >>> t = variance_terms(lm, lm.theta0, default_reward(lm))
-    >>> sorted(t), round(t["A_2"], 6)
-    (['A_0', 'A_1', 'A_2', 'grad_sq'], 1.695231)
+    >>> C = ((lm.tokens == 1).double() * lm.mask).sum(1)
+    >>> t = variance_terms(lm, lm.theta0, C)
+    >>> p, sq = lm.probs(lm.theta0), (score_matrix(lm, lm.theta0) ** 2).sum(1)
+    >>> [abs(t[f"A_{k}"] - float(p @ (C ** (2 - k) * sq))) < 1e-13 for k in range(3)]
+    [True, True, True]
     """
     lm = _check_lm(lm)
     theta = check_theta(lm, theta)
@@ -219,11 +223,15 @@ def baseline_variance(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, b) 
 
     Examples
     --------
-    >>> from numeric import TinyLM, default_reward
+    Against the exact trace variance of :math:`(R - b)\,s` summed over the enumerated responses:
+
+    >>> from numeric import TinyLM, default_reward, score_estimator_moments
     >>> from numeric.baselines import baseline_variance
     >>> lm = TinyLM()
-    >>> round(baseline_variance(lm, lm.theta0, default_reward(lm), 0.0), 6)
-    0.92532
+    >>> R = default_reward(lm)
+    >>> exact = score_estimator_moments(lm, lm.theta0, R - 0.3).variance
+    >>> abs(baseline_variance(lm, lm.theta0, R, 0.3) - exact) < 1e-14
+    True
     """
     t = variance_terms(lm, theta, reward)
     if isinstance(b, np.ndarray):
@@ -248,11 +256,13 @@ def optimal_baseline(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> f
     Examples
     --------
     >>> from numeric import TinyLM, default_reward
-    >>> from numeric.baselines import optimal_baseline
+    >>> from numeric.baselines import baseline_variance, optimal_baseline
     >>> lm = TinyLM()
     >>> R = default_reward(lm)
-    >>> round(optimal_baseline(lm, lm.theta0, R), 6), round(float(lm.probs(lm.theta0) @ R), 6)
-    (0.567828, 0.359875)
+    >>> b = optimal_baseline(lm, lm.theta0, R)
+    >>> var = lambda x: baseline_variance(lm, lm.theta0, R, x)
+    >>> var(b) < min(var(b - 1e-3), var(b + 1e-3)), b > float(lm.probs(lm.theta0) @ R)   # a minimum, above E[R]
+    (True, True)
     """
     t = variance_terms(lm, theta, reward)
     if not t["A_2"] > 0:
@@ -279,10 +289,12 @@ def improvement_interval(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) 
     Examples
     --------
     >>> from numeric import TinyLM, default_reward
-    >>> from numeric.baselines import improvement_interval
+    >>> from numeric.baselines import improvement_interval, optimal_baseline
     >>> lm = TinyLM()
-    >>> [round(x, 6) for x in improvement_interval(lm, lm.theta0, default_reward(lm))]
-    [0.0, 1.135657]
+    >>> R = default_reward(lm)
+    >>> lo, hi = improvement_interval(lm, lm.theta0, R)
+    >>> lo, abs(hi - 2 * optimal_baseline(lm, lm.theta0, R)) < 1e-15
+    (0.0, True)
     """
     b_star = optimal_baseline(lm, theta, reward)
     if b_star == 0.0:

@@ -453,8 +453,9 @@ def binary_reward_weight(p: float, G: int, advantages: Advantages) -> float:
     >>> from numeric import binary_reward_weight, group_mean_advantages, group_zscore_advantages, rloo_advantages
     >>> round(binary_reward_weight(0.3, 256, rloo_advantages), 12), round(binary_reward_weight(0.3, 4, group_mean_advantages), 12)
     (1.0, 0.75)
-    >>> round(binary_reward_weight(0.3, 256, partial(group_zscore_advantages, eps=0.0)) * (0.3 * 0.7) ** 0.5, 4)
-    0.9977
+    >>> from numeric import grpo_weight
+    >>> abs(binary_reward_weight(0.3, 16, partial(group_zscore_advantages, eps=0.0)) - grpo_weight(0.3, 16)) < 1e-13
+    True
     """
     p = require_unit_interval("p", p)
     a = group_advantage_weights(torch.tensor([0.0, 1.0]), torch.tensor([1 - p, p]), G, advantages)

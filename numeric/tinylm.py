@@ -299,8 +299,8 @@ def default_reward(lm: TinyLM) -> torch.Tensor:
     >>> from numeric import TinyLM, default_reward
     >>> lm = TinyLM()
     >>> R = default_reward(lm)
-    >>> round(float(lm.probs(lm.theta0) @ R), 4)
-    0.3599
+    >>> [float(R[lm.seqs.index(o)]) for o in [(0,), (2, 1, 0), (2, 3, 0), (3, 3, 3, 1)]]
+    [0.0, 1.0, 0.0, 1.0]
     """
     lm = _check_lm(lm)
     return ((lm.tokens == 1).to(torch.float64) * lm.mask).amax(1)

@@ -176,8 +176,8 @@ def per_prefix(theta_pi, theta_mu) -> tuple[torch.Tensor, torch.Tensor]:
     >>> from numeric.trust_region import per_prefix
     >>> s = setting()
     >>> pi, mu = per_prefix(s.theta, s.theta_old)
-    >>> tuple(pi.shape), round(float(mu.sum()), 12)
-    ((40, 4), 40.0)
+    >>> float((pi[s.lm.prefix_row((2, 1))] - s.lm.cond_probs(s.theta, (2, 1))).abs().max())
+    0.0
     """
     lm = setting().lm
     theta_pi, theta_mu = check_theta(lm, theta_pi, "theta_pi"), check_theta(lm, theta_mu, "theta_mu")

@@ -157,7 +157,7 @@ def test_bad_input(lm):
         reinforce_per_sample(lm, theta, torch.zeros(3), torch.zeros(3))
     with pytest.raises(ValueError, match="samples must be a non-empty tensor of indices"):
         reinforce_per_sample(lm, theta, torch.tensor([lm.N]), torch.zeros(1))
-    with pytest.raises(ValueError, match="advantages must be a torch.Tensor of shape"):
+    with pytest.raises(ValueError, match="advantages must be a real torch.Tensor of shape"):
         reinforce_per_sample(lm, theta, torch.tensor([0, 1]), torch.zeros(3))
     with pytest.raises(ValueError, match="n must be >= 2"):
         reinforce_monte_carlo(lm, theta, R, 0.0, n=1, seed=0)

@@ -1,0 +1,203 @@
+r"""Mutation testing on demand: does the test suite notice a plausible mistake?
+
+Each mutant is one textual replacement in one source file — a sign, a factor
+:math:`(G-1)/G`, a clip bound, a missing detach, a bootstrap flag, a region's sign,
+a bound's constant, :math:`R` where :math:`R^2` belongs.  For each, the script copies
+the repository to a temporary folder (the working tree is never touched), applies
+the replacement, runs only the tests relevant to that file, and records whether
+they fail (*killed*) or pass (*survived*).  A mutant whose text is no longer in the
+file is reported *stale* (the code moved on; update the mutant).
+
+Not collected by pytest and not part of CI (it takes minutes)::
+
+    python tests/mutants/run.py              # all mutants
+    python tests/mutants/run.py --list       # list them
+    python tests/mutants/run.py ppo_detach rloo_factor   # some of them
+
+The exit status is 0 when every applicable mutant is killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    why: str
+
+
+def suites(*names: str) -> str:
+    """The topic suites of the report (``python -m numeric NAME ...``)."""
+    return "suite:" + ",".join(names)
+
+
+def _topic(name: str, *extra: str) -> tuple[str, ...]:
+    return (f"tests/test_{name}.py", suites(name), f"numeric/{name}.py", *extra)
+
+
+MUTANTS = [
+    # -- the check registry and the toy LM
+    Mutant("check_signed", "numeric/checks.py", "abs(self.value) <= self.tol", "self.value <= self.tol",
+           ("tests/test_checks.py",), "a signed difference of -5 passes a check"),
+    Mutant("theta_nan_accepted", "numeric/tinylm.py", "    if not bool(torch.isfinite(theta.detach()).all()):\n        raise",
+           "    if False:\n        raise", ("tests/test_tinylm.py", "tests/test_validation.py"), "NaN theta returns NaN silently"),
+    Mutant("score_sign", "numeric/tinylm.py", "one_hot(lm.tokens, lm.V).to(probs.dtype) - probs[lm.prefix_rows]",
+           "one_hot(lm.tokens, lm.V).to(probs.dtype) + probs[lm.prefix_rows]", ("tests/test_tinylm.py", "numeric/tinylm.py"), "score = onehot + pi"),
+    Mutant("score_sqnorm_factor", "numeric/expectations.py", "1.0 - 2.0 * own", "1.0 - own",
+           ("tests/test_expectations.py",), "||s_t||^2 without the cross term's factor 2"),
+    Mutant("score_sum_mass", "numeric/expectations.py", "onehot_part - mass[:, None] * pi", "onehot_part - pi",
+           ("tests/test_expectations.py", suites("score_function")), "E[w s] without the prefix's mass"),
+    Mutant("iid_probs_unchecked", "derivations/iid_groups.py", "        if not (gap == 0 or gap.is_number", "        if False and not (gap == 0 or gap.is_number",
+           ("tests/test_group_baselines.py", "tests/test_validation.py"), "IIDGroup accepts probabilities summing to 1.1"),
+    # -- score function
+    Mutant("fd_step", "numeric/score_function.py", "/ (2 * h)", "/ (2.000001 * h)",
+           _topic("score_function"), "central difference with a wrong denominator (relative 5e-7)"),
+    # -- baselines
+    Mutant("A0_uses_R", "numeric/baselines.py", "reward ** (2 - k)", "reward ** min(1, 2 - k)",
+           _topic("baselines"), "A_0 = E[R ||s||^2] instead of E[R^2 ||s||^2] (R where R^2 belongs)"),
+    Mutant("b_star_A0", "derivations/baselines.py", "d.then(sums[A1] / sums[A2]", "d.then(sums[A0] / sums[A2]",
+           _topic("baselines"), "b* = A_0/A_2 instead of A_1/A_2 (hidden by a binary reward)"),
+    Mutant("reinforce_detach", "numeric/baselines.py", "adv.detach().to(seq_logp)", "adv.to(seq_logp)",
+           _topic("baselines"), "REINFORCE loss without the stop-gradient on the advantage"),
+    Mutant("reach_probability", "numeric/baselines.py", "weights = (p[:, None] * lm.mask).reshape(-1)", "weights = lm.mask.reshape(-1)",
+           _topic("baselines"), "action-dependent bias without Pr(h)"),
+    # -- group baselines
+    Mutant("loo_factor", "numeric/group_baselines.py", "((r.sum(-1, keepdim=True) - r) / (G - 1))", "((r.sum(-1, keepdim=True) - r) / G)",
+           _topic("group_baselines"), "leave-one-out mean divided by G"),
+    Mutant("rloo_factor", "numeric/group_baselines.py", "(G / (G - 1) * _centred(r))", "(_centred(r))",
+           _topic("group_baselines"), "RLOO without the factor G/(G-1), i.e. (G-1)/G too small"),
+    Mutant("bessel_ddof", "numeric/group_baselines.py", '_DDOF = {"population": 0, "bessel": 1}', '_DDOF = {"population": 0, "bessel": 0}',
+           _topic("group_baselines"), "Bessel std computed as population std"),
+    Mutant("multinomial", "numeric/group_baselines.py", "torch.lgamma(n + 1) - torch.lgamma(c + 1)", "torch.lgamma(n + 2) - torch.lgamma(c + 1)",
+           _topic("group_baselines"), "multinomial coefficient off by a factor n+1"),
+    Mutant("grpo_bernstein", "numeric/group_baselines.py", "(1 - arr[..., None]) ** (G - 1 - k)", "(1 - arr[..., None]) ** (G - k)",
+           _topic("group_baselines"), "GRPO weight with the wrong Bernstein power"),
+    Mutant("mean_self_unbiased", "derivations/group_baselines.py", "        (G - 1) / G * GRAD_J,", "        GRAD_J,",
+           ("tests/test_group_baselines.py", "derivations/group_baselines.py"), "claim: mean including self is unbiased (a factor (G-1)/G)"),
+    # -- returns
+    Mutant("gae_bootstrap_flag", "numeric/returns.py", "gamma * (1 - d) * nv - v", "gamma * (1 - c) * nv - v",
+           _topic("returns"), "GAE bootstraps on trace_cut instead of terminated"),
+    Mutant("gae_trace_flag", "numeric/returns.py", "_backward_scan(deltas, gamma * lam * (1 - c))", "_backward_scan(deltas, gamma * lam * (1 - d))",
+           _topic("returns"), "GAE recursion cut by terminated instead of trace_cut"),
+    Mutant("discount_dropped", "numeric/returns.py", "(powers * g)", "(g)",
+           _topic("returns"), "discounted score weights without gamma^t"),
+    # -- gradient weights
+    Mutant("clip_bound", "numeric/gradient_weights.py", "torch.clamp(r, min=1 - low, max=1 + high)", "torch.clamp(r, min=1 - low, max=1 + low)",
+           _topic("gradient_weights"), "PPO upper clip at 1 + eps_low"),
+    Mutant("ppo_detach", "numeric/gradient_weights.py", 'ppo_clipped_terms(ratio, t["advantage"].detach(), clip_epsilon)',
+           'ppo_clipped_terms(ratio, t["advantage"], clip_epsilon)', _topic("gradient_weights"), "PPO loss without the stop-gradient on the advantage"),
+    Mutant("cispo_weight_detach", "numeric/gradient_weights.py", "max=1 + high).detach()\n", "max=1 + high)\n",
+           _topic("gradient_weights"), "CISPO weight not stopped (gradient through min(r, 1+eps))"),
+    Mutant("cispo_eps_low", "derivations/gradient_weights.py", '"cispo": -sg(sp.Min(r, 1 + eps_h)) * A * ell', '"cispo": -sg(sp.Min(r, 1 + eps_l)) * A * ell',
+           _topic("gradient_weights"), "derived CISPO weight capped at 1 + eps_low"),
+    Mutant("ppo_max", "derivations/gradient_weights.py", "    ppo = -sp.Min(r * A, _clip(r) * A)", "    ppo = -sp.Max(r * A, _clip(r) * A)",
+           _topic("gradient_weights"), "derived PPO takes the optimistic term: every region's sign flips"),
+    Mutant("clip_low_sign", "derivations/gradient_weights.py", "sp.Min(sp.Max(x, 1 - eps_l), 1 + eps_h)", "sp.Min(sp.Max(x, 1 + eps_l), 1 + eps_h)",
+           _topic("gradient_weights"), "derived lower clip at 1 + eps_low"),
+    # -- trust region
+    Mutant("k3_sign", "derivations/trust_region.py", "k3 = sp.exp(-delta) - 1 + delta", "k3 = sp.exp(delta) - 1 - delta",
+           _topic("trust_region"), "k3 with the ratio inverted"),
+    Mutant("tv_constant", "numeric/trust_region.py", "    termwise = (pi - c * mu).clamp(min=0).sum(-1)\n    tv = 0.5 *", "    termwise = (pi - c * mu).clamp(min=0).sum(-1)\n    tv = 0.25 *",
+           _topic("trust_region"), "TV computed with half its constant"),
+    Mutant("cispo_bias_reweight", "numeric/trust_region.py", "(s.q / p)[:, None]", "(p / s.q)[:, None]",
+           _topic("trust_region"), "importance weight inverted in the CISPO bias"),
+    Mutant("tv_bound_constant", "derivations/trust_region.py", "d.then(S(sp.Abs(pi[a] - mu[a])) / 2,", "d.then(S(sp.Abs(pi[a] - mu[a])) / 4,",
+           ("tests/test_trust_region.py", "derivations/trust_region.py", "tests/test_derivation.py"), "displayed TV bound halved (needs steps verified against their display)"),
+]
+
+
+def _copy_tree(dest: Path) -> None:
+    ignore = shutil.ignore_patterns(".git", "_build", "__pycache__", "*.egg-info", ".hypothesis", "build", ".venv")
+    shutil.copytree(ROOT, dest, ignore=ignore, symlinks=True)
+
+
+def _run(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float, str]:
+    """``killed``/``survived``/``timeout`` for the given tests (pytest paths, and ``suite:`` entries) in ``tree``."""
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+    names = [n for t in tests if t.startswith("suite:") for n in t[len("suite:"):].split(",")]
+    paths = [t for t in tests if not t.startswith("suite:")]
+    commands = []
+    if names:
+        commands.append([sys.executable, "-m", "numeric", *sorted(set(names))])
+    if paths:
+        commands.append([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *paths])
+    start = time.time()
+    for cmd in commands:
+        try:
+            done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return "timeout", time.time() - start, ""
+        if done.returncode != 0:
+            return "killed", time.time() - start, (done.stdout + done.stderr)[-3000:]
+    return "survived", time.time() - start, ""
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m.name:22s} {m.path:34s} {m.why}")
+        return 0
+    unknown = set(args.names) - {m.name for m in MUTANTS}
+    if unknown:
+        parser.error(f"unknown mutants {sorted(unknown)}")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="pg-mutants-") as tmp:
+        tree = Path(tmp) / "repo"
+        _copy_tree(tree)
+        check = subprocess.run([sys.executable, "-c", "import numeric; print(numeric.__file__)"], cwd=tree,
+                               env=dict(os.environ, PYTHONPATH=str(tree)), capture_output=True, text=True)
+        if not check.stdout.startswith(str(tree)):
+            print(f"the copy does not shadow the installed package: {check.stdout or check.stderr}", file=sys.stderr)
+            return 2
+        baseline, seconds, output = _run(tree, tuple(sorted({t for m in chosen for t in m.tests})), args.timeout * 4)
+        if baseline != "survived":
+            print(f"the unmutated tests do not pass ({baseline}); fix them first:\n{output}", file=sys.stderr)
+            return 2
+        print(f"unmutated: the selected tests pass ({seconds:.0f} s)")
+        for m in chosen:
+            target = tree / m.path
+            original = target.read_text()
+            if original.count(m.old) != 1:
+                results.append((m, "stale", 0.0))
+            else:
+                target.write_text(original.replace(m.old, m.new))
+                try:
+                    verdict, seconds, _ = _run(tree, m.tests, args.timeout)
+                finally:
+                    target.write_text(original)
+                results.append((m, verdict, seconds))
+            m_, verdict, seconds = results[-1]
+            print(f"{verdict:9s} {m.name:22s} {seconds:5.0f} s  {m.why}", flush=True)
+    applicable = [r for r in results if r[1] != "stale"]
+    killed = [r for r in applicable if r[1] in ("killed", "timeout")]
+    print(f"\nmutation score: {len(killed)}/{len(applicable)} killed" + (f", {len(results) - len(applicable)} stale" if len(applicable) < len(results) else ""))
+    for m, verdict, _ in results:
+        if verdict in ("survived", "stale"):
+            print(f"  {verdict}: {m.name} ({m.path}): {m.why}")
+    return 0 if len(killed) == len(applicable) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
