@@ -34,6 +34,9 @@ Topics, in lecture order, each with its cross-check suite:
     :func:`ppo_clipped_terms`, :func:`ppo_diagnostics`, :func:`ppo_loss`, :func:`cispo_loss`.
 :mod:`numeric.trust_region`
     The KL estimators :func:`kl_k1`, :func:`kl_k2`, :func:`kl_k3` and the clip bias.
+:mod:`numeric.losses`
+    The losses trainers ship: :func:`policy_loss`, :func:`aggregate`, :func:`kl_penalty`,
+    :func:`value_loss`, the advantage estimators, and the course's token bookkeeping.
 """
 
 from .checks import CHECKS, Check, CheckFailed, check, maxabs, run_suites, suite
@@ -46,7 +49,7 @@ from .expectations import (
 from .tinylm import EOS, TinyLM, default_reward, perturb, score_matrix, token_score_tensor
 
 # topic modules, in lecture order; importing them registers their cross-check suites
-from . import score_function, baselines, group_baselines, returns, gradient_weights, trust_region, off_policy  # noqa: I001
+from . import score_function, baselines, group_baselines, returns, gradient_weights, trust_region, off_policy, losses  # noqa: I001
 from .baselines import *  # noqa: F403
 from .gradient_weights import *  # noqa: F403
 from .group_baselines import *  # noqa: F403
@@ -54,6 +57,7 @@ from .returns import *  # noqa: F403
 from .score_function import *  # noqa: F403
 from .trust_region import *  # noqa: F403
 from .off_policy import *  # noqa: F403
+from .losses import *  # noqa: F403
 
 __all__ = [
     "CHECKS",
@@ -80,4 +84,5 @@ __all__ = [
     *score_function.__all__,
     *trust_region.__all__,
     *off_policy.__all__,
+    *losses.__all__,
 ]

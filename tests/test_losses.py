@@ -310,3 +310,436 @@ def test_an_advantage_that_requires_grad_is_stopped(name):
     assert abs(leaky(a_live).item() - fn(lp, old, a_live.detach(), m).item()) <= 1e-15
     (dA,) = torch.autograd.grad(leaky(a_live), a_live)
     assert abs((dA * adv0).sum().item()) > 1e-3
+
+
+# ================================================================== numeric.losses
+
+from numeric import (  # noqa: E402
+    AGGREGATIONS,
+    POLICY_LOSSES,
+    TRAINER_MODES,
+    aggregate,
+    broadcast_advantage,
+    gpg_advantages,
+    kl_penalty,
+    masked_whiten,
+    opo_advantages,
+    passk_advantages,
+    policy_loss,
+    policy_weight,
+    reinforce_pp_advantages,
+    reinforce_pp_baseline_advantages,
+    remax_advantages,
+    response_mask,
+    sequence_log_prob,
+    softmax_score,
+    stable_softmax,
+    token_entropy,
+    token_log_probs,
+    token_weights,
+    value_loss,
+)
+from numeric.losses import length_bias_gradients  # noqa: E402
+
+
+def _trainer_batch(B=6, T=7, seed=1):
+    """Random fp64 batch with lengths 1..T (no all-masked row), ratios spread around 1, one advantage per row."""
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, T + 1, (B,), generator=gen)
+    lengths[0] = T
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).to(torch.float64)
+    old = -torch.rand(B, T, generator=gen, dtype=torch.float64) * 3 - 0.1
+    lp = old + 0.4 * torch.randn(B, T, generator=gen, dtype=torch.float64)
+    A = torch.randn(B, generator=gen, dtype=torch.float64)
+    return lp, old, A, mask
+
+
+# ------------------------------------------------------------------ bookkeeping
+
+
+def test_token_log_probs_is_the_gather_of_log_softmax_with_its_gradient():
+    gen = torch.Generator().manual_seed(0)
+    z = (3 * torch.randn(3, 5, 11, generator=gen, dtype=torch.float64)).requires_grad_(True)
+    ids = torch.randint(0, 11, (3, 5), generator=gen)
+    ours = token_log_probs(z, ids)
+    ref = torch.log_softmax(z, -1).gather(-1, ids[..., None])[..., 0]
+    assert (ours - ref).abs().max().item() <= 1e-14
+    g1, g2 = (torch.autograd.grad(x.sum(), z)[0] for x in (ours, ref))
+    assert (g1 - g2).abs().max().item() <= 1e-15
+    assert token_log_probs(z.detach().float(), ids).dtype == torch.float32
+    with pytest.raises(ValueError, match=r"tokens must lie in \[0, 11\)"):
+        token_log_probs(z, ids + 11)
+    with pytest.raises(TypeError, match="tokens must hold integers"):
+        token_log_probs(z, ids.double())
+
+
+def test_softmax_and_its_score_against_autograd_and_overflow():
+    z = torch.tensor([800.0, 799.0, -5.0, 0.3], dtype=torch.float64, requires_grad=True)
+    p = stable_softmax(z)
+    assert torch.isfinite(p).all() and abs(p.sum().item() - 1) <= 1e-15
+    for a in range(4):
+        (g,) = torch.autograd.grad(torch.log_softmax(z, -1)[a], z)
+        assert (softmax_score(z.detach(), torch.tensor(a)) - g).abs().max().item() <= 1e-15
+    assert abs(float(token_entropy(np.log([0.5, 0.25, 0.25]))) - (1.5 * math.log(2))) <= 1e-15
+
+
+def _course_mask(ids, prompt, pad, eos):
+    """The course's loop, with EOS taking precedence over PAD when their ids coincide."""
+    out = np.zeros((ids.shape[0], ids.shape[1] - 1))
+    for b in range(ids.shape[0]):
+        for pos in range(max(prompt[b], 1), ids.shape[1]):
+            tok = ids[b, pos]
+            if tok == eos:
+                out[b, pos - 1] = 1
+                break
+            if tok != pad:
+                out[b, pos - 1] = 1
+    return out
+
+
+@pytest.mark.parametrize("pad, eos", [(0, 2), (2, 2)])
+def test_response_mask_matches_a_loop_with_the_one_position_shift(pad, eos):
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 5, size=(40, 9))
+    prompt = rng.integers(1, 6, size=40)
+    assert np.array_equal(response_mask(ids, prompt, pad, eos).astype(float), _course_mask(ids, prompt, pad, eos))
+    assert response_mask(torch.from_numpy(ids), torch.from_numpy(prompt), pad, eos).dtype == torch.bool
+    with pytest.raises(ValueError, match="prompt_length must be >= 1"):
+        response_mask(ids, np.zeros(40, int), pad, eos)
+    with pytest.raises(ValueError, match="prompt_length must have shape"):
+        response_mask(ids, prompt[:3], pad, eos)
+
+
+def test_sequence_log_prob_and_broadcast():
+    lp, _, A, mask = _trainer_batch()
+    dirty = torch.where(mask > 0, lp, -math.inf)
+    assert (sequence_log_prob(dirty, mask) - (lp * mask).sum(1)).abs().max().item() <= 1e-15
+    assert torch.equal(broadcast_advantage(A, mask.bool()), A[:, None] * mask)
+    with pytest.raises(ValueError, match="advantage must have shape"):
+        broadcast_advantage(A[:2], mask)
+
+
+# ------------------------------------------------------------------ aggregation: each trainer's formula, written out
+
+
+def _their_aggregation(trainer, name, x, m, T, L=None, N=None):
+    rows = (x * m).sum(-1)
+    if (trainer, name) in {("verl", "token-mean"), ("TRL", "bnpo"), ("OpenRLHF", "per-token (token_level_loss=True)")}:
+        return rows.sum() / m.sum()
+    if (trainer, name) in {("verl", "seq-mean-token-mean"), ("TRL", "grpo"), ("OpenRLHF", "per-sample (token_level_loss=False)")}:
+        return (rows / m.sum(-1)).mean()
+    if (trainer, name) == ("verl", "seq-mean-token-sum"):
+        return rows.mean()
+    if (trainer, name) == ("verl", "seq-mean-token-sum-norm"):
+        return rows.sum() / T
+    if (trainer, name) == ("TRL", "dr_grpo"):
+        return rows.sum() / (x.shape[0] * L)
+    if (trainer, name) == ("TRL", "dapo"):
+        return rows.sum() / N
+    raise KeyError((trainer, name))
+
+
+@pytest.mark.parametrize("key", list(TRAINER_MODES))
+def test_every_trainer_mode_is_reproduced_by_arguments(key):
+    lp, _, _, mask = _trainer_batch()
+    x = lp * 1.7 + 0.2
+    T, L, N = x.shape[1], 11, 97
+    mode, args, _ = TRAINER_MODES[key]
+    args = {k: {"T": T, "max_completion_length": L, "num_items_in_batch": N}[v] for k, v in args.items()}
+    theirs = _their_aggregation(*key, x, mask, T, L, N).item()
+    assert abs(aggregate(x, mask, mode, **args).item() - theirs) <= 1e-15 * (1 + abs(theirs))  # relative: summation order
+
+
+def test_aggregation_edge_cases_are_stated():
+    x = torch.tensor([[1.0, 2.0], [5.0, 7.0]])
+    m = torch.tensor([[1, 1], [0, 0]])
+    assert aggregate(x, m, "seq-mean-token-mean").item() == 0.75  # the empty row counts in B, contributes 0
+    assert aggregate(x, torch.zeros(2, 2), "token-mean").item() == 0.0
+    with pytest.raises(ValueError, match=r"mode must be one of \('token-mean', 'seq-mean-token-mean'"):
+        aggregate(x, m, "sum")
+    with pytest.raises(ValueError, match="norm is used by token-mean and seq-mean-token-sum-norm only"):
+        aggregate(x, m, "seq-mean-token-mean", norm=3)
+    w = token_weights(np.array([[1, 1, 1], [1, 0, 0]]), "seq-mean-token-sum-norm", norm=4)
+    assert np.array_equal(w, np.array([[1, 1, 1], [1, 0, 0]]) / 8)
+
+
+# ------------------------------------------------------------------ policy losses: each trainer's formula, written out
+
+
+def _their_policy_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28, **kw):
+    """Hand-written per-token formulas of verl / TRL / OpenRLHF, with their own aggregation."""
+    At = A[:, None].expand_as(lp)
+    r = (lp - old).exp()
+    tok_mean = lambda x: (x * m).sum() / m.sum()  # noqa: E731
+    seq_mean = lambda x: ((x * m).sum(-1) / m.sum(-1)).mean()  # noqa: E731
+    if method == "ppo":  # verl vanilla / OpenRLHF PolicyLoss: max of the negated surrogates, dual clip for A < 0
+        loss = torch.max(-At * r, -At * torch.clamp(r, 1 - eps_l, 1 + eps_h))
+        if "dual_clip" in kw:
+            loss = torch.where(At < 0, torch.min(-At * kw["dual_clip"], loss), loss)
+        return tok_mean(loss)
+    if method == "gspo":  # TRL importance_sampling_level="sequence", loss_type="grpo"
+        coef = (((lp - old) * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True)).exp()
+        return seq_mean(-torch.min(coef * At, torch.clamp(coef, 1 - eps_l, 1 + eps_h) * At))
+    if method == "gspo_token":  # verl gspo
+        log_s = ((lp - old) * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True)
+        s = (lp - lp.detach() + log_s.detach()).exp()
+        return seq_mean(torch.max(-At * s, -At * torch.clamp(s, 1 - eps_l, 1 + eps_h)))
+    if method == "cispo":
+        w = torch.clamp(r, max=kw["cispo_cap"]) if "cispo_cap" in kw else torch.clamp(r, 1 - eps_l, 1 + eps_h)
+        return tok_mean(-w.detach() * At * lp)
+    if method == "sapo":  # TRL sapo with its default temperatures
+        t = torch.where(At > 0, 1.0, 1.05).double()
+        return seq_mean(-torch.sigmoid(t * (r - 1)) * 4 / t * At)
+    if method == "gmpo":  # verl geo_mean, clip (0.4, 0.4) in log space
+        d = lp - old
+        sgn = torch.sign(At)
+        dmin = sgn * torch.min(sgn * d, sgn * torch.clamp(d, -0.4, 0.4))
+        ratio = torch.exp((dmin * m).sum(-1) / m.sum(-1))
+        return (-(At * m).sum(-1) / m.sum(-1) * ratio).mean()
+    return tok_mean(-lp * At)  # reinforce / gpg
+
+
+CONVENTIONS = [
+    ("ppo", {}, {}), ("ppo", {"dual_clip": 3.0}, {"dual_clip": 3.0}), ("gspo", {}, {}), ("gspo_token", {}, {}),
+    ("cispo", {}, {}), ("cispo", {"cispo_cap": 1.1}, {"cispo_cap": 1.1}), ("sapo", {"agg": "seq-mean-token-mean"}, {}),
+    ("gmpo", {}, {}), ("reinforce", {}, {}), ("gpg", {}, {}),
+]
+
+
+@pytest.mark.parametrize("method, ours, theirs", CONVENTIONS, ids=[f"{m}{'-' + '-'.join(o) if o else ''}" for m, o, _ in CONVENTIONS])
+def test_policy_loss_reproduces_each_trainer_convention_value_and_gradient(method, ours, theirs):
+    lp0, old, A, mask = _trainer_batch()
+    lp = lp0.clone().requires_grad_(True)
+    a = policy_loss(method, lp, old, A, mask, clip_epsilon=(0.2, 0.28), **ours)
+    b = _their_policy_loss(method, lp, old, A, mask, **theirs)
+    (ga,), (gb,) = torch.autograd.grad(a, lp), torch.autograd.grad(b, lp)
+    assert abs(a.item() - b.item()) <= 1e-15 * (1 + abs(b.item()))
+    assert (ga - gb).abs().max().item() <= 1e-15
+
+
+def test_both_gspo_forms_follow_the_same_gradient_with_different_values_of_nothing():
+    lp0, old, A, mask = _trainer_batch()
+    grads = []
+    for method in ("gspo", "gspo_token"):
+        lp = lp0.clone().requires_grad_(True)
+        grads.append(torch.autograd.grad(policy_loss(method, lp, old, A, mask), lp)[0])
+    assert (grads[0] - grads[1]).abs().max().item() <= 1e-15
+
+
+def _naive_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28):
+    """Token by token, in Python scalars: the loss as a sum over (row, token) of each token's share."""
+    B, T = lp.shape
+    total = 0.0
+    for i in range(B):
+        n = int(m[i].sum())
+        toks = [t for t in range(T) if m[i, t] > 0]
+        if method in ("gspo", "gspo_token", "gmpo"):
+            deltas = [lp[i, t] - old[i, t] for t in toks]
+            if method == "gmpo":
+                s = 1 if A[i] > 0 else -1
+                deltas = [s * torch.minimum(s * d, s * d.clamp(-0.4, 0.4)) for d in deltas]
+                total = total + (-A[i] * torch.exp(sum(deltas) / n)) / B
+                continue
+            ratio = torch.exp(sum(deltas) / n)
+            if method == "gspo_token":
+                ratio = [ratio.detach() * torch.exp(lp[i, t] - lp[i, t].detach()) for t in toks]
+            else:
+                ratio = [ratio] * n
+            for rt in ratio:
+                total = total - torch.minimum(rt * A[i], rt.clamp(1 - eps_l, 1 + eps_h) * A[i]) / (B * n)
+            continue
+        for t in toks:
+            r = torch.exp(lp[i, t] - old[i, t])
+            if method == "ppo":
+                piece = -torch.minimum(r * A[i], r.clamp(1 - eps_l, 1 + eps_h) * A[i])
+            elif method == "cispo":
+                piece = -r.clamp(1 - eps_l, 1 + eps_h).detach() * A[i] * lp[i, t]
+            elif method == "sapo":
+                tau = 1.0 if A[i] > 0 else 1.05
+                piece = -torch.sigmoid(tau * (r - 1)) * 4 / tau * A[i]
+            else:
+                piece = -A[i] * lp[i, t]
+            total = total + piece / m.sum()
+    return total
+
+
+@pytest.mark.parametrize("method", POLICY_LOSSES)
+def test_batched_gradient_equals_derived_weight_and_a_naive_token_loop(method):
+    """autograd of the batched loss == -kappa w A grad(log pi) with the derived w == a naive per-token loop."""
+    lp0, old, A, mask = _trainer_batch(B=4, T=5, seed=2)
+    lp = lp0.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(policy_loss(method, lp, old, A, mask, clip_epsilon=(0.2, 0.28)), lp)
+    w = policy_weight(method, lp0, old, A, mask, clip_epsilon=(0.2, 0.28))
+    mode = "seq-mean-token-mean" if method in ("gspo", "gspo_token", "gmpo") else "token-mean"
+    derived = -token_weights(mask, mode) * w * A[:, None]
+    lp_loop = lp0.clone().requires_grad_(True)
+    (g_loop,) = torch.autograd.grad(_naive_loss(method, lp_loop, old, A, mask), lp_loop)
+    assert (g - derived).abs().max().item() <= 1e-15
+    assert (g - g_loop).abs().max().item() <= 1e-15
+    assert (w[mask > 0] != 0).any()  # the batch exercises live tokens
+
+
+def test_policy_weight_mistakes_would_be_caught():
+    """The certificate is not vacuous: a weight off by the clip, or missing r, gives a different gradient."""
+    lp0, old, A, mask = _trainer_batch(B=4, T=5, seed=2)
+    lp = lp0.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(policy_loss("ppo", lp, old, A, mask, clip_epsilon=(0.2, 0.28)), lp)
+    kappa = token_weights(mask)
+    wrong = {"no clip (IS weight)": (lp0 - old).exp(), "no ratio (REINFORCE)": torch.ones_like(lp0)}
+    for w in wrong.values():
+        assert (g + kappa * w * A[:, None] * mask).abs().max().item() > 1e-3
+
+
+def test_sampler_weights_multiply_the_per_token_loss():
+    lp, old, A, mask = _trainer_batch()
+    weight = torch.rand(lp.shape, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    ours = policy_loss("cispo", lp, old, A, mask, weight=weight)
+    r = (lp - old).exp().clamp(0.8, 1.2)
+    theirs = (-r * A[:, None] * lp * weight * mask).sum() / mask.sum()
+    assert abs(ours.item() - theirs.item()) <= 1e-15
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_policy_loss_is_trainer_ready(dtype):
+    lp, old, A, mask = _trainer_batch()
+    pad = mask == 0
+    x = torch.where(pad, -math.inf, lp).to(dtype).requires_grad_(True)
+    for method in POLICY_LOSSES:
+        out = policy_loss(method, x, torch.where(pad, math.nan, old).to(dtype), A.to(dtype), mask.bool())
+        (g,) = torch.autograd.grad(out, x)
+        ref = policy_loss(method, lp, old, A, mask)
+        assert out.dtype == dtype and torch.isfinite(g).all() and g[pad].abs().max().item() == 0.0
+        assert abs(out.double().item() - ref.item()) <= TOL[dtype] * 10 * (1 + abs(ref.item()))
+
+
+def test_policy_loss_bad_input_is_named():
+    lp, old, A, mask = _trainer_batch()
+    with pytest.raises(ValueError, match=r"method must be one of \('reinforce', 'gpg', 'ppo'"):
+        policy_loss("trpo", lp, old, A, mask)
+    with pytest.raises(ValueError, match="dual_clip must be > 1"):
+        policy_loss("ppo", lp, old, A, mask, dual_clip=0.5)
+    with pytest.raises(ValueError, match="dual_clip is a PPO option"):
+        policy_loss("cispo", lp, old, A, mask, dual_clip=3.0)
+    with pytest.raises(ValueError, match="agg must be None for gmpo"):
+        policy_loss("gmpo", lp, old, A, mask, agg="token-mean")
+    with pytest.raises(ValueError, match="mask is required"):
+        policy_loss("ppo", lp, old, A, None)
+    with pytest.raises(ValueError, match="old_log_prob must have the shape of log_prob"):
+        policy_loss("ppo", lp, old[:, :3], A, mask)
+    with pytest.raises(TypeError, match="sapo_tau must be a pair"):
+        policy_loss("sapo", lp, old, A, mask, sapo_tau=1.0)
+
+
+# ------------------------------------------------------------------ penalties
+
+
+def test_kl_penalty_and_verls_clamped_low_var_kl():
+    lp = torch.tensor([[-1.0, -30.0, -0.5]], dtype=torch.float64)
+    ref = torch.tensor([[-1.2, -0.1, -28.0]], dtype=torch.float64)
+    m = torch.ones(1, 3)
+    for k, fn in (("k1", kl_k1), ("k2", kl_k2), ("k3", kl_k3)):
+        assert torch.equal(kl_penalty(lp, ref, m, k), fn(lp, ref))
+    kl = torch.clamp(ref - lp, -20, 20)  # verl low_var_kl, written out
+    theirs = torch.clamp(kl.exp() - kl - 1, -10, 10)
+    assert (kl_penalty(lp, ref, m, "k3", clamp=True) - theirs).abs().max().item() <= 1e-15
+    assert kl_penalty(lp, ref, m, "k3").max().item() > 1e9  # unclamped k3 explodes there
+    with pytest.raises(ValueError, match=r"estimator must be one of \('k1', 'k2', 'k3'\)"):
+        kl_penalty(lp, ref, m, "k4")
+
+
+def test_value_loss_matches_the_clipped_formula():
+    lp, old, A, mask = _trainer_batch()
+    v, v0, g = lp, old, A[:, None] + 0 * lp
+    clipped = v0 + (v - v0).clamp(-0.2, 0.2)
+    theirs = 0.5 * (torch.max((v - g) ** 2, (clipped - g) ** 2) * mask).sum() / mask.sum()
+    assert abs(value_loss(v, v0, g, mask, clip=0.2).item() - theirs.item()) <= 1e-15
+    assert abs(value_loss(v, v0, g, mask).item() - (0.5 * ((v - g) ** 2 * mask).sum() / mask.sum()).item()) <= 1e-15
+
+
+# ------------------------------------------------------------------ advantage estimators, against per-group loops
+
+
+def test_masked_whiten_matches_the_bessel_formula_and_ignores_padding():
+    lp, _, _, mask = _trainer_batch()
+    vals = lp[mask > 0]
+    theirs = (lp - vals.mean()) / torch.sqrt(vals.var() + 1e-8)  # torch.var: Bessel
+    ours = masked_whiten(torch.where(mask > 0, lp, math.nan), mask)
+    assert (ours[mask > 0] - theirs[mask > 0]).abs().max().item() <= 1e-14 and ours[mask == 0].abs().max() == 0
+
+
+def test_estimators_against_loops_of_the_trainers_formulas():
+    gen = torch.Generator().manual_seed(7)
+    R = torch.rand(5, 4, generator=gen, dtype=torch.float64).round(decimals=1)
+    n = torch.randint(1, 9, (5, 4), generator=gen).double()
+    # OPO: length-weighted baseline including the answer itself
+    opo = torch.stack([R[g] - (n[g] * R[g]).sum() / n[g].sum() for g in range(5)])
+    assert (opo_advantages(R, n) - opo).abs().max().item() <= 1e-15
+    # pass@k (verl grpo_passk): best minus second best, optionally over the Bessel std + eps
+    for std in (False, True):
+        loop = torch.zeros_like(R)
+        for g in range(5):
+            top = torch.topk(R[g], 2)
+            margin = top.values[0] - top.values[1]
+            loop[g, top.indices[0]] = margin / (R[g].std() + 1e-6) if std else margin
+        assert (passk_advantages(R, std=std) - loop).abs().max().item() <= 1e-15
+    # GPG as verl counts (non-zero rewards over the whole batch)
+    alpha = R.numel() / max(int((R != 0).sum()), 1)
+    assert (gpg_advantages(R, valid="reward") - alpha * (R - R.mean(-1, keepdim=True))).abs().max().item() <= 1e-15
+    # ReMax: reward-to-go minus the greedy answer's reward
+    r = torch.rand(3, 6, generator=gen, dtype=torch.float64)
+    m = (torch.arange(6)[None] < torch.tensor([[6], [3], [1]])).double()
+    b = torch.rand(3, generator=gen, dtype=torch.float64)
+    loop = torch.zeros_like(r)
+    for i in range(3):
+        for t in range(6):
+            if m[i, t]:
+                loop[i, t] = sum(r[i, u] * m[i, u] for u in range(t, 6)) - b[i]
+    assert (remax_advantages(r, b, m) - loop).abs().max().item() <= 1e-15
+    # REINFORCE++: masked discounted return-to-go, whitened with the Bessel variance
+    ret = torch.zeros_like(r)
+    for i in range(3):
+        run = 0.0
+        for t in reversed(range(6)):
+            run = (r[i, t] + 0.9 * run) * m[i, t]
+            ret[i, t] = run
+    vals = ret[m > 0]
+    assert (reinforce_pp_advantages(r, m, 0.9)[m > 0] - ((vals - vals.mean()) / torch.sqrt(vals.var() + 1e-8))).abs().max().item() <= 1e-14
+    # REINFORCE++ baseline: group-centred reward on each token, whitened over the batch
+    mm = torch.ones(5, 4, 3)
+    mm[0, 0, 1:] = 0
+    tok = (R - R.mean(-1, keepdim=True))[..., None].expand(5, 4, 3)
+    vals = tok[mm > 0]
+    ours = reinforce_pp_baseline_advantages(R, mm)
+    assert (ours[mm > 0] - (vals - vals.mean()) / torch.sqrt(vals.var() + 1e-8)).abs().max().item() <= 1e-14
+
+
+def test_gpg_counts_valid_answers_as_the_paper_does():
+    R = torch.tensor([[[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]]])
+    # the paper: 4 of 8 answers have a non-zero advantage, alpha = 2; verl counts non-zero rewards: 5, alpha = 8/5
+    assert torch.allclose(gpg_advantages(R), 2 * (R - R.mean(-1, keepdim=True)), atol=1e-15, rtol=0)
+    assert torch.allclose(gpg_advantages(R, valid="reward"), 1.6 * (R - R.mean(-1, keepdim=True)), atol=1e-15, rtol=0)
+
+
+# ------------------------------------------------------------------ length bias and the suite
+
+
+def test_length_bias_on_tinylm_is_what_was_derived(lm):
+    out, gJ = length_bias_gradients(lm, lm.theta0)
+    for mode, (update, objective) in out.items():
+        assert (update - objective).abs().max().item() <= 1e-15, mode
+    assert (out["seq-mean-token-sum"][0] - gJ).abs().max().item() <= 1e-15
+    # the naive batch objective E[sum_i A_i / sum_j n_j] is NOT what token-mean follows
+    N = lm.N
+    R = (lm.tokens == 1).double().mul(lm.mask).sum(1) / lm.lengths
+    th = lm.theta0.clone().requires_grad_(True)
+    p = lm.probs(th)
+    n = lm.lengths.double()
+    naive = (p[:, None] * p[None, :] * ((R - 0.3)[:, None] + (R - 0.3)[None, :]) / (n[:, None] + n[None, :])).sum()
+    (g_naive,) = torch.autograd.grad(naive, th)
+    assert (out["token-mean"][0] - g_naive).abs().max().item() > 1e-4
+    assert N == 121
+
+
+def test_the_losses_suite_passes():
+    checks, errors = numeric.run_suites(["losses"])
+    assert errors == {} and len(checks) == 27 and all(c.passed for c in checks)

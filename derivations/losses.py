@@ -1,0 +1,350 @@
+r"""The gradient each trainer loss follows, derived by differentiating it; the length bias of each aggregation.
+
+Every policy loss of :func:`numeric.losses.policy_loss` has a per-token
+derivative of the form
+
+.. math::
+
+    \frac{\partial\,\mathrm{loss}}{\partial \ell_{it}} = -\,\kappa_{it}\, w_{it}\, A_{it},
+
+with :math:`\ell_{it} = \log\pi_\theta(o_{it}\mid o_{i,<t})`, the *gradient
+weight* :math:`w` of the method and the *aggregation weight* :math:`\kappa` of
+the mode.  This module derives both.
+
+* Token methods (REINFORCE/GPG, PPO, dual-clip PPO, CISPO two ways, SAPO):
+  :func:`weight_derivation` differentiates the per-token loss in :math:`\ell`
+  (stop-gradients held constant, clipped losses region by region with the
+  machinery of :mod:`derivations.gradient_weights`); :func:`weight` returns
+  :math:`w(r, A)`.
+* Sequence methods: :func:`gspo_derivation` shows that both GSPO forms give
+  PPO's weight evaluated at the *sequence* ratio :math:`s_i` (the sequence form
+  through :math:`\partial\log s_i/\partial\ell_{it} = 1/n_i`, the token form
+  through the straight-through ratio with :math:`\partial\log s_{it}/\partial\ell_{it} = 1`
+  and seq-mean-token-mean's :math:`1/n_i`); :func:`gmpo_derivation` shows that
+  GMPO's weight is its clipped geometric-mean ratio on the tokens whose
+  log-ratio is inside the clip range (on the live side), 0 elsewhere.
+* Aggregation: :func:`aggregation_weights` differentiates each mode with
+  respect to a token's loss, for :math:`B` rows of symbolic lengths
+  :math:`n_i`, and :func:`length_bias` states which objective the resulting
+  REINFORCE update is an unbiased gradient of (token-mean's weight couples
+  the answers of a batch, so it follows none of the batch objectives).
+
+References
+----------
+Zheng et al., "Group Sequence Policy Optimization", arXiv:2507.18071 (2025).
+Zhao et al., "Geometric-Mean Policy Optimization", arXiv:2507.20673 (2025).
+Gao et al., "Soft Adaptive Policy Optimization", arXiv:2511.20347 (2025).
+MiniMax, "MiniMax-M1", arXiv:2506.13585 (2025) (CISPO).
+Liu et al., "Understanding R1-Zero-Like Training" (Dr. GRPO), arXiv:2503.20783 (2025).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sympy as sp
+
+from . import gradient_weights as gw
+from .derivation import Derivation
+
+__all__ = [
+    "AGGREGATIONS",
+    "TOKEN_METHODS",
+    "aggregation_weights",
+    "gmpo_derivation",
+    "gspo_derivation",
+    "length_bias",
+    "token_loss",
+    "weight",
+    "weight_derivation",
+]
+
+ell, ell0, r, A, eps_l, eps_h, c, sg = gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c, gw.sg
+kappa = sp.Symbol("kappa", positive=True)
+tau = sp.Symbol("tau", positive=True)
+
+TOKEN_METHODS = ("reinforce", "gpg", "ppo", "dual_clip", "cispo", "cispo_cap", "sapo")
+"""Per-token methods; ``cispo`` is the two-sided clip of the stopped weight (verl), ``cispo_cap`` the absolute cap (TRL)."""
+
+_NAMES = {
+    "reinforce": "REINFORCE",
+    "gpg": "GPG",
+    "ppo": "PPO",
+    "dual_clip": "dual-clip PPO",
+    "cispo": "CISPO (two-sided clip)",
+    "cispo_cap": "CISPO (cap)",
+    "sapo": "SAPO",
+}
+
+
+def _sigmoid(x):
+    return 1 / (1 + sp.exp(-x))
+
+
+def token_loss(method: str) -> sp.Expr:
+    r"""The per-token loss of a token method, in :math:`r = e^{\ell - \ell_0}`, :math:`\ell` and :math:`A`.
+
+    .. math::
+
+        \mathcal L_{\mathrm{REINFORCE}} = -A\ell,\quad
+        \mathcal L_{\mathrm{CISPO}} = -\mathrm{sg}\bigl(\mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\bigr)A\ell,\quad
+        \mathcal L_{\mathrm{cap}} = -\mathrm{sg}(\min(r, \kappa))A\ell,\quad
+        \mathcal L_{\mathrm{SAPO}} = -\tfrac{4}{\tau}\,\sigma\bigl(\tau(r - 1)\bigr)A;
+
+    PPO and dual-clip PPO are :func:`derivations.gradient_weights.token_loss`.
+    (:math:`A` is a number here: the advantage is detached in every loss.)
+
+    Examples
+    --------
+    >>> from derivations.losses import token_loss
+    >>> token_loss("cispo_cap")
+    -A*ell*sg(Min(kappa, r))
+    """
+    if method not in TOKEN_METHODS:
+        raise ValueError(f"method must be one of {TOKEN_METHODS}, got {method!r}")
+    if method in ("ppo", "dual_clip"):
+        return gw.token_loss(method)
+    return {
+        "reinforce": -A * ell,
+        "gpg": -A * ell,
+        "cispo": -sg(sp.Min(sp.Max(r, 1 - eps_l), 1 + eps_h)) * A * ell,
+        "cispo_cap": -sg(sp.Min(r, kappa)) * A * ell,
+        "sapo": -4 / tau * _sigmoid(tau * (r - 1)) * A,
+    }[method]
+
+
+def _unfold(expr):
+    return expr.replace(lambda e: isinstance(e, sp.Derivative), lambda e: gw.d_dell(e.expr))
+
+
+@lru_cache(maxsize=None)
+def weight_derivation(method: str) -> Derivation:
+    r"""The gradient weight of a token method, by differentiating its loss in :math:`\ell`.
+
+    Clipped surrogates (PPO, dual-clip) are derived region by region in
+    :func:`derivations.gradient_weights.weight_derivation`; the others are
+    smooth in :math:`\ell` once every :math:`\mathrm{sg}(\cdot)` is held
+    constant, so one differentiation gives :math:`-A\,w`.
+
+    Examples
+    --------
+    >>> from derivations.losses import weight_derivation
+    >>> d = weight_derivation("sapo").verify()
+    >>> d.steps[-1].rhs
+    -4*A*r*exp(-tau)*exp(r*tau)/(1 + exp(-tau)*exp(r*tau))**2
+    """
+    if method in ("ppo", "dual_clip"):
+        return gw.weight_derivation(method)
+    loss = token_loss(method)
+    d = Derivation(
+        f"Gradient weight of {_NAMES[method]}",
+        start=sp.Derivative(loss, ell),
+        assumptions=[r"$r = e^{\ell - \ell_0}$", r"$\mathrm{sg}(x)$ has the value of $x$ and derivative 0", r"$\partial\,\mathrm{loss}/\partial\ell = -A\,w$"],
+        unfold=_unfold,
+    )
+    d.then(sp.factor(gw.d_dell(loss)), r"differentiate in $\ell$, $\mathrm{sg}$ held constant, $\partial r/\partial\ell = r$")
+    return d
+
+
+@lru_cache(maxsize=None)
+def weight(method: str) -> sp.Expr:
+    r"""The gradient weight :math:`w(r, A)` of a token method, read off :func:`weight_derivation`.
+
+    .. math::
+
+        w_{\mathrm{REINFORCE}} = 1,\quad
+        w_{\mathrm{CISPO}} = \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h),\quad
+        w_{\mathrm{cap}} = \min(r, \kappa),\quad
+        w_{\mathrm{SAPO}} = 4\,\sigma(1-\sigma)\,r,\ \sigma = \sigma(\tau(r-1)),
+
+    and PPO's and dual-clip PPO's from :func:`derivations.gradient_weights.gradient_weight`.
+    SAPO's weight is 1 at :math:`r = 1` and decays smoothly on both sides,
+    where PPO's drops to 0 at the clip.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.losses import r, tau, weight
+    >>> weight("cispo")
+    Min(varepsilon_h + 1, Max(r, 1 - varepsilon_l))
+    >>> sp.simplify(weight("sapo").subs(r, 1))
+    1
+    """
+    if method in ("ppo", "dual_clip"):
+        return gw.gradient_weight(method)
+    d = weight_derivation(method).verify()
+    return sp.simplify(-d.steps[-1].rhs / A)
+
+
+# ------------------------------------------------------------------ sequence methods
+
+
+def _sequence_symbols(n: int):
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        raise ValueError(f"n must be an int >= 2 (a sequence of several tokens), got {n!r}")
+    ells = sp.symbols(f"ell_1:{n + 1}", real=True)
+    olds = sp.symbols(f"ell_0_1:{n + 1}", real=True)
+    return ells, olds
+
+
+@lru_cache(maxsize=None)
+def gspo_derivation(n: int = 3) -> Derivation:
+    r"""GSPO's gradient, both forms: PPO's weight at the sequence ratio, times :math:`1/n`.
+
+    Sequence form (TRL): :math:`s = \exp\bigl(\frac1n\sum_t(\ell_t - \ell_{0,t})\bigr)` and
+    the row's loss is :math:`f(s) = -\min(sA, \mathrm{clip}(s)A)` on every token,
+    averaged over the row's tokens: :math:`\partial f(s)/\partial\ell_t =
+    f'(s)\,s\,\partial\log s/\partial\ell_t` and :math:`f'(s)\,s = -w_{\mathrm{PPO}}(s, A)A`
+    (the PPO derivation with :math:`r \to s`), so the step that remains is
+    :math:`\partial\log s/\partial\ell_1 = 1/n`.
+
+    Token form (verl): :math:`\log s_t = \mathrm{sg}(\log s) + \ell_t - \mathrm{sg}(\ell_t)`
+    has value :math:`\log s` and :math:`\partial\log s_t/\partial\ell_t = 1`; the
+    per-token losses :math:`f(s_t)` averaged with seq-mean-token-mean put
+    :math:`1/n` back.  Both: :math:`\partial\,\mathrm{loss}/\partial\ell_t =
+    -\frac1n w_{\mathrm{PPO}}(s, A)\,A`.
+
+    Examples
+    --------
+    >>> from derivations.losses import gspo_derivation
+    >>> [s.rhs for s in gspo_derivation(3).verify().steps]
+    [1/3, 1]
+    """
+    ells, olds = _sequence_symbols(n)
+    log_s = sum(e - o for e, o in zip(ells, olds)) / n
+    d = Derivation(
+        f"GSPO: the sequence ratio's log-derivative (n = {n} tokens)",
+        assumptions=[r"$\log s = \frac1n\sum_t (\ell_t - \ell_{0,t})$", r"$\log s_t = \mathrm{sg}(\log s) + \ell_t - \mathrm{sg}(\ell_t)$"],
+    )
+    d.step(sp.Derivative(log_s, ells[0]), sp.Rational(1, n), r"sequence form: each token enters the mean with weight $1/n$")
+    held = sp.Symbol("sg_logs", real=True), sp.Symbol("sg_ell", real=True)
+    log_s_token = held[0] + ells[0] - held[1]  # the sg's are constants for the derivative
+    d.step(sp.Derivative(log_s_token, ells[0]), sp.Integer(1), r"token form: $\mathrm{sg}(\log s)$ and $\mathrm{sg}(\ell_t)$ held constant")
+    return d
+
+
+def _gmpo_log_ratio(sign: int, delta, low, high):
+    clamped = sp.Min(sp.Max(delta, -low), high)
+    return sign * sp.Min(sign * delta, sign * clamped)
+
+
+@lru_cache(maxsize=None)
+def gmpo_derivation() -> Derivation:
+    r"""GMPO's per-token factor :math:`g'(\Delta)`: 1 on the live side of the clip, 0 beyond it.
+
+    GMPO's row loss is :math:`-\bar A\,\exp\bigl(\frac1n\sum_t g(\Delta_t)\bigr)` with
+    :math:`g(\Delta) = \mathrm{sgn}(A)\min\bigl(\mathrm{sgn}(A)\Delta,\ \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h)\bigr)`,
+    so :math:`\partial\,\mathrm{loss}/\partial\ell_t = -\frac1n \bar A\,\rho\, g'(\Delta_t)`,
+    :math:`\rho` the clipped geometric-mean ratio.  On each region of
+    :math:`\Delta` (parametrised by a positive :math:`d`) the Min/Max resolve and
+    :math:`g` is a constant or :math:`\Delta`: for :math:`A > 0`, :math:`g' = 1`
+    iff :math:`\Delta \le \delta_h`; for :math:`A < 0`, iff :math:`\Delta \ge -\delta_l`
+    (PPO's live set, in log space).
+
+    Examples
+    --------
+    >>> from derivations.losses import gmpo_derivation
+    >>> [s.rhs for s in gmpo_derivation().verify().steps][:4]
+    [delta_h, 0, -d - delta_l, 1]
+    """
+    dd = sp.Symbol("d", positive=True)
+    low, high = sp.symbols("delta_l delta_h", positive=True)
+    d = Derivation(
+        "GMPO: the derivative of the sign-clipped log-ratio",
+        assumptions=[r"$g(\Delta) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\Delta, \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h))$", r"$\delta_l, \delta_h, d > 0$"],
+    )
+    inside, a, b = sp.Symbol("Delta", real=True), *sp.symbols("a b", positive=True)
+    regions = [  # (sign of A, Delta, its variable, (delta_l, delta_h), display, g' there)
+        (1, high + dd, dd, (low, high), r"A > 0,\ \Delta = \delta_h + d", 0),
+        (1, -low - dd, dd, (low, high), r"A > 0,\ \Delta = -\delta_l - d", 1),
+        (1, inside, inside, (b - inside, inside + a), r"A > 0,\ -\delta_l < \Delta < \delta_h\ (\delta_l = b - \Delta,\ \delta_h = \Delta + a)", 1),
+        (-1, high + dd, dd, (low, high), r"A < 0,\ \Delta = \delta_h + d", 1),
+        (-1, -low - dd, dd, (low, high), r"A < 0,\ \Delta = -\delta_l - d", 0),
+        (-1, inside, inside, (b - inside, inside + a), r"A < 0,\ -\delta_l < \Delta < \delta_h\ (\delta_l = b - \Delta,\ \delta_h = \Delta + a)", 1),
+    ]
+    for sign, point, var, (lo, hi), where, slope in regions:
+        g = _gmpo_log_ratio(sign, point, lo, hi)
+        piece = sp.simplify(g)
+        d.step(g, piece, f"on ${where}$: the min/max resolve")
+        d.step(sp.Derivative(piece, var) / sp.diff(point, var), sp.Integer(slope), r"$g'(\Delta) = \partial g/\partial v \,/\, \partial\Delta/\partial v$ along the region's variable $v$")
+    return d
+
+
+# ------------------------------------------------------------------ aggregation
+
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+
+
+def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
+    r"""The weight :math:`\kappa_i = \partial\,\mathrm{aggregate}/\partial x_{it}` of each mode, for :math:`B` rows of lengths :math:`n_i`.
+
+    Each mode is a function of the row sums :math:`S_i = \sum_{t \le n_i} x_{it}`
+    and the lengths, so :math:`\partial/\partial x_{1t} = \partial/\partial S_1`:
+
+    .. math::
+
+        \kappa^{\text{token-mean}}_1 = \frac{1}{\sum_j n_j},\quad
+        \kappa^{\text{seq-mean-token-mean}}_1 = \frac{1}{B\,n_1},\quad
+        \kappa^{\text{seq-mean-token-sum}}_1 = \frac1B,\quad
+        \kappa^{\text{seq-mean-token-sum-norm}}_1 = \frac{1}{B\,C}.
+
+    Examples
+    --------
+    >>> from derivations.losses import aggregation_weights
+    >>> {k: d.verify().steps[-1].rhs for k, d in aggregation_weights(2).items()}["token-mean"]
+    1/(n_1 + n_2)
+    """
+    if not isinstance(B, int) or isinstance(B, bool) or B < 2:
+        raise ValueError(f"B must be an int >= 2, got {B!r}")
+    S = sp.symbols(f"S_1:{B + 1}", real=True)
+    n = sp.symbols(f"n_1:{B + 1}", positive=True)
+    C = sp.Symbol("C", positive=True)
+    modes = {
+        "token-mean": (sum(S) / sum(n), 1 / sum(n)),
+        "seq-mean-token-mean": (sum(s / k for s, k in zip(S, n)) / B, 1 / (B * n[0])),
+        "seq-mean-token-sum": (sum(S) / B, sp.Rational(1, B)),
+        "seq-mean-token-sum-norm": (sum(S) / (B * C), 1 / (B * C)),
+    }
+    out = {}
+    for mode, (agg, kappa_1) in modes.items():
+        d = Derivation(f"Token weight of {mode} (B = {B})", assumptions=[r"$S_i = \sum_{t \le n_i} x_{it}$", "$C$ a constant"])
+        d.step(sp.Derivative(agg, S[0]), kappa_1, r"$\partial/\partial x_{1t} = \partial/\partial S_1$")
+        out[mode] = d
+    return out
+
+
+def length_bias() -> dict[str, str]:
+    r"""The objective each mode's REINFORCE update is an unbiased gradient of, with :math:`A_i = R(o_i) - b`.
+
+    The update is :math:`-\nabla\sum_{i,t}\kappa_{it}(-A_i\ell_{it}) = \sum_i \kappa_i A_i \nabla\log\pi(o_i)`.
+    When :math:`\kappa_i` depends on answer :math:`i` alone, the score-function
+    identity gives :math:`\mathbb{E}[\kappa_i A_i\nabla\log\pi(o_i)] = \nabla\mathbb{E}[\kappa_i A_i]`:
+
+    * seq-mean-token-sum: :math:`\mathbb{E}[A] = J - b`: the gradient of :math:`J`, no length bias;
+    * seq-mean-token-sum-norm: :math:`(J - b)/C`: the same direction, scaled by :math:`1/C`;
+    * seq-mean-token-mean: :math:`\mathbb{E}[(R - b)/|o|]`: reward per token, so short
+      answers weigh more, and with :math:`b \ne 0` the baseline term no longer vanishes.
+
+    token-mean's :math:`\kappa_i = 1/\sum_j n_j` depends on the *other* answers'
+    lengths, so the batch objective :math:`\mathbb{E}[\sum_i\kappa_iA_i]` is not
+    what it follows: averaging over the others first, answer :math:`i`'s term is
+    :math:`\nabla\mathbb{E}[\bar\kappa(|o|)\,A]` with
+    :math:`\bar\kappa(n) = \mathbb{E}[1/(n + \sum_{j \ne i}|o_j|)]` held at the current
+    policy: a length weight that is neither 1 nor :math:`1/|o|`, and that moves with
+    the policy.
+
+    :func:`numeric.losses.length_bias_gradients` checks each exactly on TinyLM
+    (suite ``losses``), token-mean included.
+
+    Examples
+    --------
+    >>> from derivations.losses import length_bias
+    >>> sorted(length_bias())
+    ['seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm', 'token-mean']
+    """
+    return {
+        "token-mean": r"B\,\nabla\,\mathbb{E}\bigl[\bar\kappa(|o|)(R - b)\bigr],\ \bar\kappa(n) = \mathbb{E}\bigl[1/(n + \textstyle\sum_{j\ne i}|o_j|)\bigr]\ \text{frozen}",
+        "seq-mean-token-mean": r"\nabla\,\mathbb{E}\Bigl[\frac{R - b}{|o|}\Bigr]",
+        "seq-mean-token-sum": r"\nabla J",
+        "seq-mean-token-sum-norm": r"\frac{1}{C}\nabla J",
+    }
