@@ -106,9 +106,10 @@ def as_mask(name: str, value, like_name: str, like: torch.Tensor) -> torch.Tenso
     if m.shape != like.shape:
         raise ValueError(f"{name} must have the shape of {like_name} {tuple(like.shape)}, got {tuple(m.shape)}")
     if m.dtype != torch.bool:
-        if not bool(((m == 0) | (m == 1)).all()):
+        b = m != 0
+        if not bool((m == b).all()):  # 0/1 exactly: every non-zero entry equals 1 (NaN compares unequal)
             raise ValueError(f"{name} must hold only 0 and 1 (or be boolean)")
-        m = m != 0
+        m = b
     return m.to(like.device)
 
 
@@ -130,11 +131,11 @@ def masked_inputs(mask, mask_name: str = "mask", **arrays) -> tuple[dict[str, to
     require_same_shape(**tensors)
     m = None if mask is None else as_mask(mask_name, mask, first_name, first)
     for name, t in tensors.items():
-        kept = t if m is None else t[m]
-        if not bool(torch.isfinite(kept).all()):
-            raise ValueError(f"{name} must be finite (no NaN or inf)" + ("" if m is None else f" where {mask_name} is 1"))
         if m is not None:
-            tensors[name] = torch.where(m, t, torch.zeros((), dtype=t.dtype, device=t.device))
+            t = tensors[name] = torch.where(m, t, torch.zeros((), dtype=t.dtype, device=t.device))
+        # one reduction: a NaN or inf among the kept values makes the sum non-finite (the exact test only then)
+        if not bool(torch.isfinite(t.detach().sum())) and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} must be finite (no NaN or inf)" + ("" if m is None else f" where {mask_name} is 1"))
     return tensors, m, kind
 
 

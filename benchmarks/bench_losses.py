@@ -1,0 +1,169 @@
+"""The trainer losses at training size: batched vs a naive token loop vs the shortest torch expression.
+
+Prints figures; it is not a test.  At B = 64, T = 1024 (65,536 tokens, a
+quarter of them padding), forward + backward of every method of
+:func:`numeric.policy_loss`, in fp32 and fp64, on this machine's CPU (or
+``--device cuda``):
+
+* ``batched``: :func:`numeric.policy_loss`, best of several runs;
+* ``naive``: the same loss written token by token in Python (one autograd
+  node per scalar operation), timed on a slice of 2 rows and scaled to the
+  batch by the number of tokens (the loop is linear in them); target: the
+  batched loss at least 1000x faster;
+* ``shortest``: the shortest hand-written torch expression of the same
+  formula (no input checks, no padding guard); target: batched within 1.5x;
+* ``saved``: bytes of tensors autograd keeps between forward and backward
+  (what a trainer holds per loss), and, on CUDA, the peak allocated memory.
+
+Run: ``python benchmarks/bench_losses.py [--device cuda] [--repeats 5]``
+"""
+
+import argparse
+import time
+
+import torch
+
+from numeric import POLICY_LOSSES, policy_loss
+
+B, T = 64, 1024
+EPS = (0.2, 0.28)
+
+
+def batch(dtype, device, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(T // 2, T + 1, (B,), generator=gen)
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).to(dtype)
+    old = -torch.rand(B, T, generator=gen, dtype=torch.float64) * 3 - 0.1
+    lp = old + 0.3 * torch.randn(B, T, generator=gen, dtype=torch.float64)
+    A = torch.randn(B, generator=gen, dtype=torch.float64)
+    return [x.to(device=device, dtype=dtype) for x in (lp, old, A, mask)]
+
+
+def shortest(method, lp, old, A, m):
+    """The formula in as few torch calls as it takes (token-mean, or per-row means for the sequence methods)."""
+    At = A[:, None]
+    if method in ("reinforce", "gpg"):
+        return -(At * lp * m).sum() / m.sum()
+    r = (lp - old).exp()
+    if method == "ppo":
+        return -(torch.min(r * At, r.clamp(0.8, 1.28) * At) * m).sum() / m.sum()
+    if method == "cispo":
+        return -(r.clamp(0.8, 1.28).detach() * At * lp * m).sum() / m.sum()
+    if method == "sapo":
+        tau = torch.where(At > 0, 1.0, 1.05).to(lp)
+        return -(torch.sigmoid(tau * (r - 1)) * 4 / tau * At * m).sum() / m.sum()
+    n = m.sum(1, keepdim=True)
+    log_s = ((lp - old) * m).sum(1, keepdim=True) / n
+    if method == "gspo":
+        s = log_s.exp()
+        return -((torch.min(s * At, s.clamp(0.8, 1.28) * At) * m).sum(1, keepdim=True) / n).mean()
+    if method == "gspo_token":
+        s = (log_s.detach() + lp - lp.detach()).exp()
+        return -((torch.min(s * At, s.clamp(0.8, 1.28) * At) * m).sum(1, keepdim=True) / n).mean()
+    d = lp - old  # gmpo
+    sg = torch.sign(At)
+    dm = sg * torch.min(sg * d, sg * d.clamp(-0.4, 0.4))
+    return -(At[:, 0] * ((dm * m).sum(1) / n[:, 0]).exp()).mean()
+
+
+def naive(method, lp, old, A, m):
+    """Token by token in Python scalars (the kind of loop a notebook starts with)."""
+    rows, cols = lp.shape
+    total, count = 0.0, float(m.sum())
+    for i in range(rows):
+        toks = [t for t in range(cols) if m[i, t] > 0]
+        if method in ("gspo", "gspo_token", "gmpo"):
+            n = len(toks)
+            deltas = [lp[i, t] - old[i, t] for t in toks]
+            if method == "gmpo":
+                s = 1.0 if A[i] > 0 else -1.0
+                deltas = [s * torch.minimum(s * d, s * d.clamp(-0.4, 0.4)) for d in deltas]
+                total = total - A[i] * torch.exp(sum(deltas) / n) / rows
+                continue
+            s = torch.exp(sum(deltas) / n)
+            for t in toks:
+                st = s.detach() * torch.exp(lp[i, t] - lp[i, t].detach()) if method == "gspo_token" else s
+                total = total - torch.minimum(st * A[i], st.clamp(0.8, 1.28) * A[i]) / (rows * n)
+            continue
+        for t in toks:
+            r = torch.exp(lp[i, t] - old[i, t])
+            if method == "ppo":
+                piece = -torch.minimum(r * A[i], r.clamp(0.8, 1.28) * A[i])
+            elif method == "cispo":
+                piece = -r.clamp(0.8, 1.28).detach() * A[i] * lp[i, t]
+            elif method == "sapo":
+                tau = 1.0 if A[i] > 0 else 1.05
+                piece = -torch.sigmoid(tau * (r - 1)) * 4 / tau * A[i]
+            else:
+                piece = -A[i] * lp[i, t]
+            total = total + piece / count
+    return total
+
+
+def fwd_bwd(fn, lp, *rest):
+    x = lp.detach().clone().requires_grad_(True)
+    loss = fn(x, *rest)
+    loss.backward()
+    return x.grad
+
+
+def timed(fn, repeats, sync):
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def saved_bytes(fn, lp, *rest):
+    """Bytes of distinct tensors autograd saves for backward."""
+    seen = {}
+
+    def pack(t):
+        seen[(t.data_ptr(), t.dtype, tuple(t.shape))] = t.numel() * t.element_size()
+        return t
+
+    x = lp.detach().clone().requires_grad_(True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(x, *rest)
+    return sum(seen.values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    print(f"B = {B}, T = {T}, device {device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"{'method':<11} {'dtype':<8} {'batched ms':>10} {'shortest ms':>11} {'ratio':>6} {'naive s (scaled)':>16} {'speed-up':>9} {'saved MiB':>9} {'peak MiB':>8}  grad gap")
+    for dtype in (torch.float32, torch.float64):
+        lp, old, A, m = batch(dtype, device)
+        for method in POLICY_LOSSES:
+            ours = lambda x, o=old, a=A, mk=m, meth=method: policy_loss(meth, x, o, a, mk, clip_epsilon=EPS)  # noqa: E731
+            short = lambda x, o=old, a=A, mk=m, meth=method: shortest(meth, x, o, a, mk)  # noqa: E731
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+            t_ours = timed(lambda: fwd_bwd(ours, lp), args.repeats, sync)
+            peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else float("nan")
+            t_short = timed(lambda: fwd_bwd(short, lp), args.repeats, sync)
+            gap = float((fwd_bwd(ours, lp) - fwd_bwd(short, lp)).abs().max())
+            rows = 2  # the naive loop on a slice of two rows, scaled by tokens
+            sl = [x[:rows].cpu() for x in (lp, old, A, m)]
+            t0 = time.perf_counter()
+            fwd_bwd(lambda x: naive(method, x, *sl[1:]), sl[0])
+            t_naive = (time.perf_counter() - t0) * float(m.sum()) / float(sl[3].sum())
+            mib = saved_bytes(ours, lp) / 2**20
+            print(
+                f"{method:<11} {str(dtype).removeprefix('torch.'):<8} {1e3 * t_ours:>10.2f} {1e3 * t_short:>11.2f} {t_ours / t_short:>6.2f} "
+                f"{t_naive:>16.1f} {t_naive / t_ours:>9.0f} {mib:>9.1f} {peak:>8.1f}  {gap:.1e}"
+            )
+
+
+if __name__ == "__main__":
+    main()
