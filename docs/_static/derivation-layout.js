@@ -1,10 +1,11 @@
-/* Fit each rendered derivation to the text column.
+/* Fit each rendered derivation (and any other display formula) to the text column.
  *
  * A derivation is an `aligned` block, one step a row:  lhs &= rhs && reason.
  * When a block is wider than the column, it is typeset again with each reason
  * on its own row under its step; if it is still too wide, a long left-hand
  * side gets a row of its own too; a block that still does not fit is scaled
- * down (not below 80 %), and only then scrolls.  Nothing is loaded from the
+ * down (not below 80 %), and only then scrolls.  Any other display formula
+ * that is too wide is only scaled down.  Nothing is loaded from the
  * network: this runs on the MathJax copy shipped with the pages.
  */
 (function () {
@@ -47,7 +48,8 @@
   function fit(box) {
     if (fits(box)) return Promise.resolve();
     var items = MathJax.startup.document.getMathItemsWithin(box);
-    var rows = items.length === 1 ? splitRows(items[0].math) : null;
+    var inDerivation = box.closest("div.derivation") !== null;
+    var rows = inDerivation && items.length === 1 ? splitRows(items[0].math) : null;
     var chain = Promise.resolve();
     if (rows) {
       box.classList.add("derivation-stacked");
@@ -67,7 +69,7 @@
   window.addEventListener("load", function () {
     if (!window.MathJax || !MathJax.startup) return;
     MathJax.startup.promise.then(function () {
-      var boxes = document.querySelectorAll("div.derivation div.math");
+      var boxes = document.querySelectorAll("div.math");
       return Array.prototype.reduce.call(boxes, function (p, box) {
         return p.then(function () { return fit(box); });
       }, Promise.resolve()).then(function () { document.body.dataset.derivationsFitted = "yes"; });
