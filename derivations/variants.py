@@ -89,6 +89,8 @@ from .proofs import decide_sign
 
 __all__ = [
     "GroupReport",
+    "TokenReport",
+    "check_token_loss",
     "NotPermutationEquivariant",
     "SymbolicNumericMismatch",
     "VERDICTS",
@@ -771,3 +773,399 @@ def _symbolic_G_finite(expr, law, values, constants) -> GroupReport:
         return GroupReport(verdict, c, sp.Integer(0), reason, d, "binary", G_SYMBOL, general.zero_on_equal_rewards)
     return GroupReport("undecided", None, None, "a finite law with a symbolic G is checked for binary rewards only; pass a number G",
                        None, values, G_SYMBOL, general.zero_on_equal_rewards)
+
+
+# ============================================================ token level
+
+
+from . import gradient_weights as gw  # noqa: E402
+from .proofs import interval_points, on_regions, resolve  # noqa: E402
+
+_pm, _pgamma, _pa = sp.symbols("m_admissible gamma_admissible a_admissible", positive=True)
+_ADMISSIBLE = {gw.eps_l: 1 / (1 + _pm), gw.c: 1 + gw.eps_h + _pgamma}
+"""0 < eps_l < 1 and c > 1 + eps_h, written with positive symbols (eps_h is positive itself)."""
+
+_KNOWN = {"ppo": "PPO", "dual_clip": "dual-clip PPO", "cispo": "CISPO", "is": "token IS", "reinforce": "on-policy REINFORCE"}
+_TOKEN_SYMBOLS = {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}
+
+
+@dataclass(frozen=True)
+class TokenReport:
+    r"""What :func:`check_token_loss` found.
+
+    Attributes
+    ----------
+    weight : sympy.Piecewise or None
+        :math:`w` with :math:`\partial\,\mathrm{loss}/\partial\ell = -wA`, in
+        :math:`r` and the sign of :math:`A` (kinks go to the live side).  For a
+        callable: ``None``, see ``table``.
+    silenced : sympy condition or tuple
+        Where :math:`w = 0` (for :math:`A \ne 0`); for a callable, the grid
+        intervals ``(sign, r_low, r_high)``.
+    bounded : dict
+        ``{+1: bool, -1: bool}``: is :math:`w` bounded over :math:`r > 0` for each sign of :math:`A`.
+    on_policy_at_ratio_one : bool or None
+        At :math:`r = 1` (:math:`\ell = \ell_0`) the gradient is :math:`-A\nabla\log\pi`.
+    is_policy_gradient : bool
+        ``False`` when :math:`w` depends on :math:`\ell` or :math:`\ell_0` other than through :math:`r`.
+    matches : str or None
+        The known method with the same weight on every open region, if any.
+    derivation : Derivation or None
+    reason : str
+    table : tuple
+        ``(r, w for A > 0, w for A < 0)`` rows (callables: autograd on a grid; expressions: the weight evaluated).
+    numeric : tuple
+        ``(tokens compared, max discrepancy)`` of the autograd confirmation on TinyLM's tokens.
+    """
+
+    weight: sp.Expr | None
+    silenced: object
+    bounded: dict
+    on_policy_at_ratio_one: bool | None
+    is_policy_gradient: bool
+    matches: str | None
+    derivation: Derivation | None
+    reason: str
+    table: tuple = field(default=(), compare=False)
+    numeric: tuple = field(default=(), compare=False)
+
+    def __str__(self) -> str:
+        w = "(table)" if self.weight is None else sp.sstr(self.weight)
+        return (f"w = {w}\nsilenced: {self.silenced}\nbounded: {self.bounded}\n"
+                f"on-policy at r = 1: {self.on_policy_at_ratio_one}; policy gradient: {self.is_policy_gradient}; "
+                f"matches: {self.matches}\n{self.reason}")
+
+    def _repr_latex_(self) -> str:
+        head = r"w = " + ("\\text{(table)}" if self.weight is None else sp.latex(self.weight))
+        if self.derivation is None:
+            return "$$" + head + "$$"
+        return "$$" + head + r"\\" + self.derivation.to_latex() + "$$"
+
+
+def _token_expression(loss, constants: dict) -> sp.Expr:
+    if isinstance(loss, sp.MatrixBase) or isinstance(loss, (list, tuple)):
+        raise TypeError("loss must be one token's loss, a scalar sympy expression, got a matrix or sequence")
+    try:
+        loss = sp.sympify(loss, strict=True)
+    except sp.SympifyError:
+        raise TypeError(f"loss must be a sympy expression or a torch callable, got {type(loss).__name__}") from None
+    if not isinstance(loss, sp.Expr):
+        raise TypeError(f"loss must be a scalar sympy expression, got {type(loss).__name__}")
+    unknown = loss.free_symbols - _TOKEN_SYMBOLS - set(constants)
+    if unknown:
+        raise ValueError(
+            f"loss has unknown free symbols {', '.join(sorted(map(str, unknown)))}: allowed are ell, ell_0, r, A, "
+            "varepsilon_l, varepsilon_h, c (derivations.gradient_weights) and constants declared in constants={symbol: value}"
+        )
+    loss = loss.subs(sp.exp(gw.ell - gw.ell0), gw.r)
+    held = loss.replace(gw.sg, lambda *a: sp.Dummy("held"))
+    if not (held.has(gw.ell) or held.has(gw.r)):
+        raise ValueError("loss must depend on ell = log pi (directly or through r = exp(ell - ell_0)) outside sg(...): "
+                         "otherwise it has no gradient")
+    return loss
+
+
+def _breakpoints(loss) -> list:
+    """Candidate kinks in r: r-free arguments of every Min/Max, and r-free sides of conditions on r."""
+    found = set()
+    for node in loss.atoms(sp.Min, sp.Max):
+        for arg in node.args:
+            for sign in (1, -1):
+                x = sp.simplify(arg.subs(gw.A, sign) / sign) if arg.has(gw.A) else arg
+                if not x.has(gw.r, gw.ell, gw.ell0, sp.Min, sp.Max):
+                    found.add(sp.sympify(x))
+    for pw in loss.atoms(sp.Piecewise):
+        for _, cond in pw.args:
+            for rel in (cond.atoms(sp.core.relational.Relational) if not isinstance(cond, sp.core.relational.Relational) else {cond}):
+                if rel.has(gw.r):
+                    sol = sp.solve(sp.Eq(rel.lhs, rel.rhs), gw.r)
+                    found.update(s for s in sol if not s.has(gw.ell, gw.ell0, gw.A))
+    return [b for b in found if b.free_symbols and _positive(b) or (b.is_number and b > 0)]
+
+
+def _positive(b) -> bool:
+    return decide_sign(b.subs(_ADMISSIBLE)) == 1
+
+
+def _order(breaks: list) -> list | None:
+    """The breakpoints in increasing order (decided with the admissible constants), or ``None``."""
+    out = []
+    for b in breaks:
+        if any(is_zero((b - o).subs(_ADMISSIBLE)) is not None for o in out):
+            continue
+        out.append(b)
+    try:
+        import functools
+
+        def cmp(x, y):
+            s = decide_sign((x - y).subs(_ADMISSIBLE))
+            if s is None:
+                raise _Unordered(f"{x} and {y}")
+            return s
+
+        return sorted(out, key=functools.cmp_to_key(cmp))
+    except _Unordered:
+        return None
+
+
+class _Unordered(Exception):
+    pass
+
+
+def _piece(expr, point: dict):
+    """``expr`` with every Min/Max/Piecewise replaced by the branch that holds at ``point`` (in the original variables)."""
+    if not isinstance(expr, sp.Basic) or not expr.args or isinstance(expr, (sp.Symbol, sp.Indexed)):
+        return expr
+    if isinstance(expr, sp.Piecewise):
+        for value, cond in expr.args:
+            t = resolve(sp.sympify(cond).subs(point))
+            if t is None:
+                raise _Unordered(sp.sstr(cond))
+            if t is sp.true or t is True:
+                return _piece(value, point)
+        raise _Unordered(f"no branch of {sp.sstr(expr)}")
+    args = [_piece(a, point) for a in expr.args]
+    if isinstance(expr, (sp.Min, sp.Max)):
+        sign = 1 if isinstance(expr, sp.Max) else -1
+        for cand in args:
+            if all(decide_sign((sign * (cand - o)).subs(point)) in (1, 0) for o in args if o is not cand):
+                return cand
+        raise _Unordered(sp.sstr(expr))
+    return expr.func(*args)
+
+
+def _regions(breaks: list) -> list:
+    """(lo, hi, interior point) for each open interval of r between 0, the breakpoints and infinity."""
+    pts = interval_points(gw.r, [sp.sympify(b).subs(_ADMISSIBLE) for b in breaks], lower=0) if breaks else [{gw.r: 1 + sp.Dummy("t", positive=True)}]
+    edges = [sp.Integer(0), *breaks, sp.oo]
+    interiors = pts[0::2]
+    return [(lo, hi, p[gw.r]) for (lo, hi), p in zip(zip(edges, edges[1:]), interiors)]
+
+
+def _token_unfold(name, loss):
+    return lambda e: e.xreplace({name: loss}).replace(lambda x: isinstance(x, sp.Derivative), lambda x: gw.d_dell(x.expr))
+
+
+def _merge(pieces: list) -> list:
+    """(w, condition on r) with equal neighbours merged and each kink given to its live side."""
+    merged = []
+    for lo, hi, w in pieces:
+        if merged and is_zero(merged[-1][2] - w) is not None:
+            merged[-1] = (merged[-1][0], hi, merged[-1][2])
+        else:
+            merged.append((lo, hi, w))
+    out = []
+    for k, (lo, hi, w) in enumerate(merged):
+        if hi == sp.oo:
+            out.append((w, sp.true))
+        else:
+            closed = w != 0 or merged[k + 1][2] == 0
+            out.append((w, sp.LessThan(gw.r, hi) if closed else sp.StrictLessThan(gw.r, hi)))
+    return out
+
+
+def _merged_runs(pieces: list) -> list:
+    """Consecutive regions with equal weights merged into one (lo, hi, w)."""
+    out = []
+    for lo, hi, w in pieces:
+        if out and is_zero(out[-1][2] - w) is not None:
+            out[-1] = (out[-1][0], hi, out[-1][2])
+        else:
+            out.append((lo, hi, w))
+    return out
+
+
+def _region_condition(sign: int, lo, hi):
+    parts = [sp.StrictGreaterThan(gw.A, 0) if sign > 0 else sp.StrictLessThan(gw.A, 0)]
+    if lo != 0:
+        parts.append(sp.StrictLessThan(lo, gw.r))
+    if hi != sp.oo:
+        parts.append(sp.StrictLessThan(gw.r, hi))
+    return sp.And(*parts)
+
+
+def _flip(weight) -> str:
+    """Where the weight at r = 1 is negative (the update points the wrong way), for a weight that depends on ell."""
+    at_one = resolve(weight.subs({gw.r: 1, gw.A: _pa}).subs(_ADMISSIBLE))
+    if at_one is None or not at_one.has(gw.ell):
+        return ""
+    where = sp.solveset(sp.StrictLessThan(at_one, 0), gw.ell, sp.S.Reals)
+    return f"; at r = 1 the weight is {sp.sstr(at_one)}, negative (the update flips sign) for ell in {sp.sstr(where)}" if where != sp.S.EmptySet else ""
+
+
+def _bounded(pieces: list) -> bool | None:
+    """Every piece has finite limits at its region's ends (ell written as ell_0 + log r)."""
+    for lo, hi, w in pieces:
+        w = w.xreplace({gw.ell: gw.ell0 + sp.log(gw.r)}).subs(_ADMISSIBLE)
+        if not w.has(gw.r):
+            continue
+        for end, direction in ((lo, "+"), (hi, "-")):
+            end = sp.sympify(end).subs(_ADMISSIBLE)
+            try:
+                lim = sp.limit(w, gw.r, end, direction)
+            except Exception:
+                return None
+            if lim.has(sp.oo, -sp.oo, sp.zoo, sp.nan):
+                return False
+            if isinstance(lim, (sp.Limit, sp.AccumBounds)):
+                return None
+        den = sp.denom(sp.together(w))
+        if den.has(gw.r):
+            return None
+    return True
+
+
+def check_token_loss(loss, *, constants=None, confirm: bool = True) -> TokenReport:
+    r"""The gradient weight of a per-token loss, and what it implies.
+
+    For a loss in :math:`\ell = \log\pi_\theta(o_t\mid s_t)`, :math:`\ell_0`,
+    :math:`r = e^{\ell-\ell_0}`, :math:`A` and constants, with
+    :math:`\mathrm{sg}(\cdot)` marking stop-gradients, the weight :math:`w` is
+    defined by
+
+    .. math::
+
+        \frac{\partial\,\mathrm{loss}}{\partial\ell} = -\,w\,A ,
+
+    and obtained region by region (between the kinks of every ``Min``/``Max``/
+    ``Piecewise`` in :math:`r`, for each sign of :math:`A`): the loss equals a
+    smooth piece on the region, checked for *every* point of it (the region is
+    parametrised by a positive symbol), and the piece is differentiated with
+    :math:`\mathrm{sg}` held constant.  Admissible constants:
+    :math:`0 < \varepsilon_l < 1`, :math:`\varepsilon_h > 0`,
+    :math:`c > 1 + \varepsilon_h`; declared constants are as their SymPy
+    assumptions say (declare them ``positive=True``).
+
+    Parameters
+    ----------
+    loss : sympy expression or callable
+        One token's loss (minimised) in the symbols of
+        :mod:`derivations.gradient_weights`, or a torch function
+        ``loss(log_prob, old_log_prob, advantage)`` returning the per-token
+        loss (then the weight is tabulated by autograd on a grid).
+    constants : dict, optional
+        ``{symbol: value}``: extra constants the expression may use; the values
+        (and those of ``eps_l``, ``eps_h``, ``c``, default 0.2, 0.28, 3) are used
+        by the numeric confirmation and to match a callable with the known methods.
+    confirm : bool
+        Confirm by autograd on TinyLM's tokens (:mod:`numeric.variants`).
+
+    Returns
+    -------
+    TokenReport
+
+    Raises
+    ------
+    TypeError, ValueError
+        A non-scalar expression, unknown free symbols, a loss without
+        :math:`\ell`, a callable with the wrong output shape or non-finite values.
+    SymbolicNumericMismatch
+        The derived weight disagrees with autograd on the toy LM.
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import A, ell, eps_h, r, sg, token_loss
+    >>> from derivations.variants import check_token_loss
+    >>> rep = check_token_loss(token_loss("cispo"))
+    >>> rep.weight, rep.matches, rep.bounded
+    (Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True)), 'CISPO', {1: True, -1: True})
+    >>> check_token_loss(-r * A * ell).is_policy_gradient   # forgot sg(r)
+    False
+    """
+    constants = _constants(constants)
+    if callable(loss) and not isinstance(loss, sp.Basic):
+        from numeric.variants import token_report_from_callable
+
+        return token_report_from_callable(loss, constants)
+    expr = _token_expression(loss, constants)
+    report = _token_symbolic(expr)
+    if confirm and report.weight is not None:
+        from numeric.variants import confirm_token
+
+        report = confirm_token(report, expr, constants)
+    return report
+
+
+def _token_symbolic(loss) -> TokenReport:
+    breaks = _order(_breakpoints(loss))
+    if breaks is None:
+        return TokenReport(None, None, {}, None, False, None, None,
+                           "undecided: the kinks of the loss cannot be ordered under the stated assumptions on the constants")
+    name = sp.Symbol(r"\mathcal{L}")
+    d = Derivation(
+        "Gradient weight of the loss",
+        assumptions=[f"${sp.latex(name)} = {sp.latex(loss)}$", r"$r = e^{\ell - \ell_0}$",
+                     r"$0 < \varepsilon_l < 1$, $\varepsilon_h > 0$, $c > 1 + \varepsilon_h$",
+                     r"$\partial\,\mathcal{L}/\partial\ell = -A\,w$; $\mathrm{sg}$ held constant"],
+        unfold=_token_unfold(name, loss),
+    )
+    pieces = {}
+    try:
+        for sign in (1, -1):
+            pieces[sign] = []
+            for lo, hi, inside in _regions(breaks):
+                point = {gw.r: inside, gw.A: sign * _pa}
+                at = {**{k: sp.sympify(v).subs(_ADMISSIBLE) for k, v in point.items()}, **_ADMISSIBLE}
+                piece = _piece(loss, at)
+                where = ("A > 0" if sign > 0 else "A < 0") + r",\ " + (sp.latex(lo) + " < " if lo != 0 else "0 < ") + "r" + ("" if hi == sp.oo else " < " + sp.latex(hi))
+                d.step(name, piece, f"on ${where}$", proof=on_regions(at, label="whole region"))
+                w = sp.factor(-gw.d_dell(piece) / gw.A)
+                d.step(sp.Derivative(piece, gw.ell), -gw.A * w, r"differentiate, $\mathrm{sg}$ held constant")
+                pieces[sign].append((lo, hi, w))
+    except _Unordered as err:
+        return TokenReport(None, None, {}, None, False, None, None, f"undecided: the CAS could not decide the branch of {err} on a region")
+    pos, neg = _merge(pieces[1]), _merge(pieces[-1])
+    if pos == neg:
+        weight = sp.Piecewise(*pos)
+    else:
+        weight = sp.Piecewise(*[(w, sp.And(gw.A > 0, cond)) for w, cond in pos], *neg)
+    silenced = sp.Or(*[_region_condition(s, lo, hi) for s in (1, -1) for lo, hi, w in _merged_runs(pieces[s]) if w == 0])
+    is_pg = not any(w.has(gw.ell, gw.ell0) for s in pieces for _, _, w in pieces[s])
+    bounded = {s: _bounded(pieces[s]) for s in (1, -1)}
+    on_policy = _at_ratio_one(weight)
+    matches = _match(pieces) if is_pg else None
+    parts = [f"w = {sp.sstr(weight)}"]
+    if not is_pg:
+        parts.append("w depends on ell other than through r: not a policy gradient (a missing stop-gradient?)" + _flip(weight))
+    if matches:
+        parts.append(f"the weight of {matches}")
+    d.verify()
+    return TokenReport(weight, silenced, bounded, on_policy, is_pg, matches, d, "; ".join(parts))
+
+
+def _at_ratio_one(weight) -> bool | None:
+    answers = []
+    for sign in (1, -1):
+        v = resolve(weight.subs({gw.r: 1, gw.A: sign * _pa}).subs(_ADMISSIBLE))
+        if v is None:
+            return None
+        answers.append(is_zero(sp.sympify(v).subs(gw.ell, gw.ell0) - 1) is not None)
+    return all(answers)
+
+
+def _known_weight(method: str):
+    return sp.Integer(1) if method == "reinforce" else gw.gradient_weight(method)
+
+
+def _match(pieces: dict) -> str | None:
+    """The known method whose weight equals this one on every open region (each sign of A)."""
+    for method, label in _KNOWN.items():
+        known = _known_weight(method)
+        ok = True
+        for sign in (1, -1):  # compare at the interior points of the common refinement of both partitions
+            breaks = _order(list({*[b for b in (p[0] for p in pieces[sign]) if b != 0], *_breakpoints(known)}))
+            if breaks is None:
+                ok = False
+                break
+            ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]]) if len(pieces[sign]) > 1 else pieces[sign][0][2]
+            for lo, hi, inside in _regions(breaks):
+                at = {gw.r: sp.sympify(inside).subs(_ADMISSIBLE), gw.A: sign * _pa, **_ADMISSIBLE}
+                a, b = resolve(sp.sympify(ours).subs(at)), resolve(sp.sympify(known).subs(at))
+                if a is None or b is None or is_zero(a - b) is None:
+                    ok = False
+                    break
+            if not ok:
+                break
+        if ok:
+            return label
+    return None

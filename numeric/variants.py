@@ -232,3 +232,215 @@ def confirm_group(report, advantage, constants: dict):
                 f"(verdict {report.verdict}, c = {report.scale})"
             )
     return dataclasses.replace(report, numeric=tuple(rows))
+
+
+# ------------------------------------------------------------------ token losses
+
+from derivations import gradient_weights as gw  # noqa: E402
+
+from .gradient_weights import gradient_weight as _known_weight_numeric  # noqa: E402
+from .tinylm import perturb, token_score_tensor  # noqa: E402
+
+DEFAULT_CONSTANTS = {gw.eps_l: 0.2, gw.eps_h: 0.28, gw.c: 3.0}
+"""Values of the clip constants used when none are given."""
+
+_RELATIONS = {sp.StrictLessThan: torch.lt, sp.LessThan: torch.le, sp.StrictGreaterThan: torch.gt, sp.GreaterThan: torch.ge}
+
+
+def torch_value(expr, env: dict):
+    """Evaluate a loss expression on tensors: ``sg`` detaches, Min/Max/Piecewise elementwise; autograd flows through the rest."""
+    if expr in env:
+        return env[expr]
+    if isinstance(expr, (bool, sp.logic.boolalg.BooleanAtom)):
+        return bool(expr)
+    if expr.is_number:
+        return torch.tensor(float(expr), dtype=F64)
+    if isinstance(expr, sp.Symbol):
+        raise ValueError(f"no value for the symbol {expr}")
+    if isinstance(expr, sp.Piecewise):
+        out = torch.tensor(float("nan"), dtype=F64)
+        for value, cond in reversed(expr.args):
+            v, c_ = torch_value(value, env), torch_value(cond, env)
+            out = v if c_ is True else torch.where(torch.as_tensor(c_), v, out)
+        return out
+    args = [torch_value(a, env) for a in expr.args]
+    if isinstance(expr, sp.Add):
+        return sum(args[1:], args[0])
+    if isinstance(expr, sp.Mul):
+        out = args[0]
+        for a in args[1:]:
+            out = out * a
+        return out
+    if isinstance(expr, sp.Pow):
+        return args[0] ** args[1]
+    if isinstance(expr, sp.exp):
+        return torch.exp(args[0])
+    if isinstance(expr, sp.log):
+        return torch.log(args[0])
+    if isinstance(expr, sp.Abs):
+        return torch.abs(args[0])
+    if isinstance(expr, sp.Min):
+        return reduce_pair(torch.minimum, args)
+    if isinstance(expr, sp.Max):
+        return reduce_pair(torch.maximum, args)
+    if expr.func == gw.sg:
+        return args[0].detach()
+    if type(expr) in _RELATIONS:
+        return _RELATIONS[type(expr)](args[0], args[1])
+    if isinstance(expr, sp.And):
+        return reduce_pair(torch.logical_and, args)
+    if isinstance(expr, sp.Or):
+        return reduce_pair(torch.logical_or, args)
+    raise TypeError(f"cannot evaluate {type(expr).__name__} ({expr}) on tensors")
+
+
+def reduce_pair(op, args):
+    out = args[0]
+    for a in args[1:]:
+        out = op(torch.as_tensor(out, dtype=F64) if not isinstance(out, torch.Tensor) else out, a if isinstance(a, torch.Tensor) else torch.as_tensor(a, dtype=F64))
+    return out
+
+
+def _tokens(seed: int = 0):
+    """TinyLM tokens with old and new log-probabilities far apart and advantages of both signs."""
+    lm = TinyLM(V=3, L=3, seed=seed)
+    old = lm.theta0
+    theta = perturb(old, 1.5, seed=seed + 5).requires_grad_(True)
+    gen = torch.Generator().manual_seed(seed)
+    adv = torch.randn(lm.N, lm.L, generator=gen, dtype=F64)
+    return lm, old, theta, adv
+
+
+def _values(constants: dict) -> dict:
+    return {**DEFAULT_CONSTANTS, **constants}
+
+
+def _near_kink(ratio: torch.Tensor, breaks: list, values: dict) -> torch.Tensor:
+    near = torch.zeros_like(ratio, dtype=torch.bool)
+    for b in breaks:
+        near |= (ratio - float(sp.sympify(b).subs(values))).abs() < 1e-6
+    return near
+
+
+def confirm_token(report, loss, constants: dict):
+    r"""The report with autograd on TinyLM's tokens: :math:`\nabla_\theta \sum_t \mathrm{loss}_t = -\sum_t w_t A_t \nabla_\theta\log\pi_t`.
+
+    The loss is evaluated on every token of ``TinyLM(V=3, L=3)`` with
+    :math:`\theta` perturbed away from :math:`\theta_{\text{old}}` (ratios on
+    both sides of every clip) and normal advantages; tokens within 1e-6 of a
+    kink are left out.  Raises :class:`~derivations.variants.SymbolicNumericMismatch`
+    above 1e-12.
+    """
+    values = _values(constants)
+    lm, old, theta, adv = _tokens()
+    ell = lm.token_logprobs(theta)
+    ell0 = lm.token_logprobs(old).detach()
+    ratio = torch.exp(ell - ell0)
+    env = {gw.ell: ell, gw.ell0: ell0, gw.r: ratio, gw.A: adv, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
+    keep = lm.mask.bool() & ~_near_kink(ratio.detach(), derived._breakpoints(loss), values)
+    per_token = torch_value(loss.subs({}), env)
+    total = torch.where(keep, per_token, torch.zeros_like(per_token)).sum()
+    (grad,) = torch.autograd.grad(total, theta)
+    wenv = {gw.ell: ell.detach(), gw.ell0: ell0, gw.r: ratio.detach(), gw.A: adv, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
+    w = torch_value(report.weight, wenv)
+    w = torch.broadcast_to(torch.as_tensor(w, dtype=F64), adv.shape)
+    predicted = torch.einsum("nl,nlp->p", torch.where(keep, -w * adv, torch.zeros_like(adv)), token_score_tensor(lm, theta.detach()))
+    gap = float((grad - predicted).abs().max())
+    if not gap <= TOL * max(1.0, float(grad.abs().max())):
+        raise derived.SymbolicNumericMismatch(f"the derived weight and autograd on TinyLM's tokens differ by {gap:.3g}")
+    return dataclasses.replace(report, numeric=(int(keep.sum()), gap))
+
+
+_GRID = torch.cat([torch.logspace(-2, 2, 161, dtype=F64), torch.tensor([1.0], dtype=F64)]).unique()
+
+
+def _callable_weight(fn, ratio: torch.Tensor, adv: torch.Tensor, ell0: float) -> torch.Tensor:
+    old = torch.full_like(ratio, ell0)
+    new = (old + torch.log(ratio)).requires_grad_(True)
+    out = fn(new, old, adv)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"loss must return a torch tensor of per-token losses, got {type(out).__name__}")
+    if out.shape != ratio.shape:
+        raise ValueError(f"loss must return one loss per token, shape {tuple(ratio.shape)}, got {tuple(out.shape)}")
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError("loss must return finite values")
+    (g,) = torch.autograd.grad(out.sum(), new, allow_unused=True)
+    g = torch.zeros_like(new) if g is None else g
+    return -g / adv
+
+
+def token_report_from_callable(fn, constants: dict):
+    r"""A :class:`~derivations.variants.TokenReport` for a torch loss by autograd on a dense grid.
+
+    :math:`w = -(\partial\,\mathrm{loss}/\partial\ell)/A` for :math:`r` on 162
+    log-spaced points in :math:`[10^{-2}, 10^2]` (and 1), :math:`A = \pm 1`,
+    at two old log-probabilities (:math:`\ell_0 = -0.5, -2`): a weight that
+    changes with :math:`\ell_0` at a fixed ratio is not a policy gradient.
+    Bounded means: :math:`|w|` does not grow over the last decade of the grid.
+    """
+    if not callable(fn):
+        raise TypeError(f"loss must be callable, got {type(fn).__name__}")
+    values = _values(constants)
+    r = _GRID
+    w = {s: _callable_weight(fn, r, torch.full_like(r, float(s)), -0.5) for s in (1, -1)}
+    other = {s: _callable_weight(fn, r, torch.full_like(r, float(s)), -2.0) for s in (1, -1)}
+    is_pg = all(bool((w[s] - other[s]).abs().max() <= 1e-9) for s in (1, -1))
+    table = tuple((float(x), float(a), float(b)) for x, a, b in zip(r, w[1], w[-1]))
+    silenced = tuple(run for s in (1, -1) for run in _runs(s, r, w[s].abs() < 1e-12))
+    top = r >= 10
+    bounded = {s: bool(w[s][top].abs().max() <= 1.0001 * w[s][(r >= 1) & (r <= 10)].abs().max() + 1e-12) for s in (1, -1)}
+    one = int((r - 1).abs().argmin())
+    on_policy = all(abs(float(w[s][one]) - 1) <= 1e-12 for s in (1, -1))
+    matches = None
+    if is_pg:
+        for method, label in derived._KNOWN.items():
+            breaks = [float(sp.sympify(b).subs(values)) for b in derived._breakpoints(derived._known_weight(method))] if method != "reinforce" else []
+            away = torch.ones_like(r, dtype=torch.bool)
+            for b in breaks:
+                away &= (r - b).abs() > 1e-6
+            ok = True
+            for s in (1, -1):
+                known = torch.ones_like(r) if method == "reinforce" else torch.as_tensor(_known_weight_numeric(
+                    method, r, torch.full_like(r, float(s)), (values[gw.eps_l], values[gw.eps_h]), values[gw.c]), dtype=F64)
+                ok &= bool((known - w[s])[away].abs().max() <= 1e-12)
+            if ok:
+                matches = label
+                break
+    numeric = _callable_on_tokens(fn)
+    reason = f"weight tabulated by autograd on {len(r)} ratios in [0.01, 100] for A = +1 and -1" + (
+        "" if is_pg else "; it changes with ell_0 at a fixed ratio: not a policy gradient") + (f"; the weight of {matches}" if matches else "")
+    return derived.TokenReport(None, silenced, bounded, on_policy, is_pg, matches, None, reason, table, numeric)
+
+
+def _runs(sign: int, r: torch.Tensor, flags: torch.Tensor) -> list:
+    """``(sign, first r, last r)`` of each run of consecutive grid points where ``flags`` holds."""
+    out, start = [], None
+    for k, f in enumerate(flags.tolist() + [False]):
+        if f and start is None:
+            start = k
+        elif not f and start is not None:
+            out.append((sign, float(r[start]), float(r[k - 1])))
+            start = None
+    return out
+
+
+def _callable_on_tokens(fn) -> tuple:
+    """The callable is per-token (each token's loss alone equals its entry of the batched loss), and autograd through TinyLM is the chain rule."""
+    lm, old, theta, adv = _tokens()
+    ell = lm.token_logprobs(theta)
+    ell0 = lm.token_logprobs(old).detach()
+    out = fn(ell, ell0, adv)
+    if not isinstance(out, torch.Tensor) or out.shape != ell.shape:
+        raise ValueError(f"loss must return one loss per token, shape {tuple(ell.shape)}")
+    mask = lm.mask.bool()
+    total = torch.where(mask, out, torch.zeros_like(out)).sum()
+    (grad,) = torch.autograd.grad(total, theta)
+    leaf = ell.detach().requires_grad_(True)
+    (g_ell,) = torch.autograd.grad(torch.where(mask, fn(leaf, ell0, adv), torch.zeros_like(out)).sum(), leaf)
+    predicted = torch.einsum("nl,nlp->p", g_ell, token_score_tensor(lm, theta.detach()))
+    alone = max(abs(float(fn(leaf[n:n + 1, t:t + 1], ell0[n:n + 1, t:t + 1], adv[n:n + 1, t:t + 1]).detach()) - float(out[n, t].detach()))
+                for n in range(0, lm.N, 3) for t in range(lm.L) if mask[n, t])
+    gap = max(float((grad - predicted).abs().max()), alone)
+    if not gap <= TOL * max(1.0, float(grad.abs().max())):
+        raise ValueError(f"loss must be per-token (elementwise): its batched and one-token values or gradients differ by {gap:.3g}")
+    return (int(mask.sum()), gap)
