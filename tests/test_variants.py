@@ -1,0 +1,331 @@
+"""The variant checker: every case the seeds and the trainers bring, and every way it could be fooled.
+
+Expected values never come from the checker's own route: group scales are
+compared with an enumeration of all 2^G reward tuples (IIDGroup.brute_force)
+or with the closed forms of derivations.group_baselines; token weights with the
+derived weights of derivations.gradient_weights; and every report must survive
+(or, perturbed, fail) its own numeric confirmation.
+"""
+
+import dataclasses
+from functools import partial
+
+import numpy as np
+import pytest
+import sympy as sp
+import torch
+
+from derivations import DerivationError
+from derivations import gradient_weights as gw
+from derivations.group_baselines import GRAD_J, P, grpo_weight, mean_including_self
+from derivations.iid_groups import IIDGroup
+from derivations.variants import (
+    NotPermutationEquivariant,
+    SymbolicNumericMismatch,
+    check_group_advantage,
+    check_token_loss,
+)
+from numeric import group_mean_advantages, group_zscore_advantages, rloo_advantages
+from numeric.variants import confirm_group, confirm_token
+
+GRP = IIDGroup()
+R, i, j, G = GRP.R, GRP.i, GRP.j, GRP.G
+EPS = sp.Symbol("varepsilon", positive=True)
+LOO = R[i] - GRP.mean_others(i)
+
+
+def zscore(ddof=0, eps="outside"):
+    m = GRP.mean()
+    var = sp.Sum((R[j] - m) ** 2, (j, 1, G)) / (G - ddof)
+    return (R[i] - m) / (sp.sqrt(var + EPS) if eps == "inside" else sp.sqrt(var) + EPS)
+
+
+def brute_force_scale(expr, G_, constants=None):
+    """c(p) by enumerating all 2^G tuples of (reward, score) outcomes: E[A_1 s_1] / grad p, with E[s] = 0."""
+    sigma = sp.Symbol("sigma", positive=True)
+    outcomes = [{"R": 1, "s": sigma}, {"R": 0, "s": -P * sigma / (1 - P)}]  # E[s] = 0
+    total = GRP.brute_force(expr * GRP.s[i], G_, outcomes, [P, 1 - P])
+    return sp.simplify(total / (P * sigma))  # grad p = E[1{R=1} s] = p sigma
+
+
+def assert_every_step_sound(derivation):
+    derivation.verify()
+    for k in range(len(derivation.steps)):
+        with pytest.raises(DerivationError):
+            derivation.perturbed(k).verify()
+
+
+# ------------------------------------------------------------------ group level: the seeds
+
+
+def test_leave_one_out_unbiased_for_every_G_and_confirmed_at_G_2_to_8():
+    rep = check_group_advantage(LOO)
+    assert (rep.verdict, rep.scale, rep.residual) == ("unbiased", 1, 0)
+    assert [row[0] for row in rep.numeric] == list(range(2, 9))
+    assert max(row[3] for row in rep.numeric) < 1e-14
+    assert rep.zero_on_equal_rewards is True
+    assert_every_step_sound(rep.derivation)
+
+
+def test_mean_including_self_is_scaled_by_the_derived_factor():
+    rep = check_group_advantage(R[i] - GRP.mean())
+    assert rep.verdict == "scaled"
+    assert sp.simplify(rep.scale - mean_including_self().rhs / GRAD_J) == 0
+
+
+def test_rloo_is_unbiased_and_equals_the_scaled_centred_advantage():
+    centred = check_group_advantage(G / (G - 1) * (R[i] - GRP.mean()))
+    assert (centred.verdict, centred.scale) == ("unbiased", 1)
+
+
+def test_an_advantage_without_baseline_is_not_zero_on_equal_rewards():
+    assert check_group_advantage(R[i], confirm=False).zero_on_equal_rewards is False
+
+
+# ------------------------------------------------------------------ GRPO: population and Bessel, epsilon in and out
+
+
+def test_population_zscore_at_G4_is_the_closed_form_and_the_brute_force():
+    rep = check_group_advantage(partial(group_zscore_advantages, eps=0.0), G=4, rewards="binary")
+    assert rep.verdict == "reweighted"
+    assert sp.expand(rep.scale - grpo_weight(4)) == 0
+    assert sp.expand(rep.scale - (sp.sqrt(3) + (3 - 2 * sp.sqrt(3)) * P * (1 - P))) == 0
+
+
+@pytest.mark.parametrize("G_", [2, 3])
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_zscore_with_symbolic_epsilon_matches_brute_force(G_, where):
+    expr = zscore(eps=where)
+    rep = check_group_advantage(expr, G=G_, rewards="binary", constants={EPS: 1e-3})
+    expected = brute_force_scale(expr, G_)
+    assert sp.simplify(rep.scale - expected) == 0
+    # at G = 2 epsilon only rescales (a constant c != 1); the brute force says whether c varies with p
+    assert rep.verdict == ("scaled" if sp.simplify(sp.diff(expected, P)) == 0 else "reweighted")
+
+
+@pytest.mark.parametrize("std", ["population", "bessel"])
+@pytest.mark.parametrize("G_", [2, 5, 16])
+def test_trainer_zscore_callables_match_the_closed_forms(std, G_):
+    rep = check_group_advantage(partial(group_zscore_advantages, eps=0.0, std=std), G=G_, rewards="binary")
+    for p in (0.1, 0.37, 0.9):
+        got = float(sp.N(rep.scale.subs(P, sp.Rational(p)), 30))
+        assert abs(got - float(sp.N(grpo_weight(G_, std).subs(P, sp.Rational(p)), 30))) < 1e-12
+    assert rep.verdict == ("unbiased" if (G_, std) == (2, "population") else "scaled" if G_ == 2 else "reweighted")
+
+
+def test_dr_grpo_and_rloo_callables():
+    dr = check_group_advantage(group_mean_advantages, G=5, rewards="binary")
+    assert (dr.verdict, dr.scale) == ("scaled", mean_including_self().rhs.subs(G, 5) / GRAD_J)
+    assert check_group_advantage(rloo_advantages, G=5, rewards=[0, 1, 3]).verdict == "unbiased"
+
+
+def test_symbolic_G_zscore_under_a_general_law_is_undecided_not_guessed():
+    rep = check_group_advantage(zscore(eps="outside"), constants={EPS: 1e-3})
+    assert rep.verdict == "undecided" and rep.scale is None and "polynomial" in rep.reason
+
+
+def test_zscore_on_a_three_valued_reward_is_biased():
+    rep = check_group_advantage(partial(group_zscore_advantages, eps=0.0), G=3, rewards=[0, 1, 2])
+    assert rep.verdict == "biased"
+    assert rep.residual.has(sp.Symbol("q_1", positive=True))
+    assert_every_step_sound(rep.derivation)
+
+
+# ------------------------------------------------------------------ baselines of the others, and of the answer itself
+
+
+def test_max_and_median_of_the_others_are_unbiased():
+    others = [R[2], R[3], R[4]]
+    median = sum(others) - sp.Max(*others) - sp.Min(*others)
+    for baseline in (sp.Max(*others), median):
+        rep = check_group_advantage(R[1] - baseline, G=4)
+        assert (rep.verdict, rep.scale, rep.residual) == ("unbiased", 1, 0)
+        assert rep.numeric and max(row[3] for row in rep.numeric) < 1e-13
+
+
+def test_mixing_in_the_own_reward_linearly_scales():
+    lam = sp.Rational(1, 3)
+    rep = check_group_advantage(R[i] - (lam * R[i] + (1 - lam) * GRP.mean_others(i)))
+    assert (rep.verdict, rep.scale) == ("scaled", 1 - lam)
+
+
+def test_mixing_in_the_own_reward_squared_is_biased_in_general_and_scaled_for_binary():
+    expr = R[i] - (R[i] ** 2 / 2 + GRP.mean_others(i))
+    general = check_group_advantage(expr)
+    assert general.verdict == "biased" and general.residual != 0
+    binary = check_group_advantage(expr, G=3, rewards="binary")
+    assert binary.verdict == "scaled"
+    assert sp.simplify(binary.scale - brute_force_scale(expr, 3)) == 0
+
+
+def test_a_policy_dependent_factor_is_reweighting():
+    assert check_group_advantage(R[i] * (1 + GRP.mean_others(i))).verdict == "reweighted"
+
+
+# ------------------------------------------------------------------ the checker cannot be fooled
+
+
+def test_a_wrong_scale_is_caught_by_the_exact_numbers():
+    rep = check_group_advantage(partial(group_zscore_advantages, eps=0.0), G=4, rewards="binary", confirm=False)
+    wrong = dataclasses.replace(rep, scale=rep.scale + sp.Rational(1, 10**6) * P)
+    with pytest.raises(SymbolicNumericMismatch):
+        confirm_group(wrong, partial(group_zscore_advantages, eps=0.0), {})
+    missing = dataclasses.replace(check_group_advantage(R[i] ** 2 - GRP.mean_others(i), confirm=False), residual=sp.Integer(0))
+    with pytest.raises(SymbolicNumericMismatch):  # a dropped E[R^2 s] residual (a non-binary reward sees it)
+        confirm_group(missing, R[i] ** 2 - GRP.mean_others(i), {})
+
+
+def test_binary_reduction_step_is_sound():
+    rep = check_group_advantage(partial(group_zscore_advantages, eps=1e-3), G=3, rewards="binary")
+    assert_every_step_sound(rep.derivation)
+
+
+def test_a_callable_that_is_not_permutation_equivariant_is_refused():
+    with pytest.raises(NotPermutationEquivariant):
+        check_group_advantage(lambda r: r - r[..., :1], G=3, rewards="binary")
+    with pytest.raises(NotPermutationEquivariant):  # equivariant on integers only is not enough
+        check_group_advantage(lambda r: r - r.max(-1, keepdims=True) * (r[..., :1] > 0.5), G=3, rewards="binary")
+
+
+@pytest.mark.parametrize(
+    ("advantage", "kwargs", "error", "words"),
+    [
+        (LOO, {"G": 1}, ValueError, "G must be >= 2"),
+        (LOO, {"G": 2.0}, TypeError, "G must be an int"),
+        (LOO + sp.Symbol("k"), {}, ValueError, "unknown free symbols k"),
+        (LOO * GRP.s[i], {}, ValueError, "score"),
+        (sp.Matrix([LOO, LOO]), {}, TypeError, "scalar"),
+        (LOO, {"rewards": "bernoulli"}, ValueError, "'general', 'binary'"),
+        (LOO, {"rewards": [1, 1]}, ValueError, "two distinct"),
+        (LOO, {"rewards": [0, float("nan")]}, ValueError, "finite"),
+        (rloo_advantages, {"rewards": "binary"}, ValueError, "G must be an int >= 2 for a callable"),
+        (rloo_advantages, {"G": 3}, ValueError, "'binary' or a list"),
+        (lambda r: r[..., :2], {"G": 3, "rewards": "binary"}, ValueError, "shape of its input"),
+        (lambda r: torch.as_tensor(r) / 0.0, {"G": 3, "rewards": "binary"}, ValueError, "finite"),
+        (lambda r: r.nonexistent(), {"G": 3, "rewards": "binary"}, TypeError, "could not be called"),
+        ("R[i]", {}, TypeError, "sympy expression"),
+        (LOO, {"constants": {EPS: "small"}}, TypeError, "constants"),
+    ],
+)
+def test_bad_group_input_names_the_argument(advantage, kwargs, error, words):
+    with pytest.raises(error, match=words.replace("(", r"\(").replace("[", r"\[")):
+        check_group_advantage(advantage, **kwargs)
+
+
+def test_an_undefined_pattern_is_named():
+    with pytest.raises(ValueError, match="undefined on the group"):
+        check_group_advantage(zscore().subs(EPS, 0), G=3, rewards="binary")
+
+
+# ------------------------------------------------------------------ token level
+
+
+def _agree(weight, method, values):
+    """The report's weight against the derived weight of ``method`` at ratios off the kinks, both signs."""
+    known = gw.gradient_weight(method).subs(values)
+    ours = weight.subs(values)
+    for a in (1, -1):
+        for x in (0.3, 0.79, 0.95, 1.0, 1.1, 1.27, 1.5, 2.9, 3.5, 10.0):
+            assert abs(float(ours.subs({gw.r: x, gw.A: a})) - float(known.subs({gw.r: x, gw.A: a}))) < 1e-15
+
+
+@pytest.mark.parametrize(("method", "name"), [("ppo", "PPO"), ("dual_clip", "dual-clip PPO"), ("cispo", "CISPO"), ("is", "token IS")])
+def test_the_known_losses_are_recognised_with_their_derived_weights(method, name):
+    rep = check_token_loss(gw.token_loss(method), constants={gw.eps_l: 0.2, gw.eps_h: 0.28})  # DAPO's asymmetric clip
+    assert rep.matches == name and rep.is_policy_gradient and rep.on_policy_at_ratio_one
+    _agree(rep.weight, method, {gw.eps_l: 0.2, gw.eps_h: 0.28, gw.c: 3})
+    assert rep.numeric[0] > 30 and rep.numeric[1] < 1e-12
+    assert rep.bounded == {"ppo": {1: True, -1: False}, "dual_clip": {1: True, -1: True}, "cispo": {1: True, -1: True}, "is": {1: False, -1: False}}[method]
+
+
+def test_ppo_silences_exactly_the_clipped_side():
+    rep = check_token_loss(gw.token_loss("ppo"))
+    at = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(7, 25)}
+    silenced = rep.silenced.subs(at)
+    assert [bool(silenced.subs({gw.A: a, gw.r: x})) for a in (1, -1) for x in (sp.Rational(1, 2), 1, 2)] == [False, False, True, True, False, False]
+
+
+def test_stop_gradient_look_alikes():
+    a = check_token_loss(-gw.sg(sp.Min(gw.r, 1 + gw.eps_h)) * gw.A * gw.ell)
+    b = check_token_loss(-sp.Min(gw.r, 1 + gw.eps_h) * gw.A * gw.ell)
+    c = check_token_loss(-sp.Min(gw.r, 1 + gw.eps_h) * gw.A)
+    assert (a.matches, a.is_policy_gradient) == ("CISPO", True)
+    assert (b.is_policy_gradient, b.on_policy_at_ratio_one, b.matches) == (False, False, None)
+    assert (c.is_policy_gradient, c.matches) == (True, None)
+    assert bool(c.silenced.subs({gw.A: -1, gw.r: 2, gw.eps_h: sp.Rational(1, 5)}))  # (c) silences A < 0 above the clip too
+    # the sign flip: at r = 1, (b)'s weight 1 + ell is negative exactly when pi = e^ell < 1/e
+    w1 = b.weight.subs({gw.r: 1, gw.eps_h: sp.Rational(1, 5)})
+    assert [bool(w1.subs(gw.ell, x) < 0) for x in (-1.5, -1.0, -0.5)] == [True, False, False]
+    assert "Interval.open(-oo, -1)" in b.reason
+
+
+def test_truncated_is_with_a_declared_cap():
+    kappa = sp.Symbol("kappa", positive=True)
+    rep = check_token_loss(-gw.sg(sp.Min(gw.r, 1 + kappa)) * gw.A * gw.ell, constants={kappa: 1.0})
+    assert rep.bounded == {1: True, -1: True} and rep.on_policy_at_ratio_one and rep.matches is None
+    cap = sp.Symbol("C", positive=True)  # a cap that might lie below 1: the on-policy question is undecided
+    assert check_token_loss(-gw.sg(sp.Min(gw.r, cap)) * gw.A * gw.ell, constants={cap: 2.0}).on_policy_at_ratio_one is None
+
+
+def test_token_derivation_is_sound_and_a_wrong_weight_is_caught():
+    rep = check_token_loss(gw.token_loss("ppo"))
+    assert_every_step_sound(rep.derivation)
+    wrong = dataclasses.replace(rep, weight=rep.weight.subs(gw.eps_l, gw.eps_l / 2))  # a clip edge in the wrong place
+    with pytest.raises(SymbolicNumericMismatch):
+        confirm_token(wrong, gw.token_loss("ppo"), {})
+
+
+# trainer-style torch losses: ratio = exp(log_prob - old_log_prob), loss minimised, minus in front of A
+
+
+def ppo_dual_clip_torch(log_prob, old_log_prob, advantage, low=0.2, high=0.28, c=3.0):
+    ratio = torch.exp(log_prob - old_log_prob)
+    loss1, loss2 = -advantage * ratio, -advantage * torch.clamp(ratio, 1 - low, 1 + high)
+    clipped = torch.maximum(loss1, loss2)
+    return torch.where(advantage < 0, torch.minimum(clipped, -advantage * c), clipped)
+
+
+def cispo_torch(log_prob, old_log_prob, advantage, high=0.28):
+    ratio = torch.exp(log_prob - old_log_prob)
+    return -advantage * torch.clamp(ratio, max=1 + high).detach() * log_prob
+
+
+def test_trainer_style_torch_losses_are_matched():
+    assert check_token_loss(ppo_dual_clip_torch).matches == "dual-clip PPO"
+    assert check_token_loss(cispo_torch).matches == "CISPO"
+    no_sg = check_token_loss(lambda lp, olp, a: -a * torch.clamp(torch.exp(lp - olp), max=1.28) * lp)
+    assert no_sg.is_policy_gradient is False and no_sg.matches is None
+    assert check_token_loss(lambda lp, olp, a: -a * lp).matches == "on-policy REINFORCE"
+
+
+@pytest.mark.parametrize(
+    ("loss", "error", "words"),
+    [
+        (-gw.A * gw.ell + sp.Symbol("beta"), ValueError, "unknown free symbols beta"),
+        (-gw.A * gw.eps_h, ValueError, "must depend on ell"),
+        (-gw.A * gw.sg(gw.r), ValueError, "must depend on ell"),
+        (sp.Matrix([gw.ell]), TypeError, "scalar"),
+        (3, ValueError, "must depend on ell"),
+        (lambda lp, olp, a: (lp * a).sum(), ValueError, "one loss per token"),
+        (lambda lp, olp, a: -a * lp / 0.0, ValueError, "finite"),
+        (lambda lp, olp, a: (-a * lp).tolist(), TypeError, "torch tensor"),
+    ],
+)
+def test_bad_token_input_names_the_argument(loss, error, words):
+    with pytest.raises(error, match=words):
+        check_token_loss(loss)
+
+
+def test_a_loss_that_mixes_tokens_is_refused():
+    with pytest.raises(ValueError, match="per-token"):
+        check_token_loss(lambda lp, olp, a: -a * lp * torch.exp(lp - olp).mean())
+
+
+def test_reports_are_frozen_and_render():
+    rep = check_group_advantage(LOO)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rep.verdict = "biased"
+    assert rep._repr_latex_().startswith("$$") and "unbiased" in rep._repr_latex_()
+    assert "unbiased" in str(rep) and "G" in rep.table()
+    tok = check_token_loss(gw.token_loss("cispo"))
+    assert "CISPO" in str(tok) and tok._repr_latex_().startswith("$$")
