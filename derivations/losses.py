@@ -50,10 +50,12 @@ from .derivation import Derivation
 __all__ = [
     "AGGREGATIONS",
     "TOKEN_METHODS",
+    "aggregation_weight",
     "aggregation_weights",
     "gmpo_derivation",
     "gspo_derivation",
     "length_bias",
+    "loss_table",
     "token_loss",
     "weight",
     "weight_derivation",
@@ -313,6 +315,20 @@ def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
     return out
 
 
+def aggregation_weight(mode: str, B: int = 3) -> Derivation:
+    r"""One mode's derivation from :func:`aggregation_weights`.
+
+    Examples
+    --------
+    >>> from derivations.losses import aggregation_weight
+    >>> aggregation_weight("seq-mean-token-mean").verify().steps[0].rhs
+    1/(3*n_1)
+    """
+    if mode not in AGGREGATIONS:
+        raise ValueError(f"mode must be one of {AGGREGATIONS}, got {mode!r}")
+    return aggregation_weights(B)[mode]
+
+
 def length_bias() -> dict[str, str]:
     r"""The objective each mode's REINFORCE update is an unbiased gradient of, with :math:`A_i = R(o_i) - b`.
 
@@ -348,3 +364,28 @@ def length_bias() -> dict[str, str]:
         "seq-mean-token-sum": r"\nabla J",
         "seq-mean-token-sum-norm": r"\frac{1}{C}\nabla J",
     }
+
+
+def loss_table() -> str:
+    r"""Every token method: its loss, its derived weight :math:`w(r, A)`, and :math:`w` at :math:`r = 1`, as a LaTeX array.
+
+    The last column is computed: every method has :math:`w(1, A) = 1`, so on
+    policy each one is the REINFORCE estimator (unbiased for :math:`\nabla J`
+    with seq-mean-token-sum and an admissible advantage); off policy only the
+    unclipped importance weight :math:`w = r` stays unbiased.  (The last column
+    is evaluated at :math:`\varepsilon_l = 0.2`, :math:`\varepsilon_h = 0.28`,
+    :math:`c = 3`, :math:`\kappa = 2`.)
+
+    Examples
+    --------
+    >>> from derivations.losses import loss_table
+    >>> print(loss_table().splitlines()[1])
+    \text{method} & \text{per-token loss} & w(r, A) & w(1, A) \\ \hline
+    """
+    lines = [r"\begin{array}{l|l|l|c}", r"\text{method} & \text{per-token loss} & w(r, A) & w(1, A) \\ \hline"]
+    for method in TOKEN_METHODS:
+        w = weight(method)
+        on_policy = sp.simplify(sp.piecewise_fold(w.subs(r, 1)).subs({eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3, kappa: 2}))
+        lines.append(rf"\text{{{_NAMES[method]}}} & {sp.latex(token_loss(method))} & {sp.latex(w)} & {sp.latex(on_policy)} \\")
+    lines.append(r"\end{array}")
+    return "\n".join(lines)

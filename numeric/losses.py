@@ -92,6 +92,7 @@ __all__ = [
     "token_entropy",
     "token_log_probs",
     "token_weights",
+    "trainer_table",
     "value_loss",
 ]
 
@@ -321,17 +322,44 @@ AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-
 
 TRAINER_MODES = {
     ("verl", "token-mean"): ("token-mean", {}, ""),
-    ("verl", "seq-mean-token-mean"): ("seq-mean-token-mean", {}, "verl divides by the row's token count unclamped: an all-masked row gives NaN there, 0 here"),
+    ("verl", "seq-mean-token-mean"): ("seq-mean-token-mean", {}, "an empty row: NaN in verl, 0 here"),
     ("verl", "seq-mean-token-sum"): ("seq-mean-token-sum", {}, ""),
-    ("verl", "seq-mean-token-sum-norm"): ("token-mean", {"norm": "T"}, "verl divides the batch sum by T only: B times seq-mean-token-sum-norm"),
-    ("TRL", "grpo"): ("seq-mean-token-mean", {}, "rows with no token count in the mean (clamp(min=1))"),
+    ("verl", "seq-mean-token-sum-norm"): ("token-mean", {"norm": "T"}, "B times TRL's dr_grpo at L = T"),
+    ("TRL", "grpo"): ("seq-mean-token-mean", {}, "an empty row: 0, counted in B"),
     ("TRL", "bnpo"): ("token-mean", {}, ""),
     ("TRL", "dr_grpo"): ("seq-mean-token-sum-norm", {"norm": "max_completion_length"}, ""),
-    ("TRL", "dapo"): ("token-mean", {"norm": "num_items_in_batch"}, "the token count of the whole global batch, over processes and accumulation steps"),
+    ("TRL", "dapo"): ("token-mean", {"norm": "num_items_in_batch"}, "N: tokens of the global batch"),
     ("OpenRLHF", "per-token (token_level_loss=True)"): ("token-mean", {}, ""),
     ("OpenRLHF", "per-sample (token_level_loss=False)"): ("seq-mean-token-mean", {}, ""),
 }
 r"""Each trainer's aggregation name as ``(mode, arguments, note)``: ``aggregate(x, mask, mode, **arguments)``."""
+
+
+def trainer_table() -> str:
+    r""":data:`TRAINER_MODES` as a LaTeX array: trainer, name, mode, arguments, the token weight, notes.
+
+    Examples
+    --------
+    >>> from numeric.losses import trainer_table
+    >>> print(trainer_table().splitlines()[2])
+    \text{verl} & \text{token-mean} & \text{token-mean} & \text{} & 1/\sum_j n_j & \text{} \\
+    """
+    kappa = {
+        "token-mean": r"1/\sum_j n_j",
+        "seq-mean-token-mean": r"1/(B\,n_i)",
+        "seq-mean-token-sum": r"1/B",
+        "seq-mean-token-sum-norm": r"1/(B\,C)",
+    }
+    lines = [r"\begin{array}{llllll}", r"\text{trainer} & \text{name} & \text{mode} & \text{arguments} & \kappa_{it} & \text{note} \\ \hline"]
+    for (trainer, name), (mode, args, note) in TRAINER_MODES.items():
+        k = kappa[mode]
+        if args.get("norm"):
+            k = r"1/N" if mode == "token-mean" else r"1/(B\,L)"
+            k += r"\ (" + ("N = T" if args["norm"] == "T" else ("N" if mode == "token-mean" else "L") + r" = \text{" + args["norm"].replace("_", r"\_") + "}") + ")"
+        arg_text = ", ".join(f"{key}={value}" for key, value in args.items()).replace("_", r"\_")
+        lines.append(rf"\text{{{trainer}}} & \text{{{name.replace('_', chr(92) + '_')}}} & \text{{{mode}}} & \text{{{arg_text}}} & {k} & \text{{{note.replace('_', chr(92) + '_')}}} \\")
+    lines.append(r"\end{array}")
+    return "\n".join(lines)
 
 
 def _mode(mode: str) -> str:
@@ -346,12 +374,14 @@ def token_weights(mask, mode: str = "token-mean", norm: float | None = None):
     With :math:`n_i = \sum_t m_{it}` tokens in row :math:`i` of :math:`B`
     (:mod:`derivations.losses`, :func:`derivations.losses.aggregation_weights`):
 
-    ==========================  ===========================================
-    ``token-mean``              :math:`1/\sum_j n_j` (or :math:`1/N` with ``norm=N``)
-    ``seq-mean-token-mean``     :math:`1/(B\,\max(n_i, 1))`
-    ``seq-mean-token-sum``      :math:`1/B`
-    ``seq-mean-token-sum-norm`` :math:`1/(B\,C)`, :math:`C` = ``norm`` (default :math:`T`)
-    ==========================  ===========================================
+    ``token-mean``
+        :math:`1/\sum_j n_j` (or :math:`1/N` with ``norm=N``);
+    ``seq-mean-token-mean``
+        :math:`1/(B\,\max(n_i, 1))`;
+    ``seq-mean-token-sum``
+        :math:`1/B`;
+    ``seq-mean-token-sum-norm``
+        :math:`1/(B\,C)`, :math:`C` = ``norm`` (default :math:`T`),
 
     on masked tokens, 0 elsewhere.  Leading dimensions before ``[B, T]`` are
     independent batches.
@@ -521,21 +551,29 @@ def policy_loss(
     With :math:`\ell = \log\pi_\theta`, :math:`r = e^{\ell - \ell_{\mathrm{old}}}`,
     :math:`\mathrm{clip}(x) = \min(\max(x, 1-\varepsilon_l), 1+\varepsilon_h)`:
 
-    ==============  ==========================================================================  ===========================
-    method          per-token loss                                                              trainers
-    ==============  ==========================================================================  ===========================
-    ``reinforce``   :math:`-A\,\ell`                                                            verl ``gpg``, OpenRLHF
-    ``gpg``         the same (GPG changes the advantage: :func:`gpg_advantages`)                verl ``gpg``
-    ``ppo``         :math:`-\min(rA, \mathrm{clip}(r)A)`; ``dual_clip`` :math:`c`: for          verl ``vanilla``, TRL grpo,
-                    :math:`A<0`, :math:`\min(\cdot, -cA)`                                       OpenRLHF ``PolicyLoss``
-    ``gspo``        :math:`-\min(s_iA, \mathrm{clip}(s_i)A)`, :math:`s_i = e^{\overline{\ell-\ell_{\mathrm{old}}}}`  TRL ``importance_sampling_level="sequence"``
-    ``gspo_token``  the same with :math:`s_{it} = \mathrm{sg}(s_i)\,\pi_t/\mathrm{sg}(\pi_t)`                          verl ``gspo``
-    ``cispo``       :math:`-\mathrm{sg}(\mathrm{clip}(r))\,A\,\ell`; with ``cispo_cap`` :math:`\kappa`:            verl ``cispo``; TRL
-                    :math:`-\mathrm{sg}(\min(r, \kappa))\,A\,\ell`                                                ``cispo`` (``epsilon_high`` = :math:`\kappa`)
-    ``sapo``        :math:`-\frac{4}{\tau}\sigma(\tau(r-1))\,A`, :math:`\tau = \tau_+` if :math:`A>0` else :math:`\tau_-`  TRL ``sapo``
-    ``gmpo``        per row: :math:`-\bar A_i\, \exp\bigl(\overline{\mathrm{sgn}(A)\min(\mathrm{sgn}(A)\Delta,            verl ``geo_mean``
-                    \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h))}\bigr)`, mean over rows
-    ==============  ==========================================================================  ===========================
+    ``reinforce``, ``gpg``
+        :math:`-A\,\ell` (verl ``gpg``; GPG changes the advantage, :func:`gpg_advantages`).
+    ``ppo``
+        :math:`-\min(rA, \mathrm{clip}(r)A)`; with ``dual_clip`` :math:`c`, for :math:`A < 0`
+        :math:`\min(\cdot, -cA)` (verl ``vanilla``, TRL ``grpo``/``bnpo``/``dr_grpo``/``dapo``,
+        OpenRLHF ``PolicyLoss``).
+    ``gspo``
+        :math:`-\min(s_iA, \mathrm{clip}(s_i)A)` on every token of row :math:`i`,
+        :math:`s_i = \exp\overline{(\ell - \ell_{\mathrm{old}})}` (TRL
+        ``importance_sampling_level="sequence"``).
+    ``gspo_token``
+        the same with the straight-through :math:`s_{it} = \mathrm{sg}(s_i)\,\pi_{it}/\mathrm{sg}(\pi_{it})` (verl ``gspo``).
+    ``cispo``
+        :math:`-\mathrm{sg}(\mathrm{clip}(r))\,A\,\ell` (verl ``cispo``); with ``cispo_cap``
+        :math:`\kappa`, :math:`-\mathrm{sg}(\min(r, \kappa))\,A\,\ell` (TRL ``cispo``, whose
+        ``epsilon_high`` is :math:`\kappa`).
+    ``sapo``
+        :math:`-\frac{4}{\tau}\,\sigma(\tau(r-1))\,A`, :math:`\tau = \tau_+` if :math:`A > 0`
+        else :math:`\tau_-` (TRL ``sapo``).
+    ``gmpo``
+        per row, :math:`-\bar A_i \exp\overline{g(\Delta)}` with
+        :math:`g(\Delta) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\Delta,\ \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h))`,
+        averaged over rows (verl ``geo_mean``).
 
     (:math:`\bar x` is the mean over a row's response tokens.)  Every
     gradient is :math:`-\kappa_{it}\,w_{it}\,A_{it}\,\nabla\ell_{it}` with

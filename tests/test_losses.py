@@ -743,3 +743,50 @@ def test_length_bias_on_tinylm_is_what_was_derived(lm):
 def test_the_losses_suite_passes():
     checks, errors = numeric.run_suites(["losses"])
     assert errors == {} and len(checks) == 27 and all(c.passed for c in checks)
+
+
+# ------------------------------------------------------------------ derivations.losses
+
+from derivations import DerivationError  # noqa: E402
+from derivations import losses as dl  # noqa: E402
+
+
+def _my_derivations():
+    yield from (dl.weight_derivation(m) for m in ("reinforce", "cispo", "cispo_cap", "sapo"))
+    yield dl.gspo_derivation(3)
+    yield dl.gmpo_derivation()
+    yield from dl.aggregation_weights(3).values()
+
+
+@pytest.mark.parametrize("d", list(_my_derivations()), ids=lambda d: d.title)
+def test_each_derivation_verifies_and_every_perturbed_step_fails(d):
+    assert d.verify().verified
+    for i in range(len(d.steps)):
+        with pytest.raises(DerivationError):
+            d.perturbed(i).verify()
+
+
+def test_derived_weights_are_the_known_closed_forms():
+    r, tau = dl.r, dl.tau
+    sigma = 1 / (1 + sp.exp(-tau * (r - 1)))
+    assert sp.simplify(dl.weight("sapo") - 4 * sigma * (1 - sigma) * r) == 0
+    assert dl.weight("reinforce") == 1 and dl.weight("gpg") == 1
+    assert dl.weight("cispo_cap") == sp.Min(r, dl.kappa)
+    assert dl.weight("ppo") == dtr_weight("ppo")
+
+
+def dtr_weight(method):
+    from derivations import gradient_weights as dgw
+
+    return dgw.gradient_weight(method)
+
+
+def test_derivations_reject_bad_arguments():
+    with pytest.raises(ValueError, match="method must be one of"):
+        dl.token_loss("trpo")
+    with pytest.raises(ValueError, match="n must be an int >= 2"):
+        dl.gspo_derivation(1)
+    with pytest.raises(ValueError, match="B must be an int >= 2"):
+        dl.aggregation_weights(1)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        dl.aggregation_weight("sum")
