@@ -33,7 +33,7 @@ def notebook_source(stem: str) -> str:
     return code.replace(HELPER_IMPORT, "import torch\nfrom numeric.course import *")
 
 
-@pytest.mark.skipif(not SEEDS.is_dir(), reason=f"seed notebooks not found at {SEEDS}")
+@pytest.mark.skipif(not SEEDS.is_dir(), reason=f"the course's seed notebooks are not distributed with the package; put them in {SEEDS} to run this acceptance test")
 @pytest.mark.parametrize(("stem", "expected"), [("000", 28), ("001", 25)])
 def test_seed_notebook_runs_with_every_check_passing(stem, expected):
     code = notebook_source(stem)
