@@ -790,3 +790,59 @@ def test_derivations_reject_bad_arguments():
         dl.aggregation_weights(1)
     with pytest.raises(ValueError, match="mode must be one of"):
         dl.aggregation_weight("sum")
+
+
+# ------------------------------------------------------------------ every public function of numeric.losses: bad input, dtype
+
+from numeric import advantage_scale  # noqa: E402
+
+_lp, _old, _A, _m = _trainer_batch()
+_R = torch.tensor([[1.0, 0.0, 0.5, 0.5]], dtype=torch.float64)
+
+BAD_INPUT = [
+    (lambda: stable_softmax(np.array([0.0, np.nan])), ValueError, "logits must be finite"),
+    (lambda: softmax_score(np.zeros(3), np.array(3)), ValueError, r"action must lie in \[0, 3\)"),
+    (lambda: token_entropy(np.zeros((2, 0))), ValueError, "logits must have a vocabulary dimension"),
+    (lambda: token_log_probs(np.zeros((2, 3)), np.zeros((2,), int)), ValueError, r"logits must have shape \[B, T, V\]"),
+    (lambda: response_mask(np.zeros((2, 4)), np.ones(2, int), 0, 2), TypeError, "input_ids must hold integers"),
+    (lambda: sequence_log_prob(_lp, _m * 3), ValueError, "mask must hold only 0 and 1"),
+    (lambda: token_weights(np.ones(3), "token-mean"), ValueError, "mask must have at least 2 dimensions"),
+    (lambda: aggregate(_lp, _m, "token-mean", norm=0.0), ValueError, "norm must be > 0"),
+    (lambda: policy_weight("ppo", _lp, _old, _A[:2], _m), ValueError, "advantage must have the shape of log_prob"),
+    (lambda: kl_penalty(_lp, _old, _m, "k3", clamp=1), TypeError, "clamp must be a bool"),
+    (lambda: value_loss(_lp, _old, _lp, _m, clip=-0.1), ValueError, "clip must be >= 0"),
+    (lambda: masked_whiten(_lp, torch.zeros_like(_m)), ValueError, "mask must select at least 2 entries"),
+    (lambda: reinforce_pp_advantages(_lp, _m, gamma=-1.0), ValueError, "gamma must be >= 0"),
+    (lambda: reinforce_pp_baseline_advantages(_R, torch.ones(1, 3, 2)), ValueError, r"mask must have shape \[..., G, T\]"),
+    (lambda: remax_advantages(_lp, _A[:2], _m), ValueError, "baseline_reward must have shape"),
+    (lambda: opo_advantages(_R, torch.zeros_like(_R)), ValueError, "length must be positive"),
+    (lambda: gpg_advantages(_R, valid="score"), ValueError, "valid must be 'advantage' or 'reward'"),
+    (lambda: passk_advantages(torch.ones(3, 1)), ValueError, "reward must hold G >= 2"),
+    (lambda: advantage_scale(rloo_advantages, 1.5, 4), ValueError, r"p must lie in \[0, 1\]"),
+    (lambda: policy_loss("ppo", _lp, _old, _A, _m, agg="mean"), ValueError, r"mode must be one of \('token-mean'"),
+]
+
+
+@pytest.mark.parametrize("call, error, match", BAD_INPUT, ids=[m.split(" ")[0] for _, _, m in BAD_INPUT])
+def test_bad_input_is_named(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_other_batched_losses_follow_the_dtype(dtype, float32_default):
+    lp, old, A, m = (x.to(dtype) for x in _trainer_batch())
+    outs = [
+        aggregate(lp, m, "seq-mean-token-mean"), kl_penalty(lp, old, m), value_loss(lp, old, lp + 1, m, clip=0.2),
+        masked_whiten(lp, m), reinforce_pp_advantages(lp, m), remax_advantages(lp, A, m), opo_advantages(A, A.abs() + 1),
+        passk_advantages(lp), gpg_advantages(lp), sequence_log_prob(lp, m), token_weights(m, "token-mean"),
+        policy_weight("sapo", lp, old, A, m),
+    ]
+    assert all(o.dtype == dtype for o in outs)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_policy_loss_stays_on_the_callers_device():
+    lp, old, A, m = (x.cuda() for x in _trainer_batch())
+    for method in POLICY_LOSSES:
+        assert policy_loss(method, lp, old, A, m).device.type == "cuda"
