@@ -148,11 +148,20 @@ def _run(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float
     return "survived", time.time() - start, ""
 
 
+def _first_failure(output: str) -> str:
+    """The first line of a test or check failure in pytest's or the report's output."""
+    for line in output.splitlines():
+        if line.startswith(("FAILED", "[FAIL]", "E   ")) or "FAIL " in line[:12] or "Error" in line[:40]:
+            return line.strip()[:160]
+    return output.strip().splitlines()[-1][:160] if output.strip() else "?"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
+    parser.add_argument("--why", action="store_true", help="show the first failure that killed each mutant")
     args = parser.parse_args(argv)
     chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
     if args.list:
@@ -184,12 +193,14 @@ def main(argv=None) -> int:
             else:
                 target.write_text(original.replace(m.old, m.new))
                 try:
-                    verdict, seconds, _ = _run(tree, m.tests, args.timeout)
+                    verdict, seconds, output = _run(tree, m.tests, args.timeout)
                 finally:
                     target.write_text(original)
                 results.append((m, verdict, seconds))
             m_, verdict, seconds = results[-1]
             print(f"{verdict:9s} {m.name:22s} {seconds:5.0f} s  {m.why}", flush=True)
+            if args.why and verdict == "killed":
+                print(f"          by: {_first_failure(output)}", flush=True)
     applicable = [r for r in results if r[1] != "stale"]
     killed = [r for r in applicable if r[1] in ("killed", "timeout")]
     print(f"\nmutation score: {len(killed)}/{len(applicable)} killed" + (f", {len(results) - len(applicable)} stale" if len(applicable) < len(results) else ""))
