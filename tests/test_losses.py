@@ -846,3 +846,27 @@ def test_policy_loss_stays_on_the_callers_device():
     lp, old, A, m = (x.cuda() for x in _trainer_batch())
     for method in POLICY_LOSSES:
         assert policy_loss(method, lp, old, A, m).device.type == "cuda"
+
+
+def test_opo_has_no_single_scale_on_variable_lengths(lm):
+    """OPO's baseline moves with the answer's own length: E[A_1 s_1] at G = 2, enumerated over every pair, is not c grad J."""
+    from numeric import default_reward, expected_score_sum
+
+    R = default_reward(lm)
+    n = lm.lengths.double()
+    th = lm.theta0.clone().requires_grad_(True)
+    p = lm.probs(th)
+    seq = lm.seq_logprob(th)
+    i, j = torch.meshgrid(torch.arange(lm.N), torch.arange(lm.N), indexing="ij")
+    pair_R = torch.stack([R[i], R[j]], -1).reshape(-1, 2)
+    pair_n = torch.stack([n[i], n[j]], -1).reshape(-1, 2)
+    A1 = opo_advantages(pair_R, pair_n)[:, 0]
+    weight = (p[i] * p[j]).reshape(-1).detach()
+    (g,) = torch.autograd.grad((weight * A1 * seq[i.reshape(-1)]).sum(), th)
+    gJ = expected_score_sum(lm, lm.theta0, R)
+    residual = (g - (g @ gJ) / (gJ @ gJ) * gJ).norm() / g.norm()
+    assert residual.item() > 1e-3
+    # the same enumeration gives RLOO's c = 1 exactly: the enumeration is not the cause
+    A1 = rloo_advantages(pair_R)[:, 0]
+    (g,) = torch.autograd.grad((weight * A1 * lm.seq_logprob(th)[i.reshape(-1)]).sum(), th)
+    assert (g - gJ).abs().max().item() <= 1e-15
