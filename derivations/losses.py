@@ -367,25 +367,33 @@ def length_bias() -> dict[str, str]:
 
 
 def loss_table() -> str:
-    r"""Every token method: its loss, its derived weight :math:`w(r, A)`, and :math:`w` at :math:`r = 1`, as a LaTeX array.
+    r"""Every loss: its per-token loss, derived weight :math:`w`, default aggregation, and what it is unbiased for, as a LaTeX array.
 
-    The last column is computed: every method has :math:`w(1, A) = 1`, so on
-    policy each one is the REINFORCE estimator (unbiased for :math:`\nabla J`
-    with seq-mean-token-sum and an admissible advantage); off policy only the
-    unclipped importance weight :math:`w = r` stays unbiased.  (The last column
-    is evaluated at :math:`\varepsilon_l = 0.2`, :math:`\varepsilon_h = 0.28`,
-    :math:`c = 3`, :math:`\kappa = 2`.)
+    The last column is computed from the derived weight: :math:`w(1, A) = 1`
+    (at the trainers' constants :math:`\varepsilon_l = 0.2`, :math:`\varepsilon_h = 0.28`,
+    :math:`c = 3`, :math:`\kappa = 2`) makes a method the REINFORCE estimator on
+    policy, unbiased for :math:`\nabla J` with an admissible advantage and
+    seq-mean-token-sum (other modes: :func:`length_bias`); :math:`w = r` keeps it
+    unbiased off policy as well (token importance sampling).  GSPO and GMPO are
+    sequence methods: :func:`gspo_derivation`, :func:`gmpo_derivation`.
 
     Examples
     --------
     >>> from derivations.losses import loss_table
     >>> print(loss_table().splitlines()[1])
-    \text{method} & \text{per-token loss} & w(r, A) & w(1, A) \\ \hline
+    \text{method} & \text{per-token loss} & w(r, A) & \text{aggregation} & \text{unbiased for } \nabla J \\ \hline
     """
-    lines = [r"\begin{array}{l|l|l|c}", r"\text{method} & \text{per-token loss} & w(r, A) & w(1, A) \\ \hline"]
+    constants = {eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3, kappa: 2}
+    lines = [r"\begin{array}{l|l|l|l|l}", r"\text{method} & \text{per-token loss} & w(r, A) & \text{aggregation} & \text{unbiased for } \nabla J \\ \hline"]
     for method in TOKEN_METHODS:
         w = weight(method)
-        on_policy = sp.simplify(sp.piecewise_fold(w.subs(r, 1)).subs({eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3, kappa: 2}))
-        lines.append(rf"\text{{{_NAMES[method]}}} & {sp.latex(token_loss(method))} & {sp.latex(w)} & {sp.latex(on_policy)} \\")
+        on_policy = sp.simplify(sp.piecewise_fold(w.subs(r, 1)).subs(constants)) == 1
+        off_policy = sp.simplify(w - r) == 0
+        verdict = r"\text{on and off policy}" if off_policy else (r"\text{on policy } (w(1, A) = 1)" if on_policy else r"\text{no}")
+        lines.append(rf"\text{{{_NAMES[method]}}} & {sp.latex(token_loss(method))} & {sp.latex(w)} & \text{{token-mean}} & {verdict} \\")
+    s_i = sp.Symbol("s_i", positive=True)
+    w_gspo = gw.gradient_weight("ppo").subs(r, s_i)
+    lines.append(rf"\text{{GSPO (both forms)}} & -\min(s_iA, \mathrm{{clip}}(s_i)A) & {sp.latex(w_gspo)} & \text{{seq-mean-token-mean}} & \text{{on policy }} (s_i = 1) \\")
+    lines.append(r"\text{GMPO} & -\bar A_i \exp\overline{g(\Delta)} & \rho_i\,g'(\Delta_{it}) & \text{mean over rows} & \text{on policy } (\rho_i = 1) \\")
     lines.append(r"\end{array}")
     return "\n".join(lines)
