@@ -177,8 +177,9 @@ def token_log_probs(logits, tokens):
 
     The gather of ``log_softmax``, written without materialising it: only the
     chosen logit and the log-sum-exp are kept (``logsumexp`` allocates a
-    transient ``[B, T, V]`` buffer, freed at once).  Differentiable in
-    ``logits``.  Align the logits with their labels first: the logits at
+    transient ``[B, T, V]`` buffer, freed at once; bf16/fp16 logits are first
+    upcast to fp32, one more transient copy).  Differentiable in ``logits``;
+    the result has the logits' dtype.  Align the logits with their labels first: the logits at
     position :math:`k` score token :math:`k + 1` (``logits[:, :-1]`` with
     ``input_ids[:, 1:]``, the shift of :func:`response_mask`).
 
@@ -210,7 +211,8 @@ def token_entropy(logits):
     r"""Entropy of each next-token distribution, :math:`H = \log\sum_b e^{z_b} - \sum_a \pi_a z_a`, ``[...]``.
 
     The entropy bonus of verl (``entropy_coeff``) and OpenRLHF is
-    :math:`-\beta` times :func:`aggregate` of it.
+    :math:`-\beta` times :func:`aggregate` of it.  The softmax is a transient
+    ``[..., V]`` tensor, kept by autograd for the backward pass.
 
     Examples
     --------
