@@ -67,7 +67,7 @@
   }
 
   window.addEventListener("load", function () {
-    if (!window.MathJax || !MathJax.startup) return;
+    if (!window.MathJax || !MathJax.startup) { document.body.dataset.derivationsFitted = "yes"; return; }
     MathJax.startup.promise.then(function () {
       var boxes = document.querySelectorAll("div.math");
       return Array.prototype.reduce.call(boxes, function (p, box) {
