@@ -870,3 +870,19 @@ def test_opo_has_no_single_scale_on_variable_lengths(lm):
     A1 = rloo_advantages(pair_R)[:, 0]
     (g,) = torch.autograd.grad((weight * A1 * lm.seq_logprob(th)[i.reshape(-1)]).sum(), th)
     assert (g - gJ).abs().max().item() <= 1e-15
+
+
+@pytest.mark.parametrize("method", POLICY_LOSSES)
+def test_an_all_masked_row_contributes_nothing_and_counts_in_B(method):
+    """Stated behaviour: an empty row adds 0 to the loss (no NaN) and, in the per-row modes, still counts in B."""
+    lp0, old, A, mask = _trainer_batch()
+    mask = mask.clone()
+    mask[2] = 0
+    lp = torch.where(mask > 0, lp0, -math.inf).requires_grad_(True)
+    loss = policy_loss(method, lp, old, A, mask)
+    (g,) = torch.autograd.grad(loss, lp)
+    assert torch.isfinite(loss) and torch.isfinite(g).all() and g[2].abs().max().item() == 0.0
+    keep = torch.tensor([0, 1, 3, 4, 5])
+    rest = policy_loss(method, lp0[keep], old[keep], A[keep], mask[keep])
+    scale = 5 / 6 if method in ("gspo", "gspo_token", "gmpo") else 1.0  # seq-mean divides by B = 6
+    assert abs(loss.item() - scale * rest.item()) <= 1e-15 * (1 + abs(rest.item()))
