@@ -21,6 +21,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 
+import mpmath
 import numpy as np
 import sympy as sp
 import torch
@@ -181,8 +182,12 @@ def _predicted(report, lm, theta, R, G: int, constants: dict, law) -> torch.Tens
     stand_ins = {v: sp.Dummy("g") for v in present}
     linear = total.xreplace(stand_ins)
     for v in present:  # linear in the gradients; no expansion (it would cancel digits of fp64 coefficients)
-        coeff = sp.diff(linear, stand_ins[v]).xreplace(numbers)
-        out += float(sp.N(coeff, 30)) * vectors[v]  # exact inputs, 30 digits
+        coeff = sp.sympify(linear.xreplace({d: sp.Integer(int(w == v)) for w, d in stand_ins.items()}))  # linear: set this gradient to 1, the others to 0
+        names = sorted(coeff.free_symbols & set(numbers), key=str) + sorted(coeff.atoms(Expect) & set(numbers), key=str)
+        hidden = {e: sp.Dummy() for e in names}
+        f = sp.lambdify(list(hidden.values()), coeff.xreplace(hidden), "mpmath")
+        with mpmath.workdps(30):  # exact inputs, 30 digits: no cancellation
+            out += float(f(*[mpmath.mpf(sp.Rational(numbers[e]).p) / sp.Rational(numbers[e]).q for e in names])) * vectors[v]
     return out
 
 
@@ -444,3 +449,84 @@ def _callable_on_tokens(fn) -> tuple:
     if not gap <= TOL * max(1.0, float(grad.abs().max())):
         raise ValueError(f"loss must be per-token (elementwise): its batched and one-token values or gradients differ by {gap:.3g}")
     return (int(mask.sum()), gap)
+
+
+# ------------------------------------------------------------------ the suite
+
+
+def trl_grpo_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    """TRL's GRPO convention: ``(r - mean) / (std + 1e-4)`` over each group, ``torch.std`` (Bessel)."""
+    return (rewards - rewards.mean(-1, keepdim=True)) / (rewards.std(-1, keepdim=True) + 1e-4)
+
+
+def verl_dr_grpo_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    """verl's GRPO with ``norm_adv_by_std_in_grpo=False`` (Dr. GRPO): ``r - mean``."""
+    return rewards - rewards.mean(-1, keepdim=True)
+
+
+def openrlhf_rloo_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    """OpenRLHF's RLOO: ``r - (sum - r) / (n - 1)``."""
+    n = rewards.shape[-1]
+    return rewards - (rewards.sum(-1, keepdim=True) - rewards) / (n - 1)
+
+
+def _worst(report) -> float:
+    return max(row[3] for row in report.numeric)
+
+
+@suite("variants")
+def cross_checks() -> None:
+    """The variant checker on TinyLM: every verdict confirmed by the exact group engine and by autograd."""
+    from derivations.group_baselines import grpo_weight as exact_grpo_weight
+    from derivations.iid_groups import IIDGroup
+
+    from .group_baselines import group_zscore_advantages
+
+    grp = IIDGroup()
+    R, i = grp.R, grp.i
+    loo = derived.check_group_advantage(R[i] - grp.mean_others(i))
+    check("leave-one-out: 'unbiased' for symbolic G, exact engine agrees at G = 2..8", _worst(loo) + (loo.verdict != "unbiased"), TOL)
+    mean = derived.check_group_advantage(R[i] - grp.mean())
+    check("mean including self: 'scaled' by (G-1)/G, exact engine agrees at G = 2..8", _worst(mean) + (mean.verdict != "scaled"), TOL)
+    others = [R[2], R[3], R[4]]
+    worst = 0.0
+    for baseline in (sp.Max(*others), sum(others) - sp.Max(*others) - sp.Min(*others)):
+        rep = derived.check_group_advantage(R[1] - baseline, G=4)
+        worst = max(worst, _worst(rep) + (rep.verdict != "unbiased"))
+    check("max and median of the others (G = 4, four-valued reward): 'unbiased', confirmed", worst, TOL)
+    mixed = derived.check_group_advantage(R[i] - (R[i] ** 2 / 2 + grp.mean_others(i)))
+    check("a baseline with R_i^2 / 2: 'biased' along E[R^2 s], confirmed on a four-valued reward", _worst(mixed) + (mixed.verdict != "biased"), TOL)
+
+    p = float(_lm().probs(_lm().theta0) @ default_reward(_lm()))
+    for std in ("population", "bessel"):
+        worst = 0.0
+        for G in range(2, 17):
+            rep = derived.check_group_advantage(partial_zscore(group_zscore_advantages, std), G=G, rewards="binary")
+            closed = float(sp.N(exact_grpo_weight(G, std).subs(P, sp.Rational(p)), 30))
+            worst = max(worst, _worst(rep), abs(float(sp.N(rep.scale.subs(P, sp.Rational(p)), 30)) - closed))
+        check(f"GRPO z-score ({std} std) as a callable, G = 2..16: c(p) = the closed form w(p, G), engine agrees", worst, TOL)
+
+    trainers = {"TRL GRPO (Bessel std, eps = 1e-4 outside)": (trl_grpo_advantages, "reweighted"),
+                "verl Dr. GRPO (no std)": (verl_dr_grpo_advantages, "scaled"),
+                "OpenRLHF RLOO": (openrlhf_rloo_advantages, "unbiased")}
+    for name, (fn, verdict) in trainers.items():
+        worst = 0.0
+        for G in (4, 8):
+            rep = derived.check_group_advantage(fn, G=G, rewards="binary")
+            worst = max(worst, _worst(rep) + (rep.verdict != verdict))
+        check(f"trainer function {name}: '{verdict}' at G = 4, 8, confirmed", worst, TOL)
+
+    mismatches = 0
+    worst = 0.0
+    for method, label in (("ppo", "PPO"), ("dual_clip", "dual-clip PPO"), ("cispo", "CISPO"), ("is", "token IS")):
+        rep = derived.check_token_loss(gw.token_loss(method))
+        mismatches += rep.matches != label
+        worst = max(worst, rep.numeric[1])
+    check("token losses PPO, dual-clip, CISPO, IS: recognised (mismatches)", mismatches, 0)
+    check("token losses: derived weight == autograd on TinyLM's tokens", worst, TOL)
+    look_alike = derived.check_token_loss(-sp.Min(gw.r, 1 + gw.eps_h) * gw.A * gw.ell)
+    check("look-alike without sg: not a policy gradient (count of wrong flags)", int(look_alike.is_policy_gradient) + int(bool(look_alike.on_policy_at_ratio_one)), 0)
+
+
+def partial_zscore(fn, std: str) -> Callable:
+    return lambda rewards: fn(rewards, eps=0.0, std=std)

@@ -110,7 +110,7 @@ def test_bad_suite_arguments():
 
 @pytest.mark.parametrize(
     ("name", "count"),
-    [("score_function", 13), ("baselines", 26), ("group_baselines", 16), ("returns", 16), ("gradient_weights", 15), ("trust_region", 23), ("off_policy", 38), ("losses", 27)],
+    [("score_function", 13), ("baselines", 26), ("group_baselines", 16), ("returns", 16), ("gradient_weights", 15), ("trust_region", 23), ("off_policy", 38), ("losses", 27), ("variants", 12)],
 )
 def test_every_topic_suite_passes(name, count):
     """Each chapter's cross-checks, as the report runs them (the count guards against a suite that silently shrinks)."""
@@ -121,5 +121,5 @@ def test_every_topic_suite_passes(name, count):
 
 
 def test_the_report_lists_every_topic_in_lecture_order():
-    assert list(SUITES) == ["score_function", "baselines", "group_baselines", "returns", "gradient_weights", "trust_region", "off_policy", "losses"]
+    assert list(SUITES) == ["score_function", "baselines", "group_baselines", "returns", "gradient_weights", "trust_region", "off_policy", "losses", "variants"]
 
