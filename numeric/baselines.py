@@ -17,6 +17,7 @@ backward pass equals the per-sample loop :func:`reinforce_per_sample`.
 
 from __future__ import annotations
 
+import math
 from functools import cache
 
 import numpy as np
@@ -162,7 +163,7 @@ def _reach_probability(lm: TinyLM, theta: torch.Tensor) -> torch.Tensor:
     """``[n_prefixes]`` probability that a response passes through each prefix."""
     p = lm.probs(theta.detach())
     weights = (p[:, None] * lm.mask).reshape(-1)
-    return torch.zeros(lm.n_prefixes).index_add_(0, lm.prefix_rows.reshape(-1), weights)
+    return torch.zeros(lm.n_prefixes, dtype=weights.dtype).index_add_(0, lm.prefix_rows.reshape(-1), weights)
 
 
 def variance_terms(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> dict[str, float]:
@@ -429,7 +430,7 @@ def reinforce_monte_carlo(
     require_int("seed", seed)
     p = lm.probs(theta.detach())
     gen = torch.Generator().manual_seed(seed)
-    freq = torch.bincount(torch.multinomial(p, n, replacement=True, generator=gen), minlength=lm.N) / n
+    freq = torch.bincount(torch.multinomial(p, n, replacement=True, generator=gen), minlength=lm.N).to(p.dtype) / n
     x = (reward - baseline)[:, None] * score_matrix(lm, theta)
     mean = freq @ x
     var = (freq @ x**2 - mean**2) * n / (n - 1)
@@ -486,8 +487,9 @@ def cross_checks() -> None:
     th = theta.clone().requires_grad_(True)
     (grad_loss,) = torch.autograd.grad(reinforce_loss(lm.seq_logprob(th)[idx], A), th)
     check("per-sample loop == one backward through -mean(sg(A) log pi)", maxabs(reinforce_per_sample(lm, theta, idx, A), -grad_loss), 1e-13)
-    (grad_token_loss,) = torch.autograd.grad(reinforce_loss(lm.token_logprobs(th)[idx], A, lm.mask[idx]), th)
-    check("token-level [B, T] masked loss: same gradient as the sequence-level loss", maxabs(grad_token_loss, grad_loss), 1e-14)
+    padded = torch.where(lm.mask[idx] > 0, lm.token_logprobs(th)[idx], -math.inf)  # a padding sentinel, as trainers leave it
+    (grad_token_loss,) = torch.autograd.grad(reinforce_loss(padded, A, lm.mask[idx]), th)
+    check("token-level [B, T] masked loss, -inf on padding: same gradient as the sequence-level loss", maxabs(grad_token_loss, grad_loss), 1e-14)
     # an advantage that carries a gradient (a baseline computed from theta) must be stopped
     A_live = R[idx] - lm.probs(th) @ R
     (grad_live,) = torch.autograd.grad(reinforce_loss(lm.seq_logprob(th)[idx], A_live), th)
@@ -500,7 +502,7 @@ def cross_checks() -> None:
 def _token_baseline_bias_by_hand(lm: TinyLM, theta: torch.Tensor, c: float) -> torch.Tensor:
     r"""``[P]`` bias of :math:`b_t = c\,\mathbb 1[o_t = 1]`, typed from the softmax: :math:`-c \Pr(h)\, \pi_j (\mathbb 1[j = 1] - \pi_1)`."""
     pi = torch.softmax(lm.logits(theta), -1)
-    onehot = torch.zeros(lm.V)
+    onehot = torch.zeros(lm.V, dtype=pi.dtype)
     onehot[1] = 1.0
     return (-c * _reach_probability(lm, theta)[:, None] * pi * (onehot - pi[:, 1:2])).reshape(-1)
 

@@ -444,9 +444,9 @@ def fork_token(method: str, steps: int = 16, lr: float = 30.0, clip_epsilon=(0.2
     if not 0 < p_rare < 1:
         raise ValueError(f"p_rare must lie in (0, 1), got {p_rare}")
     low, high = clip_bounds(clip_epsilon)
-    pi_old = torch.tensor([0.6, 0.39, p_rare])
+    pi_old = torch.tensor([0.6, 0.39, p_rare], dtype=torch.float64)
     pi_old = pi_old / pi_old.sum()
-    reward = torch.tensor([0.0, 0.0, 1.0])
+    reward = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
     adv = reward - pi_old @ reward
     z = pi_old.log().clone().requires_grad_(True)
     probs, weights = [], []
@@ -645,7 +645,7 @@ def look_alike_gradients_autograd(log_prob: float, advantage: float, eps: float 
         lambda r, lp: -(torch.clamp(r, max=1 + eps) * advantage * lp),
         lambda r, lp: -(torch.clamp(r, max=1 + eps) * advantage),
     ):
-        lp = torch.tensor(log_prob, requires_grad=True)
+        lp = torch.tensor(log_prob, dtype=torch.float64, requires_grad=True)
         out.append(float(torch.autograd.grad(build((lp - _LOG_PROB_OLD).exp(), lp), lp)[0]))
     return tuple(out)
 

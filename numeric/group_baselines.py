@@ -385,7 +385,7 @@ def brute_force_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Te
     grids = torch.meshgrid(*[torch.arange(lm.N)] * G, indexing="ij")
     tuples = torch.stack([g.reshape(-1) for g in grids], 1)  # [N^G, G], answer 1 varies slowest
     A1 = advantages(R[tuples])[:, 0].reshape(lm.N, -1)
-    others = p[tuples[: lm.N ** (G - 1), 1:]].prod(1) if G > 1 else torch.ones(1)
+    others = p[tuples[: lm.N ** (G - 1), 1:]].prod(1) if G > 1 else torch.ones(1, dtype=p.dtype)
     w = A1 @ others
     return (p * w) @ score_matrix(lm, theta)
 
@@ -458,7 +458,7 @@ def binary_reward_weight(p: float, G: int, advantages: Advantages) -> float:
     True
     """
     p = require_unit_interval("p", p)
-    a = group_advantage_weights(torch.tensor([0.0, 1.0]), torch.tensor([1 - p, p]), G, advantages)
+    a = group_advantage_weights(torch.tensor([0.0, 1.0], dtype=torch.float64), torch.tensor([1 - p, p], dtype=torch.float64), G, advantages)
     return float(a[1] - a[0])
 
 

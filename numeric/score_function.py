@@ -176,10 +176,10 @@ class TwoStepMDP:
         if self.coupling != 0.0 and self.M != self.K:
             raise ValueError(f"M must equal K when the kernel is coupled, got K={K}, M={M}")
         gen = torch.Generator().manual_seed(require_int("seed", seed))
-        self.omega = torch.randn(self.K, self.M, generator=gen)
-        self.reward = torch.rand(self.K, self.M, self.K, generator=gen)
+        self.omega = torch.randn(self.K, self.M, generator=gen, dtype=torch.float64)
+        self.reward = torch.rand(self.K, self.M, self.K, generator=gen, dtype=torch.float64)
         self.P = self.K + self.M * self.K
-        self.theta0 = torch.randn(self.P, generator=gen)
+        self.theta0 = torch.randn(self.P, generator=gen, dtype=torch.float64)
 
     def _theta(self, theta) -> torch.Tensor:
         """``theta`` as a finite real float64 ``[P]`` tensor, else a named error."""
@@ -302,4 +302,4 @@ abla\log P_	heta(s \mid a)]` from the softmax score of the kernel, no autograd.
     w = (mdp.trajectory_probs(theta) * mdp.reward).sum(2)  # [K, M]
     P = mdp.log_kernel(theta).exp()  # [K, M]
     block = mdp.coupling * (w - w.sum(1, keepdim=True) * P)  # [a, m]
-    return torch.cat([torch.zeros(mdp.K), block.T.reshape(-1)])
+    return torch.cat([torch.zeros(mdp.K, dtype=block.dtype), block.T.reshape(-1)])

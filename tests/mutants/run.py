@@ -65,6 +65,10 @@ MUTANTS = [
            ("tests/test_expectations.py", suites("score_function")), "E[w s] without the prefix's mass"),
     Mutant("iid_probs_unchecked", "derivations/iid_groups.py", "        if not (gap == 0 or gap.is_number", "        if False and not (gap == 0 or gap.is_number",
            ("tests/test_group_baselines.py", "tests/test_validation.py"), "IIDGroup accepts probabilities summing to 1.1"),
+    Mutant("theta_fp32_kept", "numeric/tinylm.py", 'return theta.to(device="cpu", dtype=torch.float64)', "return theta",
+           ("tests/test_tinylm.py", "tests/test_validation.py"), "fp32 theta computed in fp32 (finite differences 11 % off)"),
+    Mutant("default_reward_count", "numeric/tinylm.py", "* lm.mask).amax(1)", "* lm.mask).sum(1)",
+           ("tests/test_tinylm.py", "numeric/tinylm.py"), "the binary reward becomes a count"),
     # -- score function
     Mutant("fd_step", "numeric/score_function.py", "/ (2 * h)", "/ (2.000001 * h)",
            _topic("score_function"), "central difference with a wrong denominator (relative 5e-7)"),
@@ -75,6 +79,12 @@ MUTANTS = [
            _topic("baselines"), "b* = A_0/A_2 instead of A_1/A_2 (hidden by a binary reward)"),
     Mutant("reinforce_detach", "numeric/baselines.py", "adv.detach().to(seq_logp)", "adv.to(seq_logp)",
            _topic("baselines"), "REINFORCE loss without the stop-gradient on the advantage"),
+    Mutant("reinforce_mask", "numeric/baselines.py", "t, _, _ = masked_inputs(mask, log_prob=logp)", "t, _, _ = masked_inputs(None, log_prob=logp)",
+           _topic("baselines"), "token-level REINFORCE loss ignores the mask (padding sentinels leak)"),
+    Mutant("per_sample_mean", "numeric/baselines.py", "return total / len(samples)", "return total / (len(samples) - 1)",
+           _topic("baselines"), "per-sample REINFORCE loop averages with n - 1"),
+    Mutant("grad_sq_norm", "numeric/baselines.py", 'out["grad_sq"] = float(g @ g)', 'out["grad_sq"] = float(g.abs().sum())',
+           _topic("baselines"), "||grad J||^2 computed as an L1 norm"),
     Mutant("reach_probability", "numeric/baselines.py", "weights = (p[:, None] * lm.mask).reshape(-1)", "weights = lm.mask.reshape(-1)",
            _topic("baselines"), "action-dependent bias without Pr(h)"),
     # -- group baselines
@@ -117,6 +127,8 @@ MUTANTS = [
            _topic("trust_region"), "TV computed with half its constant"),
     Mutant("cispo_bias_reweight", "numeric/trust_region.py", "(s.q / p)[:, None]", "(p / s.q)[:, None]",
            _topic("trust_region"), "importance weight inverted in the CISPO bias"),
+    Mutant("cispo_bound_no_sqrt", "numeric/trust_region.py", "token_score_sqnorms(lm, th).sqrt()", "token_score_sqnorms(lm, th)",
+           _topic("trust_region"), "CISPO bias bound with ||s||^2 in place of ||s||"),
     Mutant("tv_bound_constant", "derivations/trust_region.py", "d.then(S(sp.Abs(pi[a] - mu[a])) / 2,", "d.then(S(sp.Abs(pi[a] - mu[a])) / 4,",
            ("tests/test_trust_region.py", "derivations/trust_region.py", "tests/test_derivation.py"), "displayed TV bound halved (needs steps verified against their display)"),
 ]
