@@ -130,12 +130,15 @@ def masked_inputs(mask, mask_name: str = "mask", **arrays) -> tuple[dict[str, to
         tensors[name] = t.to(device=first.device, dtype=compute_dtype(first.dtype))
     require_same_shape(**tensors)
     m = None if mask is None else as_mask(mask_name, mask, first_name, first)
-    for name, t in tensors.items():
-        if m is not None:
-            t = tensors[name] = torch.where(m, t, torch.zeros((), dtype=t.dtype, device=t.device))
-        # one reduction: a NaN or inf among the kept values makes the sum non-finite (the exact test only then)
-        if not bool(torch.isfinite(t.detach().sum())) and not bool(torch.isfinite(t).all()):
-            raise ValueError(f"{name} must be finite (no NaN or inf)" + ("" if m is None else f" where {mask_name} is 1"))
+    if m is not None:
+        zero = torch.zeros((), dtype=first.dtype, device=first.device)
+        tensors = {name: torch.where(m, t, zero.to(t.dtype)) for name, t in tensors.items()}
+    # one sync: a NaN or inf among the kept values makes its tensor's sum, and the total, non-finite;
+    # only then is each tensor examined, to name the culprit
+    if not bool(torch.isfinite(sum(t.detach().sum() for t in tensors.values()))):
+        for name, t in tensors.items():
+            if not bool(torch.isfinite(t).all()):
+                raise ValueError(f"{name} must be finite (no NaN or inf)" + ("" if m is None else f" where {mask_name} is 1"))
     return tensors, m, kind
 
 

@@ -426,6 +426,25 @@ def _kappa(m: torch.Tensor, mode: str, norm) -> torch.Tensor:
     return m / (B * (T if norm is None else norm))
 
 
+def _reduce(x: torch.Tensor, m: torch.Tensor, mode: str, norm) -> torch.Tensor:
+    """``sum(kappa * x)`` over the last two dimensions, without building kappa (the same numbers as :func:`_kappa`)."""
+    if norm is not None and mode not in ("token-mean", "seq-mean-token-sum-norm"):
+        raise ValueError(f"norm is used by token-mean and seq-mean-token-sum-norm only, not {mode!r}")
+    if norm is not None:
+        norm = require_real("norm", norm)
+        if not norm > 0:
+            raise ValueError(f"norm must be > 0, got {norm}")
+    B, T = m.shape[-2], m.shape[-1]
+    if mode == "seq-mean-token-mean":
+        return ((x * m).sum(-1) / m.sum(-1).clamp(min=1)).sum(-1) / B
+    total = (x * m).sum((-2, -1))
+    if mode == "token-mean":
+        return total / (m.sum((-2, -1)).clamp(min=1) if norm is None else norm)
+    if mode == "seq-mean-token-sum":
+        return total / B
+    return total / (B * (T if norm is None else norm))
+
+
 def aggregate(per_token, mask, mode: str = "token-mean", norm: float | None = None):
     r"""Reduce a ``[B, T]`` per-token loss to a scalar the way trainers do: :math:`\sum_{i,t}\kappa_{it}\,x_{it}`.
 
@@ -459,8 +478,7 @@ def aggregate(per_token, mask, mode: str = "token-mean", norm: float | None = No
     x = t["per_token"]
     if x.ndim < 2:
         raise ValueError(f"per_token must have shape [..., B, T], got {tuple(x.shape)}")
-    out = (_kappa(m.to(x.dtype), mode, norm) * x).sum((-2, -1))
-    return like(kind, out.to(_dtype(per_token)))
+    return like(kind, _reduce(x, m.to(x.dtype), mode, norm).to(_dtype(per_token)))
 
 
 # ------------------------------------------------------------------ policy losses
@@ -500,10 +518,10 @@ def _seq_mean(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
 
 def _per_token_loss(method, lp, old, A, m, low, high, dual_clip, cispo_cap, sapo_tau, gmpo_clip):
     """``[B, T]`` per-token loss of ``method`` (GMPO: its sequence loss on every token, to be averaged per row)."""
-    delta = lp - old.detach()
     A = A.detach()
     if method in ("reinforce", "gpg"):
         return -A * lp
+    delta = lp - old.detach()
     if method == "ppo":
         r = delta.exp()
         loss = torch.maximum(-A * r, -A * r.clamp(1 - low, 1 + high))
@@ -656,7 +674,7 @@ def policy_loss(
     per_token = _per_token_loss(method, t["log_prob"], t["old_log_prob"], t["advantage"], m, low, high, dual_clip, cispo_cap, tau, gclip)
     if weight is not None:
         per_token = per_token * t["weight"].detach()
-    return like(kind, (_kappa(m, agg, norm) * per_token).sum().to(_dtype(log_prob)))
+    return like(kind, _reduce(per_token, m, agg, norm).to(_dtype(log_prob)))
 
 
 def _pair(name: str, value) -> tuple:
@@ -788,7 +806,7 @@ def value_loss(value, old_value, returns, mask, clip: float | None = None, agg: 
     if clip is not None:
         clip = require_nonnegative("clip", clip)
         sq = torch.maximum(sq, (v0 + (v - v0).clamp(-clip, clip) - g) ** 2)
-    return like(kind, (0.5 * (_kappa(m.to(v.dtype), _mode(agg), norm) * sq).sum()).to(_dtype(value)))
+    return like(kind, (0.5 * _reduce(sq, m.to(v.dtype), _mode(agg), norm)).to(_dtype(value)))
 
 
 # ------------------------------------------------------------------ advantage estimators
