@@ -886,3 +886,24 @@ def test_an_all_masked_row_contributes_nothing_and_counts_in_B(method):
     rest = policy_loss(method, lp0[keep], old[keep], A[keep], mask[keep])
     scale = 5 / 6 if method in ("gspo", "gspo_token", "gmpo") else 1.0  # seq-mean divides by B = 6
     assert abs(loss.item() - scale * rest.item()) <= 1e-15 * (1 + abs(rest.item()))
+
+
+@pytest.mark.parametrize("method", POLICY_LOSSES)
+def test_parameter_gradient_is_derived_weight_times_advantage_times_score(method, lm):
+    """On TinyLM, in theta: autograd of the batched loss == -sum kappa w A grad log pi, grad log pi in closed form (no autograd)."""
+    from numeric import perturb, token_score_tensor
+
+    gen = torch.Generator().manual_seed(11)
+    idx = torch.randint(0, lm.N, (10,), generator=gen)
+    theta_old = lm.theta0
+    theta = perturb(theta_old, 0.5, seed=4)
+    old = lm.token_logprobs(theta_old)[idx]
+    R = (lm.tokens == 1).double().mul(lm.mask).sum(1) / lm.lengths
+    A, mask = R[idx] - 0.4, lm.mask[idx]
+    th = theta.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(policy_loss(method, lm.token_logprobs(th)[idx], old, A, mask, clip_epsilon=(0.2, 0.28)), th)
+    w = policy_weight(method, lm.token_logprobs(theta)[idx], old, A, mask, clip_epsilon=(0.2, 0.28))
+    mode = "seq-mean-token-mean" if method in ("gspo", "gspo_token", "gmpo") else "token-mean"
+    coef = -token_weights(mask, mode) * w * A[:, None]  # [n, L]
+    scores = token_score_tensor(lm, theta)[idx]  # [n, L, P]
+    assert (g - (coef[..., None] * scores).sum((0, 1))).abs().max().item() <= 1e-15
