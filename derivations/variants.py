@@ -320,7 +320,7 @@ def _verdict(c: sp.Expr, residual: sp.Expr, policy: set, what: str) -> tuple[str
     if nz is None:
         return "undecided", f"the CAS could not decide whether the residual {sp.sstr(residual)} vanishes"
     if nz:
-        return "biased", f"{what} has a component along {sp.sstr(_moments_in(residual))}, not a multiple of the policy gradient"
+        return "biased", f"{what} has a component along {', '.join(_moments_in(residual))}, not a multiple of the policy gradient"
     dep = _depends_on(c, policy)
     if dep is None:
         return "undecided", f"the CAS could not decide whether c = {sp.sstr(c)} depends on the policy"
@@ -524,7 +524,11 @@ def _finite(advantage, G: int, law: str, values: tuple, constants: dict, name: s
         bernstein = reduced / GRAD_P
         residual = sp.Integer(0)
         c = bernstein
-        if not bernstein.has(sp.Float) and G <= 6:  # fp64 values, and long radicals, stay in the Bernstein form
+        diffs = [sp.radsimp(b / sp.binomial(G - 1, k)) for k, b in enumerate(bern)]
+        if all(_nonzero(x - diffs[0]) is False for x in diffs[1:]) and not bernstein.has(sp.Float):
+            c = diffs[0]
+            d.then(c * GRAD_P, r"equal coefficients; the Bernstein polynomials sum to 1")
+        elif not bernstein.has(sp.Float) and G <= 6:  # fp64 values, and long radicals, stay in the Bernstein form
             c_nice = _nice(sp.collect(sp.expand(bernstein), P))
             if len(sp.sstr(c_nice)) < len(sp.sstr(bernstein)):
                 c = c_nice
@@ -1195,3 +1199,52 @@ def _match(pieces: dict) -> str | None:
         if ok:
             return label
     return None
+
+
+# ============================================================ the tutorial's three variants
+
+
+def tutorial_variant(name: str):
+    r"""The three variants the chapter walks through, as ``(what, keyword arguments)`` for the checkers.
+
+    ``"clip"``
+        A two-sided truncated importance weight,
+        :math:`-\mathrm{sg}\bigl(\mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\bigr)\,A\,\ell`.
+    ``"zscore"``
+        The std-normalised group advantage :math:`(R_i - \bar R)/(\sigma + \varepsilon)`
+        (population std) at :math:`G = 4`, binary reward.
+    ``"own_reward"``
+        A baseline that mixes in the answer's own reward,
+        :math:`b_i = \tfrac12 R_i^2 + \bar R_{-i}`, any reward law.
+
+    Examples
+    --------
+    >>> from derivations.variants import tutorial_variant
+    >>> tutorial_variant("own_reward")[0]
+    -R[i]**2/2 + R[i] - (-R[i] + Sum(R[j], (j, 1, G)))/(G - 1)
+    """
+    eps = sp.Symbol("varepsilon", positive=True)
+    if name == "clip":
+        return -gw.sg(sp.Min(sp.Max(gw.r, 1 - gw.eps_l), 1 + gw.eps_h)) * gw.A * gw.ell, {}
+    if name == "zscore":
+        m = _GROUP.mean()
+        sigma = sp.sqrt(sp.Sum((R[J] - m) ** 2, (J, 1, G_SYMBOL)) / G_SYMBOL)
+        return (R[I] - m) / (sigma + eps), {"G": 4, "rewards": "binary", "constants": {eps: 1e-3}}
+    if name == "own_reward":
+        return R[I] - (R[I] ** 2 / 2 + _GROUP.mean_others(I)), {}
+    raise ValueError(f"name must be one of 'clip', 'zscore', 'own_reward', got {name!r}")
+
+
+def tutorial_derivation(name: str) -> Derivation:
+    """The derivation of the checker's report on one of the tutorial's variants (SymPy only: no numeric confirmation).
+
+    Examples
+    --------
+    >>> from derivations.variants import tutorial_derivation
+    >>> len(tutorial_derivation("own_reward").verify().steps)
+    3
+    """
+    what, kwargs = tutorial_variant(name)
+    if name == "clip":
+        return check_token_loss(what, confirm=False).derivation
+    return check_group_advantage(what, confirm=False, **kwargs).derivation
