@@ -23,7 +23,7 @@ from ._validate import like, masked_inputs, require_finite, to_tensor
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, token_score_sqnorms
 from .gradient_weights import EPS_HIGH, clip_bounds, setting
-from .tinylm import check_theta
+from .tinylm import check_theta, token_score_tensor
 
 __all__ = ["clip_excess", "kl_k1", "kl_k2", "kl_k3"]
 
@@ -216,11 +216,17 @@ def cross_checks() -> None:
     s = setting()
     lm, th = s.lm, s.theta
     # CISPO bias: derived formula vs autograd, and its bound
+    norms = token_score_tensor(lm, th).norm(dim=-1)  # [N, L] ||s_t||, dense
+    r_now, _ = s.ratio(th)
+    bound_gap = 0.0
     for eps in (0.05, 0.1, 0.28):
         bias, bound = cispo_bias(eps)
         autograd_bias = -(s.grad("cispo", th, eps_high=eps) - s.grad("is", th))
         check(f"CISPO bias -E[sum_t (r-1-eps)+ A s_t] == autograd (eps_high = {eps})", maxabs(bias, autograd_bias), 1e-15)
         check(f"||bias|| <= sum_t E[(r-1-eps)+ |A| ||s_t||] (eps_high = {eps}; excess)", max(0.0, float(bias.norm()) - bound), 0.0)
+        dense = float((s.q[:, None] * clip_excess(r_now.detach(), eps) * lm.mask * s.A.abs() * norms).sum())
+        bound_gap = max(bound_gap, abs(bound - dense))
+    check("the bound == the dense sum over (o, t) with ||s_t|| of the [N, L, P] token scores (eps_high = 0.05, 0.1, 0.28)", bound_gap, 1e-15)
     check("CISPO weights bounded by 1 + eps_high (excess)", max(0.0, float(s.weights("cispo", th).max()) - (1 + EPS_HIGH)), 0.0)
     # per-state TV bound at every prefix
     pi, mu = per_prefix(th, s.theta_old)

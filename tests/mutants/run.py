@@ -101,6 +101,8 @@ MUTANTS = [
     Mutant("mean_self_unbiased", "derivations/group_baselines.py", "        (G - 1) / G * GRAD_J,", "        GRAD_J,",
            ("tests/test_group_baselines.py", "derivations/group_baselines.py"), "claim: mean including self is unbiased (a factor (G-1)/G)"),
     # -- returns
+    Mutant("series_unchecked", "numeric/returns.py", "return require_finite(name, t).to(compute_dtype(t.dtype)), kind", "return t.to(compute_dtype(t.dtype)), kind",
+           ("tests/test_validation.py",), "returns helpers accept NaN rewards silently"),
     Mutant("gae_bootstrap_flag", "numeric/returns.py", "gamma * (1 - d) * nv - v", "gamma * (1 - c) * nv - v",
            _topic("returns"), "GAE bootstraps on trace_cut instead of terminated"),
     Mutant("gae_trace_flag", "numeric/returns.py", "_backward_scan(deltas, gamma * lam * (1 - c))", "_backward_scan(deltas, gamma * lam * (1 - d))",
