@@ -431,10 +431,15 @@ def fork_token(method: str, steps: int = 16, lr: float = 30.0, clip_epsilon=(0.2
 
     Examples
     --------
+    PPO silences the rare token exactly at the updates where its ratio before the update
+    exceeds :math:`1 + \varepsilon_h = 1.28`; CISPO never does:
+
+    >>> import torch
     >>> from numeric import fork_token
     >>> ppo, cispo = fork_token("ppo"), fork_token("cispo")
-    >>> int((ppo.rare_weight == 0).sum()), int((cispo.rare_weight == 0).sum())
-    (15, 0)
+    >>> ratio_before = torch.cat([torch.tensor([0.01], dtype=torch.float64), ppo.rare_prob[:-1]]) / 0.01
+    >>> bool(((ppo.rare_weight == 0) == (ratio_before > 1.28)).all()), int((cispo.rare_weight == 0).sum())
+    (True, 0)
     """
     if method not in ("ppo", "cispo"):
         raise ValueError(f"method must be 'ppo' or 'cispo', got {method!r}")

@@ -162,11 +162,14 @@ class TwoStepMDP:
 
     Examples
     --------
+    The first action's marginal is the policy :math:`\operatorname{softmax}(\theta^{(1)})`:
+
+    >>> import torch
     >>> from numeric.score_function import TwoStepMDP
-    >>> mdp = TwoStepMDP(K=2, M=2, coupling=0.0)
-    >>> p = mdp.trajectory_probs(mdp.theta0)
-    >>> tuple(p.shape), round(float(p.sum()), 12)
-    ((2, 2, 2), 1.0)
+    >>> mdp = TwoStepMDP(K=2, M=2, coupling=1.0)
+    >>> p = mdp.trajectory_probs(mdp.theta0)   # [K, M, K]: (a, s, c)
+    >>> float((p.sum((1, 2)) - torch.softmax(mdp.theta0[:2], -1)).abs().max()) < 1e-16
+    True
     """
 
     def __init__(self, K: int = 2, M: int = 2, coupling: float = 0.0, seed: int = 0):

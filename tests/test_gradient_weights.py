@@ -238,6 +238,11 @@ def test_losses_token_normalised_and_bad_input():
 def test_fork_token_trajectories_and_bad_input():
     ppo, cispo = fork_token("ppo"), fork_token("cispo")
     assert ppo.rare_prob.shape == (16,) and cispo.rare_prob[-1] > 10 * ppo.rare_prob[-1]
+    # the first update starts at r = 1, where both losses have the on-policy gradient pi_old(a) A(a) (E_old[A] = 0):
+    pi_old = torch.tensor([0.6, 0.39, 0.01], dtype=torch.float64)
+    adv = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64) - 0.01
+    first = torch.softmax(pi_old.log() + 30.0 * pi_old * adv, 0)[2]
+    assert abs(float(ppo.rare_prob[0] - first)) < 1e-15 and abs(float(cispo.rare_prob[0] - first)) < 1e-15
     assert bool((cispo.rare_weight > 0).all())
     with pytest.raises(ValueError, match="method"):
         fork_token("is")
