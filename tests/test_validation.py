@@ -41,10 +41,13 @@ from derivations.policy import IndexedSoftmax, SoftmaxPolicy
 from numeric import TinyLM
 from numeric import baselines as n_baselines
 from numeric import gradient_weights as n_weights
+from numeric import losses as n_losses
+from numeric import off_policy as n_off
 from numeric import group_baselines as n_groups
 from numeric import returns as n_returns
 from numeric import score_function as n_score
 from numeric import trust_region as n_trust
+
 
 SWEEP = settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 PACKAGE_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (numeric, derivations))
@@ -67,6 +70,7 @@ class Row:
     ranges: dict = field(default_factory=dict)  # position -> out-of-range values of a scalar argument
     unusual: tuple = ()  # which unusual-but-valid inputs to try: "fp32", "grad", "0d", "neg_stride"
     empty_ok: bool = False  # an empty array is a valid input (elementwise helpers)
+    valid: tuple = ()  # variant labels ("argument:label") that are valid here, e.g. a mask that alone sets T
     label: str = ""
 
     @property
@@ -94,6 +98,8 @@ MASK = np.ones(T_SHAPE)
 RATIO = np.exp(LOGP - OLD_LOGP)
 GROUP = np.array([[1.0, 0.0, 2.0, 1.0], [0.5, 0.5, 3.0, 0.0]])
 TABLE = torch.zeros(LM.n_prefixes, LM.V, dtype=torch.float64)
+LOGITS = _arr(3, 5, 6, seed=7, low=-2.0, high=2.0)
+TOKENS = np.random.default_rng(8).integers(0, 6, size=(3, 5))
 TABLE[:, 1] = 0.7
 
 
@@ -175,6 +181,32 @@ ROWS = [
     *[Row(f, (LOGP, OLD_LOGP), {0: "array", 1: "array"}, unusual=("fp32", "grad", "0d", "neg_stride"), empty_ok=True) for f in (numeric.kl_k1, numeric.kl_k2, numeric.kl_k3)],
     Row(numeric.clip_excess, (RATIO, 0.28), {0: "ratio", 1: "clip"}, unusual=("fp32", "grad", "0d", "neg_stride"), empty_ok=True),
     Row(n_trust.per_prefix, (n_weights.setting().theta, n_weights.setting().theta_old), {0: "theta_setting", 1: "theta_setting"}, unusual=("fp32",)),
+    # -- losses (issue 10) and off-policy corrections (issue 9): trainer-facing batched helpers
+    Row(n_losses.aggregate, (ADV, MASK, "token-mean"), {0: "array", 1: "loss_mask", 2: "choice"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.broadcast_advantage, (ADV[:, 0], MASK), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride"), valid=("mask:shape",)),
+    Row(n_losses.gpg_advantages, (GROUP,), {0: "array"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.kl_penalty, (LOGP, OLD_LOGP, MASK, "k3"), {0: "array", 1: "array", 2: "loss_mask", 3: "choice"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.masked_whiten, (ADV, MASK), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.opo_advantages, (GROUP, GROUP + 3.0), {0: "array", 1: "array"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.passk_advantages, ((GROUP > 0.7).astype(float),), {0: "array"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.policy_loss, ("ppo", LOGP, OLD_LOGP, ADV, MASK), {0: "choice", 1: "array", 2: "array", 3: "array", 4: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.policy_weight, ("ppo", LOGP, OLD_LOGP, ADV, MASK), {0: "choice", 1: "array", 2: "array", 3: "array", 4: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.reinforce_pp_advantages, (ADV, MASK), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.reinforce_pp_baseline_advantages, (GROUP, np.ones(GROUP.shape + (3,))), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride"), valid=("mask:shape",)),
+    Row(n_losses.remax_advantages, (ADV, ADV[:, 0], MASK), {0: "array", 1: "array", 2: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.sequence_log_prob, (LOGP, MASK), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.softmax_score, (LOGITS, TOKENS), {0: "array", 1: "index"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.stable_softmax, (LOGITS,), {0: "array"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.token_entropy, (LOGITS,), {0: "array"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.token_log_probs, (LOGITS, TOKENS), {0: "array", 1: "index"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.token_weights, (MASK, "token-mean"), {0: "loss_mask", 1: "choice"}, valid=("mask:shape",)),
+    Row(n_losses.value_loss, (V_BT, NV_BT, R_BT, MASK), {0: "array", 1: "array", 2: "array", 3: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.advantage_scale, (n_losses.gpg_advantages, 0.3, 4), {0: "callable", 1: "real", 2: "int"}, ranges={1: [-0.1, 1.5], 2: [0]}),
+    *[Row(getattr(n_off, f), (LOGP, OLD_LOGP, MASK), {0: "array", 1: "array", 2: "loss_mask"}, unusual=("fp32", "grad", "neg_stride"))
+      for f in ("token_ratio", "sequence_ratio", "masked_token_ratio", "masked_sequence_ratio", "truncated_token_ratio",
+                "truncated_sequence_ratio", "geometric_sequence_mask", "kl_rejection_mask")],
+    Row(n_off.chain_score_moments, (3, 4, 5), {0: "int", 1: "int", 2: "int"}, ranges={0: [0], 1: [1]}),
+    *[Row(getattr(n_off, f), (0.3,), {0: "real"}, ranges={0: [math.inf]}) for f in ("tinylm_episodes", "two_turn_agent", "token_bias_closed_form")],
     # -- the check registry
     Row(numeric.check, ("x", 0.0, 1.0, "exact"), {0: "name", 1: "real_value", 2: "real", 3: "choice"}, ranges={2: [-1.0]}),
     Row(numeric.maxabs, (np.zeros(3), np.zeros(3)), {0: "array_any", 1: "array_any"}, empty_ok=True),
@@ -204,6 +236,11 @@ KNOWN: dict[str, str] = {
     **{f"grpo_weight_closed_forms:G_values:{v}": "derivations/group_baselines.py (new): G_values not validated" for v in ("zero", "float", "string", "empty")},
     "grpo_conditioning:G_checked:empty": "derivations/group_baselines.py: G_checked=() verifies by checking nothing (issue 8 item 1)",
     **{f"{c}:logit:{v}": "derivations/policy.py: logit name not validated" for c in ("SoftmaxPolicy", "IndexedSoftmax") for v in ("int", "empty")},
+    **{f"{f}:mismatch:out of range inf": "numeric/off_policy.py (issue 9): mismatch=inf accepted or not named"
+       for f in ("tinylm_episodes", "two_turn_agent", "token_bias_closed_form")},
+    **{f"{f}:neg_stride": "numeric/off_policy.py (issue 9): numpy arrays with negative strides crash in torch.from_numpy"
+       for f in ("token_ratio", "sequence_ratio", "masked_token_ratio", "masked_sequence_ratio", "truncated_token_ratio",
+                 "truncated_sequence_ratio", "geometric_sequence_mask", "kl_rejection_mask")},
 }
 
 
@@ -248,6 +285,9 @@ def bad_variants(kind: str, valid):
         x = np.asarray(valid)
         out = [("two", x * 2), ("nan", _poison(x, nan)), ("list", x.tolist()), ("complex", x.astype(np.complex128)), ("shape", x[..., :-1])]
         return out + ([("all zero", np.zeros_like(x))] if kind == "mask" else [])
+    if kind == "index":
+        x = np.asarray(valid)
+        return [("float", x.astype(float)), ("out of range", x + 100), ("negative", x - 100), ("shape", x[..., :-1]), ("list", x.tolist())]
     if kind == "samples":
         return [("float", valid.double()), ("out of range", torch.tensor([0, 99])), ("negative", torch.tensor([-1])), ("empty", valid[:0]), ("numpy", valid.numpy())]
     if kind == "real":
@@ -291,7 +331,7 @@ def _param_name(fn, i: int) -> str:
 def _variants(row: Row):
     for i, kind in row.kinds.items():
         for label, bad in [*bad_variants(kind, row.args[i]), *[(f"out of range {v!r}", v) for v in row.ranges.get(i, [])]]:
-            if not (label == "empty" and row.empty_ok):
+            if not (label == "empty" and row.empty_ok) and f"{_param_name(row.fn, i)}:{label}" not in row.valid:
                 yield i, f"{row.name}:{_param_name(row.fn, i)}:{label}", bad
 
 
@@ -448,7 +488,7 @@ def _unusual_cases():
 def test_valid_unusual_input_works(row, how):
     """float32, requires_grad, 0-d, negative strides: no error, and the numbers of the plain float64 call."""
     floats = [i for i, k in row.kinds.items() if k in FLOAT_KINDS]
-    arrays = [i for i, k in row.kinds.items() if k in FLOAT_KINDS + ("flags", "mask", "loss_mask")]
+    arrays = [i for i, k in row.kinds.items() if k in FLOAT_KINDS + ("flags", "mask", "loss_mask", "index")]
     as_torch = [_torch(a) if i in arrays else a for i, a in enumerate(row.args)]
     if how == "fp32":
         args = [_torch(a, torch.float32) if i in floats else a for i, a in enumerate(as_torch)]
