@@ -77,15 +77,16 @@ import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cmp_to_key
 
 import sympy as sp
 
 from ._validate import require_int
-from .derivation import Claim, Derivation, is_zero, reason_to_latex
+from .derivation import Claim, Derivation, is_zero
 from .group_baselines import GRAD_J, GRAD_P, P
 from .iid_groups import Expect, IIDGroup
-from .proofs import decide_sign
+from . import gradient_weights as gw
+from .proofs import decide_sign, interval_points, on_regions, resolve
 
 __all__ = [
     "GroupReport",
@@ -315,13 +316,13 @@ def _depends_on(c: sp.Expr, policy: set) -> bool | None:
     return False if all(a is False for a in answers) else None
 
 
-def _verdict(c: sp.Expr, residual: sp.Expr, policy: set, what: str) -> tuple[str, str]:
+def _verdict(c: sp.Expr, residual: sp.Expr, policy: set, what: str, depends: bool | None = None) -> tuple[str, str]:
     nz = _nonzero(residual)
     if nz is None:
         return "undecided", f"the CAS could not decide whether the residual {sp.sstr(residual)} vanishes"
     if nz:
         return "biased", f"{what} has a component along {', '.join(_moments_in(residual))}, not a multiple of the policy gradient"
-    dep = _depends_on(c, policy)
+    dep = _depends_on(c, policy) if depends is None else depends
     if dep is None:
         return "undecided", f"the CAS could not decide whether c = {sp.sstr(c)} depends on the policy"
     if dep:
@@ -525,9 +526,16 @@ def _finite(advantage, G: int, law: str, values: tuple, constants: dict, name: s
         residual = sp.Integer(0)
         c = bernstein
         diffs = [sp.radsimp(b / sp.binomial(G - 1, k)) for k, b in enumerate(bern)]
-        if all(_nonzero(x - diffs[0]) is False for x in diffs[1:]) and not bernstein.has(sp.Float):
+        # the Bernstein polynomials are linearly independent: c is constant in p iff its coefficients are equal
+        equal = [_nonzero(x - diffs[0]) for x in diffs[1:]]
+        depends = True if any(e is True for e in equal) else (False if all(e is False for e in equal) else None)
+        if depends is False and not bernstein.has(sp.Float):
             c = diffs[0]
             d.then(c * GRAD_P, r"equal coefficients; the Bernstein polynomials sum to 1")
+        elif depends is False:
+            c = diffs[0]
+            d.then(c * GRAD_P, r"coefficients equal to fp64 rounding; the Bernstein polynomials sum to 1",
+                   proof=_named_proof("equal to 1e-12 per coefficient", lambda claim: _same(claim.left, claim.right)))
         elif not bernstein.has(sp.Float) and G <= 6:  # fp64 values, and long radicals, stay in the Bernstein form
             c_nice = _nice(sp.collect(sp.expand(bernstein), P))
             if len(sp.sstr(c_nice)) < len(sp.sstr(bernstein)):
@@ -540,7 +548,7 @@ def _finite(advantage, G: int, law: str, values: tuple, constants: dict, name: s
         residual = sp.Add(*[_nice(sp.expand(alphas[dg].subs(q[-1], 1 - sum(q[:-1])))) * Expect(_R_PLAIN**dg * _S_PLAIN) for dg in range(2, m)])
         d.then(c * GRAD_J + residual, r"interpolate $a(v) = \sum_{d<m} \alpha_d v^d$; $\sum_k \nabla q_k = 0$; $\sum_k q_k = 1$")
         policy = set(q)
-    verdict, reason = _verdict(c, residual, policy, "E[A_i s_i]")
+    verdict, reason = _verdict(c, residual, policy, "E[A_i s_i]", depends if binary else None)
     equal = _callable_equal(advantage, G, values, constants) if callable(advantage) and not isinstance(advantage, sp.Basic) else _zero_on_equal(advantage, G)
     return GroupReport(verdict, c, residual, reason, d, "binary" if binary else values, G, equal)
 
@@ -613,6 +621,11 @@ def _reduction_proof(advantage, G, values, q, grads, constants, binary) -> Calla
 
     proof.name = "advantage re-evaluated on every pattern"
     return proof
+
+
+def _named_proof(name: str, fn):
+    fn.name = name
+    return fn
 
 
 def _same(a, b) -> bool:
@@ -784,8 +797,6 @@ def _symbolic_G_finite(expr, law, values, constants) -> GroupReport:
 # ============================================================ token level
 
 
-from . import gradient_weights as gw  # noqa: E402
-from .proofs import interval_points, on_regions, resolve  # noqa: E402
 
 _pm, _pgamma, _pa = sp.symbols("m_admissible gamma_admissible a_admissible", positive=True)
 _ADMISSIBLE = {gw.eps_l: 1 / (1 + _pm), gw.c: 1 + gw.eps_h + _pgamma}
@@ -901,7 +912,6 @@ def _order(breaks: list) -> list | None:
             continue
         out.append(b)
     try:
-        import functools
 
         def cmp(x, y):
             s = decide_sign((x - y).subs(_ADMISSIBLE))
@@ -909,7 +919,7 @@ def _order(breaks: list) -> list | None:
                 raise _Unordered(f"{x} and {y}")
             return s
 
-        return sorted(out, key=functools.cmp_to_key(cmp))
+        return sorted(out, key=cmp_to_key(cmp))
     except _Unordered:
         return None
 
