@@ -266,12 +266,6 @@ def _explicit(expr, G: int) -> sp.Expr:
 # ============================================================ verdicts
 
 
-def _policy_symbols(law: str, values: tuple) -> set:
-    if law == "binary":
-        return {P}
-    return set(_q(len(values))) if law == "finite" else set()
-
-
 def _q(m: int) -> tuple:
     return sp.symbols(f"q_1:{m + 1}", positive=True)
 
@@ -964,12 +958,7 @@ def _token_unfold(name, loss):
 
 def _merge(pieces: list) -> list:
     """(w, condition on r) with equal neighbours merged and each kink given to its live side."""
-    merged = []
-    for lo, hi, w in pieces:
-        if merged and is_zero(merged[-1][2] - w) is not None:
-            merged[-1] = (merged[-1][0], hi, merged[-1][2])
-        else:
-            merged.append((lo, hi, w))
+    merged = _merged_runs(pieces)
     out = []
     for k, (lo, hi, w) in enumerate(merged):
         if hi == sp.oo:

@@ -329,3 +329,19 @@ def test_reports_are_frozen_and_render():
     assert "unbiased" in str(rep) and "G" in rep.table()
     tok = check_token_loss(gw.token_loss("cispo"))
     assert "CISPO" in str(tok) and tok._repr_latex_().startswith("$$")
+
+
+def test_the_readme_variant_example_runs_as_written(tmp_path):
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Checking a new variant", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"^```py\n(.*?)^```", section, re.S | re.M)
+    assert len([line for line in code.splitlines() if line.strip()]) == 5
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("reweighted ") and "sqrt(3)" in first
