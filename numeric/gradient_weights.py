@@ -604,9 +604,10 @@ def cross_checks() -> None:
     _look_alike_checks()
     # 6. fork token
     ppo, cispo = fork_token("ppo"), fork_token("cispo")
-    n_ppo, n_cispo = int((ppo.rare_weight == 0).sum()), int((cispo.rare_weight == 0).sum())
-    check("fork token: PPO silences the rare token in > 8 of 16 updates, CISPO in none (shortfall)",
-          max(0, 9 - n_ppo) + n_cispo, 0.0)
+    ratio_before = torch.cat([torch.tensor([0.01], dtype=torch.float64), ppo.rare_prob[:-1]]) / 0.01
+    mismatches = int(((ppo.rare_weight == 0) != (ratio_before > 1 + EPS_HIGH)).sum()) + int((cispo.rare_weight == 0).sum())
+    check("fork token: PPO silences the rare token exactly when its ratio before the update exceeds 1 + eps_h (in > 8 of 16), CISPO never (mismatches)",
+          mismatches + int((ppo.rare_weight == 0).sum() <= 8), 0.0)
     # 7. naive loop vs vectorised masked loss
     check("naive per-token loop == vectorised masked CISPO loss (gradient)", naive_vs_vectorised(), 1e-14)
     check("advantage that requires grad (baseline E_theta[R]): ppo_loss and cispo_loss stop it (gradient gap)", _stopped_advantage_gap(), 1e-15)
