@@ -350,7 +350,7 @@ def confirm_token(report, loss, constants: dict):
     ratio = torch.exp(ell - ell0)
     env = {gw.ell: ell, gw.ell0: ell0, gw.r: ratio, gw.A: adv, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
     keep = lm.mask.bool() & ~_near_kink(ratio.detach(), derived._breakpoints(loss), values)
-    per_token = _torch_value(loss.subs({}), env)
+    per_token = _torch_value(loss, env)
     total = torch.where(keep, per_token, torch.zeros_like(per_token)).sum()
     (grad,) = torch.autograd.grad(total, theta)
     wenv = {gw.ell: ell.detach(), gw.ell0: ell0, gw.r: ratio.detach(), gw.A: adv, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
