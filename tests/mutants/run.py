@@ -14,7 +14,13 @@ Not collected by pytest and not part of CI (it takes minutes)::
     python tests/mutants/run.py --list       # list them
     python tests/mutants/run.py ppo_detach rloo_factor   # some of them
 
-The exit status is 0 when every applicable mutant is killed.
+The exit status is 0 when every applicable mutant is killed.  ``--why`` names the
+test or check that killed each one.
+
+Last measured (2026-12-01, 37 mutants, about 6 minutes on 2 shared cores): 37/37 killed.
+Before issue 8's checks, the binary-reward R-vs-R^2 mutants (``A0_uses_R``,
+``b_star_A0``), the stop-gradient mutants (``reinforce_detach``, ``ppo_detach``),
+``reinforce_mask`` and ``cispo_bound_no_sqrt`` survived.
 """
 
 from __future__ import annotations
@@ -165,7 +171,10 @@ def _run(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float
 def _first_failure(output: str) -> str:
     """The first line of a test or check failure in pytest's or the report's output."""
     for line in output.splitlines():
-        if line.startswith(("FAILED", "[FAIL]", "E   ")) or "FAIL " in line[:12] or "Error" in line[:40]:
+        cells = line.split()
+        if len(cells) > 5 and cells[4] == "NO":  # a failed row of the report table: suite value tol kind pass check
+            return f"check '{' '.join(cells[5:])}' ({cells[0]}: {cells[1]} > {cells[2]})"[:160]
+        if line.startswith(("FAILED", "[FAIL]", "E   ")) or "Error" in line[:40] or "stopped:" in line:
             return line.strip()[:160]
     return output.strip().splitlines()[-1][:160] if output.strip() else "?"
 
