@@ -18,9 +18,9 @@ The exit status is 0 when every applicable mutant is killed.  ``--why`` names th
 test or check that killed each one.
 
 Last measured (2026-12-01, 37 mutants, about 6 minutes on 2 shared cores): 37/37 killed.
-Before issue 8's checks, the binary-reward R-vs-R^2 mutants (``A0_uses_R``,
-``b_star_A0``), the stop-gradient mutants (``reinforce_detach``, ``ppo_detach``),
-``reinforce_mask`` and ``cispo_bound_no_sqrt`` survived.
+On the tree before issue 8 (commit 9492733) ``b_star_A0``, ``ppo_detach`` and
+``cispo_bound_no_sqrt`` survived (``A0_uses_R`` was killed by a test with
+:math:`2R - 1/2`; other mutants' texts differ there).
 """
 
 from __future__ import annotations
