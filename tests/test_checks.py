@@ -57,6 +57,15 @@ def test_bad_check_arguments(args, kwargs, error, match):
         check(*args, **kwargs)
 
 
+def test_maxabs_propagates_nan_so_that_no_check_passes_on_it():
+    assert math.isnan(maxabs(np.array([0.0, math.nan]), np.zeros(2)))
+    with pytest.raises(CheckFailed):
+        check("nan difference", maxabs(torch.tensor([math.nan]), torch.zeros(1)), 1.0, quiet=True)
+    for bad in (np.array(["a", "b"]), np.zeros(2) + 1j, "ab"):
+        with pytest.raises(TypeError, match="a must hold real numbers"):
+            maxabs(bad, np.zeros(2))
+
+
 def test_maxabs():
     assert maxabs(np.array([1.0, 2.0]), torch.tensor([1.0, 2.25])) == 0.25
     assert maxabs(torch.zeros(0), torch.zeros(0)) == 0.0

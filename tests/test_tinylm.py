@@ -67,6 +67,9 @@ def test_default_reward_is_binary_with_mean_strictly_inside(lm):
 def test_perturb_is_deterministic_per_seed(lm):
     assert torch.equal(perturb(lm.theta0, 1.0, 3), perturb(lm.theta0, 1.0, 3))
     assert not torch.equal(perturb(lm.theta0, 1.0, 3), perturb(lm.theta0, 1.0, 4))
+    noise = perturb(torch.zeros(lm.P, dtype=torch.float64), 1.0, 3)  # the standard normal draw itself
+    assert torch.equal(noise, torch.randn(lm.P, generator=torch.Generator().manual_seed(3), dtype=torch.float64))
+    assert float((perturb(lm.theta0, 0.25, 3) - (lm.theta0 + 0.25 * noise)).abs().max()) == 0.0
 
 
 @pytest.mark.parametrize(
