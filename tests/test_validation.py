@@ -274,7 +274,7 @@ def bad_variants(kind: str, valid):
         x = np.asarray(valid)
         out = [("complex", x.astype(np.complex128) + 1j), ("string dtype", x.astype(str)), ("string", "abc"), ("object", x.astype(object))]
         if kind != "array_any":  # maxabs takes lists and returns NaN for NaN, which no check passes
-            out += [("nan", _poison(x, nan)), ("inf", _poison(x, inf)), ("-inf", _poison(x, -inf)), ("list", x.tolist()), ("bool", x > 0)]
+            out += [("nan", _poison(x, nan)), ("inf", _poison(x, inf)), ("-inf", _poison(x, -inf)), ("list", x.tolist()), ("bool", x > 0), ("none", None)]
         if kind == "ratio":
             out += [("zero", _poison(x, 0.0)), ("negative", _poison(x, -1.0))]
         return out
