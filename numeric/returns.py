@@ -261,6 +261,12 @@ def cross_checks() -> None:
     check("full-return estimator unbiased", maxabs(full.mean, gJ), 1e-14)
     check("reward-to-go estimator unbiased (dropped terms E[s_t r_u], u < t, vanish)", maxabs(rtg.mean, gJ), 1e-14)
     check("reward-to-go trace variance / full-return trace variance < 1", rtg.variance / full.variance, 1.0)
+    T = token_score_tensor(lm, theta)
+    p = lm.probs(theta)
+    for label, w, moments in (("full return", r.sum(1)[:, None].expand(-1, lm.L), full), ("reward-to-go", reward_to_go(r), rtg)):
+        est = (w[:, :, None] * T).sum(1)
+        dense_var = float(p @ est.pow(2).sum(1) - (p @ est).pow(2).sum())
+        check(f"{label}: exact trace variance == dense enumeration of the [N, P] estimator", abs(moments.variance - dense_var), 1e-13)
     R = (r.sum(1) > 0).to(torch.float64)  # outcome: did token 1 occur
     last = torch.nn.functional.one_hot(lm.lengths - 1, lm.L).to(torch.float64)
     check("outcome reward: reward-to-go == outcome at every token", maxabs(reward_to_go(R[:, None] * last), R[:, None] * lm.mask), 1e-15)
@@ -270,12 +276,6 @@ def cross_checks() -> None:
     gJ_gamma = _objective_gradient(lm, theta, r, gamma)
     literal = expected_score_sum(lm, theta, discounted_score_weights(r, gamma))
     dropped = expected_score_sum(lm, theta, reward_to_go(r, gamma))
-    T = token_score_tensor(lm, theta)
-    p = lm.probs(theta)
-    for label, w, moments in (("full return", r.sum(1)[:, None].expand(-1, lm.L), full), ("reward-to-go", reward_to_go(r), rtg)):
-        est = (w[:, :, None] * T).sum(1)
-        dense_var = float(p @ est.pow(2).sum(1) - (p @ est).pow(2).sum())
-        check(f"{label}: exact trace variance == dense enumeration of the [N, P] estimator", abs(moments.variance - dense_var), 1e-13)
     check("literal discounted objective: gradient == E[sum_t gamma^t G_t s_t]", maxabs(literal, gJ_gamma), 1e-14)
     depth = torch.tensor([len(h) for h in lm.prefixes()], dtype=torch.float64)  # each prefix owns its block of theta
     per_block = (gamma**depth)[:, None] * dropped.view(lm.n_prefixes, lm.V)
