@@ -60,7 +60,7 @@ import torch
 
 from derivations import off_policy as dop
 
-from ._validate import like, require_int, require_nonnegative, require_real, require_same_shape, to_tensor
+from ._validate import as_mask, like, require_finite, require_int, require_nonnegative, require_real, require_same_shape, to_tensor
 from .checks import check, maxabs, suite
 from .tinylm import TinyLM, perturb, token_score_tensor
 from .trust_region import kl_k1, kl_k2, kl_k3
@@ -94,31 +94,15 @@ F64 = torch.float64
 # ------------------------------------------------------------------ inputs
 
 
-def _mask(mask) -> torch.Tensor:
-    """A boolean tensor from a 0/1 (or boolean) array; anything else is an error."""
-    if isinstance(mask, torch.Tensor):
-        m = mask
-    elif isinstance(mask, np.ndarray):
-        m = torch.from_numpy(mask)
-    else:
-        raise TypeError(f"mask must be a numpy array or a torch tensor, got {type(mask).__name__}")
-    if m.dtype == torch.bool:
-        return m
-    if m.is_complex() or not bool(((m == 0) | (m == 1)).all()):
-        raise ValueError("mask must hold only 0 and 1 (or booleans)")
-    return m != 0
-
-
 def _log_ratio(log_prob, sampler_log_prob, mask):
     r"""``(d, m, kind)``: :math:`d_t = \log\pi - \log\mu` on the mask and 0 elsewhere (detached), the boolean mask, the caller's kind."""
     lp, kind = to_tensor("log_prob", log_prob)
     slp, _ = to_tensor("sampler_log_prob", sampler_log_prob)
-    m = _mask(mask)
-    require_same_shape(log_prob=lp, sampler_log_prob=slp, mask=m)
+    require_same_shape(log_prob=lp, sampler_log_prob=slp)
+    m = as_mask("mask", mask, "log_prob", lp)
     if lp.ndim < 1:
         raise ValueError("log_prob must have a time dimension (the last one), got a scalar")
     lp = lp.detach()
-    m = m.to(lp.device)
     slp = slp.detach().to(device=lp.device, dtype=lp.dtype)
     for name, t in (("log_prob", lp), ("sampler_log_prob", slp)):
         if not bool((torch.isfinite(t) | ~m).all()):
@@ -134,6 +118,13 @@ def _on_mask(m: torch.Tensor, values: torch.Tensor):
 def _per_sequence(m: torch.Tensor, values: torch.Tensor):
     """``[..., 1]`` per-sequence values broadcast over the sequence's masked tokens."""
     return _on_mask(m, values.expand(m.shape))
+
+
+def _mismatch(mismatch) -> float:
+    m = require_nonnegative("mismatch", mismatch)
+    if not math.isfinite(m):
+        raise ValueError(f"mismatch must be finite (the size of the sampler's lag), got {m}")
+    return m
 
 
 def _cap(cap) -> float:
@@ -397,10 +388,15 @@ class SchemeMoments:
     variance: float
 
 
-def _episodes(ep) -> Episodes:
+def _episodes(ep, name: str = "episodes") -> Episodes:
     if not isinstance(ep, Episodes):
-        raise TypeError(f"episodes must be an Episodes (from two_turn_agent or tinylm_episodes), got {type(ep).__name__}")
+        raise TypeError(f"{name} must be an Episodes (from two_turn_agent or tinylm_episodes), got {type(ep).__name__}")
     return ep
+
+
+def _f64(name: str, value) -> torch.Tensor:
+    """A finite float64 tensor from a numpy array or torch tensor (detached)."""
+    return require_finite(name, to_tensor(name, value)[0].detach().to(F64))
 
 
 def estimator_samples(episodes: Episodes, weights, advantage=None) -> torch.Tensor:
@@ -419,8 +415,8 @@ def estimator_samples(episodes: Episodes, weights, advantage=None) -> torch.Tens
     ((32, 40), True)
     """
     ep = _episodes(episodes)
-    w = torch.as_tensor(weights, dtype=F64)
-    A = ep.reward if advantage is None else torch.as_tensor(advantage, dtype=F64)
+    w = _f64("weights", weights)
+    A = ep.reward if advantage is None else _f64("advantage", advantage)
     if w.shape != ep.mask.shape:
         raise ValueError(f"weights must have shape {tuple(ep.mask.shape)}, got {tuple(w.shape)}")
     if A.shape == ep.reward.shape:
@@ -442,6 +438,9 @@ def sampler_moments(episodes: Episodes, samples: torch.Tensor) -> SchemeMoments:
     (True, 4.915)
     """
     ep = _episodes(episodes)
+    samples = _f64("samples", samples)
+    if samples.shape != (len(ep.prob), ep.scores.shape[-1]):
+        raise ValueError(f"samples must have shape {(len(ep.prob), ep.scores.shape[-1])} (episodes, parameters), got {tuple(samples.shape)}")
     mean = ep.prob @ samples
     second = float(ep.prob @ (samples * samples).sum(1))
     return SchemeMoments(mean, float((mean - ep.grad_J).norm()), second - float(mean @ mean))
@@ -461,7 +460,7 @@ def scheme_moments(episodes: Episodes, scheme: str, baseline: float = 0.0) -> Sc
     token TIS  0.0440
     """
     ep = _episodes(episodes)
-    if scheme not in SCHEMES:
+    if not isinstance(scheme, str) or scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {list(SCHEMES)}, got {scheme!r}")
     b = require_real("baseline", baseline)
     w = SCHEMES[scheme](ep.log_prob, ep.sampler_log_prob, ep.mask)
@@ -562,7 +561,7 @@ def two_turn_agent(mismatch: float = 1.0, *, theta=None) -> Episodes:
     >>> tuple(ep.scores.shape), round(float(ep.prob.sum()), 12), ep.mask[0].tolist()
     ((32, 3, 40), 1.0, [1.0, 0.0, 1.0])
     """
-    m = require_nonnegative("mismatch", mismatch)
+    m = _mismatch(mismatch)
     success, theta0, lag = _agent_tables()
     theta = theta0 if theta is None else theta
     if not isinstance(theta, torch.Tensor) or theta.shape != theta0.shape or not theta.is_floating_point():
@@ -588,7 +587,7 @@ def two_turn_agent(mismatch: float = 1.0, *, theta=None) -> Episodes:
 
 def agent_states(mismatch: float = 1.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
     r"""``(pi, mu)`` at the agent's 5 decision states: turn 1 and turn 2 after each :math:`y_1`."""
-    m = require_nonnegative("mismatch", mismatch)
+    m = _mismatch(mismatch)
     _, theta, lag = _agent_tables()
     (p1, _, p2), (q1, _, q2) = ([torch.softmax(l, -1) for l in agent_logits(t)] for t in (theta, theta + m * lag))
     return [(p1, q1)] + [(p2[y], q2[y]) for y in range(ACTIONS)]
@@ -623,7 +622,7 @@ def tinylm_episodes(mismatch: float = 0.3) -> Episodes:
     >>> tuple(ep.scores.shape), round(scheme_moments(ep, "sequence IS").bias, 12)
     ((121, 4, 160), 0.0)
     """
-    m = require_nonnegative("mismatch", mismatch)
+    m = _mismatch(mismatch)
     lm, theta, scores, R = _tinylm()
     theta_mu = perturb(theta, m, seed=1)
     th = theta.clone().requires_grad_(True)
@@ -707,6 +706,7 @@ def credit_assignment(ep: Episodes) -> dict[str, torch.Tensor]:
     >>> sorted(c), round(float(c["V"]), 4)
     (['Q', 'V', 'broadcast', 'per_turn', 'var_R'], 0.7346)
     """
+    ep = _episodes(ep, "ep")
     V = float(ep.prob @ ep.reward)
     Q = _conditional_on_turn1(ep, ep.reward)
     var = _conditional_on_turn1(ep, ep.reward**2) - Q**2
@@ -727,6 +727,7 @@ def feedback_term(ep: Episodes, baseline: float = 0.0) -> torch.Tensor:
     >>> round(float(feedback_term(two_turn_agent(0.0)).norm()), 3)
     0.683
     """
+    ep, baseline = _episodes(ep, "ep"), require_real("baseline", baseline)
     return ep.policy_prob @ ((ep.reward - baseline)[:, None] * ep.scores[:, 1])
 
 
@@ -827,6 +828,7 @@ def truncation_bias(ep: Episodes, cap: float = CAP, level: str = "token") -> tup
     >>> float((diff - closed).abs().max()) < 1e-15, float(diff.norm()) <= bound
     (True, True)
     """
+    ep, cap = _episodes(ep, "ep"), _cap(cap)
     args = (ep.log_prob, ep.sampler_log_prob, ep.mask)
     if level == "token":
         rho, trunc = token_ratio(*args), truncated_token_ratio(*args, cap)
