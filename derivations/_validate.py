@@ -10,3 +10,12 @@ def require_int(name: str, value, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return value
+
+
+def require_name(name: str, value) -> str:
+    """``value`` as a symbol name (a Python identifier such as ``"theta"``), else ``TypeError``/``ValueError``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if not value.isidentifier():
+        raise ValueError(f"{name} must be an identifier such as 'theta', got {value!r}")
+    return value

@@ -31,6 +31,7 @@ open language models" (GRPO), arXiv:2402.03300 (2024).
 from __future__ import annotations
 
 import itertools
+import numbers
 from functools import cache
 
 import sympy as sp
@@ -313,10 +314,7 @@ def grpo_conditioning(G_checked=(2, 3, 4)) -> Derivation:
     ...
     ValueError: G_checked must name at least one group size: checking no instance proves nothing
     """
-    G_checked = tuple(G_checked)
-    if not G_checked:
-        raise ValueError("G_checked must name at least one group size: checking no instance proves nothing")
-    G_checked = tuple(require_int("G_checked", g, minimum=2) for g in G_checked)
+    G_checked = _group_sizes("G_checked", G_checked, ": checking no instance proves nothing")
     grp = _group()
     R, s, i, G = grp.R, grp.s, grp.i, grp.G
     Rp, sp_ = grp.plain["R"], grp.plain["s"]
@@ -360,6 +358,32 @@ def _require_G(G) -> int:
     return require_int("G", G, minimum=2)  # a group baseline needs other answers
 
 
+def _group_sizes(name: str, values, why: str = "") -> tuple[int, ...]:
+    """A non-empty tuple of group sizes G >= 2 (a tuple or list of ints)."""
+    if not isinstance(values, (tuple, list)):
+        raise TypeError(f"{name} must be a tuple of group sizes, got {type(values).__name__}")
+    if not values:
+        raise ValueError(f"{name} must name at least one group size{why}")
+    return tuple(require_int(name, g, minimum=2) for g in values)
+
+
+def _explicit_rewards(rewards) -> list[sp.Expr]:
+    """The rewards of an explicit group: a list or tuple of at least 2 finite real numbers, as exact SymPy numbers."""
+    if not isinstance(rewards, (tuple, list)):
+        raise TypeError(f"rewards must be a list or tuple of numbers, got {type(rewards).__name__}")
+    if len(rewards) < 2:
+        raise ValueError(f"rewards must hold at least 2 answers (a group baseline needs other answers), got {len(rewards)}")
+    out = []
+    for x in rewards:
+        if isinstance(x, (bool, str)) or not isinstance(x, (numbers.Real, sp.Expr)):
+            raise TypeError(f"rewards must hold real numbers, got {type(x).__name__}")
+        r = sp.sympify(x)
+        if not (r.is_real and r.is_finite):
+            raise ValueError(f"rewards must be finite real numbers, got {x!r}")
+        out.append(r)
+    return out
+
+
 def zscore_advantage(rewards, std: str = "population") -> sp.Expr:
     r"""The std-normalised advantage of the first answer of an explicit group, in the limit :math:`\varepsilon \to 0`.
 
@@ -378,8 +402,8 @@ def zscore_advantage(rewards, std: str = "population") -> sp.Expr:
     (sqrt(2), 2*sqrt(3)/3, 0)
     """
     ddof = _require_std(std)
-    r = [sp.sympify(x) for x in rewards]
-    G = _require_G(len(r))
+    r = _explicit_rewards(rewards)
+    G = len(r)
     mean = sp.Add(*r) / G
     var = sp.Add(*[(x - mean) ** 2 for x in r]) / (G - ddof)
     if var == 0:
@@ -539,9 +563,7 @@ def grpo_weight_closed_forms(G_values=(2, 3, 4, 5), std: str = "population") -> 
     (w(p, 4), p*(1 - p)*(3 - 2*sqrt(3)) + sqrt(3))
     """
     _require_std(std)
-    G_values = tuple(_require_G(g) for g in G_values)
-    if not G_values:
-        raise ValueError("G_values must name at least one group size")
+    G_values = _group_sizes("G_values", G_values)
     w = sp.Function("w")
 
     def unfold(expr):

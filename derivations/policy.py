@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import sympy as sp
 
-from ._validate import require_int
+from ._validate import require_int, require_name
 
 __all__ = ["IndexedSoftmax", "SoftmaxPolicy"]
 
@@ -50,7 +50,7 @@ class SoftmaxPolicy:
 
     def __init__(self, K: int, logit: str = "theta"):
         self.K = require_int("K", K, minimum=2)
-        self.theta = sp.Matrix(sp.symbols(f"{logit}_1:{K + 1}", real=True))
+        self.theta = sp.Matrix(sp.symbols(f"{require_name('logit', logit)}_1:{K + 1}", real=True))
         self.Z = sum(sp.exp(t) for t in self.theta)
         self.probs = sp.Matrix([sp.exp(t) / self.Z for t in self.theta])
 
@@ -114,7 +114,7 @@ class IndexedSoftmax:
         self.n = sp.Symbol("n", integer=True, nonnegative=True)
         self.K = self.j + self.n
         self.a, self.b = sp.symbols("a b", integer=True, positive=True)
-        self.theta = sp.IndexedBase(logit, real=True)
+        self.theta = sp.IndexedBase(require_name("logit", logit), real=True)
         self.pi = sp.IndexedBase("pi", positive=True)
         self.Z = sp.Sum(sp.exp(self.theta[self.b]), (self.b, 1, self.K))
 

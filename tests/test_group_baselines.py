@@ -213,7 +213,7 @@ def test_grpo_closed_forms_are_labelled_simplified_and_checked():
     for wrong in (sp.sqrt(3), four.subs(sp.sqrt(3), -sp.sqrt(3)) + 2 * sp.sqrt(3), 2 * sp.sqrt(3) - four):
         with pytest.raises(DerivationError, match="step 3 "):
             _with_rhs(d, 2, wrong).verify()
-    with pytest.raises(ValueError, match="G must be >= 2"):
+    with pytest.raises(ValueError, match="G_values must be >= 2"):
         gb.grpo_weight_closed_forms((1, 2))
     with pytest.raises(ValueError, match="at least one group size"):
         gb.grpo_weight_closed_forms(())
@@ -272,7 +272,7 @@ def test_derivation_bad_input():
         gb.grpo_weight(3, "sample")
     with pytest.raises(ValueError, match="G must be <= 8"):
         gb.grpo_weight_derivation(9)
-    with pytest.raises(ValueError, match="G must be >= 2"):
+    with pytest.raises(ValueError, match="rewards must hold at least 2 answers"):
         gb.zscore_advantage([1])
 
 

@@ -231,16 +231,6 @@ ROWS = [
 
 KNOWN: dict[str, str] = {
     # "row:argument:variant" or "row:unusual": what the sweep found, and whose it is to fix
-    **{f"zscore_advantage:rewards:{v}": "derivations/group_baselines.py: rewards not validated (NaN silently, [1] names G, 'abc' becomes symbols)"
-       for v in ("nan", "one answer", "string")},
-    **{f"grpo_weight_closed_forms:G_values:{v}": "derivations/group_baselines.py (new): G_values not validated" for v in ("zero", "float", "string", "empty")},
-    "grpo_conditioning:G_checked:empty": "derivations/group_baselines.py: G_checked=() verifies by checking nothing (issue 8 item 1)",
-    **{f"{c}:logit:{v}": "derivations/policy.py: logit name not validated" for c in ("SoftmaxPolicy", "IndexedSoftmax") for v in ("int", "empty")},
-    **{f"{f}:mismatch:out of range inf": "numeric/off_policy.py (issue 9): mismatch=inf accepted or not named"
-       for f in ("tinylm_episodes", "two_turn_agent", "token_bias_closed_form")},
-    **{f"{f}:neg_stride": "numeric/off_policy.py (issue 9): numpy arrays with negative strides crash in torch.from_numpy"
-       for f in ("token_ratio", "sequence_ratio", "masked_token_ratio", "masked_sequence_ratio", "truncated_token_ratio",
-                 "truncated_sequence_ratio", "geometric_sequence_mask", "kl_rejection_mask")},
 }
 
 
