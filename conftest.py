@@ -1,8 +1,11 @@
 """Make every example run the same under ``pytest`` from the repository root.
 
-The tests and doctests run in the course's environment (:mod:`numeric.course`:
-fp64 is torch's default dtype; tests of the batched helpers pass their dtype
-explicitly); torch uses one intra-op thread (the tensors here are tiny, and a
+The tests and doctests run under torch's own default dtype (float32), as a
+user's trainer would: every function must choose fp64 itself where it
+computes exactly, and follow its input's dtype where it is a batched helper;
+only the seed notebooks' test imports the course's float64 default
+(:mod:`numeric.course`), and each test starts from float32 again.  Torch uses
+one intra-op thread (the tensors here are tiny, and a
 thread pool only adds overhead on a small shared machine); numpy prints legacy
 scalars (``0.5`` rather than ``np.float64(0.5)``) with 12 digits; matplotlib
 draws off-screen; and every test starts from the same seeds.
@@ -17,7 +20,6 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import numeric.course  # noqa: E402,F401  (float64 default, as in the course)
 
 torch.set_num_threads(1)
 np.set_printoptions(precision=12, legacy="1.25")
@@ -28,5 +30,5 @@ def _deterministic():
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
-    torch.set_default_dtype(torch.float64)
+    torch.set_default_dtype(torch.float32)
     yield

@@ -10,14 +10,23 @@ everything in ``numeric.__all__``.  A notebook replaces its helper import by
 Examples
 --------
 >>> import torch
->>> from numeric.course import TinyLM, ppo_loss
+>>> from numeric.course import TinyLM, ppo_loss, use_course_defaults
+>>> use_course_defaults()          # what importing the module did (again, if it was imported before)
 >>> torch.get_default_dtype()
 torch.float64
 """
 
 import torch
 
-torch.set_default_dtype(torch.float64)
+
+def use_course_defaults() -> None:
+    """Make float64 torch's default dtype, as the course notebooks assume."""
+    torch.set_default_dtype(torch.float64)
+
+
+use_course_defaults()
 
 from numeric import *  # noqa: E402,F403
-from numeric import __all__  # noqa: E402,F401
+from numeric import __all__ as _numeric_all  # noqa: E402
+
+__all__ = [*_numeric_all, "use_course_defaults"]

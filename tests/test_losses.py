@@ -84,7 +84,7 @@ def test_importing_numeric_leaves_torch_default_dtype_alone_and_numeric_course_s
     assert fresh is not numeric and torch.get_default_dtype() == torch.float32
     course = fresh_numeric("numeric.course")
     assert torch.get_default_dtype() == torch.float64
-    assert set(course.__all__) == set(fresh.__all__) and all(hasattr(course, n) for n in course.__all__)
+    assert set(course.__all__) == {*fresh.__all__, "use_course_defaults"} and all(hasattr(course, n) for n in course.__all__)
 
 
 # ------------------------------------------------------------------ dtype
@@ -223,7 +223,7 @@ def test_zscore_float32_group_a_few_ulps_apart(ulps, eps, std, ddof):
 @pytest.mark.parametrize("eps", [1e-6, 1e-4, 1e-9])
 def test_zscore_bessel_matches_the_trainers_formula(eps):
     """verl (1e-6), TRL (1e-4), OpenRLHF (1e-9): (R - mean) / (torch.std(R) + eps), torch.std being Bessel."""
-    r = torch.tensor([[1.0, 0.0, 0.5, 0.25, 0.0], [0.3, -1.2, 2.0, 0.0, 0.7]])
+    r = torch.tensor([[1.0, 0.0, 0.5, 0.25, 0.0], [0.3, -1.2, 2.0, 0.0, 0.7]], dtype=torch.float64)
     theirs = (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + eps)
     assert (group_zscore_advantages(r, eps, std="bessel") - theirs).abs().max().item() <= 1e-15
 
@@ -488,7 +488,7 @@ def _their_policy_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28, **kw):
         w = torch.clamp(r, max=kw["cispo_cap"]) if "cispo_cap" in kw else torch.clamp(r, 1 - eps_l, 1 + eps_h)
         return tok_mean(-w.detach() * At * lp)
     if method == "sapo":  # TRL sapo with its default temperatures
-        t = torch.where(At > 0, 1.0, 1.05).double()
+        t = torch.where(At > 0, torch.ones_like(At), torch.full_like(At, 1.05))
         return seq_mean(-torch.sigmoid(t * (r - 1)) * 4 / t * At)
     if method == "gmpo":  # verl geo_mean, clip (0.4, 0.4) in log space
         d = lp - old
