@@ -34,9 +34,16 @@ Topics, in lecture order, each with its cross-check suite:
     :func:`ppo_clipped_terms`, :func:`ppo_diagnostics`, :func:`ppo_loss`, :func:`cispo_loss`.
 :mod:`numeric.trust_region`
     The KL estimators :func:`kl_k1`, :func:`kl_k2`, :func:`kl_k3` and the clip bias.
+:mod:`numeric.off_policy`
+    Samplers that lag the policy and multi-turn agents, enumerated exactly; the
+    sampler-correction weights trainers ship (:func:`token_ratio`, :func:`sequence_ratio`,
+    truncated and masked IS, :func:`geometric_sequence_mask`, :func:`kl_rejection_mask`).
 :mod:`numeric.losses`
     The losses trainers ship: :func:`policy_loss`, :func:`aggregate`, :func:`kl_penalty`,
     :func:`value_loss`, the advantage estimators, and the course's token bookkeeping.
+:mod:`numeric.variants`
+    The numeric half of the variant checker: trainer-style callables evaluated, and every
+    verdict of :mod:`derivations.variants` confirmed on the toy LM.
 """
 
 from .checks import CHECKS, Check, CheckFailed, check, maxabs, run_suites, suite
