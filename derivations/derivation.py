@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
+from ._validate import require_expr, require_optional, require_optional_callable
+
 __all__ = ["Claim", "Derivation", "DerivationError", "Step", "is_zero", "reason_to_latex"]
 
 
@@ -120,6 +122,9 @@ def is_zero(expr, facts: Mapping | None = None, unfold: Callable | None = None) 
     >>> is_zero(x) is None
     True
     """
+    require_expr("expr", expr)
+    require_optional("facts", facts, Mapping, "a mapping")
+    require_optional_callable("unfold", unfold)
     used = []
     for entry in _entries(expr):
         if unfold is not None:
@@ -152,6 +157,8 @@ def reason_to_latex(reason: str) -> str:
     >>> reason_to_latex("linearity of $\\mathbb{E}$")
     '\\text{linearity of }\\mathbb{E}'
     """
+    if not isinstance(reason, str):
+        raise TypeError(f"reason must be a str, got {type(reason).__name__}")
     parts = reason.split("$")
     if len(parts) % 2 == 0:
         raise ValueError(f"reason has an unmatched '$': {reason!r}")
@@ -180,6 +187,15 @@ class Claim:
     unfold: Callable | None = None
     facts: Mapping | None = None
     premises: tuple = ()
+
+    def __post_init__(self):
+        require_expr("lhs", self.lhs)
+        _require_relation(self.relation)
+        require_expr("rhs", self.rhs)
+        require_optional_callable("unfold", self.unfold)
+        require_optional("facts", self.facts, Mapping, "a mapping")
+        if not isinstance(self.premises, tuple):
+            raise TypeError(f"premises must be a tuple of SymPy relations, got {type(self.premises).__name__}")
 
     def content(self, expr) -> sp.Basic:
         """``expr`` as the CAS checks it: unfolded, evaluated, facts substituted."""
@@ -247,6 +263,16 @@ class Step:
     facts: Mapping | None = None
     proved_by: str | None = field(default=None, compare=False)
 
+    def __post_init__(self):
+        require_expr("lhs", self.lhs)
+        require_expr("rhs", self.rhs)
+        if not isinstance(self.reason, str) or not self.reason:
+            raise TypeError(f"reason must be a non-empty str, got {self.reason!r}")
+        _require_relation(self.relation)
+        require_optional_callable("proof", self.proof)
+        require_optional("facts", self.facts, Mapping, "a mapping")
+        require_optional("proved_by", self.proved_by, str, "a str")
+
     def claim(self, unfold: Callable | None = None, premises: tuple = ()) -> Claim:
         """The displayed statement of this step, under the derivation's ``premises``."""
         return Claim(self.lhs, self.relation, self.rhs, unfold, self.facts, tuple(premises))
@@ -280,6 +306,12 @@ class Step:
 
 
 _RELATIONS = {"=": "=", "<=": r"\le", ">=": r"\ge", "<": "<", ">": ">", "=>": r"\Rightarrow", "<=>": r"\iff"}
+
+
+def _require_relation(relation) -> str:
+    if not isinstance(relation, str) or relation not in _RELATIONS:
+        raise ValueError(f"relation must be one of {sorted(_RELATIONS)}, got {relation!r}")
+    return relation
 
 
 class Derivation:
@@ -326,19 +358,22 @@ class Derivation:
         if unfold is not None and not callable(unfold):
             raise TypeError(f"unfold must be callable, got {type(unfold).__name__}")
         self.title = title
+        if isinstance(assumptions, (str, sp.Basic)) or not isinstance(assumptions, Sequence):
+            raise TypeError(f"assumptions must be a sequence of str or SymPy relations, got {type(assumptions).__name__}")
         for a in assumptions:
             if not isinstance(a, str) and not (isinstance(a, sp.logic.boolalg.Boolean) and not isinstance(a, sp.Expr)):
                 raise TypeError(f"assumptions must be str or SymPy relations, got {a!r}")
         self._stated = tuple(assumptions)
         self.unfold = unfold
         self.steps: list[Step] = []
+        if start is not None and not isinstance(start, (list, tuple)):
+            require_expr("start", start)
         self._cursor = None if start is None else _sympify(start)
         self.verified = False
 
     def step(self, lhs, rhs, reason: str, *, relation: str = "=", proof=None, facts=None) -> Derivation:
         """Add a step ``lhs <relation> rhs``; later :meth:`then` steps continue from ``rhs``."""
-        if relation not in _RELATIONS:
-            raise ValueError(f"relation must be one of {sorted(_RELATIONS)}, got {relation!r}")
+        _require_relation(relation)
         if not isinstance(reason, str) or not reason:
             raise TypeError(f"reason must be a non-empty str, got {reason!r}")
         reason_to_latex(reason)  # fail early on unmatched '$'

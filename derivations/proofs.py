@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import sympy as sp
 
+from ._validate import require_expr, require_int, require_optional, require_optional_callable, require_symbol
 from .derivation import Claim, Derivation, is_zero
 
 __all__ = [
@@ -90,6 +91,27 @@ def _signs(expr) -> frozenset | None:
     return None
 
 
+def _claim(claim) -> Claim:
+    if not isinstance(claim, Claim):
+        raise TypeError(f"claim must be a Claim (a step's displayed statement), got {type(claim).__name__}")
+    return claim
+
+
+def _relation(relation) -> str:
+    if not isinstance(relation, str) or relation not in _KNOWN_RELATIONS:
+        raise ValueError(f"relation must be one of {sorted(_KNOWN_RELATIONS)}, got {relation!r}")
+    return relation
+
+
+_KNOWN_RELATIONS = ("=", "<=", ">=", "<", ">", "=>", "<=>")
+
+
+def _set(name: str, value) -> sp.Set:
+    if not isinstance(value, sp.Set):
+        raise TypeError(f"{name} must be a SymPy Set (e.g. sp.Interval(0, 1)), got {type(value).__name__}")
+    return value
+
+
 def decide_sign(expr) -> int | None:
     """``1``, ``0`` or ``-1`` when SymPy can decide the sign of ``expr``, else ``None``.
 
@@ -104,6 +126,7 @@ def decide_sign(expr) -> int | None:
     >>> decide_sign((1 + e) * (1 + d) - 1 - e), decide_sign(d - e)
     (1, None)
     """
+    require_expr("expr", expr)
     s = _signs(expr)
     return next(iter(s)) if s is not None and len(s) == 1 else None
 
@@ -201,6 +224,7 @@ def resolve(expr):
     >>> resolve(sp.Min(d, e)) is None
     True
     """
+    require_expr("expr", expr)
     try:
         return _resolve(sp.sympify(expr))
     except Undecided:
@@ -222,6 +246,7 @@ def relation_holds(left, relation: str, right) -> bool:
     >>> relation_holds(x**2 + 1, ">=", 2 * x), relation_holds(x, ">", 2 * x)
     (True, False)
     """
+    require_expr("left", left), _relation(relation), require_expr("right", right)
     left, right = resolve(left), resolve(right)
     if left is None or right is None:
         return False
@@ -243,6 +268,7 @@ def relation_holds(left, relation: str, right) -> bool:
 
 def holds(claim: Claim) -> bool:
     """Proof: decide the displayed relation directly (see :func:`relation_holds`)."""
+    claim = _claim(claim)
     return relation_holds(claim.left, claim.relation, claim.right)
 
 
@@ -265,14 +291,19 @@ def interval_points(x: sp.Symbol, breakpoints: Sequence, lower=-sp.oo) -> list[d
     >>> len(interval_points(x, [1, 1 + e], lower=0))
     5
     """
-    breaks = [sp.sympify(b) for b in breakpoints]
+    require_symbol("x", x)
+    if not isinstance(breakpoints, (list, tuple)):
+        raise TypeError(f"breakpoints must be a list or tuple of expressions, got {type(breakpoints).__name__}")
+    breaks = [sp.sympify(require_expr("breakpoints", b)) for b in breakpoints]
+    if lower != -sp.oo:
+        lower = sp.sympify(require_expr("lower", lower))
     if not breaks:
         raise ValueError("breakpoints must name at least one point")
     for lo, hi in zip(breaks, breaks[1:]):
         if decide_sign(hi - lo) != 1:
             raise ValueError(f"breakpoints must be provably increasing, got {sp.sstr(lo)} then {sp.sstr(hi)}")
     if lower != -sp.oo and not _at_least(breaks[0] - lower, True):
-        raise ValueError(f"the first breakpoint must lie above lower = {lower}")
+        raise ValueError(f"lower must lie below the first breakpoint {sp.sstr(breaks[0])}, got {lower}")
     t = sp.Dummy("t", positive=True)
     frac = t / (1 + t)
     first = breaks[0] - t if lower == -sp.oo else lower + (breaks[0] - lower) * frac
@@ -292,7 +323,9 @@ def on_regions(*points: Mapping, label: str = "regions", inner: Callable[[Claim]
     the displayed sides with the point substituted, is proved by it instead.
     """
     if not points:
-        raise ValueError("on_regions needs at least one point")
+        raise ValueError("points: on_regions needs at least one point")
+    if not isinstance(label, str) or not label:
+        raise TypeError(f"label must be a non-empty str, got {label!r}")
     for p in points:
         if not isinstance(p, Mapping) or not p:
             raise TypeError(f"each point must be a non-empty substitution dict, got {p!r}")
@@ -327,6 +360,9 @@ def by_lemma(lemma: Derivation, mapping: Mapping | None = None, *, termwise: boo
     """
     if not isinstance(lemma, Derivation):
         raise TypeError(f"lemma must be a Derivation, got {type(lemma).__name__}")
+    require_optional("mapping", mapping, Mapping, "a substitution mapping")
+    if not isinstance(termwise, bool):
+        raise TypeError(f"termwise must be a bool, got {type(termwise).__name__}")
     mapping = dict(mapping or {})
 
     def proof(claim: Claim) -> bool:
@@ -354,6 +390,7 @@ def by_lemma(lemma: Derivation, mapping: Mapping | None = None, *, termwise: boo
 
 def minimum_over(var: sp.Symbol, domain: sp.Set) -> Callable[[Claim], bool]:
     """Proof of ``lhs >= rhs`` (or ``<=``): the minimum of the gap over ``domain`` is non-negative."""
+    require_symbol("var", var), _set("domain", domain)
 
     def proof(claim: Claim) -> bool:
         if claim.relation not in (">=", "<="):
@@ -372,6 +409,7 @@ def numerically(digits: int = 30) -> Callable[[Claim], bool]:
     The gap must exceed the evaluation error by a wide margin (``10**(5 - digits)``
     relative), so only strict relations between closed forms qualify.
     """
+    digits = require_int("digits", digits, minimum=10)
 
     def proof(claim: Claim) -> bool:
         left, right = claim.left, claim.right
@@ -422,6 +460,7 @@ def same_solutions(var: sp.Symbol, domain: sp.Set = sp.S.Reals) -> Callable[[Cla
     ...
     derivations.derivation.DerivationError: a quadratic: step 1 (solve) does not hold: ...
     """
+    require_symbol("var", var), _set("domain", domain)
 
     def proof(claim: Claim) -> bool:
         if claim.relation != "<=>":
@@ -446,6 +485,7 @@ class Argmin(sp.Function):
 
 def is_argmin(claim: Claim) -> bool:
     """Proof of ``Argmin(f, v) = v*``: ``f'(v*) = 0`` and ``f''`` is positive (so ``v*`` is the unique minimiser)."""
+    claim = _claim(claim)
     if claim.relation != "=" or not isinstance(claim.lhs, Argmin):
         return False
     f, v = (claim.content(a) for a in claim.lhs.args)
@@ -465,10 +505,13 @@ def at_values(symbol: sp.Symbol, values: Iterable, inner: Callable[[Claim], bool
 
     This checks instances, not the general statement: the step's reason must say so.
     """
-    values = tuple(values)
+    require_symbol("symbol", symbol)
+    if not isinstance(values, (list, tuple, range)):
+        raise TypeError(f"values must be a list, tuple or range of values of {symbol}, got {type(values).__name__}")
+    values = tuple(require_expr("values", v) for v in values)
     if not values:
-        raise ValueError("at_values needs at least one value: checking no instance proves nothing")
-    inner = holds if inner is None else inner
+        raise ValueError("values: at_values needs at least one value: checking no instance proves nothing")
+    inner = holds if inner is None else require_optional_callable("inner", inner)
 
     def proof(claim: Claim) -> bool:
         return all(inner(claim.subs({symbol: v})) for v in values)

@@ -207,6 +207,12 @@ def _law(rewards) -> tuple[str, tuple]:
     return "finite", values
 
 
+def _require_bool(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
 def _require_G(G, needed: bool):
     if G is None:
         if needed:
@@ -737,7 +743,7 @@ def check_group_advantage(advantage, *, G=None, rewards="general", constants=Non
     >>> check_group_advantage(grp.R[grp.i] - grp.mean_others(grp.i)).verdict
     'unbiased'
     """
-    constants = _constants(constants)
+    constants, confirm = _constants(constants), _require_bool("confirm", confirm)
     law, values = _law(rewards)
     is_fn = callable(advantage) and not isinstance(advantage, sp.Basic)
     G = _require_G(G, needed=is_fn)
@@ -1077,7 +1083,7 @@ def check_token_loss(loss, *, constants=None, confirm: bool = True) -> TokenRepo
     >>> check_token_loss(-r * A * ell).is_policy_gradient   # forgot sg(r)
     False
     """
-    constants = _constants(constants)
+    constants, confirm = _constants(constants), _require_bool("confirm", confirm)
     if callable(loss) and not isinstance(loss, sp.Basic):
         from numeric.variants import token_report_from_callable
 
