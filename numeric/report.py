@@ -35,6 +35,14 @@ def _cells(c: Check) -> tuple[str, ...]:
     return (c.suite or "-", f"{c.value:.2e}", f"{c.tol:.2e}", c.kind, "yes" if c.passed else "NO", c.name)
 
 
+def _require_report(checks, errors) -> None:
+    """``checks`` a list of :class:`~numeric.checks.Check`, ``errors`` a dict from suite name to message."""
+    if not isinstance(checks, (list, tuple)) or not all(isinstance(c, Check) for c in checks):
+        raise TypeError(f"checks must be a list of Check records (from run_suites), got {type(checks).__name__}")
+    if not isinstance(errors, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in errors.items()):
+        raise TypeError(f"errors must be a dict from suite name to message (str to str), got {type(errors).__name__}")
+
+
 def _summary(checks: list[Check], errors: dict[str, str]) -> tuple[int, int]:
     passed = sum(c.passed for c in checks)
     return passed, len(checks) - passed + len(errors)
@@ -71,6 +79,7 @@ def format_report(checks: list[Check], errors: dict[str, str], width: int | None
     """
     if width is not None and (not isinstance(width, int) or isinstance(width, bool) or width < 1):
         raise ValueError(f"width must be a positive int or None, got {width!r}")
+    _require_report(checks, errors)
     rows = [_HEADER, *(_cells(c) for c in checks)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER) - 1)]
     indent = sum(widths) + 2 * len(widths)
@@ -114,6 +123,8 @@ def report_json(checks: list[Check], errors: dict[str, str]) -> str:
     def number(x: float):
         return x if math.isfinite(x) else str(x)
 
+    _require_report(checks, errors)
+
     passed, failed = _summary(checks, errors)
     return json.dumps(
         {
@@ -132,6 +143,8 @@ def report_json(checks: list[Check], errors: dict[str, str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m numeric``; returns the exit status (2 for a usage error)."""
+    if argv is not None and (not isinstance(argv, (list, tuple)) or not all(isinstance(a, str) for a in argv)):
+        raise TypeError(f"argv must be a list of str (command-line arguments) or None, got {argv!r}")
     parser = argparse.ArgumentParser(
         prog="python -m numeric",
         description=__doc__.splitlines()[0],
