@@ -268,6 +268,7 @@ class Step:
         require_expr("rhs", self.rhs)
         if not isinstance(self.reason, str) or not self.reason:
             raise TypeError(f"reason must be a non-empty str, got {self.reason!r}")
+        reason_to_latex(self.reason)  # an unmatched '$' fails here, not when the page is rendered
         _require_relation(self.relation)
         require_optional_callable("proof", self.proof)
         require_optional("facts", self.facts, Mapping, "a mapping")

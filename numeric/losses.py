@@ -364,9 +364,9 @@ def trainer_table() -> str:
     return "\n".join(lines)
 
 
-def _mode(mode: str) -> str:
+def _mode(mode: str, name: str = "mode") -> str:
     if mode not in AGGREGATIONS:
-        raise ValueError(f"mode must be one of {AGGREGATIONS}, got {mode!r}")
+        raise ValueError(f"{name} must be one of {AGGREGATIONS}, got {mode!r}")
     return mode
 
 
@@ -656,7 +656,7 @@ def policy_loss(
     if method == "gmpo" and agg is not None:
         raise ValueError("agg must be None for gmpo: it is a sequence loss averaged over rows")
     agg = agg or ("seq-mean-token-mean" if method in ("gspo", "gspo_token", "gmpo") else "token-mean")
-    _mode(agg)
+    _mode(agg, "agg")
     low, high = clip_bounds(clip_epsilon)
     if dual_clip is not None:
         if method != "ppo":
@@ -806,7 +806,7 @@ def value_loss(value, old_value, returns, mask, clip: float | None = None, agg: 
     if clip is not None:
         clip = require_nonnegative("clip", clip)
         sq = torch.maximum(sq, (v0 + (v - v0).clamp(-clip, clip) - g) ** 2)
-    return like(kind, (0.5 * _reduce(sq, m.to(v.dtype), _mode(agg), norm)).to(_dtype(value)))
+    return like(kind, (0.5 * _reduce(sq, m.to(v.dtype), _mode(agg, "agg"), norm)).to(_dtype(value)))
 
 
 # ------------------------------------------------------------------ advantage estimators

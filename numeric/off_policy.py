@@ -127,6 +127,13 @@ def _mismatch(mismatch) -> float:
     return m
 
 
+def _baseline(baseline) -> float:
+    b = require_real("baseline", baseline)
+    if not math.isfinite(b):
+        raise ValueError(f"baseline must be finite, got {b}")
+    return b
+
+
 def _cap(cap) -> float:
     cap = require_real("cap", cap)
     if not cap > 0:
@@ -462,7 +469,7 @@ def scheme_moments(episodes: Episodes, scheme: str, baseline: float = 0.0) -> Sc
     ep = _episodes(episodes)
     if not isinstance(scheme, str) or scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {list(SCHEMES)}, got {scheme!r}")
-    b = require_real("baseline", baseline)
+    b = _baseline(baseline)
     w = SCHEMES[scheme](ep.log_prob, ep.sampler_log_prob, ep.mask)
     return sampler_moments(ep, estimator_samples(ep, w, ep.reward - b))
 
@@ -727,7 +734,7 @@ def feedback_term(ep: Episodes, baseline: float = 0.0) -> torch.Tensor:
     >>> round(float(feedback_term(two_turn_agent(0.0)).norm()), 3)
     0.683
     """
-    ep, baseline = _episodes(ep, "ep"), require_real("baseline", baseline)
+    ep, baseline = _episodes(ep, "ep"), _baseline(baseline)
     return ep.policy_prob @ ((ep.reward - baseline)[:, None] * ep.scores[:, 1])
 
 

@@ -819,7 +819,7 @@ BAD_INPUT = [
     (lambda: gpg_advantages(_R, valid="score"), ValueError, "valid must be 'advantage' or 'reward'"),
     (lambda: passk_advantages(torch.ones(3, 1)), ValueError, "reward must hold G >= 2"),
     (lambda: advantage_scale(rloo_advantages, 1.5, 4), ValueError, r"p must lie in \[0, 1\]"),
-    (lambda: policy_loss("ppo", _lp, _old, _A, _m, agg="mean"), ValueError, r"mode must be one of \('token-mean'"),
+    (lambda: policy_loss("ppo", _lp, _old, _A, _m, agg="mean"), ValueError, r"agg must be one of \('token-mean'"),
 ]
 
 
