@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Callable
 
 import mpmath
@@ -31,6 +32,7 @@ from derivations import variants as derived
 from derivations.group_baselines import GRAD_J, GRAD_P, P
 from derivations.iid_groups import Expect
 
+from ._validate import like, require_finite, require_int, to_tensor
 from .checks import check, suite
 from .expectations import expected_score_sum
 from .group_baselines import exact_group_gradient
@@ -80,6 +82,26 @@ def _call(fn: Callable, rewards: np.ndarray) -> np.ndarray:
     raise TypeError("advantage could not be called on a float64 numpy array or torch tensor of rewards [B, G]: " + "; ".join(errors))
 
 
+def _require_report(name: str, report, kind: type):
+    if not isinstance(report, kind):
+        raise TypeError(f"{name} must be a {kind.__name__} (from derivations.variants), got {type(report).__name__}")
+    return report
+
+
+def _require_advantage(advantage):
+    if not (callable(advantage) or isinstance(advantage, sp.Expr)):
+        raise TypeError(f"advantage must be a sympy expression or a callable, got {type(advantage).__name__}")
+    return advantage
+
+
+def _groups(rewards) -> tuple[torch.Tensor, str]:
+    """``[..., G]`` finite rewards (numpy or torch), ``G >= 2``, and the caller's kind."""
+    t, kind = to_tensor("rewards", rewards)
+    if t.ndim < 1 or t.shape[-1] < 2:
+        raise ValueError(f"rewards must have shape [..., G] with G >= 2 answers per group, got {tuple(t.shape)}")
+    return require_finite("rewards", t), kind
+
+
 def advantage_values(fn: Callable, groups, G: int) -> list[float]:
     """Answer 1's advantage in each of ``groups`` (lists of ``G`` rewards), evaluated in one batch.
 
@@ -90,7 +112,16 @@ def advantage_values(fn: Callable, groups, G: int) -> list[float]:
     >>> advantage_values(rloo_advantages, [[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]], 3)
     [1.0, -1.0]
     """
-    batch = np.asarray(groups, dtype=np.float64).reshape(-1, G)
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    G = require_int("G", G, minimum=2)
+    if not isinstance(groups, (list, tuple)) or not groups or not all(isinstance(g, (list, tuple)) and len(g) == G for g in groups):
+        raise ValueError(f"groups must be a non-empty list of lists of G = {G} rewards, got {groups!r}")
+    if not all(isinstance(x, numbers.Real) and not isinstance(x, bool) for g in groups for x in g):
+        raise TypeError(f"groups must hold real numbers, got {groups!r}")
+    batch = np.array(groups, dtype=np.float64)
+    if not np.isfinite(batch).all():
+        raise ValueError("groups must hold finite rewards")
     return _call(fn, batch)[:, 0].tolist()
 
 
@@ -110,7 +141,8 @@ def require_advantage_callable(fn, G: int) -> None:
     derivations.variants.NotPermutationEquivariant: advantage is not permutation-equivariant: ...
     """
     if not callable(fn):
-        raise TypeError(f"advantage must be callable, got {type(fn).__name__}")
+        raise TypeError(f"fn (the advantage) must be callable, got {type(fn).__name__}")
+    G = require_int("G", G, minimum=2)
     rng = np.random.default_rng(0)
     rewards = np.concatenate([rng.integers(0, 3, (32, G)).astype(np.float64), rng.normal(size=(32, G))])
     out = _call(fn, rewards)
@@ -228,8 +260,11 @@ def confirm_group(report, advantage, constants: dict):
     derivations.variants.SymbolicNumericMismatch
         When the two differ by more than 1e-12 (relative to the gradient).
     """
+    _require_report("report", report, derived.GroupReport)
+    constants = derived._constants(constants)
     if report.verdict == "undecided":
         return report
+    _require_advantage(advantage)
     lm = _lm()
     theta = lm.theta0
     R = _reward(lm, report.rewards)
@@ -343,7 +378,10 @@ def confirm_token(report, loss, constants: dict):
     kink are left out.  Raises :class:`~derivations.variants.SymbolicNumericMismatch`
     above 1e-12.
     """
-    values = _values(constants)
+    _require_report("report", report, derived.TokenReport)
+    if not isinstance(loss, sp.Expr):
+        raise TypeError(f"loss must be a scalar sympy expression (one token's loss), got {type(loss).__name__}")
+    values = _values(derived._constants(constants))
     lm, old, theta, adv = _tokens()
     ell = lm.token_logprobs(theta)
     ell0 = lm.token_logprobs(old).detach()
@@ -391,8 +429,8 @@ def token_report_from_callable(fn, constants: dict):
     Bounded means: :math:`|w|` does not grow over the last decade of the grid.
     """
     if not callable(fn):
-        raise TypeError(f"loss must be callable, got {type(fn).__name__}")
-    values = _values(constants)
+        raise TypeError(f"fn (the loss) must be callable, got {type(fn).__name__}")
+    values = _values(derived._constants(constants))
     r = _GRID
     w = {s: _callable_weight(fn, r, torch.full_like(r, float(s)), -0.5) for s in (1, -1)}
     other = {s: _callable_weight(fn, r, torch.full_like(r, float(s)), -2.0) for s in (1, -1)}
@@ -472,18 +510,21 @@ def trl_grpo_advantages(rewards: torch.Tensor) -> torch.Tensor:
     >>> [f(r).round(decimals=4).tolist() for f in (trl_grpo_advantages, verl_dr_grpo_advantages, openrlhf_rloo_advantages)]
     [[[0.8659, -0.8659, -0.8659, 0.8659]], [[0.5, -0.5, -0.5, 0.5]], [[0.6667, -0.6667, -0.6667, 0.6667]]]
     """
-    return (rewards - rewards.mean(-1, keepdim=True)) / (rewards.std(-1, keepdim=True) + 1e-4)
+    r, kind = _groups(rewards)
+    return like(kind, (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-4))
 
 
 def verl_dr_grpo_advantages(rewards: torch.Tensor) -> torch.Tensor:
     """verl's GRPO with ``norm_adv_by_std_in_grpo=False`` (Dr. GRPO): ``r - mean``."""
-    return rewards - rewards.mean(-1, keepdim=True)
+    r, kind = _groups(rewards)
+    return like(kind, r - r.mean(-1, keepdim=True))
 
 
 def openrlhf_rloo_advantages(rewards: torch.Tensor) -> torch.Tensor:
     """OpenRLHF's RLOO: ``r - (sum - r) / (n - 1)``."""
-    n = rewards.shape[-1]
-    return rewards - (rewards.sum(-1, keepdim=True) - rewards) / (n - 1)
+    r, kind = _groups(rewards)
+    n = r.shape[-1]
+    return like(kind, r - (r.sum(-1, keepdim=True) - r) / (n - 1))
 
 
 def _worst(report) -> float:
