@@ -240,6 +240,23 @@ def _check_advantages(advantages) -> Advantages:
     return advantages
 
 
+def _require_rows_are_groups(advantages: Advantages, groups: torch.Tensor, A: torch.Tensor) -> None:
+    """Each row of the batch is one group: its first, middle and last rows, evaluated alone, give the same advantages.
+
+    A batch-level normalisation (GPG's :math:`B/|\text{valid}|`, whitening over
+    the batch) would otherwise mix the engine's reward patterns into one batch
+    and give a number that belongs to no group.
+    """
+    for k in sorted({0, len(groups) // 2, len(groups) - 1}):
+        alone = torch.as_tensor(advantages(groups[k:k + 1])).to(A.dtype).reshape(-1)
+        if alone.shape != A[k].shape or not torch.allclose(alone, A[k], rtol=1e-12, atol=1e-12):
+            raise ValueError(
+                f"advantages must treat each row of [B, G] rewards as one group, but the group {groups[k].tolist()} "
+                "gets other advantages when evaluated alone (a batch-level normalisation?); wrap it so that it "
+                "sees one group at a time"
+            )
+
+
 def _others_counts(m: int, n: int) -> torch.Tensor:
     """``[C, m]`` every way to put ``n`` answers on ``m`` reward values (stars and bars)."""
     if m == 1:
@@ -326,6 +343,7 @@ def group_advantage_weights(values, probs, G: int, advantages: Advantages):
     A = A if isinstance(A, torch.Tensor) else torch.as_tensor(A)
     if A.shape != (m * counts.shape[0], G):
         raise ValueError(f"advantages must return shape [B, G] = {(m * counts.shape[0], G)}, got {tuple(A.shape)}")
+    _require_rows_are_groups(advantages, groups.reshape(-1, G), A)
     return like(kind, A[:, 0].reshape(m, -1).to(pmf.dtype) @ pmf)
 
 
@@ -384,7 +402,9 @@ def brute_force_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Te
     p = lm.probs(theta.detach())
     grids = torch.meshgrid(*[torch.arange(lm.N)] * G, indexing="ij")
     tuples = torch.stack([g.reshape(-1) for g in grids], 1)  # [N^G, G], answer 1 varies slowest
-    A1 = advantages(R[tuples])[:, 0].reshape(lm.N, -1)
+    A = advantages(R[tuples])
+    _require_rows_are_groups(advantages, R[tuples], A)
+    A1 = A[:, 0].reshape(lm.N, -1)
     others = p[tuples[: lm.N ** (G - 1), 1:]].prod(1) if G > 1 else torch.ones(1, dtype=p.dtype)
     w = A1 @ others
     return (p * w) @ score_matrix(lm, theta)

@@ -78,8 +78,25 @@ def _call(fn: Callable, rewards: np.ndarray) -> np.ndarray:
         if not np.isfinite(out).all():
             bad = rewards[~np.isfinite(out).all(-1)][0].tolist()
             raise ValueError(f"advantage must return finite values, got a non-finite one for the group {bad}")
+        _require_rows_independent(fn, make, rewards, out)
         return out
     raise TypeError("advantage could not be called on a float64 numpy array or torch tensor of rewards [B, G]: " + "; ".join(errors))
+
+
+def _require_rows_independent(fn: Callable, make: Callable, rewards: np.ndarray, out: np.ndarray) -> None:
+    """Each row of ``[B, G]`` must be its own group: the first, a middle and the last row, evaluated alone, give the same advantages."""
+    if len(rewards) < 2:
+        return
+    for k in sorted({0, len(rewards) // 2, len(rewards) - 1}):
+        alone = fn(make(rewards[k:k + 1]))
+        alone = alone.detach().to("cpu", F64).numpy() if isinstance(alone, torch.Tensor) else np.asarray(alone, dtype=np.float64)
+        if alone.shape != (1, rewards.shape[1]) or not np.allclose(alone[0], out[k], rtol=1e-12, atol=1e-12):
+            raise ValueError(
+                "advantage must treat each row of its [B, G] input as one group, but the advantages of the group "
+                f"{rewards[k].tolist()} change with the other rows of the batch (a batch-level normalisation, as GPG's "
+                "B/|valid| or whitening over the batch); check it one group at a time, e.g. "
+                "lambda r: torch.cat([f(g[None]) for g in r])"
+            )
 
 
 def _require_report(name: str, report, kind: type):

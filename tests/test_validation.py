@@ -261,7 +261,7 @@ ROWS = [
     Row(n_losses.token_log_probs, (LOGITS, TOKENS), {0: "array", 1: "index"}, unusual=("fp32", "grad", "neg_stride")),
     Row(n_losses.token_weights, (MASK, "token-mean"), {0: "loss_mask", 1: "choice"}, valid=("mask:shape",)),
     Row(n_losses.value_loss, (V_BT, NV_BT, R_BT, MASK), {0: "array", 1: "array", 2: "array", 3: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
-    Row(n_losses.advantage_scale, (n_losses.gpg_advantages, 0.3, 4), {0: "callable", 1: "real", 2: "int"}, ranges={1: [-0.1, 1.5], 2: [0]}),
+    Row(n_losses.advantage_scale, (n_losses.passk_advantages, 0.3, 4), {0: "callable", 1: "real", 2: "int"}, ranges={1: [-0.1, 1.5], 2: [0]}),
     *[Row(getattr(n_off, f), (LOGP, OLD_LOGP, MASK), {0: "array", 1: "array", 2: "loss_mask"}, unusual=("fp32", "grad", "neg_stride"))
       for f in ("token_ratio", "sequence_ratio", "masked_token_ratio", "masked_sequence_ratio", "truncated_token_ratio",
                 "truncated_sequence_ratio", "geometric_sequence_mask", "kl_rejection_mask")],

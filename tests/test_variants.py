@@ -345,3 +345,29 @@ def test_the_readme_variant_example_runs_as_written(tmp_path):
     assert result.returncode == 0, result.stderr
     first = result.stdout.splitlines()[0]
     assert first.startswith("reweighted ") and "sqrt(3)" in first
+
+
+def test_a_batch_normalised_advantage_is_refused_not_misjudged():
+    """GPG's B/|valid| couples the rows of a batch: neither engine may mix the reward patterns into one batch."""
+    from numeric import advantage_scale, gpg_advantages
+
+    with pytest.raises(ValueError, match="each row of its \\[B, G\\] input as one group"):
+        check_group_advantage(gpg_advantages, G=4, rewards="binary")
+    with pytest.raises(ValueError, match="each row of \\[B, G\\] rewards as one group"):
+        advantage_scale(gpg_advantages, 0.3, 4)
+
+
+@pytest.mark.parametrize("G", [3, 4, 6])
+def test_the_losses_advantage_estimators_get_the_scale_the_group_engine_computes(G):
+    """Issue 10's estimators, as verdicts of the checker: pass@k reweights by (1 - p)^(G-1); GPG, one group a batch, scales by (G-1)/G."""
+    from numeric import advantage_scale, gpg_advantages, passk_advantages
+
+    one_group = lambda r: torch.cat([gpg_advantages(g[None]) for g in r]) if isinstance(r, torch.Tensor) else np.concatenate([gpg_advantages(g[None]) for g in r])
+    p = sp.Symbol("p")
+    for fn, verdict, scale in [(passk_advantages, "reweighted", (1 - p) ** (G - 1)), (one_group, "scaled", sp.Rational(G - 1, G))]:
+        rep = check_group_advantage(fn, G=G, rewards="binary", confirm=False)
+        assert rep.verdict == verdict
+        c = rep.scale.subs({s: p for s in rep.scale.free_symbols})
+        assert sp.simplify(c - scale) == 0
+        for q in (0.2, 0.7):
+            assert abs(float(c.subs(p, q)) - advantage_scale(fn, q, G)) <= 1e-12
