@@ -11,12 +11,18 @@
 
 ``.. sympy-math:: derivations.baselines.optimal_baseline()``
     Renders ``sympy.latex`` of the returned expression as display math.
+
+``.. latex-table:: numeric.losses.trainer_table()``
+    Renders a LaTeX ``array`` computed by the code as an HTML table, one
+    cell per entry: a ``\text{...}`` cell as text, any other as inline math,
+    so a wide table wraps in the column instead of scrolling as one formula.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import re
 import inspect
 from pathlib import Path
 
@@ -110,8 +116,81 @@ class SympyMathDirective(SphinxDirective):
         return [nodes.math_block(latex, latex, nowrap=False, number=None, docname=self.env.docname)]
 
 
+_TEXT_CELL = re.compile(r"^\\text\{([^{}]*)\}$")
+
+
+def _split_top(latex: str, sep: str) -> list[str]:
+    """Split at ``sep`` outside braces and ``\\begin...\\end`` environments."""
+    parts, depth, i, last = [], 0, 0, 0
+    while i < len(latex):
+        if latex.startswith("\\begin{", i):
+            depth += 1
+        elif latex.startswith("\\end{", i):
+            depth -= 1
+        elif latex[i] == "\\" and latex[i + 1:i + 2] in ("{", "}", "&"):
+            i += 2
+            continue
+        elif latex[i] == "{":
+            depth += 1
+        elif latex[i] == "}":
+            depth -= 1
+        if depth == 0 and latex.startswith(sep, i):
+            parts.append(latex[last:i])
+            i += len(sep)
+            last = i
+            continue
+        i += 1
+    parts.append(latex[last:])
+    return parts
+
+
+def _array_rows(latex: str) -> list[list[str]]:
+    """The cells of a ``\\begin{array}...\\end{array}``, row by row (``\\hline`` dropped)."""
+    body = latex.strip()
+    if not body.startswith("\\begin{array}") or not body.endswith("\\end{array}"):
+        raise ValueError("expected a LaTeX array")
+    body = body[len("\\begin{array}"):-len("\\end{array}")]
+    body = body[body.index("}") + 1:]  # the column spec
+    rows = []
+    for line in _split_top(body, "\\\\"):
+        line = line.replace("\\hline", "").strip()
+        if line:
+            rows.append([cell.strip() for cell in _split_top(line, "&")])
+    if len({len(r) for r in rows}) != 1:
+        raise ValueError(f"rows of unequal length: {[len(r) for r in rows]}")
+    return rows
+
+
+def _cell(latex: str) -> nodes.entry:
+    para = nodes.paragraph()
+    text = _TEXT_CELL.match(latex)
+    if text:
+        para += nodes.Text(text.group(1).replace("\\_", "_"))
+    elif latex:
+        para += nodes.math(latex, latex)
+    return nodes.entry("", para)
+
+
+class LatexTableDirective(SphinxDirective):
+    required_arguments = 1
+    final_argument_whitespace = True
+
+    def run(self):
+        for path in _source_files(self.arguments[0]):
+            self.env.note_dependency(path)
+        header, *body = _array_rows(_call(self.arguments[0]))
+        table = nodes.table(classes=["computed-table"])
+        group = nodes.tgroup(cols=len(header))
+        table += group
+        group += [nodes.colspec(colwidth=1) for _ in header]
+        group += nodes.thead("", nodes.row("", *[_cell(c) for c in header]))
+        group += nodes.tbody("", *[nodes.row("", *[_cell(c) for c in row]) for row in body])
+        return [table]
+
+
 def setup(app):
     app.add_directive("derivation", DerivationDirective)
     app.add_directive("sympy-math", SympyMathDirective)
+    app.add_directive("latex-table", LatexTableDirective)
     app.add_css_file("derivation.css")
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
