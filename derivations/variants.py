@@ -507,7 +507,7 @@ def _finite(advantage, G: int, law: str, values: tuple, constants: dict, name: s
     if binary:
         bern = [sp.binomial(G - 1, k) * (tab.a[1][_binary_index(tab, k, 1)] - tab.a[0][_binary_index(tab, k, 0)]) for k in range(G)]
         reduced = sp.Add(*[b * P**k * (1 - P) ** (G - 1 - k) for k, b in enumerate(bern)], evaluate=False) * GRAD_P
-        shown = r"$a(1, k) - a(0, k)$: the advantage of a success among $k$ other successes minus that of a failure, read off the " + f"{G + 1}" + r" reward patterns; $K \sim \mathrm{Bin}(G-1, p)$"
+        shown = r"$a(1, k) - a(0, k)$ (success minus failure among $k$ other successes) on the " + f"{G + 1}" + r" reward patterns; $K \sim \mathrm{Bin}(G-1, p)$"
     else:
         reduced = sp.Add(*[sp.expand(cond[v]) * gq for v, gq in zip(values, grads)], evaluate=False)
         shown = r"condition on $R_1$; the others enter through their multinomial counts: " + f"{len(tab.patterns) * m}" + r" patterns"

@@ -203,24 +203,34 @@ def sequence_ratio(log_prob, sampler_log_prob, mask):
     return like(kind, _per_sequence(m, d.sum(-1, keepdim=True).exp()))
 
 
-def truncated_token_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0):
-    r"""Truncated importance sampling per token, :math:`\min(\rho_t, C)` (TIS; TRL ``token_truncate``).
+def truncated_token_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0, floor: float = 0.0):
+    r"""Truncated importance sampling per token, :math:`\min(\max(\rho_t, l), C)` (TIS; TRL ``token_truncate``).
 
     :math:`\min(\rho, C) = \rho - (\rho - C)_+`, so it removes
     :math:`\mathbb E_\mu[\sum_t (\rho_t - C)_+ A s_t]` from the token-IS gradient
-    (:func:`derivations.off_policy.truncation_identity`).
+    (:func:`derivations.off_policy.truncation_identity`).  A ``floor``
+    :math:`l > 0` also raises the ratios below it, adding
+    :math:`\mathbb E_\mu[\sum_t (l - \rho_t)_+ A s_t]`: OpenRLHF's ``tis`` with
+    ``vllm_is_truncated_threshold = [l, C]``.  The default ``floor = 0`` leaves
+    every ratio above it untouched (TRL, verl).
 
     Examples
     --------
     >>> import torch
     >>> from numeric import truncated_token_ratio
-    >>> lp = torch.log(torch.tensor([[0.9, 0.2]]))
-    >>> lmu = torch.log(torch.tensor([[0.3, 0.4]]))
-    >>> truncated_token_ratio(lp, lmu, torch.ones(1, 2), cap=2.0)
-    tensor([[2.0000, 0.5000]])
+    >>> lp = torch.log(torch.tensor([[0.9, 0.2, 0.1]]))
+    >>> lmu = torch.log(torch.tensor([[0.3, 0.4, 0.5]]))
+    >>> truncated_token_ratio(lp, lmu, torch.ones(1, 3), cap=2.0).round(decimals=6).tolist()
+    [[2.0, 0.5, 0.2]]
+    >>> truncated_token_ratio(lp, lmu, torch.ones(1, 3), cap=2.0, floor=0.5).round(decimals=6).tolist()
+    [[2.0, 0.5, 0.5]]
     """
+    cap = _cap(cap)
+    floor = require_nonnegative("floor", floor)
+    if not floor < cap:
+        raise ValueError(f"floor must be < cap (the ratio is clamped to [floor, cap]), got floor={floor}, cap={cap}")
     d, m, kind = _log_ratio(log_prob, sampler_log_prob, mask)
-    return like(kind, _on_mask(m, d.exp().clamp(max=_cap(cap))))
+    return like(kind, _on_mask(m, d.exp().clamp(min=floor, max=cap)))
 
 
 def truncated_sequence_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0):

@@ -299,3 +299,20 @@ def test_agent_scores_are_the_autograd_jacobian(stale):
     y1, f, y2 = (torch.tensor(c) for c in zip(*rows))
     jac = torch.autograd.functional.jacobian(lambda th: op._agent_token_logprobs(th, y1, f, y2), theta)
     assert float((jac - stale.scores).abs().max()) < 1e-15
+
+
+def test_openrlhf_band_tis_clamps_from_both_sides_and_its_bias_is_the_mirror_term():
+    """OpenRLHF's tis with vllm_is_truncated_threshold = [l, C] is clamp(rho, l, C); the floor adds E[(l - rho)+ A s]."""
+    gen = torch.Generator().manual_seed(4)
+    lp = -torch.rand(3, 5, generator=gen, dtype=torch.float64) * 3
+    lmu = lp + torch.randn(3, 5, generator=gen, dtype=torch.float64)
+    mask = torch.ones(3, 5, dtype=torch.float64)
+    rho = (lp - lmu).exp()
+    assert torch.equal(truncated_token_ratio(lp, lmu, mask, 2.0, floor=0.5), rho.clamp(0.5, 2.0))
+    assert torch.equal(truncated_token_ratio(lp, lmu, mask, 2.0), rho.clamp(max=2.0))
+    band = truncated_token_ratio(lp, lmu, mask, 2.0, floor=0.5)
+    assert torch.allclose(band - truncated_token_ratio(lp, lmu, mask, 2.0), (0.5 - rho).clamp(min=0), atol=1e-15, rtol=0)
+    with pytest.raises(ValueError, match="floor must be < cap"):
+        truncated_token_ratio(lp, lmu, mask, 2.0, floor=2.0)
+    with pytest.raises(ValueError, match="floor"):
+        truncated_token_ratio(lp, lmu, mask, 2.0, floor=-0.1)
