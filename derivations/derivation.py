@@ -447,13 +447,25 @@ class Derivation:
         strict = direction in relations
         return self.lhs, direction if strict else direction + "=", self.rhs
 
+    def replaced(self, index: int, rhs=None, lhs=None) -> Derivation:
+        """A copy whose step ``index`` (from 0) displays another ``rhs`` (or ``lhs``), with the same reason and proof.
+
+        Assumptions, premises and ``unfold`` are kept, so a sceptic's test that
+        the slip fails is not passed for another reason.
+        """
+        out = Derivation(self.title, assumptions=self._stated, unfold=self.unfold)
+        for i, st in enumerate(self.steps):
+            new_lhs = st.lhs if i != index or lhs is None else _sympify(lhs)
+            new_rhs = st.rhs if i != index or rhs is None else _sympify(rhs)
+            out.steps.append(Step(new_lhs, new_rhs, st.reason, st.relation, st.proof, st.facts))
+        if not 0 <= index < len(self.steps):
+            raise IndexError(f"index must name a step (0..{len(self.steps) - 1}), got {index}")
+        return out
+
     def perturbed(self, index: int, delta: sp.Symbol | None = None) -> Derivation:
         """A copy whose step ``index`` (from 0) displays a false right-hand side (:meth:`Step.perturbed`)."""
         delta = sp.Symbol("delta_perturbation", positive=True) if delta is None else delta
-        out = Derivation(self.title, assumptions=self._stated, unfold=self.unfold)
-        out.steps = [st.perturbed(delta) if i == index else Step(st.lhs, st.rhs, st.reason, st.relation, st.proof, st.facts)
-                     for i, st in enumerate(self.steps)]
-        return out
+        return self.replaced(index, rhs=self.steps[index].perturbed(delta).rhs)
 
     def verify(self) -> Derivation:
         """Check every step with the CAS; raise :class:`DerivationError` at the first that fails."""

@@ -379,7 +379,7 @@ class _NotSeparable(Exception):
 
 def _general(expr, G, constants) -> GroupReport:
     grp = IIDGroup(("R", "s"), G=G if isinstance(G, int) else None)
-    ERs, ER, Es = Expect(_R_PLAIN * _S_PLAIN), Expect(_R_PLAIN), Expect(_S_PLAIN)
+    ERs, Es = Expect(_R_PLAIN * _S_PLAIN), Expect(_S_PLAIN)
     if isinstance(G, int):
         A1 = _explicit(expr, G)
         try:

@@ -52,13 +52,6 @@ def test_cas_interval_matches_brute_force_sign_of_variance_gap(seed):
         assert (gap < 0) == bool(interval.contains(b))
 
 
-def _with_rhs(d: Derivation, index: int, rhs) -> Derivation:
-    """``d`` with the displayed right-hand side of step ``index`` replaced (a plausible slip)."""
-    out = Derivation(d.title, assumptions=d.assumptions, unfold=d.unfold)
-    for i, st in enumerate(d.steps):
-        out.step(st.lhs, rhs if i == index else st.rhs, st.reason, relation=st.relation, proof=st.proof, facts=st.facts)
-    return out
-
 
 def test_the_optimal_baseline_derivation_rejects_R_where_R_squared_belongs():
     """b* = A0/A2 (R^2 where R belongs) or A1/A0 must fail the argmin step and the expectation step."""
@@ -68,7 +61,7 @@ def test_the_optimal_baseline_derivation_rejects_R_where_R_squared_belongs():
     sums = derived.variance_coefficients()
     for index, wrong in ((0, A0 / A2), (0, A1 / A0), (0, 2 * A1 / A2), (1, sums[0] / sums[2]), (1, sums[2] / sums[1])):
         with pytest.raises(DerivationError, match=f"step {index + 1} "):
-            _with_rhs(d, index, wrong).verify()
+            d.replaced(index, wrong).verify()
 
 
 def test_the_improvement_interval_rejects_a_wrong_interval():
@@ -85,7 +78,7 @@ def test_the_improvement_interval_rejects_a_wrong_interval():
     ]
     for index, interval in wrongs:
         with pytest.raises(DerivationError, match=f"step {index + 1} "):
-            _with_rhs(d, index, sp.Contains(b, interval, evaluate=False)).verify()
+            d.replaced(index, sp.Contains(b, interval, evaluate=False)).verify()
 
 
 def test_optimal_baseline_is_the_minimiser_at_other_thetas(lm):

@@ -227,3 +227,15 @@ def test_a_lemma_premise_must_hold_for_the_instance():
                                       proof=by_lemma(lemma, {**mapping, c: sp.Rational(1, 2)}))
     with pytest.raises(DerivationError):
         half.verify()
+
+
+def test_a_replaced_step_keeps_the_premises_so_a_slip_fails_for_its_own_reason():
+    from derivations.trust_region import tv_bound
+
+    d = tv_bound()
+    same = d.replaced(1, rhs=d.steps[1].rhs)
+    assert same.premises == d.premises and same.verify().verified
+    with pytest.raises(DerivationError, match="step 2"):
+        d.replaced(1, rhs=d.steps[1].rhs / 2).verify()
+    with pytest.raises(IndexError, match="index must name a step"):
+        d.replaced(9, rhs=x)

@@ -9,7 +9,6 @@ import torch
 
 from derivations import Derivation, DerivationError
 from derivations import gradient_weights as dgw
-from derivations.derivation import Step
 from numeric import (
     PPODiagnostics,
     cispo_loss,
@@ -30,14 +29,6 @@ def test_weight_derivations_verify(method):
 def test_claims_verify(make):
     assert make().verify().verified
 
-
-def _replaced(d, index, rhs=None, lhs=None):
-    """A copy of ``d`` whose step ``index`` displays another right- (or left-) hand side, same proof."""
-    out = Derivation(d.title, assumptions=d.assumptions, unfold=d.unfold)
-    out.steps = [Step(st.lhs, st.rhs, st.reason, st.relation, st.proof, st.facts) for st in d.steps]
-    st = out.steps[index]
-    out.steps[index] = Step(st.lhs if lhs is None else lhs, st.rhs if rhs is None else rhs, st.reason, st.relation, st.proof, st.facts)
-    return out
 
 
 def _fails(d) -> bool:
@@ -61,7 +52,7 @@ def test_a_region_resolved_on_the_wrong_sign_of_A_fails(method):
     for i in range(0, half, 2):
         pos, neg = d.steps[i].rhs, d.steps[i + half].rhs
         if pos != neg:
-            assert _fails(_replaced(d, i, rhs=neg)) and _fails(_replaced(d, i + half, rhs=pos))
+            assert _fails(d.replaced(i, rhs=neg)) and _fails(d.replaced(i + half, rhs=pos))
             swapped += 1
     assert swapped == {"ppo": 2, "dual_clip": 3, "cispo": 0, "is": 0}[method]
 
@@ -69,15 +60,15 @@ def test_a_region_resolved_on_the_wrong_sign_of_A_fails(method):
 def test_wrong_clip_bounds_and_weights_fail():
     d = dgw.weight_derivation("ppo")
     assert d.steps[6].rhs == -A * (1 - eps_l)  # A < 0, r < 1 - eps_l: the clipped constant
-    assert _fails(_replaced(d, 6, rhs=-A * (1 + eps_l)))  # the wrong bound
-    assert _fails(_replaced(d, 4, rhs=-A * (1 - eps_l)))  # A > 0 clipped at the lower bound
-    assert _fails(_replaced(d, 5, rhs=-A * r))  # a silenced region given weight r
+    assert _fails(d.replaced(6, rhs=-A * (1 + eps_l)))  # the wrong bound
+    assert _fails(d.replaced(4, rhs=-A * (1 - eps_l)))  # A > 0 clipped at the lower bound
+    assert _fails(d.replaced(5, rhs=-A * r))  # a silenced region given weight r
     dual = dgw.weight_derivation("dual_clip")
     assert dual.steps[14].rhs == -A * c
-    assert _fails(_replaced(dual, 14, rhs=-A * (1 + eps_h)))  # the dual clip's constant is c
+    assert _fails(dual.replaced(14, rhs=-A * (1 + eps_h)))  # the dual clip's constant is c
     cispo = dgw.weight_derivation("cispo")
-    assert _fails(_replaced(cispo, 2, rhs=-A * ell * (1 + eps_h)))  # the cap without its stop-gradient
-    assert _fails(_replaced(cispo, 3, rhs=-A * r))  # beyond the cap the weight is 1 + eps_h, not r
+    assert _fails(cispo.replaced(2, rhs=-A * ell * (1 + eps_h)))  # the cap without its stop-gradient
+    assert _fails(cispo.replaced(3, rhs=-A * r))  # beyond the cap the weight is 1 + eps_h, not r
 
 
 def test_silenced_set_and_limits_catch_a_wrong_mask_or_weight():
@@ -88,19 +79,19 @@ def test_silenced_set_and_limits_catch_a_wrong_mask_or_weight():
     wrong.steps = d.steps
     assert _fails(wrong)
     limits = dgw.on_policy_limit()
-    assert _fails(_replaced(limits, 0, rhs=1 + eps_h))  # CISPO without a clip is IS, not the cap
+    assert _fails(limits.replaced(0, rhs=1 + eps_h))  # CISPO without a clip is IS, not the cap
     ppo_at_2 = sp.Subs(dgw.gradient_weight("ppo"), r, 2)  # outside the clip range one sign is silenced
-    assert _fails(_replaced(limits, 1, lhs=ppo_at_2))
+    assert _fails(limits.replaced(1, lhs=ppo_at_2))
 
 
 def test_missing_stop_gradient_and_wrong_solution_sets_fail():
     d = dgw.stop_gradient_semantics()
-    assert _fails(_replaced(d, 1, rhs=-A * r * (1 + ell)))  # (a) differentiated as if sg were missing
-    assert _fails(_replaced(d, 0, rhs=-A * r))  # loss (a) is not the ratio loss (c)
-    assert _fails(_replaced(d, 10, rhs=-A * r))  # (c) beyond the clip is the constant cap
+    assert _fails(d.replaced(1, rhs=-A * r * (1 + ell)))  # (a) differentiated as if sg were missing
+    assert _fails(d.replaced(0, rhs=-A * r))  # loss (a) is not the ratio loss (c)
+    assert _fails(d.replaced(10, rhs=-A * r))  # (c) beyond the clip is the constant cap
     flip = dgw.sign_flip()
-    assert _fails(_replaced(flip, 2, rhs=ell < 1))
-    assert _fails(_replaced(flip, 3, rhs=sp.Symbol("pi", positive=True) < sp.Rational(1, 2)))
+    assert _fails(flip.replaced(2, rhs=ell < 1))
+    assert _fails(flip.replaced(3, rhs=sp.Symbol("pi", positive=True) < sp.Rational(1, 2)))
 
 
 def test_weight_table_has_a_row_per_region():

@@ -140,15 +140,6 @@ def test_grpo_weight_derivation_enumerates(G, std):
     assert gb.grpo_weight_derivation(G, std).verify().verified
 
 
-def _with_rhs(d, index, rhs):
-    """``d`` with the displayed right-hand side of step ``index`` replaced (a plausible slip)."""
-    from derivations import Derivation
-
-    out = Derivation(d.title, assumptions=d.assumptions, unfold=d.unfold)
-    for n, st in enumerate(d.steps):
-        out.step(st.lhs, rhs if n == index else st.rhs, st.reason, relation=st.relation, proof=st.proof, facts=st.facts)
-    return out
-
 
 def test_the_group_derivations_reject_plausible_slips():
     """(G-1)/G replaced by G/(G-1), and a leave-one-out mean that forgets to remove R_i, both fail."""
@@ -161,7 +152,7 @@ def test_the_group_derivations_reject_plausible_slips():
         gb._centred_update(lambda grp: grp.total() / (grp.G - 1), "wrong", gb.GRAD_J, "claims unbiased").verify()
     d = gb.rloo_is_scaled_centred()
     with pytest.raises(DerivationError, match="step 2 "):
-        _with_rhs(d, 1, (G - 1) / G * (d.steps[1].rhs / (G / (G - 1)))).verify()
+        d.replaced(1, (G - 1) / G * (d.steps[1].rhs / (G / (G - 1)))).verify()
 
 
 def test_grpo_conditioning_rejects_a_swapped_reward_and_checking_nothing():
@@ -178,7 +169,7 @@ def test_grpo_conditioning_rejects_a_swapped_reward_and_checking_nothing():
     for wrong in (swapped, one_moment, binomial_G):
         assert wrong != rhs
         with pytest.raises(DerivationError, match="step 1 "):
-            _with_rhs(d, 0, wrong).verify()
+            d.replaced(0, wrong).verify()
     with pytest.raises(ValueError, match="at least one group size"):
         gb.grpo_conditioning(G_checked=())
     with pytest.raises(ValueError, match="G_checked must be >= 2"):
@@ -195,7 +186,7 @@ def test_grpo_weight_derivation_rejects_the_other_std_and_a_wrong_form(G):
     dropped = sp.Add(*gb._weight_terms(G, "population")[1:], evaluate=False) * gb.GRAD_P
     for wrong in (bessel, dropped):
         with pytest.raises(DerivationError, match="step 1 "):
-            _with_rhs(d, 0, wrong).verify()
+            d.replaced(0, wrong).verify()
 
 
 def test_grpo_closed_forms_are_labelled_simplified_and_checked():
@@ -212,7 +203,7 @@ def test_grpo_closed_forms_are_labelled_simplified_and_checked():
     four = d.steps[2].rhs
     for wrong in (sp.sqrt(3), four.subs(sp.sqrt(3), -sp.sqrt(3)) + 2 * sp.sqrt(3), 2 * sp.sqrt(3) - four):
         with pytest.raises(DerivationError, match="step 3 "):
-            _with_rhs(d, 2, wrong).verify()
+            d.replaced(2, wrong).verify()
     with pytest.raises(ValueError, match="G_values must be >= 2"):
         gb.grpo_weight_closed_forms((1, 2))
     with pytest.raises(ValueError, match="at least one group size"):
@@ -229,7 +220,7 @@ def test_every_step_of_the_unrendered_grpo_variants_fails_when_perturbed(make):
     assert d.verify().verified
     for st in d.steps:
         with pytest.raises(DerivationError):
-            _with_rhs(d, d.steps.index(st), st.perturbed(delta).rhs).verify()
+            d.replaced(d.steps.index(st), st.perturbed(delta).rhs).verify()
 
 
 def test_grpo_population_differences_closed_form():

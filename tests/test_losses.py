@@ -315,7 +315,6 @@ def test_an_advantage_that_requires_grad_is_stopped(name):
 # ================================================================== numeric.losses
 
 from numeric import (  # noqa: E402
-    AGGREGATIONS,
     POLICY_LOSSES,
     TRAINER_MODES,
     aggregate,

@@ -32,15 +32,6 @@ def test_past_reward_lemma_for_three_actions():
     assert dr.past_reward_score_vanishes(3).verify().rhs == sp.zeros(3, 1)
 
 
-def _with_rhs(d, index, rhs):
-    """``d`` with the displayed right-hand side of step ``index`` replaced (a plausible slip)."""
-    from derivations import Derivation
-
-    out = Derivation(d.title, assumptions=d.assumptions, unfold=d.unfold)
-    for n, st in enumerate(d.steps):
-        out.step(st.lhs, rhs if n == index else st.rhs, st.reason, relation=st.relation, proof=st.proof, facts=st.facts)
-    return out
-
 
 def test_the_return_derivations_reject_a_wrong_discount_exponent():
     """gamma^(u-t+1), gamma^t for gamma^(t-1), (gamma lambda)^u for (gamma lambda)^(u-1), (gamma lambda)^(T-t+1): each fails its step."""
@@ -51,17 +42,17 @@ def test_the_return_derivations_reject_a_wrong_discount_exponent():
     d = dr.discounted_objective_weights()
     for wrong in (g ** (t - 1) * sp.Sum(g ** (u - t + 1) * r[u], (u, t, T)), g**t * sp.Sum(g ** (u - t) * r[u], (u, t, T))):
         with pytest.raises(DerivationError):
-            _with_rhs(d, 0, wrong).verify()
+            d.replaced(0, wrong).verify()
     gl = dr.gamma * dr.lam
     delta = sp.IndexedBase("delta", real=True)
     with pytest.raises(DerivationError):
-        _with_rhs(dr.gae_unrolled(3), 0, sp.Add(*[gl**u * delta[u] for u in range(1, 4)])).verify()
+        dr.gae_unrolled(3).replaced(0, sp.Add(*[gl**u * delta[u] for u in range(1, 4)])).verify()
     one = dr.one_done_for_both(3)
     with pytest.raises(DerivationError):
-        _with_rhs(one, 0, one.steps[0].rhs * gl).verify()
+        one.replaced(0, one.steps[0].rhs * gl).verify()
     lam1 = dr.gae_lambda_one(3)
     with pytest.raises(DerivationError):
-        _with_rhs(lam1, 0, lam1.steps[0].rhs.subs(dr.gamma**3, dr.gamma**2)).verify()
+        lam1.replaced(0, lam1.steps[0].rhs.subs(dr.gamma**3, dr.gamma**2)).verify()
 
 
 def test_reward_to_go_keeps_the_present_reward():
@@ -74,9 +65,9 @@ def test_reward_to_go_keeps_the_present_reward():
         r, s = sp.symbols(f"r_1:{T + 1}", real=True), sp.symbols(f"s_1:{T + 1}", real=True)
         strictly_future = sp.Add(*[Expect(r[u] * s[t]) for t in range(T) for u in range(t + 1, T)])
         with pytest.raises(DerivationError, match="step 2 "):
-            _with_rhs(d, 1, strictly_future).verify()
+            d.replaced(1, strictly_future).verify()
         with pytest.raises(DerivationError, match="step 3 "):
-            _with_rhs(d, 2, sp.Add(*[Expect(s[t] * sp.Add(*r[t + 1:])) for t in range(T)])).verify()
+            d.replaced(2, sp.Add(*[Expect(s[t] * sp.Add(*r[t + 1:])) for t in range(T)])).verify()
 
 
 @pytest.mark.parametrize("T", [1, 3, 4])
@@ -89,7 +80,7 @@ def test_every_step_at_other_horizons_fails_when_perturbed(T):
         d = make(T)
         for n, st in enumerate(d.steps):
             with pytest.raises(DerivationError):
-                _with_rhs(d, n, st.perturbed(delta).rhs).verify()
+                d.replaced(n, st.perturbed(delta).rhs).verify()
 
 
 def test_derivation_bad_input():

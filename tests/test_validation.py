@@ -43,8 +43,6 @@ from numeric import baselines as n_baselines
 from numeric import gradient_weights as n_weights
 from numeric import losses as n_losses
 from numeric import off_policy as n_off
-from numeric import group_baselines as n_groups
-from numeric import returns as n_returns
 from numeric import score_function as n_score
 from numeric import trust_region as n_trust
 from numeric import report as n_report
