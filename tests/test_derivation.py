@@ -239,3 +239,11 @@ def test_a_replaced_step_keeps_the_premises_so_a_slip_fails_for_its_own_reason()
         d.replaced(1, rhs=d.steps[1].rhs / 2).verify()
     with pytest.raises(IndexError, match="index must name a step"):
         d.replaced(9, rhs=x)
+
+
+def test_logs_split_only_where_the_signs_allow():
+    """log(uv) = log u + log v is false for u, v < 0: the canonicalisers must not force it."""
+    u, v = sp.symbols("u v", real=True)
+    with pytest.raises(DerivationError):
+        Derivation("forced").step(sp.log(u * v), sp.log(u) + sp.log(v), "log of a product").verify()
+    assert Derivation("positive").step(sp.log(x * y), sp.log(x) + sp.log(y), "log of a product").verify().verified
