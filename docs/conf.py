@@ -48,6 +48,8 @@ html_title = "pg-identities"
 # a book-style theme made for lecture notes: chapter navigation on the left,
 # previous/next links under every page, the page's own contents on the right
 html_theme = "sphinx_book_theme"
+# the theme's sidebar repeats the header's search field; keep the header's
+html_sidebars = {"**": ["navbar-logo.html", "icon-links.html", "sbt-sidebar-nav.html"]}
 html_theme_options = {
     "home_page_in_toc": True,
     "show_navbar_depth": 1,
