@@ -48,6 +48,9 @@ html_title = "pg-identities"
 # a book-style theme made for lecture notes: chapter navigation on the left,
 # previous/next links under every page, the page's own contents on the right
 html_theme = "sphinx_book_theme"
+# chapters are numbered, and theorems and figures counted within each: "Theorem 3.1"
+numfig_secnum_depth = 1
+
 # the theme's sidebar repeats the header's search field; keep the header's
 html_sidebars = {"**": ["navbar-logo.html", "icon-links.html", "sbt-sidebar-nav.html"]}
 html_theme_options = {
