@@ -19,7 +19,7 @@ quarter of them padding), forward + backward of every method of
 * ``saved``: bytes of tensors autograd keeps between forward and backward
   (what a trainer holds per loss), and, on CUDA, the peak allocated memory.
 
-Run: ``python benchmarks/bench_losses.py [--device cuda] [--repeats 5]``
+Run: ``python benchmarks/bench_losses.py [--device cuda] [--repeats 30]``
 """
 
 import argparse
@@ -118,15 +118,18 @@ def fwd_bwd(fn, lp, *rest):
     return x.grad
 
 
-def timed(fn, repeats, sync):
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
+def timed(fns, repeats, sync):
+    """Best wall time of each function, the functions taking turns so that drift in the machine's load hits all alike."""
+    for fn in fns:
         fn()
-        sync()
-        best = min(best, time.perf_counter() - t0)
+    best = [float("inf")] * len(fns)
+    for _ in range(repeats):
+        for k, fn in enumerate(fns):
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            best[k] = min(best[k], time.perf_counter() - t0)
     return best
 
 
@@ -147,7 +150,7 @@ def saved_bytes(fn, lp, *rest):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -161,11 +164,10 @@ def main() -> None:
             short = lambda x, o=old, a=A, mk=m, meth=method: shortest(meth, x, o, a, mk)  # noqa: E731
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats()
-            t_ours = timed(lambda: fwd_bwd(ours, lp), args.repeats, sync)
+            fwd_bwd(ours, lp)
             peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else float("nan")  # CPU: torch keeps no peak
-            t_short = timed(lambda: fwd_bwd(short, lp), args.repeats, sync)
             safe = lambda x, o=old, a=A, mk=m, meth=method: guarded(meth, x, o, a, mk)  # noqa: E731
-            t_safe = timed(lambda: fwd_bwd(safe, lp), args.repeats, sync)
+            t_ours, t_short, t_safe = timed([lambda f=f: fwd_bwd(f, lp) for f in (ours, short, safe)], args.repeats, sync)
             gap = float((fwd_bwd(ours, lp) - fwd_bwd(short, lp)).abs().max())
             rows = 2  # the naive loop on a slice of two rows, scaled by tokens
             sl = [x[:rows].cpu() for x in (lp, old, A, m)]

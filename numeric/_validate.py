@@ -105,12 +105,13 @@ def as_mask(name: str, value, like_name: str, like: torch.Tensor) -> torch.Tenso
     m, _ = _raw_tensor(name, value)
     if m.shape != like.shape:
         raise ValueError(f"{name} must have the shape of {like_name} {tuple(like.shape)}, got {tuple(m.shape)}")
+    m = m.to(like.device)
     if m.dtype != torch.bool:
         b = m != 0
-        if not bool((m == b).all()):  # 0/1 exactly: every non-zero entry equals 1 (NaN compares unequal)
+        if not torch.equal(b.to(m.dtype), m):  # 0/1 exactly: every non-zero entry equals 1 (NaN compares unequal)
             raise ValueError(f"{name} must hold only 0 and 1 (or be boolean)")
         m = b
-    return m.to(like.device)
+    return m
 
 
 def masked_inputs(mask, mask_name: str = "mask", **arrays) -> tuple[dict[str, torch.Tensor], torch.Tensor, str]:

@@ -42,6 +42,7 @@ experience maker (``group_norm``, REINFORCE++).
 from __future__ import annotations
 
 from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 import sympy as sp
@@ -426,21 +427,39 @@ def _kappa(m: torch.Tensor, mode: str, norm) -> torch.Tensor:
     return m / (B * (T if norm is None else norm))
 
 
-def _reduce(x: torch.Tensor, m: torch.Tensor, mode: str, norm) -> torch.Tensor:
-    """``sum(kappa * x)`` over the last two dimensions, without building kappa (the same numbers as :func:`_kappa`)."""
+def _reduce(x: torch.Tensor, keep: torch.Tensor, mode: str, norm, n: torch.Tensor | None = None, zero_outside: bool = False) -> torch.Tensor:
+    """``sum(kappa * x)`` over the last two dimensions, without building kappa (the same numbers as :func:`_kappa`).
+
+    ``x`` is ``[..., B, T]``, or ``[..., B, 1]`` for a value constant along
+    each row; ``keep`` is the ``[..., B, T]`` mask (boolean, or float 0/1 when
+    ``x`` is finite) and ``n`` its row counts, if known.  Slots outside
+    ``keep`` are never read, so they may hold anything (their gradient is 0),
+    unless ``zero_outside`` says they already hold 0.
+    """
     if norm is not None and mode not in ("token-mean", "seq-mean-token-sum-norm"):
         raise ValueError(f"norm is used by token-mean and seq-mean-token-sum-norm only, not {mode!r}")
     if norm is not None:
         norm = require_real("norm", norm)
         if not norm > 0:
             raise ValueError(f"norm must be > 0, got {norm}")
-    B, T = m.shape[-2], m.shape[-1]
-    if mode == "seq-mean-token-mean":
-        return ((x * m).sum(-1) / m.sum(-1).clamp(min=1)).sum(-1) / B
-    total = (x * m).sum((-2, -1))
+    B, T = keep.shape[-2], keep.shape[-1]
+    row_constant = x.shape[-1] == 1 and T != 1
+    if n is None and (row_constant or mode == "seq-mean-token-mean"):
+        n = keep.sum(-1, keepdim=True)
+    if row_constant:
+        live = torch.where(n > 0, x, 0)  # an empty row's value is never read
+        total = (live if mode == "seq-mean-token-mean" else live * n).sum((-2, -1))
+    else:
+        kept = x if zero_outside else _zeroed(x, keep)
+        if mode == "seq-mean-token-mean":
+            total = (kept.sum(-1, keepdim=True) / n.clamp(min=1)).sum((-2, -1))
+        else:
+            total = kept.sum((-2, -1))
     if mode == "token-mean":
-        return total / (m.sum((-2, -1)).clamp(min=1) if norm is None else norm)
-    if mode == "seq-mean-token-sum":
+        if norm is not None:
+            return total / norm
+        return total / (keep.sum((-2, -1)) if n is None else n.sum((-2, -1))).clamp(min=1)
+    if mode in ("seq-mean-token-mean", "seq-mean-token-sum"):
         return total / B
     return total / (B * (T if norm is None else norm))
 
@@ -478,7 +497,7 @@ def aggregate(per_token, mask, mode: str = "token-mean", norm: float | None = No
     x = t["per_token"]
     if x.ndim < 2:
         raise ValueError(f"per_token must have shape [..., B, T], got {tuple(x.shape)}")
-    return like(kind, _reduce(x, m.to(x.dtype), mode, norm).to(_dtype(per_token)))
+    return like(kind, _reduce(x, m, mode, norm).to(_dtype(per_token)))
 
 
 # ------------------------------------------------------------------ policy losses
@@ -495,59 +514,129 @@ def _method(method: str) -> str:
     return method
 
 
-def _policy_inputs(log_prob, old_log_prob, advantage, mask, weight):
-    lp_t, _ = to_tensor("log_prob", log_prob)
-    if lp_t.ndim != 2:
-        raise ValueError(f"log_prob must have shape [B, T], got {tuple(lp_t.shape)}")
-    adv, _ = to_tensor("advantage", advantage)
-    if adv.ndim == 1 and adv.shape[0] == lp_t.shape[0]:
-        adv = adv[:, None].expand(lp_t.shape)
-    arrays = {"log_prob": log_prob, "old_log_prob": old_log_prob, "advantage": adv}
-    if weight is not None:
-        arrays["weight"] = weight
-    t, m, kind = masked_inputs(mask, **arrays)
-    if m is None:
+class _Inputs(NamedTuple):
+    """The tensors of a policy loss, shapes checked, on ``log_prob``'s device in its compute dtype."""
+
+    log_prob: torch.Tensor
+    old_log_prob: torch.Tensor | None  # None where the method never reads it (REINFORCE, GPG)
+    advantage: torch.Tensor  # [B, 1] or [B, T]
+    weight: torch.Tensor | None
+    mask: torch.Tensor  # as given, on the device
+    kind: str
+
+
+def _policy_inputs(method, log_prob, old_log_prob, advantage, mask, weight) -> _Inputs:
+    lp, kind = to_tensor("log_prob", log_prob)
+    if lp.ndim != 2:
+        raise ValueError(f"log_prob must have shape [B, T], got {tuple(lp.shape)}")
+    lp = lp.to(compute_dtype(lp.dtype))
+    old = _aligned("old_log_prob", old_log_prob, lp)
+    if mask is None:
         raise ValueError("mask is required: a [B, T] 0/1 or boolean response mask")
-    return t, m.to(t["log_prob"].dtype), kind
+    m, _ = _raw_tensor("mask", mask)
+    if m.shape != lp.shape:
+        raise ValueError(f"mask must have the shape of log_prob {tuple(lp.shape)}, got {tuple(m.shape)}")
+    A, _ = to_tensor("advantage", advantage)
+    A = A.to(device=lp.device, dtype=lp.dtype)
+    if A.shape == lp.shape[:1]:
+        A = A[:, None]
+    elif A.shape != lp.shape:
+        raise ValueError(f"advantage must have shape [B] = {tuple(lp.shape[:1])} or the shape of log_prob {tuple(lp.shape)}, got {tuple(A.shape)}")
+    w = None if weight is None else _aligned("weight", weight, lp)
+    return _Inputs(lp, None if method in ("reinforce", "gpg") else old, A, w, m.to(lp.device), kind)
 
 
-def _seq_mean(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """Masked mean over the time dimension, ``[B, 1]``; 0 for an all-masked row."""
-    return (x * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1)
+def _aligned(name: str, value, like_t: torch.Tensor) -> torch.Tensor:
+    t, _ = to_tensor(name, value)
+    if t.shape != like_t.shape:
+        raise ValueError(f"{name} must have the shape of log_prob {tuple(like_t.shape)}, got {tuple(t.shape)}")
+    return t.to(device=like_t.device, dtype=like_t.dtype)
 
 
-def _per_token_loss(method, lp, old, A, m, low, high, dual_clip, cispo_cap, sapo_tau, gmpo_clip):
-    """``[B, T]`` per-token loss of ``method`` (GMPO: its sequence loss on every token, to be averaged per row)."""
-    A = A.detach()
+def _zeroed(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """``x`` with the slots outside ``keep`` set to 0, and no gradient there.
+
+    A product with a float 0/1 ``keep`` (right when ``x`` is finite);
+    ``torch.where`` with a boolean one (padding may hold NaN or inf).
+    """
+    return x * keep if keep.is_floating_point() else torch.where(keep, x, 0)
+
+
+def _float_mask(m: torch.Tensor, like_t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The mask as numbers in ``like_t``'s dtype, and :math:`\sum|m - m^2|`: 0 exactly when every entry is 0 or 1.
+
+    A sum of non-negative floats is 0 only if every term is, and
+    :math:`m - m^2` rounds to 0 only where :math:`m^2 = m`, at 0 and 1
+    (:math:`+\infty` gives NaN).  A float mask is tested in its own precision.
+    """
+    if m.dtype == torch.bool:
+        return m.to(like_t.dtype), torch.zeros((), dtype=like_t.dtype, device=like_t.device)
+    numbers = m if m.is_floating_point() else m.to(like_t.dtype)
+    return m.to(like_t.dtype), torch.addcmul(numbers, numbers, numbers, value=-1).abs().sum()
+
+
+def _require_finite_where(keep: torch.Tensor, **tensors) -> None:
+    """Raise, naming the argument, if a tensor holds NaN or inf where ``keep`` does (a ``[B, 1]`` one: in rows with a token)."""
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        kept = keep if t.shape == keep.shape else keep.any(-1, keepdim=True)
+        if not bool(torch.isfinite(torch.where(kept, t.detach(), 0)).all()):
+            raise ValueError(f"{name} must be finite (no NaN or inf) where mask is 1")
+
+
+def _policy_loss(method, x: _Inputs, keep: torch.Tensor, agg, norm, options) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(loss, witness)`` with padding zeroed by ``keep``.
+
+    The witness is finite exactly when every input the loss reads is finite
+    wherever ``keep`` zeroes it by a product (everywhere, for a float
+    ``keep``; in the kept slots, up to overflow, for a boolean one): each
+    input reaches the loss or the witness through a sum or a product, and
+    ``0 * inf`` is NaN.
+    """
+    n = keep.sum(-1, keepdim=True) if method in _SEQUENCE_LEVEL or agg == "seq-mean-token-mean" else None
+    lp = _zeroed(x.log_prob, keep)
+    delta = None if x.old_log_prob is None else _zeroed(x.log_prob - x.old_log_prob.detach(), keep)
+    A = x.advantage if x.advantage.shape[-1] == 1 else _zeroed(x.advantage, keep)
+    per_token = _policy_terms(method, lp, delta, A, n, *options)
+    witness = A.detach().sum() + (0 if delta is None else delta.detach().sum())
+    if x.weight is not None:
+        per_token = per_token * _zeroed(x.weight, keep).detach()
+    zero_outside = keep.is_floating_point() and method in ("reinforce", "gpg", "cispo")  # products of zeroed inputs
+    loss = _reduce(per_token, keep, agg, norm, n, zero_outside)
+    return loss, witness + loss.detach()
+
+
+def _policy_terms(method, lp, delta, A, n, low, high, dual_clip, cispo_cap, sapo_tau, gmpo_clip):
+    """The loss of ``method`` per token, ``[B, T]``, or ``[B, 1]`` where it is constant along a row (GSPO, GMPO)."""
+    neg_A = -A.detach()
     if method in ("reinforce", "gpg"):
-        return -A * lp
-    delta = lp - old.detach()
+        return neg_A * lp
     if method == "ppo":
         r = delta.exp()
-        loss = torch.maximum(-A * r, -A * r.clamp(1 - low, 1 + high))
+        loss = torch.maximum(neg_A * r, neg_A * r.clamp(1 - low, 1 + high))
         if dual_clip is not None:
-            loss = torch.where(A < 0, torch.minimum(loss, -A * dual_clip), loss)
+            loss = torch.where(neg_A > 0, torch.minimum(loss, neg_A * dual_clip), loss)
         return loss
     if method in ("gspo", "gspo_token"):
-        log_s = _seq_mean(delta, m)
+        log_s = delta.sum(-1, keepdim=True) / n.clamp(min=1)
         if method == "gspo_token":  # straight-through: the value of s_i, the gradient of pi_t / sg(pi_t)
-            log_s = log_s.detach() + lp - lp.detach()
+            log_s = log_s.detach() + (delta - delta.detach())
         s = log_s.exp()
-        return torch.maximum(-A * s, -A * s.clamp(1 - low, 1 + high))
+        return torch.maximum(neg_A * s, neg_A * s.clamp(1 - low, 1 + high))
     if method == "cispo":
-        r = delta.exp()
+        r = delta.exp().detach()
         w = r.clamp(max=cispo_cap) if cispo_cap is not None else r.clamp(1 - low, 1 + high)
-        return -w.detach() * A * lp
+        return lp * (w * neg_A)
     if method == "sapo":
-        r = delta.exp()
-        tau = torch.where(A > 0, A.new_tensor(sapo_tau[0]), A.new_tensor(sapo_tau[1]))
-        return -torch.sigmoid(tau * (r - 1)) * 4 / tau * A
+        tau = torch.where(neg_A < 0, neg_A.new_tensor(sapo_tau[0]), neg_A.new_tensor(sapo_tau[1]))
+        return torch.sigmoid(tau * (delta.exp() - 1)) * (4 * neg_A / tau)
     # gmpo: exp(mean_t of the sign-clipped log-ratio), times the row's mean advantage
     g_low, g_high = gmpo_clip
-    sign = torch.sign(A)
+    sign = -torch.sign(neg_A)
     clipped = sign * torch.minimum(sign * delta, sign * delta.clamp(-g_low, g_high))
-    ratio = _seq_mean(clipped, m).exp()
-    return (-_seq_mean(A, m) * ratio).expand_as(lp)
+    mean_neg_A = neg_A if neg_A.shape[-1] == 1 else neg_A.sum(-1, keepdim=True) / n.clamp(min=1)
+    return mean_neg_A * (clipped.sum(-1, keepdim=True) / n.clamp(min=1)).exp()
 
 
 def policy_loss(
@@ -635,6 +724,16 @@ def policy_loss(
     -------
     A scalar of ``log_prob``'s kind, device and dtype.
 
+    Notes
+    -----
+    Masked slots may hold anything (padding sentinels, ``-inf``, NaN): they
+    reach neither the value nor the gradient.  When every input is finite
+    everywhere and the mask is 0/1 (one sum and one synchronisation tell),
+    padding is zeroed by a product with the mask; otherwise the loss is
+    computed a second time with ``torch.where``, which also names an
+    argument holding NaN or inf where the mask is 1.  ``reinforce`` and
+    ``gpg`` never read ``old_log_prob`` (only its shape is checked).
+
     References
     ----------
     Schulman et al. (PPO) arXiv:1707.06347; Ye et al. (dual clip) AAAI 2020; Yu et al. (DAPO)
@@ -670,11 +769,16 @@ def policy_loss(
     if not min(tau) > 0:
         raise ValueError(f"sapo_tau must be positive, got {tau}")
     gclip = tuple(require_nonnegative(f"gmpo_clip[{i}]", x) for i, x in enumerate(_pair("gmpo_clip", gmpo_clip)))
-    t, m, kind = _policy_inputs(log_prob, old_log_prob, advantage, mask, weight)
-    per_token = _per_token_loss(method, t["log_prob"], t["old_log_prob"], t["advantage"], m, low, high, dual_clip, cispo_cap, tau, gclip)
-    if weight is not None:
-        per_token = per_token * t["weight"].detach()
-    return like(kind, _reduce(per_token, m, agg, norm).to(_dtype(log_prob)))
+    x = _policy_inputs(method, log_prob, old_log_prob, advantage, mask, weight)
+    options = (low, high, dual_clip, cispo_cap, tau, gclip)
+    keep, not_01 = _float_mask(x.mask, x.log_prob)
+    loss, witness = _policy_loss(method, x, keep, agg, norm, options)
+    if (not_01 + 0 * witness).item() != 0:  # a mask not 0/1, or NaN or inf somewhere: the careful way
+        keep = as_mask("mask", x.mask, "log_prob", x.log_prob)
+        loss, witness = _policy_loss(method, x, keep, agg, norm, options)
+        if not bool(torch.isfinite(witness)):
+            _require_finite_where(keep, log_prob=x.log_prob, old_log_prob=x.old_log_prob, advantage=x.advantage, weight=x.weight)
+    return like(x.kind, loss.to(_dtype(log_prob)))
 
 
 def _pair(name: str, value) -> tuple:
@@ -720,24 +824,32 @@ def policy_weight(
     """
     method = _method(method)
     low, high = clip_bounds(clip_epsilon)
-    t, m, kind = _policy_inputs(log_prob, old_log_prob, advantage, mask, None)
-    lp, old, A = (t[k].detach().double() for k in ("log_prob", "old_log_prob", "advantage"))
-    delta = lp - old
+    x = _policy_inputs("ppo", log_prob, old_log_prob, advantage, mask, None)
+    keep = as_mask("mask", x.mask, "log_prob", x.log_prob)
+    _require_finite_where(keep, log_prob=x.log_prob, old_log_prob=x.old_log_prob, advantage=x.advantage)
+    kind, dtype, m = x.kind, x.log_prob.dtype, keep.double()
+    delta = torch.where(keep, x.log_prob.detach().double() - x.old_log_prob.detach().double(), 0)
+    A = x.advantage.detach().double().expand_as(delta)
     tau_p, tau_n = _pair("sapo_tau", sapo_tau)
     args = dict(eps_l=low, eps_h=high, c=dual_clip or 0.0, kappa=cispo_cap or 0.0)
     if method in ("gspo", "gspo_token"):
-        w = _evaluate("ppo", _seq_mean(delta, m.double()).exp().expand_as(A), A, **args)
+        w = _evaluate("ppo", _row_mean(delta, m).exp().expand_as(A), A, **args)
     elif method == "gmpo":
         g_low, g_high = _pair("gmpo_clip", gmpo_clip)
         sign = torch.sign(A)
         clipped = sign * torch.minimum(sign * delta, sign * delta.clamp(-g_low, g_high))
         live = torch.where(A > 0, delta <= g_high, delta >= -g_low).double()
-        w = _seq_mean(clipped, m.double()).exp() * live
+        w = _row_mean(clipped, m).exp() * live
     else:
         name = {"ppo": "dual_clip" if dual_clip is not None else "ppo", "cispo": "cispo_cap" if cispo_cap is not None else "cispo"}.get(method, method)
         tau = torch.where(A > 0, A.new_tensor(tau_p), A.new_tensor(tau_n))
         w = _evaluate(name, delta.exp(), A, tau=tau, **args)
-    return like(kind, (w * m).to(t["log_prob"].dtype).to(_dtype(log_prob)))
+    return like(kind, (w * m).to(dtype).to(_dtype(log_prob)))
+
+
+def _row_mean(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """Masked mean over the time dimension, ``[B, 1]``; 0 for an all-masked row."""
+    return (x * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1)
 
 
 def _evaluate(name, r, A, eps_l, eps_h, c, kappa, tau=1.0):
@@ -806,7 +918,7 @@ def value_loss(value, old_value, returns, mask, clip: float | None = None, agg: 
     if clip is not None:
         clip = require_nonnegative("clip", clip)
         sq = torch.maximum(sq, (v0 + (v - v0).clamp(-clip, clip) - g) ** 2)
-    return like(kind, (0.5 * _reduce(sq, m.to(v.dtype), _mode(agg, "agg"), norm)).to(_dtype(value)))
+    return like(kind, (0.5 * _reduce(sq, m, _mode(agg, "agg"), norm)).to(_dtype(value)))
 
 
 # ------------------------------------------------------------------ advantage estimators

@@ -807,7 +807,7 @@ BAD_INPUT = [
     (lambda: sequence_log_prob(_lp, _m * 3), ValueError, "mask must hold only 0 and 1"),
     (lambda: token_weights(np.ones(3), "token-mean"), ValueError, "mask must have at least 2 dimensions"),
     (lambda: aggregate(_lp, _m, "token-mean", norm=0.0), ValueError, "norm must be > 0"),
-    (lambda: policy_weight("ppo", _lp, _old, _A[:2], _m), ValueError, "advantage must have the shape of log_prob"),
+    (lambda: policy_weight("ppo", _lp, _old, _A[:2], _m), ValueError, r"advantage must have shape \[B\] = \(6,\) or the shape of log_prob"),
     (lambda: kl_penalty(_lp, _old, _m, "k3", clamp=1), TypeError, "clamp must be a bool"),
     (lambda: value_loss(_lp, _old, _lp, _m, clip=-0.1), ValueError, "clip must be >= 0"),
     (lambda: masked_whiten(_lp, torch.zeros_like(_m)), ValueError, "mask must select at least 2 entries"),
@@ -906,3 +906,114 @@ def test_parameter_gradient_is_derived_weight_times_advantage_times_score(method
     coef = -token_weights(mask, mode) * w * A[:, None]  # [n, L]
     scores = token_score_tensor(lm, theta)[idx]  # [n, L, P]
     assert (g - (coef[..., None] * scores).sum((0, 1))).abs().max().item() <= 1e-15
+
+
+# ------------------------------------------------------------------ padding: the fast path and the careful one
+# policy_loss zeroes padding by a product with a float 0/1 mask when one sum finds every input finite and the
+# mask 0/1, and with torch.where otherwise.  These tests drive both paths with the same numbers.
+
+PAD_SENTINELS = [-math.inf, math.inf, math.nan, -1e30, 1e4, 3e38]
+PAD_ARGS = ["log_prob", "old_log_prob", "advantage", "weight"]
+
+
+def _pad_case(method, dirty_arg, sentinel):
+    """Clean inputs with [B, T] advantages and sampler weights, and the same with ``sentinel`` in the padding of one argument."""
+    lp, old, A, mask = _trainer_batch()
+    gen = torch.Generator().manual_seed(5)
+    args = {"log_prob": lp, "old_log_prob": old, "advantage": A[:, None] * (1 + torch.rand(lp.shape, generator=gen, dtype=torch.float64)),
+            "weight": 0.5 + torch.rand(lp.shape, generator=gen, dtype=torch.float64)}
+    dirty = dict(args)
+    dirty[dirty_arg] = torch.where(mask > 0, args[dirty_arg], sentinel)
+    return args, dirty, mask
+
+
+def _loss_and_grad(method, args, mask):
+    lp = args["log_prob"].clone().requires_grad_(True)
+    loss = policy_loss(method, lp, args["old_log_prob"], args["advantage"], mask, weight=args["weight"])
+    (g,) = torch.autograd.grad(loss, lp)
+    return loss, g
+
+
+@pytest.mark.parametrize("sentinel", PAD_SENTINELS)
+@pytest.mark.parametrize("dirty_arg", PAD_ARGS)
+@pytest.mark.parametrize("method", POLICY_LOSSES)
+def test_any_padding_in_any_argument_leaves_value_and_gradient_exact(method, dirty_arg, sentinel):
+    """Catches a product guard (inf * 0 = NaN) used on non-finite padding, an overflow to inf at a padded slot
+    (3e38 * 1.28 in fp32), and a fast path that skips the careful one when it should not."""
+    args, dirty, mask = _pad_case(method, dirty_arg, sentinel)
+    ref, ref_grad = _loss_and_grad(method, args, mask)
+    pad = mask == 0
+    for m in (mask, mask.bool(), mask.to(torch.int64), mask.float()):
+        for dtype in (torch.float64, torch.float32):
+            cast = {k: v.to(dtype) for k, v in dirty.items()}
+            loss, g = _loss_and_grad(method, cast, m)
+            assert torch.isfinite(loss) and torch.isfinite(g).all() and g[pad].abs().max().item() == 0.0
+            tol = 1e-15 if dtype == torch.float64 else 1e-5
+            assert abs(loss.item() - ref.item()) <= tol * (1 + abs(ref.item()))
+            assert (g.double() - ref_grad).abs().max().item() <= tol * (1 + ref_grad.abs().max().item())
+
+
+@pytest.mark.parametrize("method", POLICY_LOSSES)
+def test_an_empty_row_may_hold_a_nan_advantage(method):
+    """A per-sequence advantage of a row with no response token is never read, on either path."""
+    lp, old, A, mask = _trainer_batch()
+    mask, A_nan = mask.clone(), A.clone()
+    mask[2] = 0
+    A_nan[2] = math.nan
+    ref, ref_grad = _loss_and_grad(method, {"log_prob": lp, "old_log_prob": old, "advantage": A, "weight": None}, mask)
+    loss, g = _loss_and_grad(method, {"log_prob": lp, "old_log_prob": old, "advantage": A_nan, "weight": None}, mask)
+    assert torch.isfinite(g).all() and g[2].abs().max().item() == 0.0
+    assert loss.item() == ref.item() and torch.equal(g, ref_grad)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("method, arg", [(m, a) for m in POLICY_LOSSES for a in PAD_ARGS if not (a == "old_log_prob" and m in ("reinforce", "gpg"))])
+def test_a_non_finite_kept_value_is_named(method, arg, bad):
+    """Catches a witness that misses an input: inf hidden by a clip (r = inf is clipped to 1 + eps), or by max/min."""
+    args, _, mask = _pad_case(method, arg, 0.0)
+    args[arg] = args[arg].clone()
+    args[arg][1, 0] = bad
+    for m in (mask, mask.bool()):
+        with pytest.raises(ValueError, match=f"^{arg} must be finite .*where mask is 1"):
+            policy_loss(method, args["log_prob"], args["old_log_prob"], args["advantage"], m, weight=args["weight"])
+
+
+def test_reinforce_and_gpg_never_read_old_log_prob():
+    lp, old, A, mask = _trainer_batch()
+    for method in ("reinforce", "gpg"):
+        assert policy_loss(method, lp, torch.full_like(old, math.nan), A, mask).item() == policy_loss(method, lp, old, A, mask).item()
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_the_one_sum_mask_test_is_exact_on_every_16_bit_value_and_near_0_and_1(mask_dtype):
+    """sum |m - m^2| == 0 exactly when m is 0 or 1: every fp16/bf16 value, and the floats next to 0 and 1 in fp32/fp64."""
+    from numeric.losses import _float_mask
+
+    if mask_dtype in (torch.float16, torch.bfloat16):
+        values = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(mask_dtype)
+    else:
+        near = [torch.nextafter(torch.tensor(v, dtype=mask_dtype), torch.tensor(d, dtype=mask_dtype)) for v in (0.0, 1.0) for d in (-1.0, 2.0)]
+        tiny = torch.finfo(mask_dtype).tiny
+        values = torch.stack(near + [torch.tensor(x, dtype=mask_dtype) for x in (0.0, -0.0, 1.0, 2.0, 0.5, tiny, tiny / 2**10, math.inf, -math.inf, math.nan)])
+    like = torch.zeros((), dtype=torch.float32)
+    for v in values:
+        _, not_01 = _float_mask(v.reshape(1, 1), like)
+        is_01 = bool(v == 0) or bool(v == 1)
+        assert (not_01.item() == 0) == is_01, float(v)
+
+
+def test_a_float64_mask_that_rounds_to_1_in_float32_is_refused():
+    lp, old, A, mask = _trainer_batch()
+    near_one = mask.clone()
+    near_one[0, 0] = 1 + 1e-10  # float32(1 + 1e-10) == 1
+    for method in POLICY_LOSSES:
+        with pytest.raises(ValueError, match="mask must hold only 0 and 1"):
+            policy_loss(method, lp.float(), old.float(), A.float(), near_one)
+    for bad in (0.5, 2.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="mask must hold only 0 and 1"):
+            policy_loss("ppo", lp, old, A, torch.where(mask > 0, bad, 0.0))
+    cancelling = torch.zeros_like(mask)  # m - m^2: -2 at m = 2, +0.25 at each of eight m = 0.5; they sum to 0 without |.|
+    cancelling[0, 0], cancelling[1, :2], cancelling[0, 1:] = 2.0, 0.5, 0.5
+    assert (cancelling - cancelling**2).sum().item() == 0.0
+    with pytest.raises(ValueError, match="mask must hold only 0 and 1"):
+        policy_loss("ppo", lp, old, A, cancelling)

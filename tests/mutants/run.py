@@ -139,6 +139,25 @@ MUTANTS = [
            _topic("trust_region"), "CISPO bias bound with ||s||^2 in place of ||s||"),
     Mutant("tv_bound_constant", "derivations/trust_region.py", "d.then(S(sp.Abs(pi[a] - mu[a])) / 2,", "d.then(S(sp.Abs(pi[a] - mu[a])) / 4,",
            ("tests/test_trust_region.py", "derivations/trust_region.py", "tests/test_derivation.py"), "displayed TV bound halved (needs steps verified against their display)"),
+    # -- losses
+    Mutant("loss_witness_no_advantage", "numeric/losses.py", "    witness = A.detach().sum() + (0 if delta is None else delta.detach().sum())",
+           "    witness = 0 if delta is None else delta.detach().sum()", _topic("losses"), "a NaN advantage of an empty row leaks NaN into GSPO's gradient"),
+    Mutant("loss_witness_no_delta", "numeric/losses.py", "    witness = A.detach().sum() + (0 if delta is None else delta.detach().sum())",
+           "    witness = A.detach().sum()", _topic("losses"), "an infinite log-ratio clipped away by PPO goes unreported"),
+    Mutant("loss_mask_test_no_abs", "numeric/losses.py", "torch.addcmul(numbers, numbers, numbers, value=-1).abs().sum()",
+           "torch.addcmul(numbers, numbers, numbers, value=-1).sum()", _topic("losses"), "a mask of 2 and eight 0.5s passes the 0/1 test"),
+    Mutant("loss_mask_test_rounded", "numeric/losses.py", "    numbers = m if m.is_floating_point() else m.to(like_t.dtype)",
+           "    numbers = m.to(like_t.dtype)", _topic("losses"), "a float64 mask entry 1 + 1e-10 passes after rounding to float32"),
+    Mutant("loss_padding_read", "numeric/losses.py", '    zero_outside = keep.is_floating_point() and method in ("reinforce", "gpg", "cispo")',
+           '    zero_outside = method in ("reinforce", "gpg", "cispo")', _topic("losses"), "the careful path sums padding it never zeroed"),
+    Mutant("loss_empty_row_read", "numeric/losses.py", "        live = torch.where(n > 0, x, 0)", "        live = x",
+           _topic("losses"), "an empty row's sequence loss is read"),
+    Mutant("sapo_tau_swapped", "numeric/losses.py", "tau = torch.where(neg_A < 0,", "tau = torch.where(neg_A > 0,",
+           _topic("losses"), "SAPO's tau+ used for negative advantages"),
+    Mutant("gspo_token_not_straight_through", "numeric/losses.py", "log_s = log_s.detach() + (delta - delta.detach())",
+           "log_s = log_s + (delta - delta.detach())", _topic("losses"), "GSPO-token's gradient adds the sequence ratio's"),
+    Mutant("dual_clip_side", "numeric/losses.py", "loss = torch.where(neg_A > 0, torch.minimum(loss, neg_A * dual_clip), loss)",
+           "loss = torch.where(neg_A < 0, torch.minimum(loss, neg_A * dual_clip), loss)", _topic("losses"), "dual clip applied to positive advantages"),
 ]
 
 
