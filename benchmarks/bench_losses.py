@@ -3,21 +3,30 @@
 Prints figures; it is not a test.  At B = 64, T = 1024 (65,536 tokens, a
 quarter of them padding), forward + backward of every method of
 :func:`numeric.policy_loss`, in fp32 and fp64, on this machine's CPU (or
-``--device cuda``):
+``--device cuda``).  Times are the best of ``--repeats`` runs, the compared
+functions taking turns:
 
-* ``batched``: :func:`numeric.policy_loss`, best of several runs;
-* ``naive``: the same loss written token by token in Python (one autograd
-  node per scalar operation), timed on a slice of 2 rows and scaled to the
-  batch by the number of tokens (the loop is linear in them); target: the
-  batched loss at least 1000x faster;
+* ``batched``: :func:`numeric.policy_loss` on a clean batch (finite padding:
+  its product path);
 * ``shortest``: the shortest hand-written torch expression of the same
   formula (no input checks, no padding guard); target: batched within 1.5x;
 * ``guarded``: that expression made safe for ``-inf`` padding (masked
   log-probs replaced by 0 with ``torch.where`` first), still without input
   checks: what the padding guarantee alone costs, so the rest of the gap is
-  the input checks (0/1 mask, finite unmasked values, shapes);
+  the input checks (0/1 mask, finite values, shapes);
+* ``-inf pad``: :func:`numeric.policy_loss` with ``-inf`` in the padding of
+  ``log_prob`` (its careful ``torch.where`` path, taken after the product
+  path's witness turns NaN);
+* ``naive``: the same loss written token by token in Python (one autograd
+  node per scalar operation), timed on a slice of 2 rows and scaled to the
+  batch by the number of tokens (the loop is linear in them); target: the
+  batched loss at least 1000x faster;
+* ``peak``: the most memory allocated at once during forward + backward,
+  above what was live before (the inputs): on CUDA from
+  ``torch.cuda.max_memory_allocated``, on a CPU from the profiler's
+  allocation timeline; for the batched loss and the shortest expression;
 * ``saved``: bytes of tensors autograd keeps between forward and backward
-  (what a trainer holds per loss), and, on CUDA, the peak allocated memory.
+  (what a trainer holds per loss).
 
 Run: ``python benchmarks/bench_losses.py [--device cuda] [--repeats 30]``
 """
@@ -147,6 +156,30 @@ def saved_bytes(fn, lp, *rest):
     return sum(seen.values())
 
 
+def peak_bytes(fn, lp, device):
+    """The most bytes allocated at once while ``fwd_bwd(fn, lp)`` runs, above what was live before."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fwd_bwd(fn, lp)
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fwd_bwd(fn, lp)
+    try:  # the allocation timeline: +bytes at each allocation, -bytes at each free
+        events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    except AttributeError:  # a torch without this (private) view of the trace
+        return float("nan")
+    live = peak = 0
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        live += e.nbytes()
+        peak = max(peak, live)
+    return peak
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -155,31 +188,36 @@ def main() -> None:
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     print(f"B = {B}, T = {T}, device {device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(f"{'method':<11} {'dtype':<8} {'batched ms':>10} {'shortest ms':>11} {'ratio':>6} {'guarded ms':>10} {'ratio':>6} "
-          f"{'naive s (scaled)':>16} {'speed-up':>9} {'saved MiB':>9} {'peak MiB':>8}  grad gap")
+    print(f"{'':<20} {'batched':>7} {'shortest':>8} {'':>5} {'guarded':>7} {'':>5} {'-inf pad':>8} {'naive s':>8} {'':>6} "
+          f"{'peak MiB':>15} {'saved':>5}")
+    print(f"{'method':<11} {'dtype':<8} {'ms':>7} {'ms':>8} {'ratio':>5} {'ms':>7} {'ratio':>5} {'ms':>8} {'(scaled)':>8} {'speed':>6} "
+          f"{'batched':>7} {'short':>7} {'MiB':>5}  grad gap")
+    worst = {}
     for dtype in (torch.float32, torch.float64):
         lp, old, A, m = batch(dtype, device)
+        lp_inf = torch.where(m > 0, lp, -torch.inf)
         for method in POLICY_LOSSES:
             ours = lambda x, o=old, a=A, mk=m, meth=method: policy_loss(meth, x, o, a, mk, clip_epsilon=EPS)  # noqa: E731
             short = lambda x, o=old, a=A, mk=m, meth=method: shortest(meth, x, o, a, mk)  # noqa: E731
-            if device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats()
-            fwd_bwd(ours, lp)
-            peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else float("nan")  # CPU: torch keeps no peak
             safe = lambda x, o=old, a=A, mk=m, meth=method: guarded(meth, x, o, a, mk)  # noqa: E731
-            t_ours, t_short, t_safe = timed([lambda f=f: fwd_bwd(f, lp) for f in (ours, short, safe)], args.repeats, sync)
+            runs = [lambda f=f: fwd_bwd(f, lp) for f in (ours, short, safe)] + [lambda: fwd_bwd(ours, lp_inf)]
+            t_ours, t_short, t_safe, t_inf = timed(runs, args.repeats, sync)
             gap = float((fwd_bwd(ours, lp) - fwd_bwd(short, lp)).abs().max())
             rows = 2  # the naive loop on a slice of two rows, scaled by tokens
             sl = [x[:rows].cpu() for x in (lp, old, A, m)]
             t0 = time.perf_counter()
             fwd_bwd(lambda x: naive(method, x, *sl[1:]), sl[0])
             t_naive = (time.perf_counter() - t0) * float(m.sum()) / float(sl[3].sum())
+            peak_ours, peak_short = (peak_bytes(f, lp, device) / 2**20 for f in (ours, short))
             mib = saved_bytes(ours, lp) / 2**20
+            worst[method] = max(worst.get(method, 0.0), t_ours / t_short)
             print(
-                f"{method:<11} {str(dtype).removeprefix('torch.'):<8} {1e3 * t_ours:>10.2f} {1e3 * t_short:>11.2f} {t_ours / t_short:>6.2f} "
-                f"{1e3 * t_safe:>10.2f} {t_ours / t_safe:>6.2f} "
-                f"{t_naive:>16.1f} {t_naive / t_ours:>9.0f} {mib:>9.1f} {peak:>8.1f}  {gap:.1e}"
+                f"{method:<11} {str(dtype).removeprefix('torch.'):<8} {1e3 * t_ours:>7.2f} {1e3 * t_short:>8.2f} {t_ours / t_short:>5.2f} "
+                f"{1e3 * t_safe:>7.2f} {t_ours / t_safe:>5.2f} {1e3 * t_inf:>8.2f} {t_naive:>8.1f} {t_naive / t_ours:>6.0f} "
+                f"{peak_ours:>7.1f} {peak_short:>7.1f} {mib:>5.1f}  {gap:.1e}"
             )
+    within = [m for m, r in worst.items() if r <= 1.5]
+    print(f"within 1.5x of the shortest expression in both dtypes: {len(within)}/{len(worst)} ({', '.join(within)})")
 
 
 if __name__ == "__main__":

@@ -625,7 +625,7 @@ def _policy_terms(method, lp, delta, A, n, low, high, dual_clip, cispo_cap, sapo
         s = log_s.exp()
         return torch.maximum(neg_A * s, neg_A * s.clamp(1 - low, 1 + high))
     if method == "cispo":
-        r = delta.exp().detach()
+        r = delta.detach().exp()
         w = r.clamp(max=cispo_cap) if cispo_cap is not None else r.clamp(1 - low, 1 + high)
         return lp * (w * neg_A)
     if method == "sapo":
