@@ -66,6 +66,7 @@ from .tinylm import TinyLM, perturb, token_score_tensor
 from .trust_region import kl_k1, kl_k2, kl_k3
 
 __all__ = [
+    "CORRECTION_WEIGHTS",
     "Episodes",
     "SCHEMES",
     "SchemeMoments",
@@ -346,6 +347,19 @@ def kl_rejection_mask(log_prob, sampler_log_prob, mask, threshold: float = 0.05,
     per_token = _on_mask(m, _KL[estimator](-d, zero))  # log_prob = log mu, ref = log pi
     keep = (per_token.sum(-1, keepdim=True) <= threshold).to(d.dtype)
     return like(kind, _per_sequence(m, keep))
+
+
+CORRECTION_WEIGHTS = (
+    token_ratio,
+    sequence_ratio,
+    truncated_token_ratio,
+    truncated_sequence_ratio,
+    masked_token_ratio,
+    masked_sequence_ratio,
+    geometric_sequence_mask,
+    kl_rejection_mask,
+)
+"""The batched sampler-correction weights, each ``fn(log_prob, sampler_log_prob, mask, ...)`` giving ``[B, T]``."""
 
 
 def _on_policy(log_prob, sampler_log_prob, mask):

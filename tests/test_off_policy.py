@@ -6,6 +6,7 @@ import torch
 
 import numeric.off_policy as op
 from numeric import (
+    CORRECTION_WEIGHTS,
     geometric_sequence_mask,
     kl_rejection_mask,
     masked_sequence_ratio,
@@ -17,17 +18,6 @@ from numeric import (
     truncated_token_ratio,
     two_turn_agent,
 )
-
-WEIGHTS = [
-    token_ratio,
-    sequence_ratio,
-    truncated_token_ratio,
-    truncated_sequence_ratio,
-    masked_token_ratio,
-    masked_sequence_ratio,
-    geometric_sequence_mask,
-    kl_rejection_mask,
-]
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +118,7 @@ def test_chain_identity_and_growth():
 # -- the caller's kind, dtype and device; padding -----------------------------------------------
 
 
-@pytest.mark.parametrize("fn", WEIGHTS)
+@pytest.mark.parametrize("fn", CORRECTION_WEIGHTS)
 def test_kinds_dtypes_and_detach(fn):
     lp = np.log(np.array([[0.5, 0.2, 0.9], [0.3, 0.3, 0.3]]))
     lmu = np.log(np.array([[0.4, 0.3, 0.9], [0.3, 0.2, 0.7]]))
@@ -143,7 +133,7 @@ def test_kinds_dtypes_and_detach(fn):
     assert out[0, 2] == 0.0
 
 
-@pytest.mark.parametrize("fn", WEIGHTS)
+@pytest.mark.parametrize("fn", CORRECTION_WEIGHTS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_masked_slots_may_hold_anything(fn, dtype):
     lp = torch.tensor([[-0.5, float("nan"), float("inf")], [-1e30, -0.2, -0.1]], dtype=dtype)
@@ -175,7 +165,7 @@ def test_kl_rejection_estimators_and_direction():
 # -- bad input ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fn", WEIGHTS)
+@pytest.mark.parametrize("fn", CORRECTION_WEIGHTS)
 def test_weight_functions_reject_bad_input(fn):
     z = np.zeros((2, 3))
     one = np.ones((2, 3))
