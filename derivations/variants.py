@@ -236,15 +236,21 @@ def _constants(constants) -> dict:
     return out
 
 
-def _check_expression(expr, G, constants) -> sp.Expr:
-    if isinstance(expr, sp.MatrixBase) or isinstance(expr, (list, tuple)):
-        raise TypeError("advantage must be a scalar sympy expression (one answer's advantage), got a matrix or sequence")
+def _scalar_expression(name: str, value, what: str, alternative: str) -> sp.Expr:
+    """``value`` as a scalar SymPy expression (strict sympify), or a ``TypeError`` naming ``name``."""
+    if isinstance(value, sp.MatrixBase) or isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be {what}, got a matrix or sequence")
     try:
-        expr = sp.sympify(expr, strict=True)
+        value = sp.sympify(value, strict=True)
     except sp.SympifyError:
-        raise TypeError(f"advantage must be a sympy expression or a callable, got {type(expr).__name__}") from None
-    if not isinstance(expr, sp.Expr):
-        raise TypeError(f"advantage must be a scalar sympy expression, got {type(expr).__name__}")
+        raise TypeError(f"{name} must be a sympy expression or {alternative}, got {type(value).__name__}") from None
+    if not isinstance(value, sp.Expr):
+        raise TypeError(f"{name} must be a scalar sympy expression, got {type(value).__name__}")
+    return value
+
+
+def _check_expression(expr, G, constants) -> sp.Expr:
+    expr = _scalar_expression("advantage", expr, "a scalar sympy expression (one answer's advantage)", "a callable")
     if expr.has(S):
         raise ValueError("advantage must not contain the score s: it is a function of the group's rewards")
     allowed = {G_SYMBOL, I, R.label, *constants}
@@ -860,14 +866,7 @@ class TokenReport:
 
 
 def _token_expression(loss, constants: dict) -> sp.Expr:
-    if isinstance(loss, sp.MatrixBase) or isinstance(loss, (list, tuple)):
-        raise TypeError("loss must be one token's loss, a scalar sympy expression, got a matrix or sequence")
-    try:
-        loss = sp.sympify(loss, strict=True)
-    except sp.SympifyError:
-        raise TypeError(f"loss must be a sympy expression or a torch callable, got {type(loss).__name__}") from None
-    if not isinstance(loss, sp.Expr):
-        raise TypeError(f"loss must be a scalar sympy expression, got {type(loss).__name__}")
+    loss = _scalar_expression("loss", loss, "one token's loss, a scalar sympy expression", "a torch callable")
     unknown = loss.free_symbols - _TOKEN_SYMBOLS - set(constants)
     if unknown:
         raise ValueError(
