@@ -7,7 +7,7 @@ import pytest
 import sympy as sp
 import torch
 
-from derivations import Derivation, DerivationError
+from derivations import Derivation
 from derivations import gradient_weights as dgw
 from numeric import (
     PPODiagnostics,
@@ -30,21 +30,12 @@ def test_claims_verify(make):
     assert make().verify().verified
 
 
-
-def _fails(d) -> bool:
-    try:
-        d.verify()
-    except DerivationError:
-        return True
-    return False
-
-
 A, r, ell = dgw.A, dgw.r, dgw.ell
 eps_l, eps_h, c = dgw.eps_l, dgw.eps_h, dgw.c
 
 
 @pytest.mark.parametrize("method", dgw.METHODS)
-def test_a_region_resolved_on_the_wrong_sign_of_A_fails(method):
+def test_a_region_resolved_on_the_wrong_sign_of_A_fails(method, fails_to_verify):
     """Each region's piece, swapped with the piece of the same r-interval for the other sign of A, must fail (where they differ)."""
     d = dgw.weight_derivation(method)
     half = len(d.steps) // 2
@@ -52,46 +43,46 @@ def test_a_region_resolved_on_the_wrong_sign_of_A_fails(method):
     for i in range(0, half, 2):
         pos, neg = d.steps[i].rhs, d.steps[i + half].rhs
         if pos != neg:
-            assert _fails(d.replaced(i, rhs=neg)) and _fails(d.replaced(i + half, rhs=pos))
+            assert fails_to_verify(d.replaced(i, rhs=neg)) and fails_to_verify(d.replaced(i + half, rhs=pos))
             swapped += 1
     assert swapped == {"ppo": 2, "dual_clip": 3, "cispo": 0, "is": 0}[method]
 
 
-def test_wrong_clip_bounds_and_weights_fail():
+def test_wrong_clip_bounds_and_weights_fail(fails_to_verify):
     d = dgw.weight_derivation("ppo")
     assert d.steps[6].rhs == -A * (1 - eps_l)  # A < 0, r < 1 - eps_l: the clipped constant
-    assert _fails(d.replaced(6, rhs=-A * (1 + eps_l)))  # the wrong bound
-    assert _fails(d.replaced(4, rhs=-A * (1 - eps_l)))  # A > 0 clipped at the lower bound
-    assert _fails(d.replaced(5, rhs=-A * r))  # a silenced region given weight r
+    assert fails_to_verify(d.replaced(6, rhs=-A * (1 + eps_l)))  # the wrong bound
+    assert fails_to_verify(d.replaced(4, rhs=-A * (1 - eps_l)))  # A > 0 clipped at the lower bound
+    assert fails_to_verify(d.replaced(5, rhs=-A * r))  # a silenced region given weight r
     dual = dgw.weight_derivation("dual_clip")
     assert dual.steps[14].rhs == -A * c
-    assert _fails(dual.replaced(14, rhs=-A * (1 + eps_h)))  # the dual clip's constant is c
+    assert fails_to_verify(dual.replaced(14, rhs=-A * (1 + eps_h)))  # the dual clip's constant is c
     cispo = dgw.weight_derivation("cispo")
-    assert _fails(cispo.replaced(2, rhs=-A * ell * (1 + eps_h)))  # the cap without its stop-gradient
-    assert _fails(cispo.replaced(3, rhs=-A * r))  # beyond the cap the weight is 1 + eps_h, not r
+    assert fails_to_verify(cispo.replaced(2, rhs=-A * ell * (1 + eps_h)))  # the cap without its stop-gradient
+    assert fails_to_verify(cispo.replaced(3, rhs=-A * r))  # beyond the cap the weight is 1 + eps_h, not r
 
 
-def test_silenced_set_and_limits_catch_a_wrong_mask_or_weight():
+def test_silenced_set_and_limits_catch_a_wrong_mask_or_weight(fails_to_verify):
     d = dgw.silenced_set()
     M_ = next(s for s in d.steps[2].rhs.free_symbols if s.name == "M")
     wrong_mask = sp.Piecewise((0, ((A > 0) & (r > 1 + eps_h)) | ((A < 0) & (r > 1 - eps_l))), (1, True))
     wrong = Derivation(d.title, unfold=lambda e: d.unfold(e.xreplace({M_: wrong_mask})))
     wrong.steps = d.steps
-    assert _fails(wrong)
+    assert fails_to_verify(wrong)
     limits = dgw.on_policy_limit()
-    assert _fails(limits.replaced(0, rhs=1 + eps_h))  # CISPO without a clip is IS, not the cap
+    assert fails_to_verify(limits.replaced(0, rhs=1 + eps_h))  # CISPO without a clip is IS, not the cap
     ppo_at_2 = sp.Subs(dgw.gradient_weight("ppo"), r, 2)  # outside the clip range one sign is silenced
-    assert _fails(limits.replaced(1, lhs=ppo_at_2))
+    assert fails_to_verify(limits.replaced(1, lhs=ppo_at_2))
 
 
-def test_missing_stop_gradient_and_wrong_solution_sets_fail():
+def test_missing_stop_gradient_and_wrong_solution_sets_fail(fails_to_verify):
     d = dgw.stop_gradient_semantics()
-    assert _fails(d.replaced(1, rhs=-A * r * (1 + ell)))  # (a) differentiated as if sg were missing
-    assert _fails(d.replaced(0, rhs=-A * r))  # loss (a) is not the ratio loss (c)
-    assert _fails(d.replaced(10, rhs=-A * r))  # (c) beyond the clip is the constant cap
+    assert fails_to_verify(d.replaced(1, rhs=-A * r * (1 + ell)))  # (a) differentiated as if sg were missing
+    assert fails_to_verify(d.replaced(0, rhs=-A * r))  # loss (a) is not the ratio loss (c)
+    assert fails_to_verify(d.replaced(10, rhs=-A * r))  # (c) beyond the clip is the constant cap
     flip = dgw.sign_flip()
-    assert _fails(flip.replaced(2, rhs=ell < 1))
-    assert _fails(flip.replaced(3, rhs=sp.Symbol("pi", positive=True) < sp.Rational(1, 2)))
+    assert fails_to_verify(flip.replaced(2, rhs=ell < 1))
+    assert fails_to_verify(flip.replaced(3, rhs=sp.Symbol("pi", positive=True) < sp.Rational(1, 2)))
 
 
 def test_weight_table_has_a_row_per_region():

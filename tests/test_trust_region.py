@@ -5,7 +5,6 @@ import pytest
 import sympy as sp
 import torch
 
-from derivations import DerivationError
 from derivations import trust_region as dtr
 from derivations.proofs import relation_holds
 from numeric import clip_excess, kl_k1, kl_k2, kl_k3
@@ -53,34 +52,25 @@ def test_tv_bound_is_tight_at_c_one_in_exact_rationals():
         assert float(np.array([float(m) for m in mu]) @ clip_excess(ratio, eps)) < numeric
 
 
-
-def _fails(d) -> bool:
-    try:
-        d.verify()
-    except DerivationError:
-        return True
-    return False
-
-
-def test_the_lemma_proof_rejects_c_below_one_and_half_the_right_side():
+def test_the_lemma_proof_rejects_c_below_one_and_half_the_right_side(fails_to_verify):
     lemma = dtr.positive_part_lemma()
     x, y, c = dtr._x, dtr._y, dtr._c
     instance = lemma.steps[0].claim().subs({x: 1, y: 1, c: sp.Rational(1, 2)})
     assert relation_holds(instance.left, ">", instance.right)  # the displayed claim is false there
-    assert _fails(lemma.replaced(0, lhs=dtr._pos(x - y / 2)))  # c = 1/2 written into the lemma
-    assert _fails(lemma.replaced(0, rhs=dtr._pos(x - y) / 2))  # half the right side
+    assert fails_to_verify(lemma.replaced(0, lhs=dtr._pos(x - y / 2)))  # c = 1/2 written into the lemma
+    assert fails_to_verify(lemma.replaced(0, rhs=dtr._pos(x - y) / 2))  # half the right side
 
 
 @pytest.mark.parametrize("make", [dtr.positive_part_lemma, dtr._positive_part_identity, dtr._homogeneity])
-def test_the_lemmas_the_tv_chain_instantiates_are_sound(make):
+def test_the_lemmas_the_tv_chain_instantiates_are_sound(make, fails_to_verify):
     """The chain's termwise steps rest on these (not rendered themselves): each verifies and refuses a false right side."""
     lemma = make().verify()
     delta = sp.Symbol("delta", positive=True)
     for i in range(len(lemma.steps)):
-        assert _fails(lemma.perturbed(i, delta))
+        assert fails_to_verify(lemma.perturbed(i, delta))
 
 
-def test_half_the_tv_bound_fails():
+def test_half_the_tv_bound_fails(fails_to_verify):
     """c = 1, pi = (.7, .3), mu = (.4, .6): the displayed chain gives 0.30 <= 0.30, and every step refuses half its right side."""
     d = dtr.tv_bound().verify()
     lhs, rel, rhs = d.statement()
@@ -92,29 +82,29 @@ def test_half_the_tv_bound_fails():
     assert (rel, at(lhs), at(rhs)) == ("<=", sp.Rational(3, 10), sp.Rational(3, 10))
     assert at(lhs) > at(rhs) / 2  # so half the bound is false
     for i, st in enumerate(d.steps):
-        assert _fails(d.replaced(i, rhs=st.rhs / 2)), f"step {i + 1} accepts half its right side"
-    assert _fails(d.replaced(1, rhs=sp.Sum(dtr._pos(pi[a] - mu[a]) / 2, (a, 1, K))))  # halved inside the sum
+        assert fails_to_verify(d.replaced(i, rhs=st.rhs / 2)), f"step {i + 1} accepts half its right side"
+    assert fails_to_verify(d.replaced(1, rhs=sp.Sum(dtr._pos(pi[a] - mu[a]) / 2, (a, 1, K))))  # halved inside the sum
 
 
-def test_wrong_clip_bias_and_wrong_estimator_claims_fail():
+def test_wrong_clip_bias_and_wrong_estimator_claims_fail(fails_to_verify):
     bias = dtr.clip_bias_term()
     r, A, eps = (next(s for s in bias.steps[0].lhs.free_symbols if s.name == n) for n in ("r", "A", "varepsilon"))
-    assert _fails(bias.replaced(0, rhs=-dtr._pos(r - 1 + eps) * A))  # the cap at 1 - eps
-    assert _fails(bias.replaced(1, rhs=dtr._pos(r - 1 - eps) * A))  # |A| dropped
-    assert _fails(dtr.k3_nonnegative().replaced(2, lhs=-sp.log(dtr.r_ref)))  # k1 = -log r_ref can be negative
+    assert fails_to_verify(bias.replaced(0, rhs=-dtr._pos(r - 1 + eps) * A))  # the cap at 1 - eps
+    assert fails_to_verify(bias.replaced(1, rhs=dtr._pos(r - 1 - eps) * A))  # |A| dropped
+    assert fails_to_verify(dtr.k3_nonnegative().replaced(2, lhs=-sp.log(dtr.r_ref)))  # k1 = -log r_ref can be negative
     k2 = dtr.k2_bias()
     second = k2.steps[2].lhs  # Subs(Derivative(g(t), (t, 2)), t, 0)
     g_t, (t, _) = second.expr.expr, second.expr.variable_count[0]
-    assert _fails(k2.replaced(2, lhs=sp.Subs(sp.Derivative(g_t, (t, 3)), t, 0)))  # not zero at third order
+    assert fails_to_verify(k2.replaced(2, lhs=sp.Subs(sp.Derivative(g_t, (t, 3)), t, 0)))  # not zero at third order
 
 
-def test_kl_gradients_need_the_right_jacobian_and_direction():
+def test_kl_gradients_need_the_right_jacobian_and_direction(fails_to_verify):
     d = dtr.kl_estimator_gradients(3)
     pa = next(iter(d.steps[0].rhs.atoms(sp.IndexedBase)))
     a, j = sorted(d.steps[0].rhs.atoms(sp.KroneckerDelta)).pop().args
-    assert _fails(d.replaced(0, rhs=pa[a] * (sp.KroneckerDelta(a, j) + pa[j])))  # a sign in the Jacobian
-    assert _fails(d.replaced(3, rhs=d.steps[2].rhs))  # k3 does not give the reverse KL's gradient
-    assert _fails(d.replaced(2, rhs=d.steps[3].rhs))  # nor k2 the forward one
+    assert fails_to_verify(d.replaced(0, rhs=pa[a] * (sp.KroneckerDelta(a, j) + pa[j])))  # a sign in the Jacobian
+    assert fails_to_verify(d.replaced(3, rhs=d.steps[2].rhs))  # k3 does not give the reverse KL's gradient
+    assert fails_to_verify(d.replaced(2, rhs=d.steps[3].rhs))  # nor k2 the forward one
 
 
 def test_kl_unbiased_K_validation():
