@@ -137,10 +137,23 @@ def masked_inputs(mask, mask_name: str = "mask", **arrays) -> tuple[dict[str, to
     # one sync: a NaN or inf among the kept values makes its tensor's sum, and the total, non-finite;
     # only then is each tensor examined, to name the culprit
     if not bool(torch.isfinite(sum(t.detach().sum() for t in tensors.values()))):
-        for name, t in tensors.items():
-            if not bool(torch.isfinite(t).all()):
-                raise ValueError(f"{name} must be finite (no NaN or inf)" + ("" if m is None else f" where {mask_name} is 1"))
+        require_finite_where(m, mask_name, **tensors)
     return tensors, m, kind
+
+
+def require_finite_where(keep: torch.Tensor | None, mask_name: str = "mask", **tensors: torch.Tensor | None) -> None:
+    """Raise, naming the argument, if a tensor holds NaN or inf where the boolean ``keep`` holds.
+
+    ``keep=None`` means everywhere; a ``[..., 1]`` tensor (one value per row)
+    counts in the rows that keep a slot; ``None`` tensors are skipped.
+    """
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if keep is not None:
+            t = torch.where(keep if t.shape == keep.shape else keep.any(-1, keepdim=True), t.detach(), 0)
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} must be finite (no NaN or inf)" + ("" if keep is None else f" where {mask_name} is 1"))
 
 
 def require_finite(name: str, tensor: torch.Tensor) -> torch.Tensor:

@@ -57,6 +57,7 @@ from ._validate import (
     like,
     masked_inputs,
     require_finite,
+    require_finite_where,
     require_int,
     require_nonnegative,
     require_real,
@@ -575,16 +576,6 @@ def _float_mask(m: torch.Tensor, like_t: torch.Tensor) -> tuple[torch.Tensor, to
     return m.to(like_t.dtype), torch.addcmul(numbers, numbers, numbers, value=-1).abs().sum()
 
 
-def _require_finite_where(keep: torch.Tensor, **tensors) -> None:
-    """Raise, naming the argument, if a tensor holds NaN or inf where ``keep`` does (a ``[B, 1]`` one: in rows with a token)."""
-    for name, t in tensors.items():
-        if t is None:
-            continue
-        kept = keep if t.shape == keep.shape else keep.any(-1, keepdim=True)
-        if not bool(torch.isfinite(torch.where(kept, t.detach(), 0)).all()):
-            raise ValueError(f"{name} must be finite (no NaN or inf) where mask is 1")
-
-
 def _policy_loss(method, x: _Inputs, keep: torch.Tensor, agg, norm, options) -> tuple[torch.Tensor, torch.Tensor]:
     """``(loss, witness)`` with padding zeroed by ``keep``.
 
@@ -777,7 +768,7 @@ def policy_loss(
         keep = as_mask("mask", x.mask, "log_prob", x.log_prob)
         loss, witness = _policy_loss(method, x, keep, agg, norm, options)
         if not bool(torch.isfinite(witness)):
-            _require_finite_where(keep, log_prob=x.log_prob, old_log_prob=x.old_log_prob, advantage=x.advantage, weight=x.weight)
+            require_finite_where(keep, log_prob=x.log_prob, old_log_prob=x.old_log_prob, advantage=x.advantage, weight=x.weight)
     return like(x.kind, loss.to(_dtype(log_prob)))
 
 
@@ -825,11 +816,10 @@ def policy_weight(
     method = _method(method)
     low, high = clip_bounds(clip_epsilon)
     x = _policy_inputs("ppo", log_prob, old_log_prob, advantage, mask, None)
-    keep = as_mask("mask", x.mask, "log_prob", x.log_prob)
-    _require_finite_where(keep, log_prob=x.log_prob, old_log_prob=x.old_log_prob, advantage=x.advantage)
-    kind, dtype, m = x.kind, x.log_prob.dtype, keep.double()
-    delta = torch.where(keep, x.log_prob.detach().double() - x.old_log_prob.detach().double(), 0)
-    A = x.advantage.detach().double().expand_as(delta)
+    t, keep, _ = masked_inputs(x.mask, log_prob=x.log_prob, old_log_prob=x.old_log_prob, advantage=x.advantage.expand_as(x.log_prob))
+    kind, dtype, m = x.kind, t["log_prob"].dtype, keep.double()
+    delta = (t["log_prob"] - t["old_log_prob"]).detach().double()
+    A = t["advantage"].detach().double()
     tau_p, tau_n = _pair("sapo_tau", sapo_tau)
     args = dict(eps_l=low, eps_h=high, c=dual_clip or 0.0, kappa=cispo_cap or 0.0)
     if method in ("gspo", "gspo_token"):
