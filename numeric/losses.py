@@ -408,16 +408,23 @@ def token_weights(mask, mode: str = "token-mean", norm: float | None = None):
     return like(kind, _kappa(m.to(raw.dtype if raw.is_floating_point() else torch.float64), mode, norm))
 
 
+def _norm(mode: str, norm) -> float | None:
+    """``norm`` checked: a positive number, and only for the modes that take one."""
+    if norm is None:
+        return None
+    if mode not in ("token-mean", "seq-mean-token-sum-norm"):
+        raise ValueError(f"norm is used by token-mean and seq-mean-token-sum-norm only, not {mode!r}")
+    norm = require_real("norm", norm)
+    if not norm > 0:
+        raise ValueError(f"norm must be > 0, got {norm}")
+    return norm
+
+
 def _kappa(m: torch.Tensor, mode: str, norm) -> torch.Tensor:
     """Token weights of ``mode`` for a float 0/1 mask ``[..., B, T]``."""
     B, T = m.shape[-2], m.shape[-1]
     n = m.sum(-1, keepdim=True)
-    if norm is not None and mode not in ("token-mean", "seq-mean-token-sum-norm"):
-        raise ValueError(f"norm is used by token-mean and seq-mean-token-sum-norm only, not {mode!r}")
-    if norm is not None:
-        norm = require_real("norm", norm)
-        if not norm > 0:
-            raise ValueError(f"norm must be > 0, got {norm}")
+    norm = _norm(mode, norm)
     if mode == "token-mean":
         denom = n.sum(-2, keepdim=True).clamp(min=1) if norm is None else torch.full_like(n[..., :1, :], norm)
         return m / denom
@@ -437,12 +444,7 @@ def _reduce(x: torch.Tensor, keep: torch.Tensor, mode: str, norm, n: torch.Tenso
     ``keep`` are never read, so they may hold anything (their gradient is 0),
     unless ``zero_outside`` says they already hold 0.
     """
-    if norm is not None and mode not in ("token-mean", "seq-mean-token-sum-norm"):
-        raise ValueError(f"norm is used by token-mean and seq-mean-token-sum-norm only, not {mode!r}")
-    if norm is not None:
-        norm = require_real("norm", norm)
-        if not norm > 0:
-            raise ValueError(f"norm must be > 0, got {norm}")
+    norm = _norm(mode, norm)
     B, T = keep.shape[-2], keep.shape[-1]
     row_constant = x.shape[-1] == 1 and T != 1
     if n is None and (row_constant or mode == "seq-mean-token-mean"):
