@@ -56,7 +56,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .derivation import Claim, Derivation
+from .derivation import Claim, Derivation, is_zero
 from .proofs import decide_sign, interval_points, on_regions, relation_holds, resolve, same_solutions
 
 __all__ = [
@@ -306,14 +306,20 @@ def _pieces(method: str) -> dict[int, list[tuple]]:
     return out
 
 
-def _merged_conditions(pieces: list[tuple]) -> list[tuple]:
-    """Merge equal neighbours; give each kink to its live (non-zero) side."""
-    merged = []
+def _merged_runs(pieces: list[tuple]) -> list[tuple]:
+    """Consecutive regions whose weights are equal (by the canonicaliser, not only in form) merged into one ``(lo, hi, w)``."""
+    out = []
     for lo, hi, w in pieces:
-        if merged and merged[-1][2] == w:
-            merged[-1] = (merged[-1][0], hi, w)
+        if out and is_zero(out[-1][2] - w) is not None:
+            out[-1] = (out[-1][0], hi, out[-1][2])
         else:
-            merged.append((lo, hi, w))
+            out.append((lo, hi, w))
+    return out
+
+
+def _merged_conditions(pieces: list[tuple]) -> list[tuple]:
+    """``(w, condition on r)`` with equal neighbours merged; each kink given to its live (non-zero) side."""
+    merged = _merged_runs(pieces)
     out = []
     for i, (lo, hi, w) in enumerate(merged):
         if hi == sp.oo:
@@ -322,6 +328,14 @@ def _merged_conditions(pieces: list[tuple]) -> list[tuple]:
             closed = w != 0 or merged[i + 1][2] == 0
             out.append((w, sp.LessThan(r, hi) if closed else sp.StrictLessThan(r, hi)))
     return out
+
+
+def _piecewise_weight(pieces: dict[int, list[tuple]]) -> sp.Piecewise:
+    """One ``Piecewise`` in :math:`(A, r)` from ``{sign of A: [(lo, hi, w), ...]}``; ``A`` appears only if the signs differ."""
+    pos, neg = _merged_conditions(pieces[1]), _merged_conditions(pieces[-1])
+    if pos == neg:
+        return sp.Piecewise(*pos)
+    return sp.Piecewise(*[(w, sp.And(A > 0, cond)) for w, cond in pos], *neg)
 
 
 def gradient_weight(method: str) -> sp.Piecewise:
@@ -344,12 +358,7 @@ def gradient_weight(method: str) -> sp.Piecewise:
     >>> [w.subs({A: a, r: x}) for a in (1, -1) for x in (0.5, 1.0, 2.0)]
     [0.500000000000000, 1.00000000000000, 0, 0, 1.00000000000000, 2.00000000000000]
     """
-    pieces = _pieces(_method(method))
-    pos, neg = _merged_conditions(pieces[1]), _merged_conditions(pieces[-1])
-    if pos == neg:
-        return sp.Piecewise(*pos)
-    positive = [(w, sp.And(A > 0, cond)) for w, cond in pos]
-    return sp.Piecewise(*positive, *neg)
+    return _piecewise_weight(_pieces(_method(method)))
 
 
 def unified_mask() -> sp.Piecewise:

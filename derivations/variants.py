@@ -961,30 +961,6 @@ def _token_unfold(name, loss):
     return lambda e: e.xreplace({name: loss}).replace(lambda x: isinstance(x, sp.Derivative), lambda x: gw.d_dell(x.expr))
 
 
-def _merge(pieces: list) -> list:
-    """(w, condition on r) with equal neighbours merged and each kink given to its live side."""
-    merged = _merged_runs(pieces)
-    out = []
-    for k, (lo, hi, w) in enumerate(merged):
-        if hi == sp.oo:
-            out.append((w, sp.true))
-        else:
-            closed = w != 0 or merged[k + 1][2] == 0
-            out.append((w, sp.LessThan(gw.r, hi) if closed else sp.StrictLessThan(gw.r, hi)))
-    return out
-
-
-def _merged_runs(pieces: list) -> list:
-    """Consecutive regions with equal weights merged into one (lo, hi, w)."""
-    out = []
-    for lo, hi, w in pieces:
-        if out and is_zero(out[-1][2] - w) is not None:
-            out[-1] = (out[-1][0], hi, out[-1][2])
-        else:
-            out.append((lo, hi, w))
-    return out
-
-
 def _region_condition(sign: int, lo, hi):
     parts = [sp.StrictGreaterThan(gw.A, 0) if sign > 0 else sp.StrictLessThan(gw.A, 0)]
     if lo != 0:
@@ -1124,12 +1100,8 @@ def _token_symbolic(loss) -> TokenReport:
                 pieces[sign].append((lo, hi, w))
     except _Unordered as err:
         return TokenReport(None, None, {}, None, False, None, None, f"undecided: the CAS could not decide the branch of {err} on a region")
-    pos, neg = _merge(pieces[1]), _merge(pieces[-1])
-    if pos == neg:
-        weight = sp.Piecewise(*pos)
-    else:
-        weight = sp.Piecewise(*[(w, sp.And(gw.A > 0, cond)) for w, cond in pos], *neg)
-    silenced = sp.Or(*[_region_condition(s, lo, hi) for s in (1, -1) for lo, hi, w in _merged_runs(pieces[s]) if w == 0])
+    weight = gw._piecewise_weight(pieces)
+    silenced = sp.Or(*[_region_condition(s, lo, hi) for s in (1, -1) for lo, hi, w in gw._merged_runs(pieces[s]) if w == 0])
     is_pg = not any(w.has(gw.ell, gw.ell0) for s in pieces for _, _, w in pieces[s])
     bounded = {s: _bounded(pieces[s]) for s in (1, -1)}
     on_policy = _at_ratio_one(weight)
