@@ -359,7 +359,7 @@ def trainer_table() -> str:
         k = kappa[mode]
         if args.get("norm"):
             k = r"1/N" if mode == "token-mean" else r"1/(B\,L)"
-            k += r"\ (" + ("N = T" if args["norm"] == "T" else ("N" if mode == "token-mean" else "L") + r" = \text{" + args["norm"].replace("_", r"\_") + "}") + ")"
+            k += r"\ (" + ("N = T" if args["norm"] == "T" else ("N" if mode == "token-mean" else "L") + r" = \mathtt{" + args["norm"].replace("_", r"\_") + "}") + ")"
         arg_text = ", ".join(f"{key}={value}" for key, value in args.items()).replace("_", r"\_")
         lines.append(rf"\text{{{trainer}}} & \text{{{name.replace('_', chr(92) + '_')}}} & \text{{{mode}}} & \text{{{arg_text}}} & {k} & \text{{{note.replace('_', chr(92) + '_')}}} \\")
     lines.append(r"\end{array}")
