@@ -251,10 +251,10 @@ def ppo_diagnostics(log_prob, old_log_prob, advantage, clip_epsilon=0.2, mask=No
 
     .. math::
 
-        \text{ratio\_outside} = \overline{\mathbb 1[r \notin [1-\varepsilon_l, 1+\varepsilon_h]]},\quad
-        \text{active\_clip} = \overline{\mathbb 1[\min(rA, \mathrm{clip}(r)A) < rA]},\quad
-        \text{kl} = \overline{(r - 1) - \log r},\quad
-        \text{mean\_log\_ratio} = \overline{\log r}.
+        \mathtt{ratio\_outside} = \overline{\mathbb 1[r \notin [1-\varepsilon_l, 1+\varepsilon_h]]},\quad
+        \mathtt{active\_clip} = \overline{\mathbb 1[\min(rA, \mathrm{clip}(r)A) < rA]},\quad
+        \mathtt{kl} = \overline{(r - 1) - \log r},\quad
+        \mathtt{mean\_log\_ratio} = \overline{\log r}.
 
     ``kl`` uses :math:`k_3` from :mod:`derivations.trust_region` (lambdified): it is
     non-negative for every batch and unbiased for
