@@ -37,7 +37,7 @@ from functools import cache
 import sympy as sp
 
 from ._validate import require_int
-from .derivation import Derivation, is_zero
+from .derivation import Derivation
 from .iid_groups import Expect, IIDGroup
 from .proofs import at_values, evaluated_by
 

@@ -52,7 +52,7 @@ import sympy as sp
 
 from . import kernel as _k
 from ._validate import require_expr, require_int, require_optional, require_symbol
-from .derivation import Claim, Derivation
+from .derivation import Derivation
 from .kernel import Argmin, relation_holds
 from .regions import Undecided, at_least, decide_sign, resolve
 

@@ -75,7 +75,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cmp_to_key
 
