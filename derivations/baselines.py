@@ -38,7 +38,7 @@ import sympy as sp
 from ._validate import require_int
 from .derivation import Derivation
 from .policy import IndexedSoftmax
-from .proofs import Argmin, is_argmin, on_regions, same_solutions
+from .proofs import Argmin, is_argmin, same_solutions
 
 __all__ = [
     "action_dependent_baseline",
@@ -206,7 +206,7 @@ def self_baseline() -> Derivation:
     """
     pol = IndexedSoftmax()
     R, bb = sp.IndexedBase("R", real=True), sp.IndexedBase("b", real=True)
-    d = Derivation("The self-baseline kills the gradient", assumptions=[_ASSUME, r"$b_a = R_a$"], unfold=pol.unfold)
+    d = Derivation("The self-baseline kills the gradient", assumptions=[_ASSUME, sp.Eq(bb, R)], unfold=pol.unfold)
     d.step(
         pol.expectation(lambda x: (R[x] - bb[x]) * pol.score(x)),
         pol.expectation(lambda x: R[x] * pol.score(x)) - pol.expectation(lambda x: bb[x] * pol.score(x)),
@@ -306,10 +306,10 @@ def optimal_baseline() -> Derivation:
     sums = dict(zip((A0, A1, A2), variance_coefficients()))
     d = Derivation(
         "The optimal constant baseline",
-        assumptions=[r"$A_k = \mathbb{E}[R^{2-k}\|s\|^2]$", r"$A_2 = \mathbb{E}\|s\|^2 > 0$", r"$n_a = \|s_a\|^2$"],
+        assumptions=[r"$A_k = \mathbb{E}[R^{2-k}\|s\|^2]$, $n_a = \|s_a\|^2$", sp.Eq(A1, sums[A1]), sp.Eq(A2, sums[A2]), r"$A_2 > 0$"],
     )
     d.step(Argmin(V, b), A1 / A2, r"the unique root of $\tfrac{d}{db}\mathrm{Var}$; $\tfrac{d^2}{db^2}\mathrm{Var} = 2A_2 > 0$", proof=is_argmin)
-    d.then(sums[A1] / sums[A2], r"the coefficients as expectations", facts=sums)
+    d.then(sums[A1] / sums[A2], r"the coefficients as expectations", facts={A1: sums[A1], A2: sums[A2]})
     d.step(V, V.subs(b, A1 / A2) + A2 * (b - A1 / A2) ** 2, r"complete the square: $\mathrm{Var}(b) = \mathrm{Var}(b^*) + A_2 (b - b^*)^2$")
     return d
 
@@ -332,7 +332,7 @@ def optimal_baseline_covariance() -> Derivation:
     En = sp.Sum(_p[m] * _n[m], (m, 1, _K))
     d = Derivation(
         "The optimal baseline minus the mean reward is a covariance",
-        assumptions=[r"$p$ a distribution on $K$ outcomes: $\sum_a p_a = 1$", r"$n_a = \|s_a\|^2$"],
+        assumptions=[r"$p$ a distribution on $K$ outcomes", *[sp.Eq(k, v) for k, v in _ONE.items()], r"$n_a = \|s_a\|^2$"],
     )
     d.step(A1 / A2 - ER, (A1 - ER * A2) / A2, "common denominator")
     total = sp.Sum(_p[_a], (_a, 1, _K))
@@ -390,16 +390,16 @@ def improvement_interval() -> Derivation:
     A2 = sp.Symbol("A_2", positive=True)
     V = _variance_in_b(A0, A1, A2)
     gap = V - V.subs(b, 0)
-    beta = sp.Symbol("beta", positive=True)  # |b*| on each region
     d = Derivation("The interval of improving baselines", assumptions=[r"$A_2 > 0$, $b^* = A_1 / A_2$"])
     d.step(gap, A2 * b * (b - 2 * A1 / A2), r"factor; $A_1 = A_2 b^*$")
-    for sign, where, interval in ((1, r"b^* > 0", sp.Interval.open(0, 2 * b_star)), (-1, r"b^* < 0", sp.Interval.open(2 * b_star, 0))):
+    for region, where, interval in ((b_star > 0, r"b^* > 0", sp.Interval.open(0, 2 * b_star)), (b_star < 0, r"b^* < 0", sp.Interval.open(2 * b_star, 0))):
         d.step(
             sp.Lt(A2 * b * (b - 2 * b_star), 0),
             sp.Contains(b, interval, evaluate=False),
             rf"solved for $b$ by the CAS when ${where}$",
             relation="<=>",
-            proof=on_regions({b_star: sign * beta}, label="solution sets on the region", inner=same_solutions(b)),
+            proof=same_solutions(b),
+            given=(region,),
         )
     return d
 
@@ -430,13 +430,13 @@ def bandit_optimal_baseline() -> Derivation:
     sq = [sp.factor((s.T * s)[0]) for s in scores]
     R = (R1, R2)
     value = pi[0] * R1 + pi[1] * R2
-    d = Derivation(
-        "The optimal baseline of a two-armed bandit",
-        assumptions=[r"$\pi = (p, 1 - p)$, softmax score $s_a = e_a - \pi$"],
-    )
     num = sum(pi[a] * R[a] * sp.Symbol(rf"{{\|s_{a + 1}\|^2}}") for a in range(2))
     den = sum(pi[a] * sp.Symbol(rf"{{\|s_{a + 1}\|^2}}") for a in range(2))
     norms = {sp.Symbol(rf"{{\|s_{a + 1}\|^2}}"): sq[a] for a in range(2)}
+    d = Derivation(
+        "The optimal baseline of a two-armed bandit",
+        assumptions=[r"$\pi = (p, 1 - p)$, softmax score $s_a = e_a - \pi$", *[sp.Eq(k, v) for k, v in norms.items()]],
+    )
     d.step(num / den, (pi[0] * R1 * sq[0] + pi[1] * R2 * sq[1]) / (pi[0] * sq[0] + pi[1] * sq[1]), r"$\|s_1\|^2 = 2(1-p)^2$, $\|s_2\|^2 = 2p^2$", facts=norms)
     d.then((1 - p) * R1 + p * R2, r"cancel the common factor $2p(1-p)$")
     d.step(d.rhs - value, (1 - 2 * p) * (R1 - R2), r"subtract $V^\pi = p R_1 + (1-p) R_2$")

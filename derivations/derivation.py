@@ -27,127 +27,16 @@ makes one displayed right-hand side false, and every check must then fail.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-import inspect
 from dataclasses import dataclass, field
 
 import sympy as sp
 
-from ._validate import require_expr, require_optional, require_optional_callable
+from . import kernel
+from ._validate import require_expr, require_optional
+from .canonical import CANONICALISERS, DerivationError, is_zero
+from .kernel import Claim
 
-__all__ = ["Claim", "Derivation", "DerivationError", "Step", "is_zero", "reason_to_latex"]
-
-
-class DerivationError(AssertionError):
-    """A step of a derivation could not be verified."""
-
-
-def _exp_to_symbols(expr: sp.Expr) -> sp.Expr:
-    """Replace each ``exp(u)`` by a positive symbol (after splitting ``exp(a + b)``).
-
-    Only sound outside sums: an ``exp`` of a bound index is not one number.
-    """
-    if expr.has(sp.Sum, sp.Product, sp.Integral):
-        return expr
-    expr = sp.expand_power_exp(expr)
-    exps = sorted(expr.atoms(sp.exp), key=sp.default_sort_key)
-    if not exps:
-        return expr
-    return expr.xreplace({e: sp.Dummy("x", positive=True) for e in exps})
-
-
-def _cancel(expr: sp.Expr) -> sp.Expr:
-    return sp.cancel(sp.together(expr))
-
-
-_SUM_INDEX = sp.Symbol("k_sum", integer=True)
-
-
-def _canonical_sum(s: sp.Sum) -> sp.Expr:
-    """One dummy name, one term per Sum, factors free of the index pulled out."""
-    (x, lo, hi), = s.limits
-    out = 0
-    for term in sp.Add.make_args(sp.expand(s.function.xreplace({x: _SUM_INDEX}))):
-        free, bound = term.as_independent(_SUM_INDEX, as_Add=False)
-        out += free * sp.Sum(bound, (_SUM_INDEX, lo, hi))
-    return out
-
-
-def _sums_to_symbols(expr: sp.Expr) -> sp.Expr:
-    """Canonicalise every single-index ``Sum``, then treat each distinct sum as an atom."""
-    if not expr.has(sp.Sum):
-        return expr
-    for _ in range(3):  # canonical form can expose sums that doit() now resolves (Kronecker deltas)
-        new = expr.replace(lambda e: isinstance(e, sp.Sum) and len(e.limits) == 1, _canonical_sum).doit()
-        if new == expr:
-            break
-        expr = new
-    sums = sorted(expr.atoms(sp.Sum), key=sp.default_sort_key)
-    return expr.xreplace({s: sp.Dummy("S") for s in sums})
-
-
-CANONICALISERS: tuple[tuple[str, Callable[[sp.Expr], sp.Expr]], ...] = (
-    ("expand", sp.expand),
-    ("cancel(together)", _cancel),
-    ("exp->x, cancel(together)", lambda e: _cancel(_exp_to_symbols(e))),
-    ("expand_log, cancel", lambda e: _cancel(sp.expand_log(e))),
-    ("sums as atoms, cancel(together)", lambda e: _cancel(_exp_to_symbols(_sums_to_symbols(e)))),
-    ("simplify", sp.simplify),
-)
-"""Canonicalisers tried in order: the first that maps ``lhs - rhs`` to 0 proves the step."""
-
-
-def _entries(expr) -> list[sp.Expr]:
-    if isinstance(expr, sp.MatrixBase):
-        return list(expr)
-    return [sp.sympify(expr)]
-
-
-def is_zero(expr, facts: Mapping | None = None, unfold: Callable | None = None) -> str | None:
-    """Name of the canonicaliser that reduces ``expr`` (scalar or matrix) to 0, else ``None``.
-
-    ``unfold`` rewrites display notation into definitions (``pi[a]`` into
-    ``exp(theta[a]) / Z``, say) before unevaluated operators are evaluated;
-    ``facts`` is a substitution applied after that, e.g.
-    ``{Sum(p[a], (a, 1, K)): 1}``.
-
-    Examples
-    --------
-    >>> import sympy as sp
-    >>> from derivations import is_zero
-    >>> x = sp.Symbol("x")
-    >>> is_zero((x + 1) ** 2 - x**2 - 2 * x - 1)
-    'expand'
-    >>> is_zero(sp.exp(x) / (1 + sp.exp(x)) - 1 / (1 + sp.exp(-x)))
-    'cancel(together)'
-    >>> is_zero(x) is None
-    True
-    """
-    require_expr("expr", expr)
-    require_optional("facts", facts, Mapping, "a mapping")
-    require_optional_callable("unfold", unfold)
-    used = []
-    for entry in _entries(expr):
-        if unfold is not None:
-            entry = unfold(entry)
-        _reject_vacuous_derivatives(entry)
-        entry = entry.doit()
-        if facts:
-            # split logs while the symbols still carry their signs (a fact like pi_K = 1 - ... hides them);
-            # without force, expand_log splits only what the assumptions allow
-            entry = sp.expand_log(entry).subs(facts).doit()
-        for name, canon in CANONICALISERS:
-            try:
-                reduced = canon(entry)
-            except Exception:  # a canonicaliser that breaks proves nothing; try the next
-                continue
-            if reduced == 0:
-                used.append(name)
-                break
-        else:
-            return None
-    # the most expensive canonicaliser any entry needed
-    order = [name for name, _ in CANONICALISERS]
-    return max(used, key=order.index) if used else "expand"
+__all__ = ["CANONICALISERS", "Claim", "Derivation", "DerivationError", "Step", "is_zero", "reason_to_latex"]
 
 
 def reason_to_latex(reason: str) -> str:
@@ -172,98 +61,30 @@ def reason_to_latex(reason: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True)
-class Claim:
-    r"""The displayed statement ``lhs <relation> rhs`` of a step, with what checking it may use.
-
-    A step's ``proof`` receives this object and nothing else, so it can only
-    establish the relation between the expressions that the page shows.
-    :attr:`left` and :attr:`right` are those expressions with the notation
-    unfolded into definitions, unevaluated operators evaluated and the stated
-    facts substituted: the content the CAS checks.
-    """
-
-    lhs: sp.Basic
-    relation: str
-    rhs: sp.Basic
-    unfold: Callable | None = None
-    facts: Mapping | None = None
-    premises: tuple = ()
-
-    def __post_init__(self):
-        require_expr("lhs", self.lhs)
-        _require_relation(self.relation)
-        require_expr("rhs", self.rhs)
-        require_optional_callable("unfold", self.unfold)
-        require_optional("facts", self.facts, Mapping, "a mapping")
-        if not isinstance(self.premises, tuple):
-            raise TypeError(f"premises must be a tuple of SymPy relations, got {type(self.premises).__name__}")
-
-    def content(self, expr) -> sp.Basic:
-        """``expr`` as the CAS checks it: unfolded, evaluated, facts substituted."""
-        if self.unfold is not None:
-            expr = self.unfold(expr)
-        _reject_vacuous_derivatives(expr)
-        expr = expr.doit()
-        if self.facts:
-            expr = expr.subs(self.facts).doit()
-        return expr
-
-    @property
-    def left(self) -> sp.Basic:
-        return self.content(self.lhs)
-
-    @property
-    def right(self) -> sp.Basic:
-        return self.content(self.rhs)
-
-    def subs(self, mapping) -> Claim:
-        """The claim with ``mapping`` substituted into both displayed sides."""
-        return Claim(sp.sympify(self.lhs).subs(mapping), self.relation, sp.sympify(self.rhs).subs(mapping),
-                     self.unfold, self.facts, tuple(p.subs(mapping) for p in self.premises))
-
-
-def _reject_vacuous_derivatives(expr) -> None:
-    """Refuse a displayed derivative of an undefined function with respect to a variable not among its arguments.
-
-    SymPy evaluates ``Derivative(pi(theta), theta_j)`` to 0 when ``theta_j`` is
-    not an argument of ``pi``, while a reader sees a derivative of the policy:
-    such a step would be checked against something other than what it shows.
-    (A derivative of a plain symbol or table entry, ``log P[s, a]``, is a
-    statement that it is free of the variable, and stays allowed.)
-    """
-    if not isinstance(expr, sp.Basic):
-        return
-    for d in expr.atoms(sp.Derivative):
-        if not d.expr.atoms(sp.core.function.AppliedUndef):
-            continue
-        for v, _ in d.variable_count:
-            if not d.expr.has(v.base if isinstance(v, sp.Indexed) else v):
-                raise DerivationError(
-                    f"the displayed derivative {sp.sstr(d)} is of an undefined function free of {v}: "
-                    "SymPy would check it as 0; unfold the notation into definitions first"
-                )
-
-
 @dataclass
 class Step:
-    """One step ``lhs <relation> rhs`` with its reason.
+    """One step ``lhs <relation> rhs`` with its reason, verified only by the kernel (:mod:`derivations.kernel`).
 
     An equality is checked by the canonicalisers (:func:`is_zero`) after the
-    derivation's ``unfold`` and the step's ``facts``.  Any other relation, or an
-    equality they cannot reach, carries a ``proof``: a function of the
-    displayed :class:`Claim` that returns ``True`` only when the CAS has
-    established that claim (see :mod:`derivations.proofs` for the ones the
-    notes use).
+    derivation's ``unfold`` and the step's ``facts`` (each a premise shown on
+    the page or verified by the CAS).  Any other relation, or an equality they
+    cannot reach, carries a ``proof`` built by :mod:`derivations.proofs`.
+    ``given`` are conditions under which this step alone is claimed (a case,
+    a region); the page shows them with the step.  After :meth:`verify`,
+    ``proved_by`` names the method and ``badge`` says when the step was
+    checked only partially (at instances, numerically).
     """
 
     lhs: sp.Basic
     rhs: sp.Basic
     reason: str
     relation: str = "="
-    proof: Callable[[Claim], bool] | None = None
+    proof: kernel.Proof | None = None
     facts: Mapping | None = None
+    given: tuple = ()
     proved_by: str | None = field(default=None, compare=False)
+    badge: str | None = field(default=None, compare=False)
+    refusal: str | None = field(default=None, compare=False)
 
     def __post_init__(self):
         require_expr("lhs", self.lhs)
@@ -272,24 +93,27 @@ class Step:
             raise TypeError(f"reason must be a non-empty str, got {self.reason!r}")
         reason_to_latex(self.reason)  # an unmatched '$' fails here, not when the page is rendered
         _require_relation(self.relation)
-        require_optional_callable("proof", self.proof)
+        if self.proof is not None and type(self.proof) not in kernel._KINDS:
+            raise TypeError(f"step ({self.reason}): proof must be built by derivations.proofs (a bare function is not a proof), "
+                            f"got {type(self.proof).__name__}")
         require_optional("facts", self.facts, Mapping, "a mapping")
+        self.given = _require_conditions("given", self.given)
         require_optional("proved_by", self.proved_by, str, "a str")
 
     def claim(self, unfold: Callable | None = None, premises: tuple = ()) -> Claim:
-        """The displayed statement of this step, under the derivation's ``premises``."""
-        return Claim(self.lhs, self.relation, self.rhs, unfold, self.facts, tuple(premises))
+        """The displayed statement of this step, under the derivation's ``premises`` and the step's ``given``."""
+        given_facts = {c.lhs: c.rhs for c in self.given if isinstance(c, sp.Eq)}
+        facts = {**(self.facts or {}), **given_facts} or None
+        return Claim(self.lhs, self.relation, self.rhs, unfold, facts, tuple(premises), self.given)
 
     def verify(self, unfold: Callable | None = None, premises: tuple = ()) -> str | None:
-        if self.proof is not None:
-            ok = self.proof(self.claim(unfold, premises))
-            if not isinstance(ok, bool | sp.logic.boolalg.BooleanAtom):
-                raise TypeError(f"a step's proof must return a bool, got {type(ok).__name__}")
-            self.proved_by = getattr(self.proof, "name", "proof") if bool(ok) else None
-        elif self.relation == "=":
-            self.proved_by = is_zero(self.lhs - self.rhs, self.facts, unfold)
-        else:
-            raise DerivationError(f"a step with relation {self.relation!r} needs a proof")
+        """The kernel's verdict: the method's name, or ``None`` (and :attr:`refusal` says why)."""
+        try:
+            verdict = kernel.check(self.claim(unfold, premises), self.proof)
+        except kernel.Refused as refused:
+            self.proved_by, self.badge, self.refusal = None, None, str(refused)
+            return None
+        self.proved_by, self.badge, self.refusal = verdict.method, verdict.badge, None
         return self.proved_by
 
     def perturbed(self, delta: sp.Symbol) -> Step:
@@ -305,7 +129,27 @@ class Step:
             rhs = self.rhs + delta * sp.ones(*self.rhs.shape)
         else:
             rhs = self.rhs - delta if self.relation in ("<=", "<") else self.rhs + delta
-        return Step(self.lhs, _sympify(rhs), self.reason, self.relation, self.proof, self.facts)
+        return Step(self.lhs, _sympify(rhs), self.reason, self.relation, self.proof, self.facts, self.given)
+
+    def badge_latex(self) -> str:
+        """What the page shows beside the reason: the ``given`` conditions and the partial-check badge."""
+        out = ""
+        if self.given:
+            out += r"\quad\boxed{\text{given } " + r",\ ".join(sp.latex(c) for c in self.given) + "}"
+        if self.badge:
+            out += r"\quad\boxed{" + reason_to_latex(self.badge) + "}"
+        return out
+
+
+def _require_conditions(name: str, value) -> tuple:
+    if isinstance(value, sp.Basic) or not isinstance(value, (tuple, list)):
+        raise TypeError(f"{name} must be a tuple of SymPy relations, got {type(value).__name__}")
+    for c in value:
+        if not isinstance(c, sp.logic.boolalg.Boolean) or isinstance(c, sp.Expr):
+            raise TypeError(f"{name} must hold SymPy relations, got {c!r}")
+        if c is sp.false:
+            raise ValueError(f"{name}: False is not a condition (it would make the step vacuous)")
+    return tuple(value)
 
 
 _RELATIONS = {"=": "=", "<=": r"\le", ">=": r"\ge", "<": "<", ">": ">", "=>": r"\Rightarrow", "<=>": r"\iff"}
@@ -352,7 +196,7 @@ class Derivation:
     >>> Derivation("wrong", start=x).then(x + 1, "a slip").verify()
     Traceback (most recent call last):
     ...
-    derivations.derivation.DerivationError: wrong: step 1 (a slip) does not hold: x = x + 1
+    derivations.canonical.DerivationError: wrong: step 1 (a slip) does not hold: x = x + 1 (the CAS does not reduce lhs - rhs to 0)
     """
 
     def __init__(self, title: str, start=None, assumptions: Sequence[str] = (), unfold: Callable | None = None):
@@ -366,6 +210,8 @@ class Derivation:
         for a in assumptions:
             if not isinstance(a, str) and not (isinstance(a, sp.logic.boolalg.Boolean) and not isinstance(a, sp.Expr)):
                 raise TypeError(f"assumptions must be str or SymPy relations, got {a!r}")
+            if a is sp.false:
+                raise ValueError("assumptions: False is not an assumption (everything would follow from it)")
         self._stated = tuple(assumptions)
         self.unfold = unfold
         self.steps: list[Step] = []
@@ -374,15 +220,9 @@ class Derivation:
         self._cursor = None if start is None else _sympify(start)
         self.verified = False
 
-    def step(self, lhs, rhs, reason: str, *, relation: str = "=", proof=None, facts=None) -> Derivation:
+    def step(self, lhs, rhs, reason: str, *, relation: str = "=", proof=None, facts=None, given=()) -> Derivation:
         """Add a step ``lhs <relation> rhs``; later :meth:`then` steps continue from ``rhs``."""
-        _require_relation(relation)
-        if not isinstance(reason, str) or not reason:
-            raise TypeError(f"reason must be a non-empty str, got {reason!r}")
-        reason_to_latex(reason)  # fail early on unmatched '$'
-        if proof is not None:
-            _require_claim_proof(proof)
-        self.steps.append(Step(_sympify(lhs), _sympify(rhs), reason, relation, proof, facts))
+        self.steps.append(Step(_sympify(lhs), _sympify(rhs), reason, relation, proof, facts, tuple(given) if isinstance(given, list) else given))
         self._cursor = self.steps[-1].rhs
         self.verified = False
         return self
@@ -413,8 +253,9 @@ class Derivation:
         )
         for st in self.steps:
             facts = None if st.facts is None else {k.subs(mapping): v.subs(mapping) for k, v in st.facts.items()}
-            out.steps.append(Step(st.lhs.subs(mapping), st.rhs.subs(mapping), st.reason, st.relation, st.proof, facts))
-        out._cursor = self._cursor
+            given = tuple(c.subs(mapping) for c in st.given)
+            out.steps.append(Step(st.lhs.subs(mapping), st.rhs.subs(mapping), st.reason, st.relation, st.proof, facts, given))
+        out._cursor = None if self._cursor is None else self._cursor.subs(mapping)
         return out
 
     @property
@@ -432,7 +273,8 @@ class Derivation:
 
         Each step must start where the previous one ended; the relation is
         ``=`` for a chain of equalities, else the one inequality direction
-        every step shares (strict if any step is strict).
+        every step shares, and the weakest relation in the chain: strict only
+        if every inequality step is strict (``>`` then ``>=`` states ``>=``).
         """
         if not self.steps:
             raise ValueError(f"{self.title}: an empty derivation states nothing")
@@ -446,7 +288,7 @@ class Derivation:
         if len(directions) != 1 or directions - {"<", ">"}:
             raise ValueError(f"{self.title}: steps with relations {sorted(relations)} do not chain")
         (direction,) = directions
-        strict = direction in relations
+        strict = relations == {direction}
         return self.lhs, direction if strict else direction + "=", self.rhs
 
     def replaced(self, index: int, rhs=None, lhs=None) -> Derivation:
@@ -455,13 +297,14 @@ class Derivation:
         Assumptions, premises and ``unfold`` are kept, so a sceptic's test that
         the slip fails is not passed for another reason.
         """
+        if not 0 <= index < len(self.steps):
+            raise IndexError(f"index must name a step (0..{len(self.steps) - 1}), got {index}")
         out = Derivation(self.title, assumptions=self._stated, unfold=self.unfold)
         for i, st in enumerate(self.steps):
             new_lhs = st.lhs if i != index or lhs is None else _sympify(lhs)
             new_rhs = st.rhs if i != index or rhs is None else _sympify(rhs)
-            out.steps.append(Step(new_lhs, new_rhs, st.reason, st.relation, st.proof, st.facts))
-        if not 0 <= index < len(self.steps):
-            raise IndexError(f"index must name a step (0..{len(self.steps) - 1}), got {index}")
+            out.steps.append(Step(new_lhs, new_rhs, st.reason, st.relation, st.proof, st.facts, st.given))
+        out._cursor = out.steps[-1].rhs if out.steps else self._cursor
         return out
 
     def perturbed(self, index: int, delta: sp.Symbol | None = None) -> Derivation:
@@ -475,7 +318,7 @@ class Derivation:
             if st.verify(self.unfold, self.premises) is None:
                 raise DerivationError(
                     f"{self.title}: step {i} ({st.reason}) does not hold: "
-                    f"{sp.sstr(st.lhs)} {st.relation} {sp.sstr(st.rhs)}"
+                    f"{sp.sstr(st.lhs)} {st.relation} {sp.sstr(st.rhs)} ({st.refusal})"
                 )
         self.verified = bool(self.steps)
         return self
@@ -494,7 +337,7 @@ class Derivation:
         for st in self.steps:
             left = "" if previous is not None and st.lhs == previous else sp.latex(st.lhs)
             rel = _RELATIONS[st.relation]
-            reason = r"\color{gray}{" + reason_to_latex(st.reason) + "}"
+            reason = r"\color{gray}{" + reason_to_latex(st.reason) + "}" + st.badge_latex()
             lines.append(f"{left} &{rel} {sp.latex(st.rhs)} && {reason}")
             previous = st.rhs
         return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
@@ -505,18 +348,6 @@ class Derivation:
     def __repr__(self) -> str:
         state = "verified" if self.verified else "unverified"
         return f"<Derivation {self.title!r}: {len(self.steps)} steps, {state}>"
-
-
-def _require_claim_proof(proof) -> None:
-    """A proof must take the displayed claim: a function of nothing cannot see what it proves."""
-    if not callable(proof):
-        raise TypeError(f"proof must be a function of the displayed Claim, got {type(proof).__name__}")
-    try:
-        inspect.signature(proof).bind(None)
-    except TypeError:
-        raise TypeError("proof must take the displayed Claim as its one argument (a proof of nothing cannot see the step)") from None
-    except ValueError:  # builtins without a signature
-        pass
 
 
 def _sympify(x):

@@ -56,8 +56,9 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .derivation import Claim, Derivation, is_zero
-from .proofs import decide_sign, interval_points, on_regions, relation_holds, resolve, same_solutions
+from .derivation import Derivation, is_zero
+from .proofs import holds, limit_along, on_regions, same_solutions
+from .regions import resolve
 
 __all__ = [
     "METHODS",
@@ -170,44 +171,12 @@ def _unfolding(definitions: dict):
 # ----------------------------------------------------------------- regions
 
 
-def _sign(expr: sp.Expr, point: dict) -> int:
-    """Sign of ``expr`` at a parametrised point (:func:`~derivations.proofs.decide_sign`); raise if undecidable."""
-    s = decide_sign(sp.sympify(expr).subs(point).subs(_CONSTANTS))
-    if s is None:
-        raise ValueError(f"cannot decide the sign of {expr} at {point}")
-    return s
-
-
-def _holds(cond, point: dict) -> bool:
-    if cond is sp.true or cond is True:
-        return True
-    if cond is sp.false or cond is False:
-        return False
-    if isinstance(cond, sp.And):
-        return all(_holds(x, point) for x in cond.args)
-    if isinstance(cond, sp.Or):
-        return any(_holds(x, point) for x in cond.args)
-    s = _sign(cond.lhs - cond.rhs, point)
-    return {sp.StrictLessThan: s < 0, sp.LessThan: s <= 0, sp.StrictGreaterThan: s > 0, sp.GreaterThan: s >= 0}[type(cond)]
-
-
 def _resolve(expr, point: dict):
-    """``expr`` with every Min, Max and Piecewise replaced by the branch that holds at ``point``."""
-    if not isinstance(expr, sp.Basic) or not expr.args:
-        return expr
-    if isinstance(expr, sp.Piecewise):
-        for e, cond in expr.args:
-            if _holds(cond, point):
-                return _resolve(e, point)
-        raise ValueError(f"no branch of {expr} holds at {point}")
-    args = [_resolve(x, point) for x in expr.args]
-    if isinstance(expr, (sp.Min, sp.Max)):
-        best = args[0]
-        for x in args[1:]:
-            if (_sign(x - best, point) < 0) == isinstance(expr, sp.Min):
-                best = x
-        return best
-    return expr.func(*args)
+    """``expr`` with every Min, Max and Piecewise replaced by the branch that holds at ``point`` (:func:`derivations.regions.resolve`)."""
+    out = resolve(expr, _at(point), keep_variables=True)
+    if out is None:
+        raise ValueError(f"cannot decide a branch of {expr} at {point}")
+    return out
 
 
 def _breakpoints(method: str) -> list:
@@ -236,10 +205,19 @@ def _at(point: dict) -> dict:
     return {**{k: sp.sympify(v).subs(_CONSTANTS) for k, v in point.items()}, **_CONSTANTS}
 
 
-def _covering_points(signs=(1, 0, -1)) -> list[dict]:
-    """Every region of the finest partition of ``r`` and every kink, for each sign of ``A`` (and ``A = 0``)."""
-    breaks = [b.subs(_CONSTANTS) for b in _breakpoints("dual_clip")]
-    return [_at({**p, A: s * _a}) for s in signs for p in interval_points(r, breaks, lower=0)]
+def _region(sign, lo, hi) -> tuple:
+    """The region ``sign(A)``, ``lo < r < hi`` as the conditions a step is claimed under."""
+    conditions = [] if sign is None else [A > 0 if sign > 0 else A < 0]
+    if lo != 0:
+        conditions.append(r > lo)
+    if hi != sp.oo:
+        conditions.append(r < hi)
+    return tuple(conditions)
+
+
+def _admissible(method: str = "dual_clip") -> list:
+    """The premises on the clip constants: :math:`\\varepsilon_l < 1` (and :math:`c > 1 + \\varepsilon_h` for dual-clip)."""
+    return [eps_l < 1] + ([c > 1 + eps_h] if method == "dual_clip" else [])
 
 
 def _region_latex(sign, lo, hi) -> str:
@@ -269,7 +247,7 @@ def weight_derivation(method: str) -> Derivation:
     >>> from derivations.gradient_weights import weight_derivation
     >>> d = weight_derivation("ppo").verify()
     >>> len(d.steps), d.proved_by()
-    (12, {'interior point': 6, 'expand': 6})
+    (12, {'sign decided': 6, 'expand': 6})
     """
     method = _method(method)
     loss = token_loss(method)
@@ -279,9 +257,10 @@ def weight_derivation(method: str) -> Derivation:
         assumptions=[
             f"${sp.latex(name)} = {sp.latex(loss)}$",
             r"$r = e^{\ell - \ell_0}$",
-            r"$0 < \varepsilon_l < 1$, $\varepsilon_h > 0$" + (r", $c > 1 + \varepsilon_h$" if method == "dual_clip" else ""),
+            r"$\varepsilon_l, \varepsilon_h > 0$" + (r", $c > 0$" if method == "dual_clip" else ""),
+            *_admissible(method),
             r"$\partial\,\mathrm{loss}/\partial\ell = -A\,w$",
-            "on each region every min/max is decided by the sign of the difference of its arguments at an interior point",
+            "on each region every min/max is decided by the sign of the difference of its arguments",
         ],
         unfold=_unfolding({name: loss}),
     )
@@ -289,7 +268,7 @@ def weight_derivation(method: str) -> Derivation:
         for lo, hi, inside in _regions(_breakpoints(method)):
             point = {r: inside, A: sign * _a}
             piece = _resolve(loss, point)
-            d.step(name, piece, f"on ${_region_latex(sign, lo, hi)}$", proof=on_regions(_at(point), label="interior point"))
+            d.step(name, piece, f"on ${_region_latex(sign, lo, hi)}$", proof=holds, given=_region(sign, lo, hi))
             w = sp.factor(-d_dell(piece) / A)
             d.step(sp.Derivative(piece, ell), -A * w, r"differentiate, $\mathrm{sg}$ held constant")
     return d
@@ -399,14 +378,14 @@ def silenced_set() -> Derivation:
     d = Derivation(
         "PPO's silenced set is the MiniMax-M1 mask",
         assumptions=[f"$M = {sp.latex(M)}$", r"$M$ is held constant", r"$w_{\mathrm{PPO}}$ as derived above",
-                     r"at $A = 0$ the gradient vanishes whatever the weight, and $w$ takes its $A < 0$ branch"],
+                     r"at $A = 0$ the gradient vanishes whatever the weight, and $w$ takes its $A < 0$ branch", *_admissible()],
         unfold=_unfolding({M_: M, w_: w_ppo}),
     )
     d.step(sp.Derivative(unified, ell), -A * rhat * M_, r"differentiate the unified loss")
     d.step(-A * r * M_, -A * w_, r"$\hat r = r$; equal on every region and at every kink",
-           proof=on_regions(*_covering_points(), label="every region and kink"))
+           proof=on_regions((A, [0]), (r, _breakpoints("dual_clip")), label="every region and kink"))
     d.step(sp.Eq(w_, 0), sp.Eq(M_, 0), r"$A \ne 0$: $w_{\mathrm{PPO}} = r M$ and $r > 0$; on every region and kink",
-           relation="<=>", proof=on_regions(*_covering_points(signs=(1, -1)), label="every region and kink, A ≠ 0"))
+           relation="<=>", proof=on_regions((A, [0]), (r, _breakpoints("dual_clip")), label="every region and kink, A ≠ 0"), given=(sp.Ne(A, 0),))
     return d
 
 
@@ -425,34 +404,13 @@ def on_policy_limit() -> Derivation:
     5
     """
     w = {m: gradient_weight(m) for m in METHODS}
-    d = Derivation("CISPO without a clip, and every method at the old policy")
-    t = sp.Dummy("t", positive=True)
+    d = Derivation("CISPO without a clip, and every method at the old policy", assumptions=_admissible())
     d.step(sp.Limit(w["cispo"], eps_h, sp.oo), w["is"], r"$r \le 1 + \varepsilon_h$ eventually, for every $r$",
-           proof=_along_tail(eps_h, r + t, t))
-    each_sign = on_regions(*(_at({A: s * _a}) for s in (1, 0, -1)), label="each sign of A")
+           proof=limit_along(eps_h, r))
+    each_sign = on_regions((A, [0]), label="each sign of A")
     for m in METHODS:
         d.step(sp.Subs(w[m], r, 1), sp.Integer(1), f"{_NAMES[m]} at $r = 1$ (every sign of $A$)", proof=each_sign)
     return d
-
-
-def _along_tail(var: sp.Symbol, tail: sp.Expr, t: sp.Symbol):
-    r"""Proof of ``Limit(f, var, oo) = L``: on the tail ``var = tail``, :math:`t > 0`, ``f`` resolves, and its limit as :math:`t \to \infty` is ``L``.
-
-    ``tail`` must be increasing and unbounded in ``t`` (checked), so the limit
-    along it is the limit in ``var``.
-    """
-    if sp.diff(tail, t) != 1:
-        raise ValueError(f"tail must be a shift of {t}, got {tail}")
-
-    def proof(claim: Claim) -> bool:
-        lim = claim.lhs
-        if claim.relation != "=" or not isinstance(lim, sp.Limit) or lim.args[1:3] != (var, sp.oo):
-            return False
-        f = resolve(lim.args[0].subs(var, tail))
-        return f is not None and relation_holds(sp.limit(f, t, sp.oo), "=", claim.right)
-
-    proof.name = "limit along the tail"
-    return proof
 
 
 def weight_table() -> str:
@@ -516,7 +474,7 @@ def stop_gradient_semantics() -> Derivation:
         for lo, hi, inside in _regions([1 + eps_h]):
             point = {r: inside}  # any A: the clip does not involve it
             piece = _resolve(loss, point)
-            d.step(names[name], piece, f"on ${_region_latex(None, lo, hi)}$", proof=on_regions(_at(point), label="interior point"))
+            d.step(names[name], piece, f"on ${_region_latex(None, lo, hi)}$", proof=holds, given=_region(None, lo, hi))
             d.step(sp.Derivative(piece, ell), sp.factor(d_dell(piece)), r"differentiate, $\mathrm{sg}$ held constant")
     return d
 

@@ -37,9 +37,9 @@ from functools import cache
 import sympy as sp
 
 from ._validate import require_int
-from .derivation import Derivation, is_zero
+from .derivation import Derivation
 from .iid_groups import Expect, IIDGroup
-from .proofs import at_values, relation_holds
+from .proofs import at_values, evaluated_by
 
 __all__ = [
     "GRAD_J",
@@ -84,7 +84,8 @@ def _centred_update(baseline, title: str, result, result_reason: str) -> Derivat
     b = baseline(grp)
     d = Derivation(
         title,
-        assumptions=[r"$G \ge 2$ answers drawn i.i.d. from $\pi_\theta$", r"$s_i$: a coordinate of the score of answer $i$"],
+        assumptions=[r"$G \ge 2$ answers drawn i.i.d. from $\pi_\theta$", r"$s_i$: a coordinate of the score of answer $i$",
+                     sp.Eq(Es, 0), sp.Eq(ERs, GRAD_J)],
         unfold=grp.unfold,
     )
     coeff_total = sp.Poly(sp.expand(b), grp.total()).coeff_monomial(grp.total())
@@ -222,7 +223,7 @@ def binary_group_variance() -> Derivation:
     m = n / G
     d = Derivation(
         "Variance of a binary group",
-        assumptions=[r"$R_j \in \{0, 1\}$", r"$n = \sum_j R_j$ successes"],
+        assumptions=[r"$R_j \in \{0, 1\}$:", sp.Eq(sp.Sum(R[j] ** 2, (j, 1, G)), n), r"$n$ successes:", sp.Eq(sp.Sum(R[j], (j, 1, G)), n)],
     )
     d.step(
         sp.Sum((R[j] - m) ** 2, (j, 1, G)),
@@ -257,7 +258,7 @@ def _four_outcomes():
     return outcomes, probs, {P: qa + qb}
 
 
-def _enumerated_at_fixed_G(claim) -> bool:
+def _enumerated_at_fixed_G(lhs, rhs) -> tuple:
     r"""The displayed conditioning claim at a fixed ``G``, both sides evaluated by enumerating all :math:`4^G` outcomes.
 
     The left side's expectations are taken by :meth:`IIDGroup.brute_force`
@@ -265,20 +266,20 @@ def _enumerated_at_fixed_G(claim) -> bool:
     binomial weight and its single-answer moments are those of the same
     distribution (``G`` is read off the displayed sums, which now run to ``G - 1``).
     """
-    tops = {S.limits[0][2] for S in sp.sympify(claim.rhs).atoms(sp.Sum) if S.limits[0][0] == _k}
+    tops = {S.limits[0][2] for S in sp.sympify(rhs).atoms(sp.Sum) if S.limits[0][0] == _k}
     if len(tops) != 1 or not next(iter(tops)).is_Integer:
-        return False
+        raise ValueError("the displayed sums must run to a fixed G - 1")
     G = int(next(iter(tops))) + 1
     grp = IIDGroup(("R", "s"), G=G)
     R, i = grp.R, grp.i
     outcomes, probs, p_is = _four_outcomes()
-    lhs = sp.sympify(claim.lhs).xreplace({_K[i]: grp.total() - R[i]})
+    lhs = sp.sympify(lhs).xreplace({_K[i]: grp.total() - R[i]})
     lhs = lhs.replace(lambda e: isinstance(e, Expect) and grp._is_random(e.args[0]),
                       lambda e: grp.brute_force(e.args[0], G, outcomes, probs))
-    rhs = sp.sympify(claim.rhs).replace(lambda e: isinstance(e, sp.Indexed) and e.base == _b,
+    rhs = sp.sympify(rhs).replace(lambda e: isinstance(e, sp.Indexed) and e.base == _b,
                                         lambda e: _binomial_weight(G, e.indices[0])).doit()
     rhs = grp.evaluate(rhs, outcomes, probs)
-    return is_zero((lhs - rhs).xreplace(p_is)) is not None
+    return lhs.xreplace(p_is), rhs.xreplace(p_is)
 
 
 def grpo_conditioning(G_checked=(2, 3, 4)) -> Derivation:
@@ -327,6 +328,7 @@ def grpo_conditioning(G_checked=(2, 3, 4)) -> Derivation:
             r"$A_i = a(R_i, K_i)$, $K_i = \sum_{j \ne i} R_j$",
             r"$\mathbb{1}[R = 1] = R$, $\mathbb{1}[R = 0] = 1 - R$",
             r"$b_k = \binom{G-1}{k} p^k (1-p)^{G-1-k}$",
+            sp.Eq(Expect(sp_), 0), sp.Eq(Expect(Rp * sp_), GRAD_P),
         ],
         unfold=grp.unfold,
     )
@@ -334,7 +336,7 @@ def grpo_conditioning(G_checked=(2, 3, 4)) -> Derivation:
         Expect(_a(R[i], _K[i]) * s[i]),
         sp.Sum(b * (_a(1, _k) * Expect(Rp * sp_) + _a(0, _k) * Expect((1 - Rp) * sp_)), (_k, 0, G - 1)),
         rf"condition on $R_i, K_i$; checked at $G = {sizes}$ by enumerating all $4^G$ outcomes",
-        proof=at_values(G, G_checked, inner=_enumerated_at_fixed_G),
+        proof=at_values(G, G_checked, inner=evaluated_by(r"enumerating all $4^G$ outcomes", _enumerated_at_fixed_G)),
     )
     d.then(
         sp.Sum(b * (_a(1, _k) - _a(0, _k)), (_k, 0, G - 1)) * Expect(Rp * sp_) + sp.Sum(b * _a(0, _k), (_k, 0, G - 1)) * Expect(sp_),
@@ -511,7 +513,7 @@ def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
         Expect(_A1 * s[1]),
         sp.Add(*terms, evaluate=False) * GRAD_P,
         r"sum over the $2^{" + str(G) + r"}$ reward patterns",
-        proof=_reward_patterns(G, std),
+        proof=evaluated_by(rf"summing over the $2^{{{G}}}$ reward patterns", _reward_patterns(G, std)),
     )
     d.then(sp.collect(sp.expand(sp.Add(*terms)), P) * GRAD_P, "expand")
     return d
@@ -521,26 +523,25 @@ _A1 = sp.Symbol("A_1", real=True)
 
 
 def _reward_patterns(G: int, std: str):
-    r"""Proof: the displayed :math:`\mathbb{E}[c\, A_1 s_1]` (``c`` free of :math:`s_1`) evaluated over all reward patterns."""
+    r"""Evaluation: the displayed :math:`\mathbb{E}[c\, A_1 s_1]` (``c`` free of :math:`s_1`) summed over all reward patterns."""
 
-    def proof(claim) -> bool:
-        lhs = sp.sympify(claim.lhs)
+    def evaluate(lhs, rhs) -> tuple:
+        lhs = sp.sympify(lhs)
         if not isinstance(lhs, Expect):
-            return False
+            raise ValueError("the left side must be an expectation")
         s1 = sp.IndexedBase("s", real=True)[1]
         integrand = sp.expand(lhs.args[0])
         coeff = integrand.coeff(s1)
         if coeff.has(s1) or sp.expand(integrand - coeff * s1) != 0:
-            return False
+            raise ValueError("the expectation must be linear in s_1")
         total = sp.Integer(0)
         for pattern in itertools.product((0, 1), repeat=G):
             prob_others = sp.Mul(*[P if r else 1 - P for r in pattern[1:]])
             score = GRAD_P if pattern[0] else -GRAD_P  # E[1{R_1 = r} s_1]
             total += coeff.xreplace({_A1: zscore_advantage(list(pattern), std)}) * prob_others * score
-        return relation_holds(total, claim.relation, claim.right)
+        return total, rhs
 
-    proof.name = f"enumeration of 2^{G} reward patterns"
-    return proof
+    return evaluate
 
 
 def grpo_weight_closed_forms(G_values=(2, 3, 4, 5), std: str = "population") -> Derivation:

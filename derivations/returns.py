@@ -46,7 +46,6 @@ from ._validate import require_int
 from .derivation import Derivation
 from .iid_groups import Expect
 from .policy import SoftmaxPolicy
-from .proofs import holds
 
 __all__ = [
     "discounted_objective_weights",
@@ -118,7 +117,7 @@ def reward_to_go_unbiased(T: int = 3) -> Derivation:
 
     At a fixed horizon ``T`` (each step checked on explicit sums); the dropped
     terms :math:`\mathbb{E}[r_u s_t]`, :math:`u < t`, vanish by
-    :func:`past_reward_score_vanishes`, which the step's proof re-checks.
+    :func:`past_reward_score_vanishes`; the derivation states them as premises.
 
     Examples
     --------
@@ -133,25 +132,16 @@ def reward_to_go_unbiased(T: int = 3) -> Derivation:
     past = {Expect(r[u] * s[t]): 0 for t in range(T) for u in range(t)}
     d = Derivation(
         f"Reward-to-go is unbiased (T = {T})",
-        assumptions=[r"$r_u$ is known once $o_{\le u}$ is", r"$s_t$: score of step $t$"],
+        assumptions=[r"$r_u$ is known once $o_{\le u}$ is", r"$s_t$: score of step $t$",
+                     r"past rewards are uncorrelated with later scores (the lemma above):", *[sp.Eq(k, v) for k, v in past.items()]],
         unfold=_plain_linearity,
     )
     kept = sp.Add(*[Expect(r[u] * s[t]) for t in range(T) for u in range(t, T)])
     dropped = sp.Add(*[Expect(r[u] * s[t]) for t in range(T) for u in range(t)])
     d.step(Expect(sp.Add(*s) * sp.Add(*r)), kept + dropped, r"linearity")
-    d.then(kept, r"$\mathbb{E}[r_u s_t] = 0$ for $u < t$", facts=past, proof=_past_terms_vanish)
+    d.then(kept, r"$\mathbb{E}[r_u s_t] = 0$ for $u < t$", facts=past)
     d.then(sp.Add(*[Expect(s[t] * G[t]) for t in range(T)]), r"$G_t = \sum_{u \ge t} r_u$")
     return d
-
-
-def _past_terms_vanish(claim) -> bool:
-    r"""Proof: the lemma :math:`\mathbb{E}[r_u s_t] = 0` for :math:`u < t` (:func:`past_reward_score_vanishes`, re-verified), then the displayed equality with those terms set to zero."""
-    _, relation, rhs = past_reward_score_vanishes(2).verify().statement()
-    lemma_holds = relation == "=" and all(e == 0 for e in rhs)
-    return lemma_holds and holds(claim)
-
-
-_past_terms_vanish.name = "lemma (past rewards), then algebra"
 
 
 def _plain_linearity(expr):
@@ -292,21 +282,21 @@ def gae_is_lambda_return_minus_value() -> Derivation:
     d = Derivation(
         "GAE is the λ-return minus the value",
         assumptions=[
-            r"$\delta_t = r_t + \gamma(1 - d_t)V'_t - V_t$, $A_t = \delta_t + \gamma\lambda(1 - c_t)A_{t+1}$",
+            sp.Eq(_delta[t], _td_error(t, _d[t])), r"$A_t = \delta_t + \gamma\lambda(1 - c_t)A_{t+1}$",
             r"$d_t = 1 \Rightarrow c_t = 1$ (a terminal step ends the trace)",
             r"without a cut the next entry continues the trajectory: $V'_t = V_{t+1}$",
-            r"induction: $A_{t+1} = G^\lambda_{t+1} - V_{t+1}$",
+            r"induction:", sp.Eq(_Gl[t + 1], _A[t + 1] + _V[t + 1]),
         ],
     )
     lambda_return = _r[t] + gamma * (1 - _d[t]) * (_Vn[t] + lam * (1 - _c[t]) * (_Gl[t + 1] - _Vn[t]))
     regrouped = _delta[t] + gamma * lam * (1 - _d[t]) * (1 - _c[t]) * (_Gl[t + 1] - _Vn[t])
     d.step(lambda_return - _V[t], regrouped, "regroup", facts={_delta[t]: _td_error(t, _d[t])})
-    d.step(regrouped, _delta[t], r"$c_t = 1$", facts={_c[t]: 1})
+    d.step(regrouped, _delta[t], r"$c_t = 1$", given=(sp.Eq(_c[t], 1),))
     d.step(
         regrouped,
         _delta[t] + gamma * lam * (_Gl[t + 1] - _V[t + 1]),
         r"$c_t = 0$",
-        facts={_c[t]: 0, _d[t]: 0, _Vn[t]: _V[t + 1]},
+        given=(sp.Eq(_c[t], 0), sp.Eq(_d[t], 0), sp.Eq(_Vn[t], _V[t + 1])),
     )
     d.then(_delta[t] + gamma * lam * _A[t + 1], "induction", facts={_Gl[t + 1]: _A[t + 1] + _V[t + 1]})
     return d
@@ -340,8 +330,8 @@ def gae_unrolled(T: int = 3) -> Derivation:
     """
     T = require_int("T", T, minimum=1)
     A = _gae_recursion(T)
-    d = Derivation(f"GAE unrolled (T = {T})", assumptions=[r"trace cut only at $T$, not terminated"])
     deltas = [_r[u] + gamma * _Vn[u] - _V[u] for u in range(1, T + 1)]
+    d = Derivation(f"GAE unrolled (T = {T})", assumptions=[r"trace cut only at $T$, not terminated", *[sp.Eq(_delta[u], deltas[u - 1]) for u in range(1, T + 1)]])
     d.step(A[0], sp.Add(*[(gamma * lam) ** (u - 1) * _delta[u] for u in range(1, T + 1)]), "unroll", facts={_delta[u]: deltas[u - 1] for u in range(1, T + 1)})
     return d
 
@@ -357,7 +347,7 @@ def gae_lambda_zero(T: int = 3) -> Derivation:
     """
     T = require_int("T", T, minimum=1)
     d = Derivation(f"GAE(λ = 0) is the TD error (T = {T})")
-    d.step(_gae_recursion(T)[0], _gae_recursion(T, lam_value=0)[0], r"$\lambda = 0$", facts={lam: 0})
+    d.step(_gae_recursion(T)[0], _gae_recursion(T, lam_value=0)[0], r"$\lambda = 0$", given=(sp.Eq(lam, 0),))
     return d
 
 
@@ -379,10 +369,10 @@ def gae_lambda_one(T: int = 3) -> Derivation:
     A1 = _gae_recursion(T)[0]
     d = Derivation(
         f"GAE(λ = 1) is the discounted return minus V (T = {T})",
-        assumptions=[r"one trajectory, $V'_u = V_{u+1}$ for $u < T$", "bootstrap from $V'_T$ at the end"],
+        assumptions=[r"one trajectory:", *[sp.Eq(k, v) for k, v in _consistent(T).items()], "bootstrap from $V'_T$ at the end"],
     )
     telescoped = sp.Add(*[gamma ** (u - 1) * _r[u] for u in range(1, T + 1)]) + gamma**T * _Vn[T] - _V[1]
-    d.step(A1, telescoped, r"$\lambda = 1$", facts={lam: 1} | _consistent(T))
+    d.step(A1, telescoped, r"$\lambda = 1$", facts=_consistent(T), given=(sp.Eq(lam, 1),))
     return d
 
 

@@ -43,7 +43,7 @@ import sympy as sp
 from ._validate import require_int
 from .derivation import Derivation
 from .policy import IndexedSoftmax, SoftmaxPolicy
-from .proofs import by_lemma, interval_points, minimum_over, numerically, on_regions
+from .proofs import by_lemma, minimum_over, numerically, on_regions
 
 __all__ = [
     "clip_bias_term",
@@ -95,28 +95,24 @@ def positive_part_lemma() -> Derivation:
     >>> d.proved_by()
     {'regions': 1}
     """
-    g, eta = sp.symbols("gamma eta", positive=True)
-    one, zero = sp.Integer(1), sp.Integer(0)
-    cases = {(1 + g, eta): [eta, (1 + g) * eta], (one, eta): [eta], (1 + g, zero): [zero], (one, zero): [zero]}
-    points = [{**p, _c: c, _y: y} for (c, y), cuts in cases.items() for p in interval_points(_x, cuts)]
     d = Derivation(r"Scalar lemma: (x - c y)+ <= (x - y)+", assumptions=[_c >= 1, _y >= 0])
     d.step(_pos(_x - _c * _y), _pos(_x - _y),
            r"$x$ below, at, between and above $y \le c y$; for $c = 1$ or $c > 1$, $y = 0$ or $y > 0$", relation="<=",
-           proof=on_regions(*points))
+           proof=on_regions((_c, []), (_y, []), (_x, [_y, _c * _y])))
     return d
 
 
 def _positive_part_identity() -> Derivation:
     r""":math:`x_+ = x/2 + |x|/2` for real :math:`x`, decided on :math:`x < 0`, at :math:`x = 0` and on :math:`x > 0`."""
     d = Derivation("positive part as a mean of x and |x|")
-    return d.step(_pos(_x), _x / 2 + sp.Abs(_x) / 2, r"on $x < 0$, $x = 0$, $x > 0$", proof=on_regions(*interval_points(_x, [0])))
+    return d.step(_pos(_x), _x / 2 + sp.Abs(_x) / 2, r"on $x < 0$, $x = 0$, $x > 0$", proof=on_regions((_x, [0])))
 
 
 def _homogeneity() -> Derivation:
     r""":math:`\mu\,(x/\mu - c)_+ = (x - c\mu)_+` for :math:`\mu > 0`, decided below, at and above :math:`x = c\mu`."""
     d = Derivation("positive homogeneity of the positive part")
     return d.step(_mu * _pos(_x / _mu - _c), _pos(_x - _c * _mu), r"on $x < c\mu$, $x = c\mu$, $x > c\mu$",
-                  proof=on_regions(*interval_points(_x, [_c * _mu])))
+                  proof=on_regions((_x, [_c * _mu])))
 
 
 def tv_bound() -> Derivation:
@@ -149,7 +145,7 @@ def tv_bound() -> Derivation:
     S = lambda e: sp.Sum(e, (a, 1, K))
     d = Derivation(
         r"Per-state bound: E_mu[(r - c)+] <= TV(pi, mu)",
-        assumptions=[c >= 1, r"$\pi_a, \mu_a > 0$, $\sum_a \pi_a = \sum_a \mu_a = 1$", r"$r_a = \pi_a / \mu_a$"],
+        assumptions=[c >= 1, r"$\pi_a, \mu_a > 0$", sp.Eq(S(pi[a]), 1), sp.Eq(S(mu[a]), 1), r"$r_a = \pi_a / \mu_a$"],
     )
     d.step(S(mu[a] * _pos(pi[a] / mu[a] - c)), S(_pos(pi[a] - c * mu[a])),
            r"$\mu (x/\mu - c)_+ = (x - c\mu)_+$, $\mu > 0$, termwise",
@@ -179,14 +175,12 @@ def clip_bias_term() -> Derivation:
     """
     r, eps = sp.Symbol("r", positive=True), sp.Symbol("varepsilon", positive=True)
     A = sp.Symbol("A", real=True)
-    a = sp.Symbol("a", positive=True)
     excess = _pos(r - 1 - eps)
-    around_cap = interval_points(r, [1 + eps], lower=0)
     d = Derivation("CISPO minus token IS, per token", assumptions=[r"$r > 0$", r"$\varepsilon > 0$"])
     d.step((sp.Min(r, 1 + eps) - r) * A, -excess * A, r"on $r < 1+\varepsilon$, $r = 1+\varepsilon$, $r > 1+\varepsilon$",
-           proof=on_regions(*around_cap))
+           proof=on_regions((r, [1 + eps])))
     d.step(sp.Abs(-excess * A), excess * sp.Abs(A), r"$(\cdot)_+ \ge 0$; on each region of $r$, for $A > 0$, $A = 0$, $A < 0$",
-           proof=on_regions(*({**p, A: s} for p in around_cap for s in (a, 0, -a)), label="regions and signs of A"))
+           proof=on_regions((r, [1 + eps]), (A, [0]), label="regions and signs of A"))
     return d
 
 
@@ -220,7 +214,7 @@ def kl_estimators_unbiased(K: int | None = None) -> tuple[Derivation, Derivation
         pis, rhos, total = _probabilities(K)
         S = lambda f: sum(f(p, q) for p, q in zip(pis, rhos))
     kl = S(lambda p, q: p * sp.log(p / q))
-    assumptions = [r"$a \sim \pi$, $r_{\mathrm{ref}} = \rho_a / \pi_a$", r"$\pi_a, \rho_a > 0$"]
+    assumptions = [r"$a \sim \pi$, $r_{\mathrm{ref}} = \rho_a / \pi_a$", r"$\pi_a, \rho_a > 0$", *[sp.Eq(k, v) for k, v in total.items()]]
     size = "any K" if K is None else f"K = {K}"
     d1 = Derivation(f"k1 is unbiased for KL(π ‖ π_ref), {size}", assumptions=assumptions)
     d1.step(S(lambda p, q: p * (-sp.log(q / p))), kl, r"$-\log(\rho/\pi) = \log(\pi/\rho)$")
@@ -366,7 +360,8 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
 
     d = Derivation(
         f"Expected gradients of the KL estimators as losses, K = {K}",
-        assumptions=[r"$a \sim \mathrm{sg}(\pi)$", r"$\rho = \pi_{\mathrm{ref}}$ fixed", r"$\partial_j = \partial / \partial\theta_j$"],
+        assumptions=[r"$a \sim \mathrm{sg}(\pi)$", r"$\rho = \pi_{\mathrm{ref}}$ fixed", r"$\partial_j = \partial / \partial\theta_j$",
+                     *[sp.Eq(k, v) for k, v in total.items()]],
         unfold=lambda e: softmax.unfold(e.xreplace(definitions)),
     )
     d.step(sp.Derivative(pa[a_], softmax.theta[j_]), jacobian,

@@ -75,18 +75,18 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cmp_to_key
 
 import sympy as sp
 
 from ._validate import require_int
-from .derivation import Claim, Derivation, is_zero
+from .derivation import Derivation, is_zero
 from .group_baselines import GRAD_J, GRAD_P, P
 from .iid_groups import Expect, IIDGroup
 from . import gradient_weights as gw
-from .proofs import decide_sign, interval_points, on_regions, resolve
+from .proofs import decide_sign, evaluated_by, holds, interval_points, resolve
 
 __all__ = [
     "GroupReport",
@@ -412,11 +412,11 @@ def _general(expr, G, constants) -> GroupReport:
     )
     d.step(start, moments, r"linearity; independence of distinct answers; identical moments")
     after = sp.expand(moments.xreplace({Es: 0}))
-    d.then(after, r"$\mathbb{E}[s] = 0$", facts={Es: 0})
+    d.then(after, r"$\mathbb{E}[s] = 0$", given=(sp.Eq(Es, 0),))
     c = sp.factor(after.coeff(ERs))
     residual = sp.expand(after - c * ERs)
     result = c * GRAD_J + residual
-    d.then(result, r"$\mathbb{E}[R s] = \nabla_\theta J$", facts={ERs: GRAD_J})
+    d.then(result, r"$\mathbb{E}[R s] = \nabla_\theta J$", given=(sp.Eq(ERs, GRAD_J),))
     verdict, reason = _verdict(c, residual, set(), "E[A_i s_i]")
     return GroupReport(verdict, c, residual, reason, d, "general", G, _zero_on_equal(expr, G))
 
@@ -541,7 +541,7 @@ def _finite(advantage, G: int, law: str, values: tuple, constants: dict, name: s
         elif depends is False:
             c = diffs[0]
             d.then(c * GRAD_P, r"coefficients equal to fp64 rounding; the Bernstein polynomials sum to 1",
-                   proof=_named_proof("equal to 1e-12 per coefficient", lambda claim: _same(claim.left, claim.right)))
+                   proof=evaluated_by("the coefficients compared to 1e-12", lambda lhs, rhs: (lhs, rhs), tol=1e-12))
         elif not bernstein.has(sp.Float) and G <= 6:  # fp64 values, and long radicals, stay in the Bernstein form
             c_nice = _nice(sp.collect(sp.expand(bernstein), P))
             if len(sp.sstr(c_nice)) < len(sp.sstr(bernstein)):
@@ -610,7 +610,7 @@ def _moment_in_q(x: Expect, values, grads):
     return sum(v**dg * g for v, g in zip(values, grads))
 
 
-def _reduction_proof(advantage, G, values, q, grads, constants, binary) -> Callable[[Claim], bool]:
+def _reduction_proof(advantage, G, values, q, grads, constants, binary):
     """Proof of the reduction step: recompute sum_v a(v) grad q_v from a fresh evaluation of the advantage.
 
     The advantage is evaluated again on every ordering of the others'
@@ -619,19 +619,12 @@ def _reduction_proof(advantage, G, values, q, grads, constants, binary) -> Calla
     fails the step.
     """
 
-    def proof(claim: Claim) -> bool:
+    def evaluate(lhs, rhs):
         fresh = _Values(advantage, G, values, constants)
         _require_symmetric(advantage, G, values, constants, fresh)
-        total = sum(fresh.conditional(v, q) * gq for v, gq in zip(values, grads))
-        return _same(total, claim.rhs)
+        return sum(fresh.conditional(v, q) * gq for v, gq in zip(values, grads)), rhs
 
-    proof.name = "advantage re-evaluated on every pattern"
-    return proof
-
-
-def _named_proof(name: str, fn):
-    fn.name = name
-    return fn
+    return evaluated_by("advantage re-evaluated on every pattern", evaluate, tol=1e-12)
 
 
 def _same(a, b) -> bool:
@@ -793,7 +786,7 @@ def _symbolic_G_finite(expr, law, values, constants) -> GroupReport:
         result = sp.expand((general.scale * GRAD_J + general.residual).xreplace(moments).xreplace({GRAD_J: GRAD_P}))
         c = sp.factor(result.coeff(GRAD_P))
         d.then(c * GRAD_P, r"binary reward: $R^d = R$, $\mathbb{E}[R^d s] = \nabla_\theta p$, $\mathbb{E}[R^d] = p$",
-               facts={**{e: v for e, v in moments.items()}, GRAD_J: GRAD_P})
+               given=tuple(sp.Eq(e, v) for e, v in {**moments, GRAD_J: GRAD_P}.items()))
         verdict, reason = _verdict(c, sp.Integer(0), {P}, "E[A_i s_i]")
         return GroupReport(verdict, c, sp.Integer(0), reason, d, "binary", G_SYMBOL, general.zero_on_equal_rewards)
     return GroupReport("undecided", None, None, "a finite law with a symbolic G is checked for binary rewards only; pass a number G",
@@ -1081,7 +1074,7 @@ def _token_symbolic(loss) -> TokenReport:
     d = Derivation(
         "Gradient weight of the loss",
         assumptions=[f"${sp.latex(name)} = {sp.latex(loss)}$", r"$r = e^{\ell - \ell_0}$",
-                     r"$0 < \varepsilon_l < 1$, $\varepsilon_h > 0$, $c > 1 + \varepsilon_h$",
+                     r"$\varepsilon_l, \varepsilon_h, c > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h,
                      r"$\partial\,\mathcal{L}/\partial\ell = -A\,w$; $\mathrm{sg}$ held constant"],
         unfold=_token_unfold(name, loss),
     )
@@ -1094,7 +1087,8 @@ def _token_symbolic(loss) -> TokenReport:
                 at = {**{k: sp.sympify(v).subs(_ADMISSIBLE) for k, v in point.items()}, **_ADMISSIBLE}
                 piece = _piece(loss, at)
                 where = ("A > 0" if sign > 0 else "A < 0") + r",\ " + (sp.latex(lo) + " < " if lo != 0 else "0 < ") + "r" + ("" if hi == sp.oo else " < " + sp.latex(hi))
-                d.step(name, piece, f"on ${where}$", proof=on_regions(at, label="whole region"))
+                region = (gw.A > 0 if sign > 0 else gw.A < 0, *([gw.r > lo] if lo != 0 else []), *([gw.r < hi] if hi != sp.oo else []))
+                d.step(name, piece, f"on ${where}$", proof=holds, given=region)
                 w = sp.factor(-gw.d_dell(piece) / gw.A)
                 d.step(sp.Derivative(piece, gw.ell), -gw.A * w, r"differentiate, $\mathrm{sg}$ held constant")
                 pieces[sign].append((lo, hi, w))

@@ -1,0 +1,636 @@
+r"""The proof kernel: the only code that marks a step of a derivation verified.
+
+**What a ✓ guarantees.** A ✓ on a step means that SymPy reduced the difference of
+the two displayed sides to zero, or decided the sign of that difference, after
+applying only the definitions and premises shown on the page, on every region
+of a partition the kernel built itself and for a lemma instance whose
+assumptions it checked; a step checked only at instances, numerically or by a
+named evaluation says so on the page.
+
+What the kernel **trusts**: SymPy reducing a difference to zero
+(:func:`~derivations.canonical.is_zero`); SymPy's sign decisions
+(``is_positive`` and friends on factored forms) under the symbols' stated
+assumptions (:mod:`derivations.regions`); ``solveset`` for the solution set of a
+condition in one variable; ``sympy.minimum`` and ``sympy.limit``; a
+derivation's ``unfold`` and an :func:`evaluated_by` evaluation, which give the
+notation its meaning (the latter shown on the page by name).
+
+What it does **not** trust: the caller.  A proof is one of the kernel's proof
+objects (never a bare function); it states what it establishes (left side,
+relation, right side, and a badge when it holds only at instances) and the
+kernel compares that with the displayed claim, relation included (a strict
+claim needs a strict proof).  Regions are built by the kernel from cut points
+and must cover every admissible value of the variable; a lemma's instance must
+satisfy the lemma's symbol assumptions and premises; premises must be
+consistent (``False`` cannot be derived from them by SymPy); a fact substituted
+into a step must be a premise shown on the page or be verified by the CAS.
+
+Examples
+--------
+>>> import sympy as sp
+>>> from derivations import Derivation
+>>> from derivations.proofs import on_regions
+>>> x = sp.Symbol("x", real=True)
+>>> d = Derivation("positive part").step(sp.Max(x, 0), x / 2 + sp.Abs(x) / 2, "cases", proof=on_regions((x, [0])))
+>>> d.verify().proved_by()
+{'regions': 1}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import sympy as sp
+
+from .canonical import DerivationError, is_zero, reject_vacuous_derivatives
+from .regions import at_least, resolve, truth
+
+__all__ = ["Claim", "DerivationError", "Proof", "Verdict", "check", "implies", "relation_holds", "require_consistent"]
+
+RELATIONS = ("=", "<=", ">=", "<", ">", "=>", "<=>")
+
+_IMPLIES = {"=": {"=", "<=", ">="}, "<=": {"<="}, ">=": {">="}, "<": {"<", "<="}, ">": {">", ">="},
+            "<=>": {"<=>", "=>"}, "=>": {"=>"}}
+
+
+def implies(established: str, displayed: str) -> bool:
+    """Whether a proof of ``established`` proves the ``displayed`` relation (``<=`` does not prove ``<``)."""
+    return displayed in _IMPLIES.get(established, ())
+
+
+def _is_relation(p) -> bool:
+    return isinstance(p, sp.logic.boolalg.Boolean) and not isinstance(p, sp.Expr)
+
+
+@dataclass(frozen=True)
+class Claim:
+    r"""The displayed statement ``lhs <relation> rhs`` of a step, with what checking it may use.
+
+    ``premises`` are the derivation's stated relations and the step's ``given``
+    conditions; ``facts`` are substitutions the kernel has justified.
+    :meth:`content` is a displayed expression as the CAS checks it: the
+    notation unfolded, unevaluated operators evaluated, the facts substituted.
+    """
+
+    lhs: sp.Basic
+    relation: str
+    rhs: sp.Basic
+    unfold: Callable | None = None
+    facts: Mapping | None = None
+    premises: tuple = ()
+    given: tuple = ()
+
+    def __post_init__(self):
+        if self.relation not in RELATIONS:
+            raise ValueError(f"relation must be one of {sorted(RELATIONS)}, got {self.relation!r}")
+        for name in ("premises", "given"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not all(_is_relation(p) for p in value):
+                raise TypeError(f"{name} must be a tuple of SymPy relations, got {value!r}")
+
+    @property
+    def conditions(self) -> tuple:
+        """The derivation's premises and the step's ``given`` conditions."""
+        return self.premises + self.given
+
+    def parametrisation(self, exclude=()) -> dict:
+        """:func:`parametrisation` of the premises, then of the ``given`` conditions."""
+        return parametrisation(self.premises, exclude, self.given)
+
+    def content(self, expr) -> sp.Basic:
+        """``expr`` as the CAS checks it: unfolded, evaluated, facts substituted."""
+        if self.unfold is not None:
+            expr = self.unfold(expr)
+        reject_vacuous_derivatives(expr)
+        expr = expr.doit()
+        if self.facts:
+            expr = sp.expand_log(expr).subs(self.facts).doit()
+        return expr
+
+    @property
+    def left(self) -> sp.Basic:
+        return self.content(self.lhs)
+
+    @property
+    def right(self) -> sp.Basic:
+        return self.content(self.rhs)
+
+    def subs(self, mapping) -> Claim:
+        """The claim with ``mapping`` substituted into both sides, the facts and the premises."""
+        facts = None if not self.facts else {sp.sympify(k).subs(mapping): sp.sympify(v).subs(mapping) for k, v in self.facts.items()}
+        return Claim(sp.sympify(self.lhs).subs(mapping), self.relation, sp.sympify(self.rhs).subs(mapping),
+                     self.unfold, facts, tuple(p.subs(mapping) for p in self.premises), tuple(p.subs(mapping) for p in self.given))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a step was verified: the method's name and, for a step checked only partially, the badge the page shows."""
+
+    method: str
+    badge: str | None = None
+
+
+class Refused(DerivationError):
+    """The kernel refuses a step; the message says why."""
+
+
+# --------------------------------------------------------------- premises
+
+
+def _bounds(s: sp.Symbol, premises: Sequence) -> tuple[list, list]:
+    """Bounds ``(value, closed)`` on ``s`` below and above: the premises' (``s > b``, either way round) first, then its assumptions'."""
+    lows, highs = [], []
+    for p in premises:
+        if not isinstance(p, sp.core.relational.Relational) or isinstance(p, (sp.Eq, sp.Ne)):
+            continue
+        big, small, closed = p.gts, p.lts, p.rel_op in (">=", "<=")
+        if big == s and not small.has(s):
+            lows.append((small, closed))
+        elif small == s and not big.has(s):
+            highs.append((big, closed))
+    if s.is_positive or s.is_nonnegative:
+        lows.append((sp.Integer(0), not s.is_positive))
+    if s.is_negative or s.is_nonpositive:
+        highs.append((sp.Integer(0), not s.is_negative))
+    return lows, highs
+
+
+def parametrisation(premises: Sequence, exclude=(), given: Sequence = ()) -> dict:
+    r"""Each plain symbol that a premise bounds strictly, written as the image of fresh positive symbols.
+
+    :math:`s > b` gives :math:`s = b + \eta`, :math:`s < c` gives :math:`s = c - \eta`,
+    both give :math:`s = b + (c - b)\,\eta/(1 + \eta)`, :math:`\eta > 0`: every
+    admissible value of :math:`s` is reached, so a sign decided for all
+    :math:`\eta > 0` holds for all admissible :math:`s`.  A symbol with a
+    non-strict bound, or with several premise bounds on one side, is left alone.
+    The ``given`` conditions of a step (a region) are parametrised second, in
+    the parametrised constants of the premises.
+    """
+    if given:
+        bounded = _bounded(given) - _bounded(premises)  # a constant the premises bound stays a constant
+        first = parametrisation(premises, set(exclude) | bounded)
+        second = parametrisation([sp.sympify(g).xreplace(first) for g in given], set(exclude) | set(first))
+        return {**{k: v.xreplace(second) for k, v in first.items()}, **second}
+    out, used = {}, set()
+    for s in sorted({a for p in premises for a in p.free_symbols if isinstance(a, sp.Symbol)} - set(exclude), key=sp.default_sort_key):
+        mine = [p for p in premises if p.has(s) and p not in used]  # a premise a < b bounds one of its symbols, not both
+        lows, highs = _bounds(s, mine)
+        own_lows, own_highs = _bounds(s, [])
+        stated_lows, stated_highs = len(lows) - len(own_lows), len(highs) - len(own_highs)
+        if stated_lows + stated_highs == 0 or stated_lows > 1 or stated_highs > 1:
+            continue  # nothing stated, or several bounds on one side (which is tighter is not known)
+        low, high = (lows[0] if lows else None), (highs[0] if highs else None)
+        if (low and low[1]) or (high and high[1]):
+            continue  # a closed bound: an interior parametrisation would miss the end point
+        used.update(p for p in mine if _bounds(s, [p]) != _bounds(s, []))
+        eta = sp.Dummy(f"eta_{s}", positive=True)
+        if low and high:
+            out[s] = low[0] + (high[0] - low[0]) * eta / (1 + eta)
+        elif low:
+            out[s] = low[0] + eta
+        else:
+            out[s] = high[0] - eta
+    for _ in range(len(out)):  # bounds written in other bounded symbols
+        out = {s: v.xreplace(out) for s, v in out.items()}
+    if any(v.has(*out) for v in out.values()):
+        return {}  # cyclic bounds: decide nothing from them
+    return out
+
+
+def _bounded(conditions: Sequence) -> set:
+    """The plain symbols that some condition bounds (``s > b`` or ``b < s``)."""
+    return {s for c in conditions if isinstance(c, sp.core.relational.Relational) and not isinstance(c, (sp.Eq, sp.Ne))
+            for s in (c.lhs, c.rhs) if isinstance(s, sp.Symbol)}
+
+
+def require_consistent(premises: Sequence) -> None:
+    """Refuse premises from which SymPy derives ``False`` (``sp.false``, a contradiction in one variable, or a premise false once the others are parametrised)."""
+    if premises:
+        _require_consistent(tuple(premises))
+
+
+@lru_cache(maxsize=256)
+def _require_consistent(premises: tuple) -> None:
+    if sp.false in premises or sp.And(*premises) == sp.false:
+        raise Refused("its premises are contradictory (they contain False)")
+    for s in {a for p in premises for a in p.free_symbols if isinstance(a, sp.Symbol)}:
+        alone = [p for p in premises if p.free_symbols == {s} and isinstance(p, sp.core.relational.Relational)]
+        domain = sp.Interval.open(0, sp.oo) if s.is_positive else sp.Interval(0, sp.oo) if s.is_nonnegative else sp.S.Reals
+        try:
+            solutions = sp.Intersection(domain, *[sp.solveset(p, s, sp.S.Reals) for p in alone])
+        except Exception:  # solveset could not solve: no contradiction derived
+            continue
+        if alone and solutions == sp.S.EmptySet:
+            raise Refused(f"its premises are contradictory ({', '.join(map(sp.sstr, alone))} admit no {s})")
+    param = parametrisation(premises)
+    for p in premises:
+        if param and truth(p.subs(param)) is False:
+            raise Refused(f"its premises are contradictory ({sp.sstr(p)} fails under the others)")
+
+
+def _holds_under(rel, claim: Claim) -> bool:
+    """``rel`` is a premise, or SymPy decides it true for every admissible value of the premises' symbols."""
+    if rel in claim.conditions or rel is sp.true:
+        return True
+    return truth(sp.sympify(rel).subs(claim.parametrisation())) is True
+
+
+# ---------------------------------------------------------------- deciding
+
+
+def relation_holds(left, relation: str, right) -> bool:
+    """Whether ``left <relation> right`` is established: equalities by :func:`~derivations.is_zero`, orders by signs.
+
+    Every ``Min``/``Max``/``Abs``/``Piecewise`` is resolved first
+    (:func:`derivations.regions.resolve`); a strict relation needs a strict sign.
+    """
+    left, right = resolve(left), resolve(right)
+    if left is None or right is None:
+        return False
+    if relation in ("<=>", "=>"):
+        lt, rt = truth(left), truth(right)
+        if lt is None or rt is None:
+            return False
+        return lt == rt if relation == "<=>" else (not lt) or rt
+    if _is_relation(left) or _is_relation(right):
+        return False
+    if relation == "=":
+        return is_zero(left - right) is not None
+    if relation in ("<=", "<"):
+        left, right = right, left  # now: left >= right (or >)
+    return at_least(left - right, relation in ("<", ">"))
+
+
+@dataclass(frozen=True)
+class Established:
+    """What a proof object established: ``lhs <relation> rhs``, with a badge when it holds only at instances."""
+
+    lhs: sp.Basic
+    relation: str
+    rhs: sp.Basic
+    badge: str | None = None
+
+
+class Proof:
+    """A proof object of the kernel.  Only the kinds defined here (built by :mod:`derivations.proofs`) are accepted."""
+
+    name = "proof"
+
+    def establish(self, claim: Claim) -> Established | None:  # pragma: no cover - every kind overrides it
+        raise NotImplementedError
+
+
+_KINDS: set[type] = set()
+
+
+def _kind(cls):
+    _KINDS.add(cls)
+    return dataclass(frozen=True)(cls)
+
+
+def _same(a, b) -> bool:
+    if _is_relation(a) or _is_relation(b):
+        return a == b
+    return is_zero(sp.sympify(a) - sp.sympify(b) if not isinstance(a, sp.MatrixBase) else a - b) is not None
+
+
+# ---------------------------------------------------------------- the check
+
+
+def justify_facts(facts: Mapping, premises: Sequence, unfold) -> None:
+    """Each fact ``k -> v`` is a premise ``Eq(k, v)`` shown on the page, or the CAS verifies ``k = v``; else refused."""
+    for k, v in facts.items():
+        k, v = sp.sympify(k), sp.sympify(v)
+        if any(isinstance(p, sp.Eq) and {p.lhs, p.rhs} == {k, v} for p in premises):
+            continue
+        if is_zero(k - v, unfold=unfold) is not None:
+            continue
+        raise Refused(f"the fact {sp.sstr(k)} = {sp.sstr(v)} is neither a stated premise nor verified by the CAS")
+
+
+def check(claim: Claim, proof) -> Verdict:
+    """Verify the displayed ``claim`` with ``proof`` (``None`` for an equality the canonicalisers decide); raise :class:`Refused` with the reason."""
+    require_consistent(claim.conditions)
+    if claim.facts:
+        justify_facts(claim.facts, claim.conditions, claim.unfold)
+    if proof is None:
+        if claim.relation != "=":
+            raise Refused(f"a step with relation {claim.relation!r} needs a proof")
+        how = is_zero(claim.lhs - claim.rhs, claim.facts, claim.unfold)
+        if how is None:
+            raise Refused("the CAS does not reduce lhs - rhs to 0")
+        return Verdict(how)
+    if type(proof) not in _KINDS:
+        raise Refused(f"{proof!r} is not a proof: only the kernel's proof builders (derivations.proofs) are proofs")
+    est = proof.establish(claim)
+    if est is None:
+        raise Refused(f"the {proof.name} proof does not establish it")
+    if not implies(est.relation, claim.relation):
+        raise Refused(f"the {proof.name} proof establishes {est.relation!r}, which does not prove the displayed {claim.relation!r}")
+    if not (_same(est.lhs, claim.lhs) and _same(est.rhs, claim.rhs)):
+        raise Refused(f"the {proof.name} proof establishes {sp.sstr(est.lhs)} {est.relation} {sp.sstr(est.rhs)}, not the displayed claim")
+    return Verdict(proof.name, est.badge)
+
+
+# ---------------------------------------------------------------- the proof kinds
+
+
+@_kind
+class Decide(Proof):
+    """The displayed relation decided directly, for every admissible value of the premises' symbols."""
+
+    name = "sign decided"
+
+    def establish(self, claim):
+        param = claim.parametrisation()
+        left, right = (sp.sympify(x).subs(param) if param else x for x in (claim.left, claim.right))
+        return Established(claim.lhs, claim.relation, claim.rhs) if relation_holds(left, claim.relation, right) else None
+
+
+def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = ()) -> list[dict]:
+    """The kernel's own partition: for each cut ``(x, breakpoints)``, every breakpoint and an interior point of every gap of ``x``'s admissible domain."""
+    points = [{}]
+    param = parametrisation(premises, [x for x, _ in cuts], given)
+    premises = tuple(premises) + tuple(given)
+    for x, breaks in cuts:
+        out = []
+        for p in points:
+            at = lambda e: sp.sympify(e).subs(param).subs(p)  # noqa: E731
+            lows, highs = _bounds(x, premises)
+            lo, lo_closed = (at(lows[0][0]), lows[0][1]) if lows else (-sp.oo, False)
+            hi, hi_closed = (at(highs[0][0]), highs[0][1]) if highs else (sp.oo, False)
+            cut = []
+            for b in (at(b) for b in breaks):
+                if cut and is_zero(b - cut[-1]) is not None:
+                    continue  # breakpoints that coincide at this point
+                if cut and not at_least(b - cut[-1], True):
+                    raise Refused(f"the breakpoints of {x} are not provably increasing ({sp.sstr(cut[-1])} then {sp.sstr(b)})")
+                if (lo != -sp.oo and not at_least(b - lo, True)) or (hi != sp.oo and not at_least(hi - b, True)):
+                    raise Refused(f"the breakpoint {sp.sstr(b)} does not lie inside the domain of {x}")
+                cut.append(b)
+            if not cut and lo == -sp.oo and hi == sp.oo:
+                raise Refused(f"no cut point for {x}: nothing to split")
+            t = sp.Dummy("t", positive=True)
+            edges = [lo, *cut, hi]
+            for i, (a, b) in enumerate(zip(edges, edges[1:])):
+                if i == 0 and lo_closed and lo != -sp.oo:
+                    out.append({**p, x: a})
+                inner = b - t if a == -sp.oo else a + t if b == sp.oo else a + (b - a) * t / (1 + t)
+                out.append({**p, x: inner})
+                if i < len(edges) - 2 or (hi_closed and hi != sp.oo):
+                    out.append({**p, x: b})
+        points = out
+    return [{**{k: v for k, v in param.items()}, **p} for p in points]
+
+
+@_kind
+class Regions(Proof):
+    """The claim decided at every point of the kernel's partition of the cut variables' domains."""
+
+    cuts: tuple
+    label: str = "regions"
+    inner: Proof | None = None
+
+    @property
+    def name(self):
+        return self.label
+
+    def establish(self, claim):
+        points = covering_points(self.cuts, claim.premises, claim.given)
+        for p in points:
+            if any(truth(sp.sympify(q).subs(p)) is False for q in claim.conditions):
+                continue  # the point lies outside the admissible set (a premise fails there)
+            if self.inner is not None:
+                here = claim.subs(p)
+                check(here, self.inner)
+            elif not relation_holds(claim.left.subs(p), claim.relation, claim.right.subs(p)):
+                return None
+        return Established(claim.lhs, claim.relation, claim.rhs)
+
+
+_ASSUMPTIONS = ("positive", "negative", "nonnegative", "nonpositive", "nonzero", "zero", "real", "integer", "rational")
+_SIGN_RELATIONS = {"positive": (">", True), "negative": ("<", True), "nonnegative": (">", False), "nonpositive": ("<", False)}
+
+
+def _satisfies(value, key: str, claim: Claim) -> bool:
+    """``value`` has the assumption ``key`` (``positive``, ...), by its own assumptions or by the premises."""
+    if getattr(value, f"is_{key}") is True:
+        return True
+    if key in _SIGN_RELATIONS:
+        op, strict = _SIGN_RELATIONS[key]
+        rel = sp.Rel(value, 0, op + ("" if strict else "="))
+        return _holds_under(rel, claim)
+    return False
+
+
+@_kind
+class Lemma(Proof):
+    """A verified derivation's statement, instantiated by ``mapping`` (termwise under a ``Sum``)."""
+
+    lemma: object
+    mapping: tuple
+    termwise: bool = False
+    name = "lemma"
+
+    def establish(self, claim):
+        from .derivation import Derivation
+
+        if not isinstance(self.lemma, Derivation):
+            raise Refused("a lemma must be a Derivation")
+        self.lemma.verify()
+        lhs, rel, rhs = self.lemma.statement()
+        mapping = dict(self.mapping)
+        for s, value in mapping.items():
+            for key in _ASSUMPTIONS:
+                if getattr(s, f"is_{key}", None) is True and not _satisfies(sp.sympify(value), key, claim):
+                    raise Refused(f"the lemma assumes {s} {key}, and its instance {sp.sstr(value)} is not provably {key}")
+        for premise in self.lemma.premises:
+            if not _holds_under(premise.subs(mapping), claim):
+                raise Refused(f"the lemma's premise {sp.sstr(premise)} does not hold for the instance")
+        lhs, rhs = sp.sympify(lhs).subs(mapping), sp.sympify(rhs).subs(mapping)
+        if self.termwise:
+            left, right = claim.lhs, claim.rhs
+            if not (isinstance(left, sp.Sum) and isinstance(right, sp.Sum) and left.limits == right.limits):
+                raise Refused("termwise: both displayed sides must be sums over the same range")
+            lhs, rhs = sp.Sum(lhs, *left.limits), sp.Sum(rhs, *left.limits)
+            rel = {"<": "<=", ">": ">="}.get(rel, rel)  # an empty sum is not strictly anything
+        return Established(lhs, rel, rhs)
+
+
+@_kind
+class Minimum(Proof):
+    """``lhs >= rhs`` (or ``<=``) because the minimum of the gap over ``domain``, which covers the variable's admissible values, is non-negative."""
+
+    var: sp.Symbol
+    domain: sp.Set
+    name = "minimum"
+
+    def establish(self, claim):
+        _require_domain(self.var, self.domain, claim.conditions)
+        if claim.relation not in (">=", "<="):
+            return None
+        gap = claim.left - claim.right if claim.relation == ">=" else claim.right - claim.left
+        if gap.free_symbols - {self.var} or not at_least(sp.minimum(gap, self.var, self.domain), False):
+            return None
+        return Established(claim.lhs, claim.relation, claim.rhs)
+
+
+def _require_domain(var, domain: sp.Set, premises) -> None:
+    """``domain`` must contain every admissible value of ``var`` (its assumptions and the premises bound it)."""
+    lows, highs = _bounds(var, premises)
+    lo, lo_c = lows[0] if lows else (-sp.oo, False)
+    hi, hi_c = highs[0] if highs else (sp.oo, False)
+    admissible = sp.Interval(lo, hi, not lo_c, not hi_c)
+    if admissible.is_subset(domain) is not True:
+        raise Refused(f"the domain {domain} does not cover every admissible {var} ({admissible})")
+
+
+@_kind
+class Numerically(Proof):
+    """A strict relation between two closed-form constants, evaluated to ``digits`` digits with a wide margin (badged)."""
+
+    digits: int = 30
+
+    @property
+    def name(self):
+        return f"numeric ({self.digits} digits)"
+
+    def establish(self, claim):
+        left, right = claim.left, claim.right
+        if left.free_symbols or right.free_symbols:
+            return None
+        gap = (left - right).evalf(self.digits)
+        scale = max(abs(left.evalf(self.digits)), abs(right.evalf(self.digits)), 1)
+        if not gap.is_number or abs(gap) <= scale * sp.Float(10) ** (5 - self.digits):
+            return None
+        return Established(claim.lhs, ">" if gap > 0 else "<", claim.rhs, f"checked numerically to {self.digits} digits")
+
+
+def _solution_set(cond, var, domain):
+    if cond in (sp.true, sp.false):
+        return domain if cond == sp.true else sp.S.EmptySet
+    if isinstance(cond, sp.Contains) and cond.args[0] == var:
+        return sp.Intersection(cond.args[1], domain)
+    if isinstance(cond, (sp.And, sp.Or)):
+        parts = [_solution_set(c, var, domain) for c in cond.args]
+        return sp.Intersection(*parts) if isinstance(cond, sp.And) else sp.Union(*parts)
+    if isinstance(cond, sp.Not):
+        return sp.Complement(domain, _solution_set(cond.args[0], var, domain))
+    return sp.solveset(cond, var, domain)
+
+
+@_kind
+class SameSolutions(Proof):
+    """``lhs <=> rhs``: the two conditions on ``var`` have equal solution sets in ``domain`` (which covers ``var``'s admissible values)."""
+
+    var: sp.Symbol
+    domain: sp.Set
+    name = "solution sets"
+
+    def establish(self, claim):
+        _require_domain(self.var, self.domain, claim.conditions)
+        param = claim.parametrisation(exclude=[self.var])
+        left, right = (_solution_set(sp.sympify(c).subs(param), self.var, self.domain) for c in (claim.left, claim.right))
+        if left == right or all(sp.Complement(u, v) == sp.S.EmptySet for u, v in ((left, right), (right, left))):
+            return Established(claim.lhs, "<=>", claim.rhs)
+        return None
+
+
+class Argmin(sp.Function):
+    r"""Unevaluated :math:`\operatorname{arg\,min}_v f`, displayed as such; ``Argmin(f, v)``."""
+
+    nargs = 2
+
+    def _latex(self, printer):
+        f, v = self.args
+        return r"\operatorname*{arg\,min}_{%s} \left(%s\right)" % (printer._print(v), printer._print(f))
+
+
+@_kind
+class IsArgmin(Proof):
+    """``Argmin(f, v) = v*``: ``f'(v*) = 0`` and ``f''`` a positive constant in ``v``, so ``v*`` is the unique minimiser."""
+
+    name = "unique stationary point, f'' > 0"
+
+    def establish(self, claim):
+        if not isinstance(claim.lhs, Argmin):
+            return None
+        f, v = (claim.content(a) for a in claim.lhs.args)
+        star = claim.right
+        if star.has(v) or is_zero(sp.diff(f, v).subs(v, star)) is None:
+            return None
+        curvature = sp.diff(f, v, 2)
+        if curvature.has(v) or not at_least(curvature, True):
+            return None
+        return Established(claim.lhs, "=", claim.rhs)
+
+
+@_kind
+class Instances(Proof):
+    """The claim at ``symbol = value`` for each value, each proved by ``inner``: instances only (badged)."""
+
+    symbol: sp.Symbol
+    values: tuple
+    inner: Proof = field(default_factory=Decide)
+
+    @property
+    def name(self):
+        return f"instances {self.symbol} = {', '.join(map(str, self.values))}"
+
+    def establish(self, claim):
+        inner = {check(claim.subs({self.symbol: v}), self.inner).badge for v in self.values} - {None}
+        shown = ", ".join(sp.latex(v) for v in self.values)
+        badge = "; ".join([f"checked at ${sp.latex(self.symbol)} = {shown}$ only", *sorted(inner)])
+        return Established(claim.lhs, claim.relation, claim.rhs, badge)
+
+
+@_kind
+class LimitAlong(Proof):
+    r"""``Limit(f, var, oo) = L``: on the tail ``var = base + t``, :math:`t > 0`, ``f`` resolves and tends to ``L`` as :math:`t \to \infty`."""
+
+    var: sp.Symbol
+    base: sp.Basic
+    name = "limit along the tail"
+
+    def establish(self, claim):
+        lim = claim.lhs
+        if not isinstance(lim, sp.Limit) or lim.args[1:3] != (self.var, sp.oo) or self.base.has(self.var):
+            return None
+        t = sp.Dummy("t", positive=True)
+        f = resolve(lim.args[0].subs(self.var, self.base + t))
+        if f is None or not relation_holds(sp.limit(f, t, sp.oo), "=", claim.right):
+            return None
+        return Established(claim.lhs, "=", claim.rhs)
+
+
+@_kind
+class Evaluated(Proof):
+    """The displayed sides evaluated by a named evaluation of the notation (an enumeration, say), then the relation decided (badged).
+
+    With ``tol``, an equality whose evaluated sides differ only in floating-point
+    coefficients holds when every coefficient of the difference is at most ``tol``.
+    """
+
+    label: str
+    evaluate: Callable
+    tol: float | None = None
+
+    @property
+    def name(self):
+        return self.label
+
+    def establish(self, claim):
+        left, right = (sp.sympify(x) for x in self.evaluate(claim.lhs, claim.rhs))
+        badge = f"evaluated by {self.label}"
+        if relation_holds(left, claim.relation, right):
+            return Established(claim.lhs, claim.relation, claim.rhs, badge)
+        if self.tol is None or claim.relation != "=" or not (left - right).has(sp.Float):
+            return None
+        gap = sp.expand(left - right)
+        symbols = sorted(gap.free_symbols, key=str)
+        coefficients = sp.Poly(gap, *symbols).coeffs() if symbols else [gap]
+        if all(cf.is_number and abs(sp.N(cf)) <= self.tol for cf in coefficients):
+            return Established(claim.lhs, "=", claim.rhs, f"{badge}; equal to {self.tol:g} per coefficient")
+        return None

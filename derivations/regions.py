@@ -1,0 +1,186 @@
+r"""Signs and branches: which piece of a ``Min``/``Max``/``Abs``/``Piecewise`` holds at a point.
+
+The one implementation of the branch resolver (the proof kernel, the derived
+gradient weights and the variant checker all use it).  A point is written with
+positive symbols (:math:`r = (1+\varepsilon)(1+d)`, :math:`d > 0`, for
+:math:`r > 1 + \varepsilon`), so that SymPy can decide the sign of each
+factored difference; anything it cannot decide is reported, never guessed.
+
+:func:`decide_sign`
+    ``1``, ``0`` or ``-1`` when SymPy decides the sign of an expression.
+:func:`resolve`
+    An expression with every ``Piecewise``, ``Min``, ``Max``, ``Abs``,
+    ``sign``, ``Heaviside`` and relation decided, optionally at a point.
+
+Examples
+--------
+>>> import sympy as sp
+>>> from derivations.regions import resolve
+>>> r, e, d = sp.symbols("r varepsilon d", positive=True)
+>>> resolve(sp.Min(r, 1 + e), {r: (1 + e) * (1 + d)})
+varepsilon + 1
+>>> resolve(sp.Min(r, 1 + e), {r: (1 + e) * (1 + d)}, keep_variables=True)
+varepsilon + 1
+>>> resolve(sp.Min(r, 1 + e)) is None
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sympy as sp
+
+from ._validate import require_expr, require_optional
+
+__all__ = ["Undecided", "decide_sign", "resolve"]
+
+
+class Undecided(Exception):
+    """A ``Min``/``Max``/``Abs``/``Piecewise`` (or a relation) whose branch the CAS could not decide."""
+
+
+def _signs(expr) -> frozenset | None:
+    """The signs ``expr`` can take (a subset of {-1, 0, 1}) as far as SymPy can tell, else ``None``."""
+    expr = sp.sympify(expr)
+    for form in (expr, sp.factor(sp.cancel(sp.together(expr))), sp.expand(expr)):
+        if form.is_zero:
+            return frozenset({0})
+        if form.is_positive:
+            return frozenset({1})
+        if form.is_negative:
+            return frozenset({-1})
+        if form.is_nonnegative:
+            return frozenset({0, 1})
+        if form.is_nonpositive:
+            return frozenset({-1, 0})
+    return None
+
+
+def decide_sign(expr) -> int | None:
+    """``1``, ``0`` or ``-1`` when SymPy can decide the sign of ``expr``, else ``None``.
+
+    The expression is brought to one fraction and factored first, so that
+    products and quotients of positive symbols are recognised.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.regions import decide_sign
+    >>> d, e = sp.symbols("delta varepsilon", positive=True)
+    >>> decide_sign((1 + e) * (1 + d) - 1 - e), decide_sign(d - e)
+    (1, None)
+    """
+    require_expr("expr", expr)
+    s = _signs(expr)
+    return next(iter(s)) if s is not None and len(s) == 1 else None
+
+
+def at_least(expr, strict: bool) -> bool:
+    """``expr > 0`` (``strict``) or ``expr >= 0`` is established by SymPy's sign decision."""
+    s = _signs(expr)
+    return s is not None and s <= ({1} if strict else {0, 1})
+
+
+def truth(rel) -> bool | None:
+    """The truth value of a relation (or ``And``/``Or``/``Not`` of relations), decided by signs; ``None`` if undecided."""
+    if rel in (sp.true, sp.false) or isinstance(rel, bool):
+        return bool(rel)
+    if isinstance(rel, (sp.And, sp.Or)):
+        values = [truth(a) for a in rel.args]
+        if isinstance(rel, sp.And):
+            return False if False in values else (None if None in values else True)
+        return True if True in values else (None if None in values else False)
+    if isinstance(rel, sp.Not):
+        t = truth(rel.args[0])
+        return None if t is None else not t
+    if isinstance(rel, (sp.Eq, sp.Ne)):
+        s = decide_sign(rel.lhs - rel.rhs)
+        return None if s is None else (s == 0) == isinstance(rel, sp.Eq)
+    if not isinstance(rel, sp.core.relational.Relational):
+        return None
+    strict = rel.rel_op in (">", "<")
+    gap = rel.gts - rel.lts  # the relation says gap > 0 (strict) or gap >= 0
+    if at_least(gap, strict):
+        return True
+    if at_least(-gap, not strict):
+        return False
+    return None
+
+
+def _decided(e, at):
+    """``e`` (a condition or an expression) evaluated at the point, for deciding only."""
+    return sp.sympify(e).subs(at) if at else e
+
+
+def _resolve(e, at: Mapping, keep: bool):
+    if isinstance(e, sp.MatrixBase):
+        return e.applyfunc(lambda x: _resolve(x, at, keep))
+    if not isinstance(e, sp.Basic) or not e.args or isinstance(e, (sp.Symbol, sp.Indexed, sp.Dummy)):
+        return e
+    if isinstance(e, sp.Piecewise):
+        for value, cond in e.args:
+            t = truth(_resolve(_decided(cond, at), {}, False))
+            if t is None:
+                raise Undecided(sp.sstr(cond))
+            if t:
+                return _resolve(value, at, keep)
+        raise Undecided(f"no branch of {sp.sstr(e)} holds")
+    e = e.func(*[_resolve(a, at, keep) for a in e.args])
+    if isinstance(e, (sp.Min, sp.Max)):
+        sign = 1 if isinstance(e, sp.Max) else -1
+        for cand in e.args:
+            if all(at_least(_decided(sign * (cand - other), at), False) for other in e.args if other is not cand):
+                return cand
+        raise Undecided(sp.sstr(e))
+    if isinstance(e, sp.Abs):
+        if at_least(_decided(e.args[0], at), False):
+            return e.args[0]
+        if at_least(_decided(-e.args[0], at), False):
+            return -e.args[0]
+        raise Undecided(sp.sstr(e))
+    if isinstance(e, (sp.sign, sp.Heaviside)):
+        s = decide_sign(_decided(e.args[0], at))
+        if s is None or (s == 0 and isinstance(e, sp.Heaviside)):  # Heaviside(0) is a convention, not a fact
+            raise Undecided(sp.sstr(e))
+        return sp.Integer(s if isinstance(e, sp.sign) else int(s > 0))
+    if isinstance(e, sp.core.relational.Relational):
+        t = truth(_decided(e, at))
+        if t is None:
+            raise Undecided(sp.sstr(e))
+        return sp.true if t else sp.false
+    return e
+
+
+def resolve(expr, at: Mapping | None = None, *, keep_variables: bool = False):
+    """``expr`` with every ``Piecewise``, ``Min``, ``Max``, ``Abs``, ``sign``, ``Heaviside`` and relation decided.
+
+    Each branch is chosen by the sign of a factored difference (:func:`decide_sign`).
+    With ``at`` (a substitution, e.g. an interior point of a region written with
+    positive symbols) the signs are decided at that point; the result is the
+    expression at the point, or, with ``keep_variables=True``, the branch that
+    holds there written in the original variables (a piece of a piecewise
+    function).  ``None`` if a branch cannot be decided.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.regions import resolve
+    >>> r, A, d, a = sp.symbols("r A d a", positive=True)
+    >>> resolve(sp.Max(r * A, 2 * A), {r: 2 + d}, keep_variables=True)
+    A*r
+    >>> resolve(sp.Max(r * A, 2 * A), {r: 2 + d})
+    A*(d + 2)
+    """
+    require_expr("expr", expr)
+    require_optional("at", at, Mapping, "a substitution mapping")
+    if not isinstance(keep_variables, bool):
+        raise TypeError(f"keep_variables must be a bool, got {type(keep_variables).__name__}")
+    at = dict(at or {})
+    expr = sp.sympify(expr) if not isinstance(expr, sp.MatrixBase) else expr
+    try:
+        if keep_variables:
+            return _resolve(expr, at, True)
+        return _resolve(expr.subs(at) if at else expr, {}, False)
+    except Undecided:
+        return None
