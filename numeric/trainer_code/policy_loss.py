@@ -543,11 +543,13 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed) ->
         if measured is None:
             raise ValueError(f"fn returns a non-finite loss or gradient at r = 1, A = 1 on the batch {label}")
         rows += measured
+    if all(row[-1] == 0 for row in rows):
+        raise ValueError("fn has no gradient at r = 1, A = 1 on any valid token: it cannot be a policy loss")
     sign = _sign(rows)
     rows = [(*row[:-1], abs(row[-1])) for row in rows]
     fit = _fit(rows) if sign else None
-    design0 = [row for row in rows if row[0] == _DESIGNS[0][0]]
-    length_biased = len({round(row[-1] / design0[0][-1], 9) for row in design0}) > 1
+    first = [row[-1] for row in rows if row[0] == _DESIGNS[0][0]]
+    length_biased = max(first) - min(first) > KAPPA_RTOL * max(first)
     leak = any(n.startswith("masked tokens receive") for n in notes)
     sequence_level, batch_coupled = _row_coupling(loss)
     token, clip, pg = None, {}, None
