@@ -17,7 +17,6 @@ import torch
 from derivations.group_baselines import P
 from numeric import opo_advantages
 from numeric.trainer_code import (
-    KAPPA_RTOL,
     assert_group_advantage,
     assert_policy_loss,
     check_grouped_advantage,

@@ -337,7 +337,7 @@ def _clamp_notes(loss: _TrainerLoss, notes: list) -> None:
     """A clamp of the log-ratio: the gradient alive at |log r| = 5 and exactly zero at 60, with the loss constant beyond."""
     for direction in (1, -1):
         for sign in (1, -1):
-            def grad_at(x: float) -> tuple[float, float]:
+            def grad_at(x: float, sign: int = sign) -> tuple[float, float]:
                 old = torch.full((1, 1), -0.5, dtype=F64)
                 value, g = loss.grad(old, old + x, torch.full_like(old, float(sign)), torch.ones_like(old))
                 return value, float(g.abs().max())
