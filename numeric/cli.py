@@ -29,6 +29,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .trainer_code import GroupedAdvantageReport, PolicyLossReport, check_grouped_advantage, check_policy_loss
+from .trainer_code.checkers import NotPermutationEquivariant
+
 __all__ = ["load_function", "main", "parse_fixed"]
 
 OK, NOT_AS_EXPECTED, USAGE = 0, 1, 2
@@ -62,6 +65,8 @@ def load_function(target: str) -> Callable:
         raise ValueError(f"no such file: {path}")
     sys.path.insert(0, str(file.resolve().parent))
     spec = importlib.util.spec_from_file_location(f"_pg_identities_target_{file.stem}", file)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{path} cannot be imported as a Python file")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
@@ -107,9 +112,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status (0 as expected, 1 not, 2 usage error or uncallable function)."""
     args = _parser().parse_args(argv)
-    from numeric.trainer_code import check_grouped_advantage, check_policy_loss  # after parsing: --help stays fast
-    from numeric.trainer_code.checkers import NotPermutationEquivariant
-
+    report: PolicyLossReport | GroupedAdvantageReport
     try:
         fixed = parse_fixed(args.fixed)
         fn = load_function(args.target)

@@ -83,6 +83,24 @@ def test_known_methods_and_sequence_level():
     assert not loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None).sequence_level
 
 
+def test_clip_constants_read_off_the_weight():
+    rep = loss_report("ppo_loss", loss_agg_mode="token-mean", clip_low=0.1, clip_high=0.35)
+    assert dict(rep.clip) == {"eps_high": 0.35, "eps_low": 0.1} and rep.method == "PPO"
+    table = torch.tensor(rep.token.table)  # (r, w for A > 0, w for A < 0): PPO's weight at these constants
+    r = table[:, 0]
+    away = ((r - 1.35).abs() > 1e-6) & ((r - 0.9).abs() > 1e-6)
+    assert torch.allclose(table[away, 1], torch.where(r < 1.35, r, 0.0)[away], rtol=0, atol=1e-12)
+    assert torch.allclose(table[away, 2], torch.where(r > 0.9, r, 0.0)[away], rtol=0, atol=1e-12)
+
+
+def test_constant_factor_and_batch_coupling_reported():
+    doubled = loss_report("doubled_token_mean_loss")
+    assert doubled.aggregation == "token-mean" and doubled.scale == pytest.approx(2.0, rel=1e-12) and "times 2" in doubled.reason
+    coupled = loss_report("ratio_normalised_loss")
+    assert coupled.token is None and coupled.method is None and not coupled.sequence_level and coupled.verdict == "undecided"
+    assert any("depends on other rows" in n for n in coupled.notes)
+
+
 # ------------------------------------------------------------------ losses: the edges
 
 

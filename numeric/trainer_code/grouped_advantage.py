@@ -62,8 +62,10 @@ _T = 5
 class _Grouped:
     """The trainer's estimator as a ``[B, G]`` callable: each call builds a trainer-style batch and reads the groups back."""
 
-    def __init__(self, fn: Callable, convention: str, G: int, lengths: str, fixed: dict, seed: int = 0, others: tuple = ()):
+    def __init__(self, fn: Callable, convention: str, G: int, lengths: str, fixed: dict, seed: int = 0, others: tuple = (),
+                 reorder: int | None = None):
         self.fn, self.convention, self.G, self.lengths, self.fixed, self.seed = fn, convention, G, lengths, fixed, seed
+        self.reorder = reorder  # a second shuffle of the same batch (seed), to see whether the order matters
         self.others = others if others else tuple(g for g in (G - 1, G + 1) if g >= 1)
 
     def __call__(self, rewards) -> torch.Tensor:
@@ -82,6 +84,8 @@ class _Grouped:
         scores = torch.cat([flat, torch.tensor(rng.integers(0, 2, sum(sizes) - flat.numel()), dtype=F64)])
         group = np.repeat(np.arange(len(sizes)), sizes)
         order = rng.permutation(scores.numel())
+        if self.reorder is not None:
+            order = order[np.random.default_rng(self.reorder).permutation(order.size)]
         labels = rng.permutation(len(sizes))
         out = torch.empty_like(scores)
         out[order] = self._ragged(scores[order], group[order], labels)
@@ -197,7 +201,7 @@ def _order_dependence(fn, convention, G, lengths, fixed) -> str | None:
     rewards = torch.tensor(np.random.default_rng(7).integers(0, 3, (3, G)), dtype=F64)
     base = _Grouped(fn, convention, G, lengths, fixed, seed=0)(rewards)
     if convention in _RAGGED:
-        shuffled = _shuffled(_Grouped(fn, convention, G, lengths, fixed, seed=0), rewards)
+        shuffled = _Grouped(fn, convention, G, lengths, fixed, seed=0, reorder=99)(rewards)
         if float((shuffled - base).abs().max()) > 1e-12 * max(1.0, float(base.abs().max())):
             return "its advantages change when the same responses come in another order: it groups by position, not by the index"
     other = _Grouped(fn, convention, G, lengths, fixed, seed=11, others=(G + 2,) if convention in _RAGGED else ())(rewards)
@@ -205,21 +209,6 @@ def _order_dependence(fn, convention, G, lengths, fixed) -> str | None:
         return ("a group's advantages change with the other groups of the batch (a normalisation across the batch, "
                 "as a batch whitening): it is not a function of its group, and the checker decides nothing")
     return None
-
-
-def _shuffled(adapter: _Grouped, rewards: torch.Tensor) -> torch.Tensor:
-    """The same batch as ``adapter(rewards)`` with the responses in another order."""
-    real = adapter._ragged
-    flip = np.random.default_rng(99)
-
-    def reorder(scores, group, labels):
-        perm = flip.permutation(scores.numel())
-        out = torch.empty_like(scores)
-        out[perm] = real(scores[perm], group[perm], labels)
-        return out
-
-    adapter._ragged = reorder
-    return adapter(rewards)
 
 
 def check_grouped_advantage(fn: Callable, *, G, convention: str = "verl", rewards="binary", lengths: str = "equal", **fixed) -> GroupedAdvantageReport:

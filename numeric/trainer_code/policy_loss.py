@@ -53,7 +53,7 @@ from derivations.gradient_weights import c as _c
 from derivations.gradient_weights import eps_h as _eps_h
 from derivations.gradient_weights import eps_l as _eps_l
 
-from .checkers import check_token_loss
+from .checkers import TokenReport, check_token_loss
 
 __all__ = ["KAPPA_RTOL", "LOSS_VERDICTS", "PolicyLossReport", "check_policy_loss"]
 
@@ -66,7 +66,8 @@ LOSS_VERDICTS = ("unbiased", "scaled", "reweighted", "biased", "undecided")
 per-sequence REINFORCE gradients at :math:`r = 1`), ``scaled`` (one factor for every token of the
 batch, as token-mean's :math:`1/\\sum n`), ``reweighted`` (:math:`\\kappa` depends on the row's length:
 length bias), ``biased`` (not a policy gradient, the wrong sign at :math:`r = 1`, or gradient on
-masked tokens), ``undecided`` (an aggregation outside the four modes)."""
+masked tokens), ``undecided`` (an aggregation outside the four modes, or a token's gradient that depends on
+other rows of the batch)."""
 
 _ROLES = ("old_log_prob", "log_prob", "advantages", "response_mask")
 _DESIGNS = (("T=6, B=3", 6, (1, 3, 6)), ("T=6, B=2", 6, (3, 5)), ("T=9, B=3", 9, (1, 3, 6)))
@@ -373,7 +374,7 @@ class PolicyLossReport:
     on_policy_at_ratio_one : bool
         At :math:`r = 1` every valid token's gradient is :math:`-\kappa A`.
     sequence_level : bool
-        A token's gradient depends on the other tokens of its row.
+        A token's gradient depends on the other tokens of its row (and on no other row).
     aggregation : str
         ``token-mean``, ``seq-mean-token-mean``, ``seq-mean-token-sum``, ``seq-mean-token-sum-norm`` or ``other``.
     scale : float or None
@@ -412,7 +413,7 @@ class PolicyLossReport:
     clip: tuple
     kappa: tuple
     notes: tuple
-    token: object
+    token: TokenReport | None
     reason: str
 
     @property
@@ -551,8 +552,11 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed) ->
     first = [row[-1] for row in rows if row[0] == _DESIGNS[0][0]]
     length_biased = max(first) - min(first) > KAPPA_RTOL * max(first)
     leak = any(n.startswith("masked tokens receive") for n in notes)
-    sequence_level, batch_coupled = _row_coupling(loss)
-    token, clip, pg = None, {}, None
+    same_row, batch_coupled = _row_coupling(loss)
+    sequence_level = same_row and not batch_coupled
+    token: TokenReport | None = None
+    clip: dict = {}
+    pg = None
     if not (sequence_level or batch_coupled):
         clip = _clip_constants(loss)
         constants = {sym: clip[k] for sym, k in ((_eps_l, "eps_low"), (_eps_h, "eps_high"), (_c, "dual_clip")) if k in clip}
@@ -574,7 +578,7 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed) ->
     if fit is not None and fit.mode.startswith("seq-mean-token-sum-norm"):
         normaliser = ("T" if abs(fit.scale - 1) <= KAPPA_RTOL else f"T/{fit.scale:.6g}") if fit.mode.endswith("/T") else f"{1 / fit.scale:.6g}"
     table = tuple((*row[:2], row[2], row[3], row[4], row[6], None if fit is None else fit.kappa(*row[2:6])) for row in rows)
-    verdict = _verdict(pg, on_policy, fit, length_biased, leak)
+    verdict = "undecided" if batch_coupled and not leak and on_policy else _verdict(pg, on_policy, fit, length_biased, leak)
     report = PolicyLossReport(
         verdict, method, pg, on_policy, sequence_level, mode,
         None if fit is None else (1.0 if normaliser is not None else fit.scale), normaliser,
@@ -589,6 +593,8 @@ def _with_reason(rep: PolicyLossReport) -> PolicyLossReport:
                      "so no per-token weight is stated; at r = 1 its gradient was measured directly.")
     elif rep.token is not None:
         parts.append(f"Per-token weight: {rep.token.reason}.")
+    else:
+        parts.append("A token's gradient depends on other rows of the batch, so no per-token weight is stated and the verdict is undecided.")
     if not rep.on_policy_at_ratio_one:
         parts.append("At r = 1 the gradient is not -kappa*A on every token: where it is +kappa*A the update points the wrong way (a sign slip?).")
     if rep.policy_gradient is False:

@@ -113,3 +113,17 @@ def unmasked_loss(old_log_prob, log_prob, advantages, response_mask):
     """Forgets the mask in the numerator: padding tokens get gradient."""
     per_token = -_ratio(old_log_prob, log_prob) * advantages
     return per_token.sum() / response_mask.sum()
+
+
+def doubled_token_mean_loss(old_log_prob, log_prob, advantages, response_mask):
+    """Token-mean REINFORCE-style loss times 2 (a learning-rate factor folded into the loss)."""
+    per_token = -2.0 * _ratio(old_log_prob, log_prob) * advantages
+    return aggregate(per_token, response_mask, "token-mean"), {}
+
+
+def ratio_normalised_loss(old_log_prob, log_prob, advantages, response_mask):
+    """Divides by 1 + the batch's mean squared ratio deviation (not detached): every token's gradient depends on every other row."""
+    ratio = _ratio(old_log_prob, log_prob)
+    spread = torch.where(response_mask > 0, (ratio - 1) ** 2, torch.zeros_like(ratio))
+    scale = 1 + spread.sum() / response_mask.sum()
+    return aggregate(-ratio * advantages / scale, response_mask, "token-mean"), {}
