@@ -30,7 +30,13 @@ def test_expect_and_json(capsys):
     assert report["holds"] and report["method"] == "PPO" and report["aggregation"] == "seq-mean-token-sum" and report["clip"] == {"eps_high": 0.2, "eps_low": 0.2}
     assert main(["check", f"{TARGET}:correct_loss", "--kind", "loss", "--expect", "token-mean"]) == 1
     assert main(["check", f"{TARGET}:rloo", "--kind", "advantage", "--G", "2,3", "--expect", "unbiased"]) == 0
+    assert "FAIL: expected token-mean" in capsys.readouterr().out
     assert main(["check", f"{TARGET}:rloo", "--kind", "advantage", "--G", "3", "--expect", "scaled", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert not report["holds"] and report["groups"][0]["verdict"] == "unbiased" and report["groups"][0]["scale"] == "1"
+    assert main(["check", f"{TARGET}:first_as_baseline", "--kind", "advantage", "--G", "3"]) == 1
+    assert "not a group advantage" in capsys.readouterr().err
+    assert main(["check", f"{TARGET}:rloo", "--kind", "advantage", "--rewards", "general"]) == 2
     capsys.readouterr()
 
 

@@ -61,6 +61,7 @@ def test_four_aggregation_modes_certified(mode, norm, biased, verdict):
     rep = loss_report("ppo_loss", loss_agg_mode=mode, norm=norm)
     assert (rep.method, rep.aggregation, rep.length_biased, rep.verdict) == ("PPO", mode, biased, verdict)
     assert rep.policy_gradient and rep.on_policy_at_ratio_one and not rep.sequence_level and rep.claim_holds
+    assert rep.decomposition_gap <= 1e-12  # the gradient on a random ragged batch is -kappa w A
     assert dict(rep.clip) == {"eps_high": 0.28, "eps_low": 0.2}
     assert rep.epsilon == 0.0
     for design in {row[0] for row in rep.kappa}:
@@ -99,6 +100,10 @@ def test_constant_factor_and_batch_coupling_reported():
     coupled = loss_report("ratio_normalised_loss")
     assert coupled.token is None and coupled.method is None and not coupled.sequence_level and coupled.verdict == "undecided"
     assert any("depends on other rows" in n for n in coupled.notes)
+    by_advantage = loss_report("advantage_normalised_loss")
+    assert by_advantage.verdict == "undecided" and by_advantage.decomposition_gap > 1e-3
+    assert any("is not -kappa*w*A" in n for n in by_advantage.notes)
+    assert loss_report("ppo_loss", loss_agg_mode="seq-mean-token-mean", norm=None).decomposition_gap <= 1e-12
 
 
 # ------------------------------------------------------------------ losses: the edges
@@ -200,36 +205,52 @@ def test_policy_loss_bad_input():
 
 def test_verl_style_estimators_ragged_and_shuffled():
     G = [2, 3]
-    rloo = check_grouped_advantage(ADV.rloo_advantage, G=G)
+    rloo = check_grouped_advantage(ADV.rloo_advantage, G=G, convention="verl")
     assert rloo.verdict == "unbiased" and [rep.scale for _, rep in rloo.reports] == [1, 1] and rloo.holds()
-    dr = check_grouped_advantage(ADV.grpo_advantage, G=G, norm_adv_by_std_in_grpo=False)
+    dr = check_grouped_advantage(ADV.grpo_advantage, G=G, norm_adv_by_std_in_grpo=False, convention="verl")
     assert dr.verdict == "scaled" and [rep.scale for _, rep in dr.reports] == [sp.Rational(g - 1, g) for g in G]
-    opo = check_grouped_advantage(ADV.opo_advantage, G=G)
+    opo = check_grouped_advantage(ADV.opo_advantage, G=G, convention="verl")
     assert opo.verdict == "scaled" and [rep.scale for _, rep in opo.reports] == [sp.Rational(g - 1, g) for g in G]
-    grpo = check_grouped_advantage(ADV.grpo_advantage, G=[3, 4])
+    grpo = check_grouped_advantage(ADV.grpo_advantage, G=[3, 4], convention="verl")
     assert grpo.verdict == "reweighted" and [rep.verdict for _, rep in grpo.reports] == ["scaled", "reweighted"]
-    passk = check_grouped_advantage(ADV.passk_advantage, G=G)
+    passk = check_grouped_advantage(ADV.passk_advantage, G=G, convention="verl")
     assert passk.verdict == "reweighted"
     for g, rep in passk.reports:  # only the lone success learns: c = (1 - p)^(G - 1)
         assert sp.expand(rep.scale - (1 - P) ** (g - 1)) == 0
 
 
+def test_a_finite_reward_law_and_the_flat_convention():
+    values = [0.0, 0.5, 2.0]  # non-binary: R^2 terms would show a residual
+    rloo = check_grouped_advantage(ADV.rloo_advantage, G=[3], convention="verl", rewards=values)
+    assert rloo.verdict == "unbiased" and rloo.reports[0][1].residual == 0
+
+    def flat_mean_baseline(scores, index):
+        out = scores.clone()
+        for g in np.unique(index):
+            k = torch.as_tensor(index == g)
+            out[k] = scores[k] - scores[k].mean()
+        return out
+
+    rep = check_grouped_advantage(flat_mean_baseline, G=[2, 4], convention="flat", rewards=values)
+    assert rep.verdict == "scaled" and [r.scale for _, r in rep.reports] == [sp.Rational(1, 2), sp.Rational(3, 4)]
+
+
 def test_opo_with_lengths_that_move_with_the_reward():
-    rep = check_grouped_advantage(ADV.opo_advantage, G=[2], lengths="by_reward")
+    rep = check_grouped_advantage(ADV.opo_advantage, G=[2], lengths="by_reward", convention="verl")
     length = lambda r: 1 + np.round(np.abs(np.asarray(r)) * 7).astype(np.int64) % 5  # the adapter's rule, restated
     independent = assert_group_advantage(lambda r: opo_advantages(np.asarray(r), length(r).astype(np.float64)), G=2, expect="reweighted")
     assert sp.simplify(rep.reports[0][1].scale - independent.reports[0][1].scale) == 0
 
 
 def test_batch_coupled_and_positional_estimators_undecided():
-    rpp = check_grouped_advantage(ADV.reinforce_pp_baseline_advantage, G=[2, 3])
+    rpp = check_grouped_advantage(ADV.reinforce_pp_baseline_advantage, G=[2, 3], convention="verl")
     assert rpp.verdict == "undecided" and "across the batch" in rpp.reason and not rpp.holds()
-    pos = check_grouped_advantage(ADV.positional_rloo_advantage, G=[4])
+    pos = check_grouped_advantage(ADV.positional_rloo_advantage, G=[4], convention="verl")
     assert pos.verdict == "undecided" and "groups by position" in pos.reason
 
 
 def test_negated_estimator_is_not_a_policy_gradient():
-    rep = check_grouped_advantage(ADV.negated_rloo_advantage, G=[2])
+    rep = check_grouped_advantage(ADV.negated_rloo_advantage, G=[2], convention="verl")
     assert rep.verdict == "scaled" and rep.reports[0][1].scale == -1 and not rep.holds()
 
 
@@ -241,7 +262,7 @@ def test_trl_and_openrlhf_conventions():
 
 
 def test_grouped_report_renders():
-    rep = check_grouped_advantage(ADV.rloo_advantage, G=[2])
+    rep = check_grouped_advantage(ADV.rloo_advantage, G=[2], convention="verl")
     assert repr(rep) == "GroupedAdvantageReport(convention='verl', verdict='unbiased', G=[2])"
     assert rep._repr_html_().count("<tr>") == 2 and rep.as_dict()["groups"][0]["scale"] == "1"
 
@@ -252,17 +273,17 @@ def test_grouped_advantage_bad_input():
     with pytest.raises(ValueError, match="convention must be one of"):
         check_grouped_advantage(ADV.rloo_advantage, G=2, convention="deepspeed")
     with pytest.raises(ValueError, match="G must be >= 2"):
-        check_grouped_advantage(ADV.rloo_advantage, G=[1])
+        check_grouped_advantage(ADV.rloo_advantage, G=[1], convention="verl")
     with pytest.raises(ValueError, match="lengths must be"):
-        check_grouped_advantage(ADV.rloo_advantage, G=2, lengths="long")
+        check_grouped_advantage(ADV.rloo_advantage, G=2, lengths="long", convention="verl")
     with pytest.raises(ValueError, match="rewards must be 'binary'"):
-        check_grouped_advantage(ADV.rloo_advantage, G=2, rewards="general")
+        check_grouped_advantage(ADV.rloo_advantage, G=2, rewards="general", convention="verl")
     with pytest.raises(TypeError, match="could not be called in the 'verl' convention"):
-        check_grouped_advantage(lambda scores, index: scores, G=2)
+        check_grouped_advantage(lambda scores, index: scores, G=2, convention="verl")
     with pytest.raises(ValueError, match="must return 6 advantages"):
         check_grouped_advantage(lambda r: r[:, :1], G=2, convention="batch")
     with pytest.raises(ValueError, match="vary along a response"):
-        check_grouped_advantage(lambda token_level_rewards, response_mask, index: token_level_rewards, G=2)
+        check_grouped_advantage(lambda token_level_rewards, response_mask, index: token_level_rewards, G=2, convention="verl")
 
 
 # ------------------------------------------------------------------ assertions

@@ -211,7 +211,7 @@ def _order_dependence(fn, convention, G, lengths, fixed) -> str | None:
     return None
 
 
-def check_grouped_advantage(fn: Callable, *, G, convention: str = "verl", rewards="binary", lengths: str = "equal", **fixed) -> GroupedAdvantageReport:
+def check_grouped_advantage(fn: Callable, *, G, convention: str = "batch", rewards="binary", lengths: str = "equal", **fixed) -> GroupedAdvantageReport:
     r"""Certify a trainer's group-advantage estimator as written, for each group size.
 
     For each :math:`G` the function is turned into the ``[B, G]`` callable that
@@ -228,7 +228,7 @@ def check_grouped_advantage(fn: Callable, *, G, convention: str = "verl", reward
         The group sizes to certify (each :math:`\ge 2`); with ``"flat"``/``"verl"`` every call
         mixes them with groups of other sizes, shuffled.
     convention : str
-        One of :data:`CONVENTIONS`.
+        One of :data:`CONVENTIONS` (default ``"batch"``, the checker's own ``[B, G]`` form).
     rewards : {"binary"} or list of numbers
         The reward law (a finite law: the expected update is exact).
     lengths : {"equal", "by_reward"}

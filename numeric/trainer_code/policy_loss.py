@@ -356,6 +356,28 @@ def _clamp_notes(loss: _TrainerLoss, notes: list) -> None:
             break
 
 
+def _decomposition_gap(loss: _TrainerLoss) -> float:
+    r"""How far :math:`\partial\mathcal L/\partial\ell_{it} = -\kappa_{it}\,w(r_{it}, A_{it})\,A_{it}` is from holding on a ragged batch.
+
+    Ratios in :math:`[e^{-0.7}, e^{0.7}]` and normal advantages, one per token; :math:`\kappa` measured
+    on the same mask at :math:`r = 1`, :math:`A = 1`; :math:`w A` probed with each token alone, relative
+    to its own value at :math:`r = 1`, :math:`A = 1` (so a weight that depends on :math:`\ell` is
+    compared token by token too).  Relative to the largest gradient.
+    """
+    _, T, lengths = _DESIGNS[0]
+    mask = _mask(T, lengths)
+    old = _old(mask.shape, seed=2)
+    gen = torch.Generator().manual_seed(3)
+    new = old + 1.4 * torch.rand(mask.shape, generator=gen, dtype=F64) - 0.7
+    adv = torch.randn(mask.shape, generator=gen, dtype=F64)
+    _, at_one = loss.grad(old, old, torch.ones_like(old), mask)
+    _, g = loss.grad(old, new, adv, mask)
+    alone_at_one = loss.alone(old, old, torch.ones_like(old))
+    valid = (mask > 0) & (alone_at_one.abs() > 1e-6)
+    predicted = at_one * loss.alone(new, old, adv) / torch.where(valid, alone_at_one, torch.ones_like(old))
+    return float((g - predicted)[valid].abs().max()) / max(float(g[valid].abs().max()), 1e-300)
+
+
 # ------------------------------------------------------------------ the report
 
 
@@ -395,6 +417,11 @@ class PolicyLossReport:
         The edges: clamps, denominators, empty rows, padding.
     token : TokenReport or None
         The token check's report on the per-token weight.
+    decomposition_gap : float or None
+        The largest relative gap between the gradient on a ragged batch with random ratios and
+        advantages and :math:`-\kappa w A` built from the two measurements (``None`` when no
+        per-token weight is stated); above ``KAPPA_RTOL`` the loss is not of that form and the
+        verdict is ``undecided``.
     reason : str
         One paragraph.
     """
@@ -414,6 +441,7 @@ class PolicyLossReport:
     kappa: tuple
     notes: tuple
     token: TokenReport | None
+    decomposition_gap: float | None
     reason: str
 
     @property
@@ -556,12 +584,17 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed) ->
     sequence_level = same_row and not batch_coupled
     token: TokenReport | None = None
     clip: dict = {}
-    pg = None
+    pg, gap = None, None
     if not (sequence_level or batch_coupled):
-        clip = _clip_constants(loss)
-        constants = {sym: clip[k] for sym, k in ((_eps_l, "eps_low"), (_eps_h, "eps_high"), (_c, "dual_clip")) if k in clip}
-        token = check_token_loss(loss.per_token(), constants=constants)
-        pg = token.is_policy_gradient
+        gap = _decomposition_gap(loss)
+        if gap > KAPPA_RTOL:
+            notes.append(f"the gradient on a batch of random ratios and advantages is not -kappa*w*A (relative gap {gap:.2g}): "
+                         "kappa depends on more than the mask (the ratios or the advantages?)")
+        else:
+            clip = _clip_constants(loss)
+            constants = {sym: clip[k] for sym, k in ((_eps_l, "eps_low"), (_eps_h, "eps_high"), (_c, "dual_clip")) if k in clip}
+            token = check_token_loss(loss.per_token(), constants=constants)
+            pg = token.is_policy_gradient
     on_policy = sign > 0 and (token is None or bool(token.on_policy_at_ratio_one))
     method = "sequence-level" if sequence_level else (token.matches if token is not None else None)
     if batch_coupled:
@@ -578,11 +611,12 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed) ->
     if fit is not None and fit.mode.startswith("seq-mean-token-sum-norm"):
         normaliser = ("T" if abs(fit.scale - 1) <= KAPPA_RTOL else f"T/{fit.scale:.6g}") if fit.mode.endswith("/T") else f"{1 / fit.scale:.6g}"
     table = tuple((*row[:2], row[2], row[3], row[4], row[6], None if fit is None else fit.kappa(*row[2:6])) for row in rows)
-    verdict = "undecided" if batch_coupled and not leak and on_policy else _verdict(pg, on_policy, fit, length_biased, leak)
+    undecidable = batch_coupled or gap is not None and gap > KAPPA_RTOL
+    verdict = "undecided" if undecidable and not leak and on_policy else _verdict(pg, on_policy, fit, length_biased, leak)
     report = PolicyLossReport(
         verdict, method, pg, on_policy, sequence_level, mode,
         None if fit is None else (1.0 if normaliser is not None else fit.scale), normaliser,
-        0.0 if fit is None else fit.epsilon, length_biased, claimed, tuple(clip.items()), table, tuple(notes), token, "")
+        0.0 if fit is None else fit.epsilon, length_biased, claimed, tuple(clip.items()), table, tuple(notes), token, gap, "")
     return _with_reason(report)
 
 
@@ -593,6 +627,8 @@ def _with_reason(rep: PolicyLossReport) -> PolicyLossReport:
                      "so no per-token weight is stated; at r = 1 its gradient was measured directly.")
     elif rep.token is not None:
         parts.append(f"Per-token weight: {rep.token.reason}.")
+    elif rep.decomposition_gap is not None:
+        parts.append("The gradient is not kappa (from the mask) times a per-token weight, so no per-token weight is stated and the verdict is undecided.")
     else:
         parts.append("A token's gradient depends on other rows of the batch, so no per-token weight is stated and the verdict is undecided.")
     if not rep.on_policy_at_ratio_one:

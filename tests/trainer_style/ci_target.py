@@ -19,6 +19,11 @@ def broken_loss(old_log_prob, log_prob, advantages, response_mask):
     return kept.sum() / response_mask.shape[0]
 
 
+def first_as_baseline(rewards):
+    """Every answer minus answer 1's reward: depends on the labelling of the answers."""
+    return rewards - rewards[..., :1]
+
+
 def rloo(rewards):
     """RLOO on [B, G] rewards."""
     G = rewards.shape[-1]

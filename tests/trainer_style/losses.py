@@ -86,6 +86,13 @@ def mask_multiply_loss(old_log_prob, log_prob, advantages, response_mask):
     return (per_token * response_mask).sum() / response_mask.sum()
 
 
+def advantage_normalised_loss(old_log_prob, log_prob, advantages, response_mask):
+    """Token IS divided by the batch's mean |A|: kappa depends on the advantages, not only on the mask."""
+    per_token = -_ratio(old_log_prob, log_prob) * advantages
+    scale = torch.where(response_mask > 0, advantages.abs(), torch.zeros_like(advantages)).sum() / response_mask.sum()
+    return aggregate(per_token / scale, response_mask, "token-mean"), {}
+
+
 # ------------------------------------------------------------------ broken on purpose
 
 
