@@ -119,9 +119,12 @@ def test_n_plus_eps_denominator():
     rep = loss_report("eps_seq_mean_loss")
     assert rep.aggregation == "seq-mean-token-mean" and rep.length_biased
     assert rep.epsilon == pytest.approx(1e-8, rel=1e-3)
-    assert any("n + eps denominator" in n for n in rep.notes)
+    assert any(n.startswith("the denominator is n + eps with eps = 1e-08") for n in rep.notes)
     for _, _, n, B, _, kappa, _ in rep.kappa:
         assert 1 - kappa * B * n == pytest.approx(1e-8 / n, rel=1e-3)  # below 1 by eps/n, relative
+    on_B = loss_report("eps_batch_mean_loss")
+    assert on_B.aggregation == "seq-mean-token-sum" and on_B.epsilon == pytest.approx(1e-6, rel=1e-3) and on_B.verdict == "scaled"
+    assert any(n.startswith("the denominator is B + eps with eps = 1e-06") for n in on_B.notes)
     exact = loss_report("ppo_loss", loss_agg_mode="seq-mean-token-mean", norm=None)
     assert exact.epsilon == 0.0 and not any("eps" in n for n in exact.notes)
 

@@ -166,23 +166,24 @@ class _Fit:
     epsilon: float
     prefactor: Callable
     denominator: Callable
+    counts: str | None  # what the denominator counts, where an epsilon can sit
 
     def kappa(self, n, B, T, N) -> float:
         return self.scale * self.prefactor(n, B, T, N) / (self.denominator(n, B, T, N) + self.epsilon)
 
 
-_CANDIDATES = (  # (mode, prefactor P, denominator D): kappa = s P / (D + eps)
-    ("seq-mean-token-sum-norm", lambda n, B, T, N: 1.0, lambda n, B, T, N: 1.0),
-    ("seq-mean-token-sum-norm/T", lambda n, B, T, N: 1.0 / T, lambda n, B, T, N: 1.0),
-    ("seq-mean-token-sum", lambda n, B, T, N: 1.0 / B, lambda n, B, T, N: 1.0),
-    ("token-mean", lambda n, B, T, N: 1.0, lambda n, B, T, N: float(N)),
-    ("seq-mean-token-mean", lambda n, B, T, N: 1.0 / B, lambda n, B, T, N: float(n)),
+_CANDIDATES = (  # (mode, prefactor P, denominator D, what D counts): kappa = s P / (D + eps)
+    ("seq-mean-token-sum-norm", lambda n, B, T, N: 1.0, lambda n, B, T, N: 1.0, None),
+    ("seq-mean-token-sum-norm/T", lambda n, B, T, N: 1.0, lambda n, B, T, N: float(T), "T"),
+    ("seq-mean-token-sum", lambda n, B, T, N: 1.0, lambda n, B, T, N: float(B), "B"),
+    ("token-mean", lambda n, B, T, N: 1.0, lambda n, B, T, N: float(N), "sum n"),
+    ("seq-mean-token-mean", lambda n, B, T, N: 1.0 / B, lambda n, B, T, N: float(n), "n"),
 )
 
 
 def _fit(rows: list) -> _Fit | None:
     r"""The first mode whose model :math:`\kappa = sP/(D + \varepsilon)` fits every measured row to ``KAPPA_RTOL``."""
-    for mode, P, D in _CANDIDATES:
+    for mode, P, D, counts in _CANDIDATES:
         y = np.array([P(n, B, T, N) / k for _, _, n, B, T, N, k in rows])
         d = np.array([D(n, B, T, N) for _, _, n, B, T, N, _ in rows])
         if np.ptp(d) == 0:
@@ -196,7 +197,7 @@ def _fit(rows: list) -> _Fit | None:
             eps, slope = 0.0, float(np.mean(y / d))
         if abs(eps) >= 0.5 or np.abs(y - slope * (d + eps)).max() > KAPPA_RTOL * np.abs(y).max():
             continue
-        return _Fit(mode, 1.0 / slope, eps, P, D)
+        return _Fit(mode, 1.0 / slope, eps, P, D, counts)
     return None
 
 
@@ -601,8 +602,8 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed) ->
         notes.append("a token's gradient depends on other rows of the batch: not a per-token loss with a fixed aggregation")
     if fit is not None:
         if fit.epsilon:
-            notes.append(f"an n + eps denominator, eps = {fit.epsilon:.3g}: kappa * n falls below 1 by a relative eps/n "
-                         f"({fit.epsilon:.3g} at n = 1)")
+            notes.append(f"the denominator is {fit.counts} + eps with eps = {fit.epsilon:.3g}: kappa falls below the exact mode's "
+                         f"by a relative eps/({fit.counts}) ({fit.epsilon:.3g} at {fit.counts} = 1)")
         _empty_row_note(loss, fit, notes)
     _clamp_notes(loss, notes)
     _padding_notes(loss, notes)

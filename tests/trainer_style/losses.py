@@ -73,6 +73,13 @@ def eps_seq_mean_loss(old_log_prob, log_prob, advantages, response_mask):
     return aggregate(per_token, response_mask, "seq-mean-token-mean", eps=1e-8), {}
 
 
+def eps_batch_mean_loss(old_log_prob, log_prob, advantages, response_mask):
+    """REINFORCE-style, seq-mean-token-sum with a B + 1e-6 denominator."""
+    per_token = -_ratio(old_log_prob, log_prob) * advantages
+    kept = torch.where(response_mask > 0, per_token, torch.zeros_like(per_token))
+    return kept.sum() / (response_mask.shape[0] + 1e-6), {}
+
+
 def all_rows_seq_mean_loss(old_log_prob, log_prob, advantages, response_mask):
     """REINFORCE at r = 1, seq-mean-token-sum over all B rows (an empty row counts)."""
     per_token = -_ratio(old_log_prob, log_prob) * advantages
