@@ -4,13 +4,14 @@ r"""``pg-identities``: the checks of a trainer's own code, from its CI.
 
     pg-identities check FILE.py:FUNCTION --kind loss|advantage [--G 8] [--rewards binary|v1,v2,...]
                         [--expect unbiased|scaled|reweighted|METHOD] [--convention verl|trl|openrlhf|flat|batch]
-                        [--fixed key=value ...] [--json]
+                        [--fixed key=value ...] [--names role=name ...] [--json]
 
 Prints the report (or its JSON) and exits with 0 when the function is what
 ``--expect`` says (without it: a policy gradient up to a positive constant, see
 :meth:`~numeric.trainer_code.PolicyLossReport.holds`), 1 when it is not, 2 on a
 usage error or a function that cannot be loaded or called.  ``--fixed`` values
-are Python literals (``0.2``, ``'token-mean'``, ``True``) or, failing that, strings.
+are Python literals (``0.2``, ``'token-mean'``, ``True``) or, failing that, strings;
+``--names`` maps a loss's roles to its own argument names (``log_prob=logprobs``).
 
 Examples
 --------
@@ -105,6 +106,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--expect", default=None, help="unbiased, scaled, reweighted, biased, an aggregation mode, or a method's name")
     check.add_argument("--convention", default="batch", help="advantage calling convention: batch, flat, verl, trl, openrlhf")
     check.add_argument("--fixed", nargs="*", default=[], metavar="KEY=VALUE", help="keyword arguments passed to every call")
+    check.add_argument("--names", nargs="*", default=[], metavar="ROLE=NAME",
+                       help="a loss's argument names: old_log_prob, log_prob, advantages, response_mask")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
@@ -117,7 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         fixed = parse_fixed(args.fixed)
         fn = load_function(args.target)
         if args.kind == "loss":
-            report = check_policy_loss(fn, **fixed)
+            names = {role: str(name) for role, name in parse_fixed(args.names).items()}
+            report = check_policy_loss(fn, names=names, **fixed)
         else:
             if args.expect is not None and args.expect not in ("unbiased", "scaled", "reweighted", "biased", "undecided"):
                 raise ValueError(f"--expect for an advantage must be a verdict (unbiased, scaled, reweighted, biased, undecided), got {args.expect!r}")

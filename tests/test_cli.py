@@ -30,6 +30,8 @@ def test_expect_and_json(capsys):
     assert report["holds"] and report["method"] == "PPO" and report["aggregation"] == "seq-mean-token-sum" and report["clip"] == {"eps_high": 0.2, "eps_low": 0.2}
     assert main(["check", f"{TARGET}:correct_loss", "--kind", "loss", "--expect", "token-mean"]) == 1
     assert main(["check", f"{TARGET}:rloo", "--kind", "advantage", "--G", "2,3", "--expect", "unbiased"]) == 0
+    assert main(["check", f"{TARGET}:renamed_loss", "--kind", "loss", "--expect", "token-mean",
+                 "--names", "log_prob=logprobs", "old_log_prob=old_logprobs", "response_mask=mask"]) == 0
     assert "FAIL: expected token-mean" in capsys.readouterr().out
     assert main(["check", f"{TARGET}:rloo", "--kind", "advantage", "--G", "3", "--expect", "scaled", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
@@ -50,6 +52,7 @@ def test_expect_and_json(capsys):
     (["check", f"{TARGET}:rloo", "--kind", "advantage", "--G", "x"], "--G must be"),
     (["check", f"{TARGET}:rloo", "--kind", "advantage", "--rewards", "a,b"], "--rewards must be"),
     (["check", f"{TARGET}:rloo", "--kind", "advantage", "--expect", "PPO"], "--expect for an advantage"),
+    (["check", f"{TARGET}:renamed_loss", "--kind", "loss", "--names", "logits=x"], "names may map only"),
 ])
 def test_usage_errors_exit_2(argv, message, capsys):
     if message is None:
