@@ -1,0 +1,306 @@
+"""numeric.trainer_code: a trainer's policy loss and advantage estimator certified as written.
+
+The trainer-style functions live in tests/trainer_style/ (written from the papers and the peers'
+signatures).  Every expected kappa is computed here from the mode's definition, never read back
+from the module's own fit.
+"""
+
+import importlib.util
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+import torch
+
+from derivations.group_baselines import P
+from numeric import opo_advantages
+from numeric.trainer_code import (
+    assert_group_advantage,
+    assert_policy_loss,
+    check_grouped_advantage,
+    check_policy_loss,
+)
+
+STYLE = Path(__file__).parent / "trainer_style"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"trainer_style_{name}", STYLE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+L = _load("losses")
+ADV = _load("advantages")
+
+
+@cache
+def loss_report(name, **fixed):
+    return check_policy_loss(getattr(L, name), **fixed)
+
+
+def _expected_kappa(mode, n, B, T, N, norm=None):
+    return {"token-mean": 1 / N, "seq-mean-token-mean": 1 / (B * n), "seq-mean-token-sum": 1 / B,
+            "seq-mean-token-sum-norm": 1 / (T if norm is None else norm)}[mode]
+
+
+# ------------------------------------------------------------------ losses: the four modes
+
+
+@pytest.mark.parametrize("mode, norm, biased, verdict", [
+    ("token-mean", None, False, "scaled"),
+    ("seq-mean-token-mean", None, True, "reweighted"),
+    ("seq-mean-token-sum", None, False, "unbiased"),
+    ("seq-mean-token-sum-norm", 4096, False, "scaled"),
+    ("seq-mean-token-sum-norm", None, False, "scaled"),
+])
+def test_four_aggregation_modes_certified(mode, norm, biased, verdict):
+    rep = loss_report("ppo_loss", loss_agg_mode=mode, norm=norm)
+    assert (rep.method, rep.aggregation, rep.length_biased, rep.verdict) == ("PPO", mode, biased, verdict)
+    assert rep.policy_gradient and rep.on_policy_at_ratio_one and not rep.sequence_level and rep.claim_holds
+    assert rep.decomposition_gap <= 1e-12  # the gradient on a random ragged batch is -kappa w A
+    assert dict(rep.clip) == {"eps_high": 0.28, "eps_low": 0.2}
+    assert rep.epsilon == 0.0
+    for design in {row[0] for row in rep.kappa}:
+        rows = [row for row in rep.kappa if row[0] == design]
+        N = sum({row[1]: row[2] for row in rows}.values())
+        for _, _, n, B, T, kappa, _ in rows:
+            assert kappa == pytest.approx(_expected_kappa(mode, n, B, T, N, norm), rel=1e-12)
+    if mode == "seq-mean-token-sum-norm":
+        assert rep.normaliser == ("T" if norm is None else "4096")
+
+
+def test_known_methods_and_sequence_level():
+    assert loss_report("cispo_loss").method == "CISPO"
+    assert dict(loss_report("cispo_loss").clip) == {"eps_high": 0.28}
+    dual = loss_report("dual_clip_ppo_loss")
+    assert dual.method == "dual-clip PPO" and dict(dual.clip)["dual_clip"] == 3.0
+    gspo = loss_report("gspo_loss")
+    assert gspo.sequence_level and gspo.method == "sequence-level" and gspo.policy_gradient is None and gspo.token is None
+    assert gspo.aggregation == "seq-mean-token-mean" and gspo.on_policy_at_ratio_one
+    assert not loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None).sequence_level
+
+
+def test_clip_constants_read_off_the_weight():
+    rep = loss_report("ppo_loss", loss_agg_mode="token-mean", clip_low=0.1, clip_high=0.35)
+    assert dict(rep.clip) == {"eps_high": 0.35, "eps_low": 0.1} and rep.method == "PPO"
+    table = torch.tensor(rep.token.table)  # (r, w for A > 0, w for A < 0): PPO's weight at these constants
+    r = table[:, 0]
+    away = ((r - 1.35).abs() > 1e-6) & ((r - 0.9).abs() > 1e-6)
+    assert torch.allclose(table[away, 1], torch.where(r < 1.35, r, 0.0)[away], rtol=0, atol=1e-12)
+    assert torch.allclose(table[away, 2], torch.where(r > 0.9, r, 0.0)[away], rtol=0, atol=1e-12)
+
+
+def test_constant_factor_and_batch_coupling_reported():
+    doubled = loss_report("doubled_token_mean_loss")
+    assert doubled.aggregation == "token-mean" and doubled.scale == pytest.approx(2.0, rel=1e-12) and "times 2" in doubled.reason
+    coupled = loss_report("ratio_normalised_loss")
+    assert coupled.token is None and coupled.method is None and not coupled.sequence_level and coupled.verdict == "undecided"
+    assert any("depends on other rows" in n for n in coupled.notes)
+    by_advantage = loss_report("advantage_normalised_loss")
+    assert by_advantage.verdict == "undecided" and by_advantage.decomposition_gap > 1e-3
+    assert any("is not -kappa*w*A" in n for n in by_advantage.notes)
+    assert loss_report("ppo_loss", loss_agg_mode="seq-mean-token-mean", norm=None).decomposition_gap <= 1e-12
+
+
+# ------------------------------------------------------------------ losses: the edges
+
+
+def test_log_ratio_clamp_found_where_it_is():
+    notes = " ".join(loss_report("clamped_ppo_loss").notes)
+    assert "clamped at +20" in notes and "clamped at -20" in notes and "stops changing" in notes
+    assert "clamped" not in " ".join(loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None).notes)
+
+
+def test_n_plus_eps_denominator():
+    rep = loss_report("eps_seq_mean_loss")
+    assert rep.aggregation == "seq-mean-token-mean" and rep.length_biased
+    assert rep.epsilon == pytest.approx(1e-8, rel=1e-3)
+    assert any(n.startswith("the denominator is n + eps with eps = 1e-08") for n in rep.notes)
+    for _, _, n, B, _, kappa, _ in rep.kappa:
+        assert 1 - kappa * B * n == pytest.approx(1e-8 / n, rel=1e-3)  # below 1 by eps/n, relative
+    on_B = loss_report("eps_batch_mean_loss")
+    assert on_B.aggregation == "seq-mean-token-sum" and on_B.epsilon == pytest.approx(1e-6, rel=1e-3) and on_B.verdict == "scaled"
+    assert any(n.startswith("the denominator is B + eps with eps = 1e-06") for n in on_B.notes)
+    exact = loss_report("ppo_loss", loss_agg_mode="seq-mean-token-mean", norm=None)
+    assert exact.epsilon == 0.0 and not any("eps" in n for n in exact.notes)
+
+
+def test_empty_row_counting():
+    assert "counted in B: it shrinks" in " ".join(loss_report("all_rows_seq_mean_loss").notes)
+    assert "not counted in B" in " ".join(loss_report("ppo_loss", loss_agg_mode="seq-mean-token-sum", norm=None).notes)
+    assert "does not change" in " ".join(loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None).notes)
+
+
+def test_padding_leaks_reported():
+    leaky = loss_report("mask_multiply_loss").notes
+    assert any(n.startswith("NaN in masked slots leaks into the loss") for n in leaky)
+    assert any(n.startswith("inf in masked slots leaks") for n in leaky)
+    safe = loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None).notes
+    assert any(n.startswith("NaN in masked slots: no leak") for n in safe)
+
+
+# ------------------------------------------------------------------ losses: wrong ones caught
+
+
+def test_sign_slip_caught():
+    rep = loss_report("sign_slip_ppo_loss")
+    assert rep.verdict == "biased" and not rep.on_policy_at_ratio_one and rep.method is None and not rep.holds()
+
+
+def test_missing_detach_caught():
+    rep = loss_report("no_detach_cispo_loss")
+    assert rep.policy_gradient is False and rep.verdict == "biased" and not rep.holds("CISPO")
+
+
+def test_length_bias_claiming_token_mean_caught():
+    for rep in (loss_report("length_biased_token_mean_loss"), loss_report("length_biased_token_mean_loss", loss_agg_mode="token-mean")):
+        assert rep.claimed == "token-mean" and rep.aggregation == "seq-mean-token-mean" and rep.length_biased
+        assert not rep.claim_holds and not rep.holds() and not rep.holds("token-mean") and not rep.holds("PPO")
+        assert "claims loss_agg_mode='token-mean'" in rep.reason
+
+
+def test_unmasked_loss_caught():
+    rep = loss_report("unmasked_loss")
+    assert rep.verdict == "biased" and "masked tokens receive gradient: the loss is not masked" in rep.notes
+
+
+def test_names_map_the_function_own_arguments():
+    def loss(logprobs, old_logprobs, advantages, mask, agg):
+        ratio = torch.exp(logprobs - old_logprobs)
+        per = torch.where(mask > 0, -ratio * advantages, torch.zeros_like(ratio))
+        return per.sum() / mask.sum(), {"agg": agg}
+
+    rep = check_policy_loss(loss, names={"log_prob": "logprobs", "old_log_prob": "old_logprobs", "response_mask": "mask"}, agg="x")
+    assert (rep.method, rep.aggregation) == ("token IS", "token-mean")
+
+
+def test_report_renders():
+    rep = loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None)
+    assert repr(rep).startswith("PolicyLossReport(verdict='scaled', method='PPO'") and "\n" not in repr(rep)
+    page = rep._repr_html_()
+    assert page.count("<table>") == 1 and "<b>scaled: PPO, token-mean, no length bias</b>" in page and page.count("<tr>") == len(rep.kappa) + 1
+    assert rep.table().count("\n") == len(rep.kappa)
+
+
+def test_policy_loss_bad_input():
+    with pytest.raises(TypeError, match="fn must be a callable"):
+        check_policy_loss(3)
+    with pytest.raises(TypeError, match="names must map"):
+        check_policy_loss(L.ppo_loss, names={"log_prob": 1})
+    with pytest.raises(ValueError, match="names may map only"):
+        check_policy_loss(L.ppo_loss, names={"logits": "x"})
+    with pytest.raises(ValueError, match="fixed arguments log_prob"):
+        check_policy_loss(L.ppo_loss, log_prob=1)
+    with pytest.raises(TypeError, match="could not be called"):
+        check_policy_loss(L.ppo_loss, no_such_argument=1)
+    with pytest.raises(TypeError, match="scalar loss tensor"):
+        check_policy_loss(lambda old_log_prob, log_prob, advantages, response_mask: log_prob)
+    with pytest.raises(ValueError, match="no gradient at r = 1"):
+        check_policy_loss(lambda old_log_prob, log_prob, advantages, response_mask: (log_prob * 0).sum())
+
+
+# ------------------------------------------------------------------ advantages as written
+
+
+def test_verl_style_estimators_ragged_and_shuffled():
+    G = [2, 3]
+    rloo = check_grouped_advantage(ADV.rloo_advantage, G=G, convention="verl")
+    assert rloo.verdict == "unbiased" and [rep.scale for _, rep in rloo.reports] == [1, 1] and rloo.holds()
+    dr = check_grouped_advantage(ADV.grpo_advantage, G=G, norm_adv_by_std_in_grpo=False, convention="verl")
+    assert dr.verdict == "scaled" and [rep.scale for _, rep in dr.reports] == [sp.Rational(g - 1, g) for g in G]
+    opo = check_grouped_advantage(ADV.opo_advantage, G=G, convention="verl")
+    assert opo.verdict == "scaled" and [rep.scale for _, rep in opo.reports] == [sp.Rational(g - 1, g) for g in G]
+    grpo = check_grouped_advantage(ADV.grpo_advantage, G=[3, 4], convention="verl")
+    assert grpo.verdict == "reweighted" and [rep.verdict for _, rep in grpo.reports] == ["scaled", "reweighted"]
+    passk = check_grouped_advantage(ADV.passk_advantage, G=G, convention="verl")
+    assert passk.verdict == "reweighted"
+    for g, rep in passk.reports:  # only the lone success learns: c = (1 - p)^(G - 1)
+        assert sp.expand(rep.scale - (1 - P) ** (g - 1)) == 0
+
+
+def test_a_finite_reward_law_and_the_flat_convention():
+    values = [0.0, 0.5, 2.0]  # non-binary: R^2 terms would show a residual
+    rloo = check_grouped_advantage(ADV.rloo_advantage, G=[3], convention="verl", rewards=values)
+    assert rloo.verdict == "unbiased" and rloo.reports[0][1].residual == 0
+
+    def flat_mean_baseline(scores, index):
+        out = scores.clone()
+        for g in np.unique(index):
+            k = torch.as_tensor(index == g)
+            out[k] = scores[k] - scores[k].mean()
+        return out
+
+    rep = check_grouped_advantage(flat_mean_baseline, G=[2, 4], convention="flat", rewards=values)
+    assert rep.verdict == "scaled" and [r.scale for _, r in rep.reports] == [sp.Rational(1, 2), sp.Rational(3, 4)]
+
+
+def test_opo_with_lengths_that_move_with_the_reward():
+    rep = check_grouped_advantage(ADV.opo_advantage, G=[2], lengths="by_reward", convention="verl")
+    length = lambda r: 1 + np.round(np.abs(np.asarray(r)) * 7).astype(np.int64) % 5  # the adapter's rule, restated
+    independent = assert_group_advantage(lambda r: opo_advantages(np.asarray(r), length(r).astype(np.float64)), G=2, expect="reweighted")
+    assert sp.simplify(rep.reports[0][1].scale - independent.reports[0][1].scale) == 0
+
+
+def test_batch_coupled_and_positional_estimators_undecided():
+    rpp = check_grouped_advantage(ADV.reinforce_pp_baseline_advantage, G=[2, 3], convention="verl")
+    assert rpp.verdict == "undecided" and "across the batch" in rpp.reason and not rpp.holds()
+    pos = check_grouped_advantage(ADV.positional_rloo_advantage, G=[4], convention="verl")
+    assert pos.verdict == "undecided" and "groups by position" in pos.reason
+
+
+def test_negated_estimator_is_not_a_policy_gradient():
+    rep = check_grouped_advantage(ADV.negated_rloo_advantage, G=[2], convention="verl")
+    assert rep.verdict == "scaled" and rep.reports[0][1].scale == -1 and not rep.holds()
+
+
+def test_trl_and_openrlhf_conventions():
+    trl = check_grouped_advantage(ADV.trl_grpo_advantage, G=[4], convention="trl")
+    assert trl.verdict == "reweighted"
+    openrlhf = check_grouped_advantage(ADV.openrlhf_rloo_advantage, G=[2, 3], convention="openrlhf")
+    assert openrlhf.verdict == "unbiased"
+
+
+def test_grouped_report_renders():
+    rep = check_grouped_advantage(ADV.rloo_advantage, G=[2], convention="verl")
+    assert repr(rep) == "GroupedAdvantageReport(convention='verl', verdict='unbiased', G=[2])"
+    assert rep._repr_html_().count("<tr>") == 2 and rep.as_dict()["groups"][0]["scale"] == "1"
+
+
+def test_grouped_advantage_bad_input():
+    with pytest.raises(TypeError, match="fn must be a callable"):
+        check_grouped_advantage(None, G=2)
+    with pytest.raises(ValueError, match="convention must be one of"):
+        check_grouped_advantage(ADV.rloo_advantage, G=2, convention="deepspeed")
+    with pytest.raises(ValueError, match="G must be >= 2"):
+        check_grouped_advantage(ADV.rloo_advantage, G=[1], convention="verl")
+    with pytest.raises(ValueError, match="lengths must be"):
+        check_grouped_advantage(ADV.rloo_advantage, G=2, lengths="long", convention="verl")
+    with pytest.raises(ValueError, match="rewards must be 'binary'"):
+        check_grouped_advantage(ADV.rloo_advantage, G=2, rewards="general", convention="verl")
+    with pytest.raises(TypeError, match="could not be called in the 'verl' convention"):
+        check_grouped_advantage(lambda scores, index: scores, G=2, convention="verl")
+    with pytest.raises(ValueError, match="must return 6 advantages"):
+        check_grouped_advantage(lambda r: r[:, :1], G=2, convention="batch")
+    with pytest.raises(ValueError, match="vary along a response"):
+        check_grouped_advantage(lambda token_level_rewards, response_mask, index: token_level_rewards, G=2, convention="verl")
+
+
+# ------------------------------------------------------------------ assertions
+
+
+def test_assertions():
+    assert assert_policy_loss(L.ppo_loss, "PPO", loss_agg_mode="seq-mean-token-sum").verdict == "unbiased"
+    with pytest.raises(AssertionError, match=r"sign_slip_ppo_loss is not a policy gradient .*: biased: .*sign slip"):
+        assert_policy_loss(L.sign_slip_ppo_loss)
+    with pytest.raises(AssertionError, match="is not 'token-mean'"):
+        assert_policy_loss(L.length_biased_token_mean_loss, "token-mean")
+    with pytest.raises(TypeError, match="expect must be None or a non-empty str"):
+        assert_policy_loss(L.ppo_loss, 3)
+    with pytest.raises(AssertionError, match="grpo_advantage is not 'unbiased': reweighted"):
+        assert_group_advantage(ADV.grpo_advantage, "unbiased", G=[4], convention="verl")
+    with pytest.raises(ValueError, match="expect must be one of"):
+        assert_group_advantage(ADV.rloo_advantage, "PPO", G=2, convention="verl")
