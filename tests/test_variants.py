@@ -19,14 +19,9 @@ from derivations import DerivationError
 from derivations import gradient_weights as gw
 from derivations.group_baselines import GRAD_J, P, grpo_weight, mean_including_self
 from derivations.iid_groups import IIDGroup
-from derivations.variants import (
-    NotPermutationEquivariant,
-    SymbolicNumericMismatch,
-    check_group_advantage,
-    check_token_loss,
-)
+from derivations.variants import NotPermutationEquivariant, SymbolicNumericMismatch
 from numeric import group_mean_advantages, group_zscore_advantages, rloo_advantages
-from numeric.variants import confirm_group, confirm_token
+from numeric.variants import check_group_advantage, check_token_loss, confirm_group, confirm_token
 
 GRP = IIDGroup()
 R, i, j, G = GRP.R, GRP.i, GRP.j, GRP.G
@@ -332,6 +327,7 @@ def test_reports_are_frozen_and_render():
 
 
 def test_the_readme_variant_example_runs_as_written(tmp_path):
+    import os
     import re
     import subprocess
     import sys
@@ -341,7 +337,8 @@ def test_the_readme_variant_example_runs_as_written(tmp_path):
     section = readme.split("## Checking a new variant", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"^```py\n(.*?)^```", section, re.S | re.M)
     assert len([line for line in code.splitlines() if line.strip()]) == 5
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}  # this tree's code, not an installed copy
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     first = result.stdout.splitlines()[0]
     assert first.startswith("reweighted ") and "sqrt(3)" in first
