@@ -438,6 +438,14 @@ def test_bad_values_on_the_patterns_name_the_argument(values, kwargs, error, wor
         derive_group_advantage(values, **kwargs)
 
 
+def test_the_numeric_entry_point_sends_a_table_to_the_core():
+    from derivations.variants import count_patterns
+
+    table = {p: _rloo_on(p) for p in count_patterns("binary", 3)}
+    with pytest.raises(TypeError, match="derive_group_advantage"):
+        check_group_advantage(table, G=3, rewards="binary")
+
+
 # ------------------------------------------------------------------ the checker's edges (issue 16 item 4)
 
 

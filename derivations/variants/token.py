@@ -12,7 +12,6 @@ autograd on the toy LM, are :func:`numeric.variants.check_token_loss`'s.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, cmp_to_key
 

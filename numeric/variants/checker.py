@@ -13,6 +13,7 @@ LM (:mod:`~numeric.variants.confirm`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import sympy as sp
 
@@ -103,6 +104,9 @@ def check_group_advantage(advantage, *, G=None, rewards="general", constants=Non
     'unbiased'
     """
     constants, confirm = require_constants(constants), require_bool("confirm", confirm)
+    if isinstance(advantage, Mapping):
+        raise TypeError("advantage must be a sympy expression or a function of [B, G] rewards; values on the count patterns "
+                        "go to derivations.variants.derive_group_advantage")
     law, _ = reward_law(rewards)
     is_fn = _is_function(advantage)
     size = require_group_size(G, needed=is_fn)
