@@ -58,10 +58,10 @@ def _is_project_module(dotted: str) -> bool:
     return dotted.split(".")[0] in PACKAGES and (path.with_suffix(".py").is_file() or (path / "__init__.py").is_file())
 
 
-def imported_modules(path: Path) -> list[tuple[int, str]]:
+def imported_modules(path: Path, source: str | None = None) -> list[tuple[int, str]]:
     """``(line, module)`` for every import statement and every ``import_module``/``__import__`` call with a literal name."""
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -79,9 +79,9 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
-def private_reaches(path: Path) -> list[str]:
+def private_reaches(path: Path, source: str | None = None) -> list[str]:
     """Every ``from M import _name`` and ``m._name`` (``m`` an imported project module) in ``path``; ``.steps[k]`` outside derivations."""
-    tree = ast.parse(path.read_text())
+    tree = ast.parse(path.read_text() if source is None else source)
     modules, found = set(), []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -168,11 +168,10 @@ def test_no_derivations_file_imports_numeric_torch_or_numpy(path):
     assert bad == []
 
 
-def test_the_import_scan_sees_lazy_relative_and_dynamic_imports(tmp_path, monkeypatch):
-    fake = ROOT / "derivations" / "variants" / "group.py"
-    text = "def f():\n    import torch\n    from numeric.variants import x\n    importlib.import_module('numpy')\n"
-    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text)
-    assert [m for _, m in imported_modules(fake)] == ["torch", "numeric.variants", "numeric.variants.x", "numpy"]
+def test_the_import_scan_sees_lazy_relative_and_dynamic_imports():
+    text = "def f():\n    import torch\n    from numeric.variants import x\n    importlib.import_module('numpy')\n    from .. import proofs\n"
+    found = sorted(m for _, m in imported_modules(ROOT / "derivations" / "variants" / "group.py", text))
+    assert found == ["derivations", "derivations.proofs", "numeric.variants", "numeric.variants.x", "numpy", "torch"]
 
 
 @pytest.mark.parametrize("path", _params([p for pkg in PACKAGES for p in _sources(pkg)]), ids=lambda p: str(p.relative_to(ROOT)))
@@ -180,12 +179,10 @@ def test_no_module_reaches_into_another_modules_private_names(path):
     assert private_reaches(path) == []
 
 
-def test_the_private_scan_sees_each_form(monkeypatch):
-    fake = ROOT / "numeric" / "variants" / "checker.py"
+def test_the_private_scan_sees_each_form():
     text = ("from derivations import variants as derived\nfrom .confirm import _lm, toy_lm\nfrom .._validate import like\n"
             "from . import callables\nx = derived._explicit\ny = callables._call\nz = report.steps[0].rhs\nw = toy_lm._cache\n")
-    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text)
-    assert private_reaches(fake) == [
+    assert private_reaches(ROOT / "numeric" / "variants" / "checker.py", text) == [
         "line 2: from numeric.variants.confirm import _lm",
         "line 5: derived._explicit",
         "line 6: callables._call",
