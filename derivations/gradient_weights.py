@@ -285,7 +285,7 @@ def _pieces(method: str) -> dict[int, list[tuple]]:
     return out
 
 
-def _merged_runs(pieces: list[tuple]) -> list[tuple]:
+def merged_runs(pieces: list[tuple]) -> list[tuple]:
     """Consecutive regions whose weights are equal (by the canonicaliser, not only in form) merged into one ``(lo, hi, w)``."""
     out = []
     for lo, hi, w in pieces:
@@ -298,7 +298,7 @@ def _merged_runs(pieces: list[tuple]) -> list[tuple]:
 
 def _merged_conditions(pieces: list[tuple]) -> list[tuple]:
     """``(w, condition on r)`` with equal neighbours merged; each kink given to its live (non-zero) side."""
-    merged = _merged_runs(pieces)
+    merged = merged_runs(pieces)
     out = []
     for i, (lo, hi, w) in enumerate(merged):
         if hi == sp.oo:
@@ -309,7 +309,7 @@ def _merged_conditions(pieces: list[tuple]) -> list[tuple]:
     return out
 
 
-def _piecewise_weight(pieces: dict[int, list[tuple]]) -> sp.Piecewise:
+def piecewise_weight(pieces: dict[int, list[tuple]]) -> sp.Piecewise:
     """One ``Piecewise`` in :math:`(A, r)` from ``{sign of A: [(lo, hi, w), ...]}``; ``A`` appears only if the signs differ."""
     pos, neg = _merged_conditions(pieces[1]), _merged_conditions(pieces[-1])
     if pos == neg:
@@ -337,7 +337,7 @@ def gradient_weight(method: str) -> sp.Piecewise:
     >>> [w.subs({A: a, r: x}) for a in (1, -1) for x in (0.5, 1.0, 2.0)]
     [0.500000000000000, 1.00000000000000, 0, 0, 1.00000000000000, 2.00000000000000]
     """
-    return _piecewise_weight(_pieces(_method(method)))
+    return piecewise_weight(_pieces(_method(method)))
 
 
 def unified_mask() -> sp.Piecewise:

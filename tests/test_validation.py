@@ -174,8 +174,8 @@ def _is_loss(log_prob, old_log_prob, advantage):
     return -(log_prob - old_log_prob).exp().detach() * advantage * log_prob
 
 
-REP_G = d_variants.check_group_advantage(numeric.rloo_advantages, G=3, rewards="binary", confirm=False)
-REP_T = d_variants.check_token_loss(-R_SYM * A_SYM * ELL, confirm=False)  # not a policy gradient: no match with the known methods, cheap
+REP_G = n_variants.check_group_advantage(numeric.rloo_advantages, G=3, rewards="binary", confirm=False)
+REP_T = n_variants.check_token_loss(-R_SYM * A_SYM * ELL, confirm=False)  # not a policy gradient: no match with the known methods, cheap
 
 
 ROWS = [
@@ -275,6 +275,7 @@ ROWS = [
     # -- the numeric side of the variant checkers
     Row(n_variants.advantage_values, (numeric.rloo_advantages, [[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]], 3), {0: "callable", 1: "groups", 2: "int"}, ranges={2: [1]}),
     Row(n_variants.require_advantage_callable, (numeric.rloo_advantages, 3), {0: "callable", 1: "int"}, ranges={1: [1]}),
+    Row(n_variants.advantage_table, (numeric.rloo_advantages, 3, "binary"), {0: "callable", 1: "int", 2: "law_finite"}, ranges={1: [1]}),
     *[Row(f, (GROUP,), {0: "array"}, unusual=("fp32", "grad", "neg_stride"))
       for f in (n_variants.trl_grpo_advantages, n_variants.verl_dr_grpo_advantages, n_variants.openrlhf_rloo_advantages)],
     Row(n_variants.confirm_group, (REP_G, numeric.rloo_advantages, None), {0: "group_report", 1: "callable", 2: "constants"}),
@@ -325,17 +326,25 @@ ROWS = [
     *[Row(f, (X, sp.Interval(0, 1)), {0: "symbol", 1: "set"}) for f in (d_proofs.minimum_over, d_proofs.same_solutions)],
     Row(d_proofs.numerically, (30,), {0: "int"}, ranges={0: [0, 5]}),
     Row(d_proofs.at_values, (G_SYM, (2, 3), None), {0: "symbol", 1: "values", 2: "optional_callable"}),
-    # -- derivations: the variant checkers (issue 11's bad inputs)
-    Row(_positional(d_variants.check_group_advantage, 1, ("G", "rewards", "constants", "name", "confirm"), "check_group_advantage"),
+    # -- the variant checkers (issue 11's bad inputs): the entry points in numeric, the symbolic core in derivations
+    Row(_positional(n_variants.check_group_advantage, 1, ("G", "rewards", "constants", "name", "confirm"), "check_group_advantage"),
         (GRP.R[GRP.i] - GRP.mean_others(GRP.i), None, "general", None, "RLOO", False),
         {0: "group_advantage", 1: "int_or_none", 2: "law", 3: "constants", 4: "title", 5: "bool"}, ranges={1: [1]}),
-    Row(_positional(d_variants.check_group_advantage, 1, ("G", "rewards", "constants", "name", "confirm"), "check_group_advantage[callable]"),
+    Row(_positional(n_variants.check_group_advantage, 1, ("G", "rewards", "constants", "name", "confirm"), "check_group_advantage[callable]"),
         (numeric.rloo_advantages, 3, "binary", None, "RLOO", False),
         {0: "group_advantage_fn", 1: "int", 2: "law_finite", 5: "bool"}, ranges={1: [1]}),
-    Row(_positional(d_variants.check_token_loss, 1, ("constants", "confirm"), "check_token_loss"),
+    Row(_positional(n_variants.check_token_loss, 1, ("constants", "confirm"), "check_token_loss"),
         (-R_SYM * A_SYM * ELL, None, False), {0: "token_loss", 1: "constants", 2: "bool"}),
-    Row(_positional(d_variants.check_token_loss, 1, ("constants", "confirm"), "check_token_loss[callable]"),
+    Row(_positional(n_variants.check_token_loss, 1, ("constants", "confirm"), "check_token_loss[callable]"),
         (_is_loss, None, False), {0: "token_loss_fn", 2: "bool"}),
+    Row(_positional(d_variants.derive_group_advantage, 1, ("G", "rewards", "constants", "name"), "derive_group_advantage"),
+        (GRP.R[GRP.i] - GRP.mean_others(GRP.i), None, "general", None, "RLOO"),
+        {0: "group_advantage", 1: "int_or_none", 2: "law", 3: "constants", 4: "title"}, ranges={1: [1]}),
+    Row(_positional(d_variants.derive_token_loss, 1, ("constants",), "derive_token_loss"), (-R_SYM * A_SYM * ELL, None), {0: "token_loss", 1: "constants"}),
+    Row(d_variants.token_loss_expression, (-R_SYM * A_SYM * ELL, None), {0: "token_loss", 1: "constants"}),
+    Row(d_variants.count_patterns, ("binary", 3), {0: "law_finite", 1: "int"}, ranges={1: [1]}),
+    Row(d_variants.breakpoints, (-R_SYM * A_SYM * ELL,), {0: "expr"}),
+    *[Row(f, ("own_reward",), {0: "choice"}) for f in (d_variants.tutorial_variant, d_variants.tutorial_derivation)],
 ]
 
 # ----------------------------------------------------------------------------- variants

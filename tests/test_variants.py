@@ -19,14 +19,9 @@ from derivations import DerivationError
 from derivations import gradient_weights as gw
 from derivations.group_baselines import GRAD_J, P, grpo_weight, mean_including_self
 from derivations.iid_groups import IIDGroup
-from derivations.variants import (
-    NotPermutationEquivariant,
-    SymbolicNumericMismatch,
-    check_group_advantage,
-    check_token_loss,
-)
+from derivations.variants import NotPermutationEquivariant, SymbolicNumericMismatch
 from numeric import group_mean_advantages, group_zscore_advantages, rloo_advantages
-from numeric.variants import confirm_group, confirm_token
+from numeric.variants import check_group_advantage, check_token_loss, confirm_group, confirm_token
 
 GRP = IIDGroup()
 R, i, j, G = GRP.R, GRP.i, GRP.j, GRP.G
@@ -332,6 +327,7 @@ def test_reports_are_frozen_and_render():
 
 
 def test_the_readme_variant_example_runs_as_written(tmp_path):
+    import os
     import re
     import subprocess
     import sys
@@ -341,7 +337,8 @@ def test_the_readme_variant_example_runs_as_written(tmp_path):
     section = readme.split("## Checking a new variant", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"^```py\n(.*?)^```", section, re.S | re.M)
     assert len([line for line in code.splitlines() if line.strip()]) == 5
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}  # this tree's code, not an installed copy
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     first = result.stdout.splitlines()[0]
     assert first.startswith("reweighted ") and "sqrt(3)" in first
@@ -371,3 +368,131 @@ def test_the_losses_advantage_estimators_get_the_scale_the_group_engine_computes
         assert sp.simplify(c - scale) == 0
         for q in (0.2, 0.7):
             assert abs(float(c.subs(p, q)) - advantage_scale(fn, q, G)) <= 1e-12
+
+
+# ------------------------------------------------------------------ the symbolic core: values on the count patterns
+
+
+def _rloo_on(pattern):
+    """RLOO from a count pattern, in plain Python: the own reward minus the mean of the others."""
+    group = pattern.group()
+    return group[0] - sp.Add(*group[1:]) / (len(group) - 1)
+
+
+def test_count_patterns_are_every_multinomial_count_once():
+    from derivations.variants import count_patterns
+
+    for rewards, G_ in (("binary", 5), ([0, 1, 3], 4), ([0, 1, 2, 5], 3)):
+        pats = count_patterns(rewards, G_)
+        m = len(pats[0].values)
+        assert len(pats) == len(set(pats)) == m * sp.binomial(G_ + m - 2, m - 1)
+        assert all(len(p.group()) == G_ == p.G and sorted(p.group()[1:]) == list(p.group()[1:]) for p in pats)
+
+
+@pytest.mark.parametrize("form", ["table", "evaluator"])
+def test_the_core_takes_values_on_the_patterns_and_agrees_with_the_callable_route(form):
+    from derivations.variants import count_patterns, derive_group_advantage
+    from numeric.variants import advantage_table
+
+    for rewards, G_ in (("binary", 4), ([0, 1, 3], 3)):
+        values = {p: _rloo_on(p) for p in count_patterns(rewards, G_)} if form == "table" else _rloo_on
+        core = derive_group_advantage(values, G=G_, rewards=rewards)
+        assert (core.verdict, core.scale, core.numeric) == ("unbiased", 1, ())
+        assert core.zero_on_equal_rewards is True
+        assert_every_step_sound(core.derivation)
+        via_table = derive_group_advantage(advantage_table(rloo_advantages, G_, rewards), G=G_, rewards=rewards)
+        via_numeric = check_group_advantage(rloo_advantages, G=G_, rewards=rewards)
+        assert (via_table.verdict, via_table.scale) == (via_numeric.verdict, via_numeric.scale) == ("unbiased", 1)
+
+
+def test_the_reduction_step_reads_the_evaluator_afresh():
+    """An evaluator whose values change between the report and the proof fails the step that displays the old ones."""
+    from derivations.variants import count_patterns, derive_group_advantage
+
+    calls = {"n": 0}
+    patterns = len(count_patterns("binary", 3))
+
+    def drifting(pattern):
+        calls["n"] += 1
+        return _rloo_on(pattern) * (1 if calls["n"] <= patterns else 2)
+
+    with pytest.raises(DerivationError, match="step 1"):
+        derive_group_advantage(drifting, G=3, rewards="binary")
+
+
+@pytest.mark.parametrize(
+    ("values", "kwargs", "error", "words"),
+    [
+        ({}, {"G": 3, "rewards": "binary"}, ValueError, "advantage table has no value for the pattern"),
+        (lambda p: "one", {"G": 3, "rewards": "binary"}, TypeError, "advantage must give a real number"),
+        (lambda p: sp.Symbol("b"), {"G": 3, "rewards": "binary"}, ValueError, "declared constants"),
+        (lambda p: float("nan"), {"G": 3, "rewards": "binary"}, ValueError, "non-finite"),
+        (_rloo_on, {"rewards": "binary"}, ValueError, "G must be an int >= 2"),
+        (_rloo_on, {"G": 3}, ValueError, "'binary' or a list of values"),
+    ],
+)
+def test_bad_values_on_the_patterns_name_the_argument(values, kwargs, error, words):
+    from derivations.variants import derive_group_advantage
+
+    with pytest.raises(error, match=words.replace("(", r"\(")):
+        derive_group_advantage(values, **kwargs)
+
+
+def test_the_numeric_entry_point_sends_a_table_to_the_core():
+    from derivations.variants import count_patterns
+
+    table = {p: _rloo_on(p) for p in count_patterns("binary", 3)}
+    with pytest.raises(TypeError, match="derive_group_advantage"):
+        check_group_advantage(table, G=3, rewards="binary")
+
+
+# ------------------------------------------------------------------ the checker's edges (issue 16 item 4)
+
+
+def _scaled_rloo(factor):
+    return lambda r: rloo_advantages(r) * factor
+
+
+def test_the_verdict_tolerance_is_1e12_not_looser():
+    """The verdict reads fp64 values as zero below 1e-12 (reports.nonzero): 1e-11 off is 'scaled', 1e-13 is fp64 noise.
+
+    An RLOO scaled by 1 + 1e-9 (issue 16's case) or by 1 + 1e-11 (ten times the
+    tolerance) must not read 'unbiased'; a tolerance loosened to 1e-6 would say so.
+    """
+    for delta in (1e-9, 1e-11):
+        rep = check_group_advantage(_scaled_rloo(1 + delta), G=4, rewards="binary")
+        assert rep.verdict == "scaled"
+        assert abs(float(rep.scale) - (1 + delta)) < 1e-15
+    assert check_group_advantage(_scaled_rloo(1 + 1e-13), G=4, rewards="binary").verdict == "unbiased"
+
+
+def test_the_displayed_reduction_may_be_off_by_fp64_rounding_only():
+    """The reduction step of a callable's report compares coefficients to 1e-12: a display off by 1e-9 fails."""
+    rep = check_group_advantage(_scaled_rloo(1 + 1e-9), G=4, rewards="binary", confirm=False)
+    for k, step in enumerate(rep.derivation.steps):
+        with pytest.raises(DerivationError):
+            rep.derivation.replaced(k, rhs=step.rhs * (1 + sp.Float(1e-9))).verify()
+
+
+def test_binary_constancy_compares_every_coefficient_including_p_to_the_first():
+    """At G = 2, c(p) = a(1, 0) - a(0, 0) + (a(1, 1) - a(0, 1) - a(1, 0) + a(0, 0)) p: the only comparison carries p^1.
+
+    A_i = R_i + R_i * mean of the others (at G = 2, R_1 + R_1 R_2) has c(p) = 1 + p (Bernstein
+    coefficients 1 and 2): reweighted, not a constant.
+    """
+    expr = R[i] + R[i] * GRP.mean_others(i)
+    rep = check_group_advantage(expr, G=2, rewards="binary")
+    assert rep.verdict == "reweighted" and sp.expand(rep.scale - (1 + P)) == 0
+    assert sp.simplify(rep.scale - brute_force_scale(expr, 2)) == 0
+    fn = lambda r: r + r * (r.sum(-1, keepdims=True) - r)  # noqa: E731 - the same advantage as a trainer's function
+    rep = check_group_advantage(fn, G=2, rewards="binary")
+    assert rep.verdict == "reweighted" and sp.expand(rep.scale - (1 + P)) == 0
+
+
+def test_a_scale_with_only_a_first_degree_term_depends_on_the_policy():
+    """c = p (binary, symbolic G) and c = E[R] (any law): the coefficient of the first power decides 'reweighted'."""
+    expr = R[i] * GRP.mean_others(i)
+    binary = check_group_advantage(expr, rewards="binary")
+    assert (binary.verdict, binary.scale) == ("reweighted", P)
+    general = check_group_advantage(expr)
+    assert general.verdict == "reweighted" and general.scale.atoms(sp.Function)

@@ -1,0 +1,358 @@
+r"""Finite reward laws: the count patterns, the advantage's values on them, and the exact reduction.
+
+For a reward with values :math:`v_1 < \dots < v_m`, the expected update of a
+permutation-equivariant group advantage depends on it only through answer 1's
+advantage on the :math:`m\binom{G+m-2}{m-1}` *count patterns*: answer 1's own
+reward :math:`v` and how many of the other :math:`G-1` answers take each value
+(:class:`CountPattern`).  :func:`finite_report` is handed those values — by a
+SymPy expression, by a table ``{pattern: value}`` or by an evaluator
+``pattern -> value`` — and derives
+
+.. math::
+
+    \mathbb{E}[A_1 s_1] = \sum_v a(v)\,\nabla_\theta q_v,
+    \qquad a(v) = \sum_c \binom{G-1}{c}\prod_k q_k^{c_k}\,A(v \mid c),
+
+then :math:`c` and the residual.  Floats in a table (a callable's fp64
+values) are read as exact numbers when a short closed form matches them to
+1e-14, else kept as floats; a verdict on floats uses the tolerance of
+:func:`~derivations.variants.reports.nonzero`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+
+import sympy as sp
+
+from ..derivation import Derivation, is_zero
+from ..group_baselines import GRAD_J, GRAD_P, P
+from ..iid_groups import Expect
+from ..proofs import evaluated_by
+from .inputs import R, R_PLAIN, S, S_PLAIN, explicit_advantage, require_group_size, reward_law
+from .reports import GroupReport, NotPermutationEquivariant, nonzero, verdict
+
+__all__ = ["CountPattern", "count_patterns", "exact_number", "finite_report"]
+
+
+@dataclass(frozen=True)
+class CountPattern:
+    r"""Answer 1's reward and the counts of the other answers' rewards.
+
+    Attributes
+    ----------
+    own : sympy number
+        Answer 1's reward :math:`v`.
+    others : tuple of int
+        How many of the other :math:`G - 1` answers take each of ``values``.
+    values : tuple of sympy numbers
+        The reward law's values, increasing.
+
+    Examples
+    --------
+    >>> from derivations.variants import count_patterns
+    >>> pat = count_patterns("binary", 3)[1]
+    >>> pat.own, pat.others, pat.group()
+    (0, (1, 1), (0, 0, 1))
+    """
+
+    own: sp.Expr
+    others: tuple[int, ...]
+    values: tuple
+
+    @property
+    def G(self) -> int:
+        """The group size."""
+        return 1 + sum(self.others)
+
+    def group(self) -> tuple:
+        """The group's rewards, answer 1 first, the others in increasing order."""
+        return (self.own, *[v for v, c_ in zip(self.values, self.others) for _ in range(c_)])
+
+
+def _compositions(m: int, n: int):
+    """Every way to put ``n`` answers on ``m`` values, as count tuples."""
+    for bars in itertools.combinations(range(n + m - 1), m - 1):
+        edges = (-1, *bars, n + m - 1)
+        yield tuple(b - a - 1 for a, b in zip(edges, edges[1:]))
+
+
+def count_patterns(rewards, G: int) -> tuple[CountPattern, ...]:
+    r"""Every count pattern of a group of ``G`` under a binary or finite reward law, answer 1's reward first.
+
+    Parameters
+    ----------
+    rewards : "binary" or list of numbers
+        The reward law's values.
+    G : int
+        The group size, at least 2.
+
+    Returns
+    -------
+    tuple of CountPattern
+        Ordered by answer 1's reward, then by the others' counts
+        (:math:`m\binom{G+m-2}{m-1}` patterns for :math:`m` values).
+
+    Examples
+    --------
+    >>> from derivations.variants import count_patterns
+    >>> [p.group() for p in count_patterns("binary", 2)]
+    [(0, 1), (0, 0), (1, 1), (1, 0)]
+    """
+    law, values = reward_law(rewards)
+    if law == "general":
+        raise ValueError("rewards must be 'binary' or a list of values: a general law has no finite count patterns")
+    G = require_group_size(G, needed=True)
+    patterns = list(_compositions(len(values), G - 1))
+    return tuple(CountPattern(v, c_, values) for v in values for c_ in patterns)
+
+
+def _multinomial(counts) -> int:
+    out, n = 1, 0
+    for c_ in counts:
+        n += c_
+        out *= math.comb(n, c_)
+    return out
+
+
+@cache
+def exact_number(x: float) -> sp.Expr:
+    """A float as an exact number: a short closed form when one matches to 1e-14, else the float itself.
+
+    Examples
+    --------
+    >>> from derivations.variants.patterns import exact_number
+    >>> exact_number(0.75), exact_number(3 ** 0.5), exact_number(1 + 1e-11)
+    (3/4, sqrt(3), 1.0000000000100000)
+    """
+    if not math.isfinite(x):
+        raise ValueError(f"advantage returned a non-finite value {x}")
+    guess = sp.nsimplify(x)
+    if len(sp.sstr(guess)) <= 16 and abs(float(guess) - x) <= 1e-14 * max(1.0, abs(x)):
+        return guess
+    return sp.Float(x, 17)
+
+
+def _value(x, pattern: CountPattern, constants: dict) -> sp.Expr:
+    """One entry of a table or an evaluator's answer, checked and made exact."""
+    if isinstance(x, bool) or not isinstance(x, (numbers.Real, sp.Expr)):
+        raise TypeError(f"advantage must give a real number for the pattern {pattern.group()}, got {x!r}")
+    if isinstance(x, float) or (isinstance(x, numbers.Real) and not isinstance(x, (int, sp.Expr))):
+        return exact_number(float(x))
+    x = sp.sympify(x)
+    if x.free_symbols - set(constants) or not x.is_real or x.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
+        raise ValueError(f"advantage must give a finite real number (or an expression in the declared constants) for the pattern {pattern.group()}, got {x}")
+    return x
+
+
+class _Values:
+    """The advantage's values on the count patterns, from an expression, a table or an evaluator."""
+
+    def __init__(self, advantage, G: int, values: tuple, constants: dict):
+        self.G, self.values = G, values
+        self.patterns = list(_compositions(len(values), G - 1))
+        if isinstance(advantage, sp.Basic):
+            table = [self._from_expression(advantage, v, c_) for v in values for c_ in self.patterns]
+        else:
+            read = advantage.__getitem__ if isinstance(advantage, Mapping) else advantage
+            table = []
+            for v in values:
+                for c_ in self.patterns:
+                    pattern = CountPattern(v, c_, values)
+                    try:
+                        x = read(pattern)
+                    except KeyError:
+                        raise ValueError(f"advantage table has no value for the pattern {pattern} (see count_patterns)") from None
+                    table.append(_value(x, pattern, constants))
+        n = len(self.patterns)
+        self.a = {v: table[k * n:(k + 1) * n] for k, v in enumerate(values)}
+
+    def _from_expression(self, expr, v, c_) -> sp.Expr:
+        group = CountPattern(v, c_, self.values).group()
+        val = explicit_advantage(expr, self.G).xreplace({R[k + 1]: x for k, x in enumerate(group)})
+        val = sp.nsimplify(sp.simplify(val)) if val.has(sp.Float) else sp.simplify(val)
+        if val.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or val.has(sp.Indexed):
+            raise ValueError(f"advantage is undefined on the group {list(group)} (got {val}): add an epsilon to a denominator that can vanish")
+        return val
+
+    def conditional(self, v, q) -> sp.Expr:
+        r""":math:`a(v) = \sum_c \binom{G-1}{c} \prod_k q_k^{c_k} A(v \mid c)`."""
+        return sp.Add(*[_multinomial(c_) * sp.Mul(*[qk**ck for qk, ck in zip(q, c_)]) * val
+                        for c_, val in zip(self.patterns, self.a[v])])
+
+    def on_equal_rewards(self) -> bool:
+        """Whether the advantage vanishes on every group whose rewards are all equal (one of the law's values)."""
+        m = len(self.values)
+        return all(nonzero(self.a[v][self.patterns.index(tuple((self.G - 1) * (k == j) for j in range(m)))]) is False
+                   for k, v in enumerate(self.values))
+
+
+def _q(m: int) -> tuple:
+    return sp.symbols(f"q_1:{m + 1}", positive=True)
+
+
+def finite_report(advantage, G: int, law: str, values: tuple, constants: dict, name: str, zero_on_equal=None) -> GroupReport:
+    """The report for a binary or finite law at a number ``G``, from an expression, a table or an evaluator.
+
+    ``zero_on_equal`` is the expression's answer (computed by the caller); for
+    a table or evaluator it is read off the constant patterns.
+    """
+    m = len(values)
+    tab = _Values(advantage, G, values, constants)
+    binary = law == "binary"
+    q = (1 - P, P) if binary else _q(m)
+    grads = (-GRAD_P, GRAD_P) if binary else tuple(sp.Symbol(r"\nabla_{\theta} q_{%d}" % (k + 1), real=True) for k in range(m))
+    cond = {v: tab.conditional(v, q) for v in values}
+    # the displayed reduction: sum_v a(v) grad q_v (for a binary law collected on grad p)
+    if binary:
+        bern = [sp.binomial(G - 1, k) * (tab.a[1][_binary_index(tab, k)] - tab.a[0][_binary_index(tab, k)]) for k in range(G)]
+        reduced = sp.Add(*[b * P**k * (1 - P) ** (G - 1 - k) for k, b in enumerate(bern)], evaluate=False) * GRAD_P
+        shown = r"$a(1, k) - a(0, k)$ (success minus failure among $k$ other successes) on the " + f"{G + 1}" + r" reward patterns; $K \sim \mathrm{Bin}(G-1, p)$"
+    else:
+        reduced = sp.Add(*[sp.expand(cond[v]) * gq for v, gq in zip(values, grads)], evaluate=False)
+        shown = r"condition on $R_1$; the others enter through their multinomial counts: " + f"{len(tab.patterns) * m}" + r" patterns"
+    lhs = Expect(sp.Symbol("A_1", real=True) * S[1])
+    law_text = r"$R \in \{0, 1\}$, $p = \Pr[R = 1]$" if binary else (
+        r"$R \in \{" + ", ".join(map(sp.latex, values)) + r"\}$, $q_k = \Pr[R = v_k]$, $\sum_k q_k = 1$")
+    d = Derivation(
+        f"Expected update of {name} ({'binary' if binary else 'finite'} reward, G = {G})",
+        assumptions=[law_text, f"$G = {G}$ answers drawn i.i.d. from $\\pi_\\theta$; $A_1$ the advantage of answer 1",
+                     r"$\nabla_\theta J = \mathbb{E}[R s]$" + (r" $= \nabla_\theta p$" if binary else "")],
+        unfold=None if binary else _finite_unfold(values, q, grads),
+    )
+    d.step(lhs, reduced, shown, proof=_reduction_proof(advantage, G, values, q, grads, constants))
+    depends = None
+    if binary:
+        residual = sp.Integer(0)
+        c, depends = _binary_scale(d, bern, reduced / GRAD_P, G)
+        policy = {P}
+    else:
+        alphas = _interpolate(values, cond)
+        c = _nice(sp.expand(alphas[1].subs(q[-1], 1 - sum(q[:-1]))))
+        residual = sp.Add(*[_nice(sp.expand(alphas[dg].subs(q[-1], 1 - sum(q[:-1])))) * Expect(R_PLAIN**dg * S_PLAIN) for dg in range(2, m)])
+        d.then(c * GRAD_J + residual, r"interpolate $a(v) = \sum_{d<m} \alpha_d v^d$; $\sum_k \nabla q_k = 0$; $\sum_k q_k = 1$")
+        policy = set(q)
+    found, reason = verdict(c, residual, policy, "E[A_i s_i]", depends)
+    equal = tab.on_equal_rewards() if zero_on_equal is None and not isinstance(advantage, sp.Basic) else zero_on_equal
+    return GroupReport(found, c, residual, reason, d, "binary" if binary else values, G, equal)
+
+
+def _binary_scale(d: Derivation, bern: list, bernstein: sp.Expr, G: int) -> tuple[sp.Expr, bool | None]:
+    r"""``(c, depends on p)`` for a binary law: :math:`c(p)` is constant iff its Bernstein coefficients are all equal.
+
+    The Bernstein polynomials of degree :math:`G - 1` are linearly
+    independent, so every coefficient is compared with the first (at
+    :math:`G = 2` the only comparison is the one that carries :math:`p^1`).
+    """
+    c = bernstein
+    diffs = [sp.radsimp(b / sp.binomial(G - 1, k)) for k, b in enumerate(bern)]
+    equal = [nonzero(x - diffs[0]) for x in diffs[1:]]
+    depends = True if any(e is True for e in equal) else (False if all(e is False for e in equal) else None)
+    if depends is False and not bernstein.has(sp.Float):
+        c = diffs[0]
+        d.then(c * GRAD_P, r"equal coefficients; the Bernstein polynomials sum to 1")
+    elif depends is False:
+        c = diffs[0]
+        d.then(c * GRAD_P, r"coefficients equal to fp64 rounding; the Bernstein polynomials sum to 1",
+               proof=evaluated_by("the coefficients compared to 1e-12", lambda lhs, rhs: (lhs, rhs), tol=1e-12))
+    elif not bernstein.has(sp.Float) and G <= 6:  # fp64 values, and long radicals, stay in the Bernstein form
+        c_nice = _nice(sp.collect(sp.expand(bernstein), P))
+        if len(sp.sstr(c_nice)) < len(sp.sstr(bernstein)):
+            c = c_nice
+            d.then(c * GRAD_P, "expand and collect")
+    return c, depends
+
+
+def _binary_index(tab: _Values, k: int) -> int:
+    """Index of the pattern with ``k`` successes among the others (values (0, 1): counts (G-1-k, k))."""
+    return tab.patterns.index((tab.G - 1 - k, k))
+
+
+def _nice(c: sp.Expr) -> sp.Expr:
+    """A readable exact form: a polynomial symmetric under p -> 1 - p written in u = p(1 - p)."""
+    c = sp.sympify(c)
+    if c.free_symbols != {P} or c.has(sp.Float) or not c.is_polynomial(P):
+        return c
+    rest = sp.expand(c)
+    if is_zero(rest.subs(P, 1 - P) - rest) is None:
+        return c
+    out = sp.Integer(0)
+    for k in range(sp.degree(rest, P) // 2, 0, -1):
+        cf = sp.radsimp(sp.Poly(rest, P).coeff_monomial(P ** (2 * k)) * (-1) ** k)
+        out += cf * (P * (1 - P)) ** k
+        rest = sp.expand(rest - cf * (P * (1 - P)) ** k)
+    if rest.has(P):
+        return c
+    return sp.radsimp(rest) + out
+
+
+def _interpolate(values: tuple, cond: dict) -> dict:
+    """Coefficients alpha_d of the polynomial through (v, a(v)), d = 0..m-1."""
+    m = len(values)
+    V = sp.Matrix([[v**dg for dg in range(m)] for v in values])
+    alpha = V.LUsolve(sp.Matrix([cond[v] for v in values]))
+    return {dg: alpha[dg] for dg in range(m)}
+
+
+def _finite_unfold(values: tuple, q: tuple, grads: tuple):
+    """Write grad J and E[R^d s] in grad q_k, eliminate the last (sum of grad q = 0) and q_m = 1 - sum q."""
+    last = {grads[-1]: -sum(grads[:-1]), q[-1]: 1 - sum(q[:-1])}
+
+    def unfold(e):
+        e = e.replace(lambda x: isinstance(x, Expect), lambda x: _moment_in_q(x, values, grads))
+        e = e.xreplace({GRAD_J: sum(v * g for v, g in zip(values, grads))})
+        return e.xreplace(last)
+
+    return unfold
+
+
+def _moment_in_q(x: Expect, values, grads):
+    mono = x.args[0]
+    dg = sp.degree(mono, R_PLAIN)
+    if mono != R_PLAIN**dg * S_PLAIN:
+        return x
+    return sum(v**dg * g for v, g in zip(values, grads))
+
+
+def _reduction_proof(advantage, G, values, q, grads, constants):
+    """Proof of the reduction step: recompute sum_v a(v) grad q_v from a fresh reading of the advantage.
+
+    An expression is evaluated again on every pattern and on every ordering of
+    the others' rewards that the pattern stands for (up to 1024 orderings), so
+    a non-symmetric advantage, or a displayed value that is not the
+    advantage's, fails the step; an evaluator is called again; a table is read
+    again (the caller's callable was checked for orderings before it was
+    tabulated, by :mod:`numeric.variants`).
+    """
+
+    def evaluate(lhs, rhs):
+        fresh = _Values(advantage, G, values, constants)
+        if isinstance(advantage, sp.Basic):
+            _require_symmetric(advantage, G, values, constants, fresh)
+        return sum(fresh.conditional(v, q) * gq for v, gq in zip(values, grads)), rhs
+
+    return evaluated_by("advantage re-evaluated on every pattern", evaluate, tol=1e-12)
+
+
+def _require_symmetric(expr, G, values, constants, tab: _Values) -> None:
+    """Every ordering of the others gives the pattern's value (checked on up to 1024 orderings per own value)."""
+    orderings = list(itertools.islice(itertools.product(values, repeat=G - 1), 1024))
+    index = {c_: k for k, c_ in enumerate(tab.patterns)}
+    as_float = {v: [float(sp.N(y.subs(constants) if constants else y, 20)) for y in tab.a[v]] for v in values}
+    explicit = explicit_advantage(expr, G)
+    f = sp.lambdify([R[k + 1] for k in range(G)], explicit.subs(constants) if constants else explicit, "math")
+    for v in values:
+        for others in orderings:
+            group = [v, *others]
+            x = f(*[float(t) for t in group])
+            y = as_float[v][index[tuple(others.count(t) for t in values)]]
+            if abs(float(x) - y) > 1e-10 * max(1.0, abs(float(x))):
+                raise NotPermutationEquivariant(
+                    f"advantage of answer 1 depends on the order of the other answers: group {[float(t) for t in group]} gives {float(x)}, "
+                    f"its sorted pattern {y}"
+                )

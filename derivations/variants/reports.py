@@ -1,0 +1,230 @@
+r"""What the variant checker found, and how a verdict is read off :math:`c` and the residual.
+
+The reports are frozen; :func:`verdict` is the one place where "unbiased",
+"scaled", "reweighted", "biased" or "undecided" is decided, with the tolerance
+stated in :func:`nonzero`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from ..derivation import Derivation, is_zero
+from ..iid_groups import Expect
+
+__all__ = [
+    "GroupReport",
+    "NotPermutationEquivariant",
+    "SymbolicNumericMismatch",
+    "TokenReport",
+    "VERDICTS",
+    "depends_on",
+    "nonzero",
+    "verdict",
+]
+
+VERDICTS = ("unbiased", "scaled", "reweighted", "biased", "undecided")
+"""The possible verdicts, from best to unknown."""
+
+class NotPermutationEquivariant(ValueError):
+    """A group advantage that changes when the answers are relabelled: its expected update is not one per answer."""
+
+
+class SymbolicNumericMismatch(AssertionError):
+    """The symbolic verdict and the exact numbers on the toy LM disagree: a bug in the checker or in the variant."""
+
+
+@dataclass(frozen=True)
+class GroupReport:
+    r"""What the group-advantage checker found.
+
+    Attributes
+    ----------
+    verdict : str
+        One of :data:`VERDICTS`.
+    scale : sympy expression or None
+        :math:`c` in :math:`\mathbb{E}[A_i s_i] = c\,\nabla_\theta J + \text{residual}`
+        (:math:`\nabla_\theta J = \nabla_\theta p` for a binary reward).
+    residual : sympy expression or None
+        The part of the expected update that is not along :math:`\nabla_\theta J`,
+        in the moments :math:`\mathbb{E}[R^d s] = \nabla_\theta\mathbb{E}[R^d]`.
+    reason : str
+        One sentence.
+    derivation : Derivation or None
+        The verified chain from :math:`\mathbb{E}[A_i s_i]` to the result.
+    rewards : str or tuple
+        The reward law checked.
+    G : int or sympy.Symbol
+        The group size.
+    zero_on_equal_rewards : bool or None
+        Whether every advantage vanishes when all rewards are equal (``None``: undefined there).
+    numeric : tuple
+        ``(G, symbolic, exact, discrepancy)`` rows: :math:`\|c\nabla J + \text{residual}\|`
+        against the exact group engine on the toy LM, per group size
+        (filled by :func:`numeric.variants.confirm_group`; empty when not confirmed).
+    """
+
+    verdict: str
+    scale: sp.Expr | None
+    residual: sp.Expr | None
+    reason: str
+    derivation: Derivation | None
+    rewards: object
+    G: object
+    zero_on_equal_rewards: bool | None = None
+    numeric: tuple = field(default=(), compare=False)
+
+    def table(self) -> str:
+        """The numeric confirmation as a plain-text table."""
+        if not self.numeric:
+            return "(no numeric confirmation)"
+        lines = ["   G   |symbolic update|   |exact update|   discrepancy"]
+        lines += [f"{g:4d}   {s:16.12f}   {e:14.12f}   {d:9.1e}" for g, s, e, d in self.numeric]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        c = "-" if self.scale is None else sp.sstr(self.scale)
+        res = "-" if self.residual is None else sp.sstr(self.residual)
+        return f"{self.verdict}: c = {c}, residual = {res}\n{self.reason}"
+
+    def _repr_latex_(self) -> str:
+        head = r"\text{verdict: " + self.verdict + "}"
+        if self.scale is not None:
+            head += r",\quad c = " + sp.latex(self.scale)
+        if self.derivation is None:
+            return "$$" + head + "$$"
+        return "$$" + head + r"\\" + self.derivation.to_latex() + "$$"
+
+
+@dataclass(frozen=True)
+class TokenReport:
+    r"""What the token-loss checker found.
+
+    Attributes
+    ----------
+    weight : sympy.Piecewise or None
+        :math:`w` with :math:`\partial\,\mathrm{loss}/\partial\ell = -wA`, in
+        :math:`r` and the sign of :math:`A` (kinks go to the live side).  For a
+        callable: ``None``, see ``table``.
+    silenced : sympy condition or tuple
+        Where :math:`w = 0` (for :math:`A \ne 0`); for a callable, the grid
+        intervals ``(sign, r_low, r_high)``.
+    bounded : dict
+        ``{+1: bool, -1: bool}``: is :math:`w` bounded over :math:`r > 0` for each sign of :math:`A`.
+    on_policy_at_ratio_one : bool or None
+        At :math:`r = 1` (:math:`\ell = \ell_0`) the gradient is :math:`-A\nabla\log\pi`.
+    is_policy_gradient : bool
+        ``False`` when :math:`w` depends on :math:`\ell` or :math:`\ell_0` other than through :math:`r`.
+    matches : str or None
+        The known method with the same weight on every open region, if any.
+    derivation : Derivation or None
+    reason : str
+    table : tuple
+        ``(r, w for A > 0, w for A < 0)`` rows (callables: autograd on a grid; expressions: the weight evaluated).
+    numeric : tuple
+        ``(tokens compared, max discrepancy)`` of the autograd confirmation on TinyLM's tokens.
+    """
+
+    weight: sp.Expr | None
+    silenced: object
+    bounded: dict
+    on_policy_at_ratio_one: bool | None
+    is_policy_gradient: bool
+    matches: str | None
+    derivation: Derivation | None
+    reason: str
+    table: tuple = field(default=(), compare=False)
+    numeric: tuple = field(default=(), compare=False)
+
+    def __str__(self) -> str:
+        w = "(table)" if self.weight is None else sp.sstr(self.weight)
+        return (f"w = {w}\nsilenced: {self.silenced}\nbounded: {self.bounded}\n"
+                f"on-policy at r = 1: {self.on_policy_at_ratio_one}; policy gradient: {self.is_policy_gradient}; "
+                f"matches: {self.matches}\n{self.reason}")
+
+    def _repr_latex_(self) -> str:
+        head = r"w = " + ("\\text{(table)}" if self.weight is None else sp.latex(self.weight))
+        if self.derivation is None:
+            return "$$" + head + "$$"
+        return "$$" + head + r"\\" + self.derivation.to_latex() + "$$"
+
+
+# ============================================================ verdicts
+
+
+def nonzero(x) -> bool | None:
+    """``True``/``False`` when ``x`` is decided non-zero/zero, ``None`` otherwise.
+
+    Non-zero: at an exact point (or as a constant) it evaluates, to 40 digits,
+    clearly away from 0 (above 1e-12 when ``x`` holds floats, above 1e-25
+    otherwise).  Zero: the canonicalisers reduce it to 0; for an
+    expression holding floats (a callable's fp64 values), it is below
+    1e-12 at three points.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.variants.reports import nonzero
+    >>> nonzero(sp.Float(1e-11)), nonzero(sp.Float(1e-13)), nonzero(sp.Integer(0))
+    (True, False, False)
+    """
+    x = sp.sympify(x)
+    if x == 0:
+        return False
+    floats = x.has(sp.Float)
+    tol = sp.Float(10) ** (-12 if floats else -25)
+    syms = sorted(x.free_symbols, key=str)
+    points = [{s_: sp.Rational(2 + k, 7 + k) + sp.Rational(j, 13) for j, s_ in enumerate(syms)} for k in range(3)]
+    values = [sp.N(x.xreplace(pt), 40) for pt in points]
+    if any(v.is_number and v.is_real and abs(v) > tol for v in values):
+        return True
+    if floats and all(v.is_number and v.is_real for v in values):
+        return False
+    return False if is_zero(x) is not None else None
+
+
+def depends_on(c: sp.Expr, policy: set) -> bool | None:
+    """Whether ``c`` varies with the policy: its moments ``Expect(...)`` or the probabilities ``p``, ``q_k``.
+
+    A polynomial ``c`` depends on the policy when the coefficient of some
+    non-constant monomial (of any degree, the first included) is non-zero.
+    """
+    moments = sorted(c.atoms(Expect), key=sp.default_sort_key)
+    stand_ins = [sp.Dummy("m") for _ in moments]
+    c = c.xreplace(dict(zip(moments, stand_ins)))
+    variables = [*stand_ins, *sorted(c.free_symbols & policy, key=str)]
+    if not variables:
+        return False
+    if c.is_polynomial(*variables):
+        answers = [nonzero(cf) for monom, cf in sp.Poly(c, *variables).terms() if any(monom)]
+    else:
+        answers = [nonzero(sp.diff(c, v)) for v in variables]
+    if any(a is True for a in answers):
+        return True
+    return False if all(a is False for a in answers) else None
+
+
+def verdict(c: sp.Expr, residual: sp.Expr, policy: set, what: str, depends: bool | None = None) -> tuple[str, str]:
+    """``(verdict, reason)`` for :math:`\\mathbb{E}[\\cdot] = c\\,\\nabla J + \\text{residual}`; ``depends`` when already decided."""
+    nz = nonzero(residual)
+    if nz is None:
+        return "undecided", f"the CAS could not decide whether the residual {sp.sstr(residual)} vanishes"
+    if nz:
+        return "biased", f"{what} has a component along {', '.join(_moments_in(residual))}, not a multiple of the policy gradient"
+    dep = depends_on(c, policy) if depends is None else depends
+    if dep is None:
+        return "undecided", f"the CAS could not decide whether c = {sp.sstr(c)} depends on the policy"
+    if dep:
+        return "reweighted", f"{what} is c times the policy gradient with c = {sp.sstr(c)}, which depends on the policy: prompts are reweighted"
+    off = nonzero(c - 1)
+    if off is None:
+        return "undecided", f"the CAS could not decide whether c = {sp.sstr(c)} equals 1"
+    if off:
+        return "scaled", f"{what} is the policy gradient times the constant c = {sp.sstr(c)}"
+    return "unbiased", f"{what} is exactly the policy gradient (c = 1)"
+
+
+def _moments_in(expr) -> list:
+    return sorted({sp.sstr(a) for a in sp.sympify(expr).atoms(Expect)} or {sp.sstr(expr)})

@@ -1,0 +1,385 @@
+r"""The token-loss checker's symbolic core: :func:`derive_token_loss`.
+
+For a per-token loss written in :math:`\ell = \log\pi_\theta`, :math:`\ell_0`,
+:math:`r = e^{\ell-\ell_0}` and :math:`A` (the symbols of
+:mod:`derivations.gradient_weights`), it derives the gradient weight :math:`w`
+with :math:`\partial\,\mathrm{loss}/\partial\ell = -wA` region by region,
+and reads off what the weight implies: silenced tokens, boundedness, the
+on-policy limit, whether it is a policy gradient at all, and which known
+method it is (:func:`known_methods`).  A torch loss, and the confirmation by
+autograd on the toy LM, are :func:`numeric.variants.check_token_loss`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache, cmp_to_key
+
+import sympy as sp
+
+from .. import gradient_weights as gw
+from ..derivation import Derivation, is_zero
+from ..proofs import decide_sign, holds, interval_points, resolve
+from .inputs import require_constants, scalar_expression
+from .reports import TokenReport
+
+__all__ = ["KnownMethod", "breakpoints", "derive_token_loss", "known_methods", "token_loss_expression"]
+
+_pm, _pgamma, _pa = sp.symbols("m_admissible gamma_admissible a_admissible", positive=True)
+_ADMISSIBLE = {gw.eps_l: 1 / (1 + _pm), gw.c: 1 + gw.eps_h + _pgamma}
+"""0 < eps_l < 1 and c > 1 + eps_h, written with positive symbols (eps_h is positive itself)."""
+
+_TOKEN_SYMBOLS = {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}
+
+
+@dataclass(frozen=True)
+class KnownMethod:
+    """A per-token loss the checker can name: its method key, the label a report shows, and its derived gradient weight."""
+
+    method: str
+    label: str
+    weight: sp.Expr
+
+
+_LABELS = {"ppo": "PPO", "dual_clip": "dual-clip PPO", "cispo": "CISPO", "is": "token IS"}
+
+
+@cache
+def known_methods() -> tuple[KnownMethod, ...]:
+    """The methods the checker recognises, in the order they are tried: every method of the gradient weights, then on-policy REINFORCE.
+
+    The one place where the checker reads the method table.
+
+    Examples
+    --------
+    >>> from derivations.variants import known_methods
+    >>> [m.label for m in known_methods()]
+    ['PPO', 'dual-clip PPO', 'CISPO', 'token IS', 'on-policy REINFORCE']
+    """
+    table = tuple(KnownMethod(m, _LABELS.get(m, m), gw.gradient_weight(m)) for m in gw.METHODS)
+    return (*table, KnownMethod("reinforce", "on-policy REINFORCE", sp.Integer(1)))
+
+
+@cache
+def _known_breakpoints(weight: sp.Expr) -> tuple:
+    return tuple(breakpoints(weight))
+
+
+def token_loss_expression(loss, constants=None) -> sp.Expr:
+    r"""``loss`` checked (a scalar expression in the token symbols and the declared constants, with a gradient) and with :math:`e^{\ell - \ell_0}` written as :math:`r`.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations import gradient_weights as gw
+    >>> from derivations.variants import token_loss_expression
+    >>> token_loss_expression(-sp.exp(gw.ell - gw.ell0) * gw.A)
+    -A*r
+    """
+    constants = require_constants(constants)
+    loss = scalar_expression("loss", loss, "one token's loss, a scalar sympy expression", "a torch callable")
+    unknown = loss.free_symbols - _TOKEN_SYMBOLS - set(constants)
+    if unknown:
+        raise ValueError(
+            f"loss has unknown free symbols {', '.join(sorted(map(str, unknown)))}: allowed are ell, ell_0, r, A, "
+            "varepsilon_l, varepsilon_h, c (derivations.gradient_weights) and constants declared in constants={symbol: value}"
+        )
+    loss = loss.subs(sp.exp(gw.ell - gw.ell0), gw.r)
+    held = loss.replace(gw.sg, lambda *a: sp.Dummy("held"))
+    if not (held.has(gw.ell) or held.has(gw.r)):
+        raise ValueError("loss must depend on ell = log pi (directly or through r = exp(ell - ell_0)) outside sg(...): "
+                         "otherwise it has no gradient")
+    return loss
+
+
+def breakpoints(loss: sp.Expr) -> list:
+    """Candidate kinks in :math:`r`: the :math:`r`-free arguments of every Min/Max, and the :math:`r`-free sides of conditions on :math:`r`.
+
+    Examples
+    --------
+    >>> from derivations import gradient_weights as gw
+    >>> from derivations.variants import breakpoints
+    >>> sorted(breakpoints(gw.token_loss("ppo")), key=str)
+    [1 - varepsilon_l, varepsilon_h + 1]
+    """
+    loss = scalar_expression("loss", loss, "a scalar sympy expression in r", "a number")
+    if loss.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
+        raise ValueError(f"loss must be finite, got {loss}")
+    found = set()
+    for node in loss.atoms(sp.Min, sp.Max):
+        for arg in node.args:
+            for sign in (1, -1):
+                x = sp.simplify(arg.subs(gw.A, sign) / sign) if arg.has(gw.A) else arg
+                if not x.has(gw.r, gw.ell, gw.ell0, sp.Min, sp.Max):
+                    found.add(sp.sympify(x))
+    for pw in loss.atoms(sp.Piecewise):
+        for _, cond in pw.args:
+            for rel in (cond.atoms(sp.core.relational.Relational) if not isinstance(cond, sp.core.relational.Relational) else {cond}):
+                if rel.has(gw.r):
+                    sol = sp.solve(sp.Eq(rel.lhs, rel.rhs), gw.r)
+                    found.update(s for s in sol if not s.has(gw.ell, gw.ell0, gw.A))
+    return [b for b in found if b.free_symbols and _positive(b) or (b.is_number and b > 0)]
+
+
+def _positive(b) -> bool:
+    return decide_sign(b.subs(_ADMISSIBLE)) == 1
+
+
+def _order(breaks: list) -> list | None:
+    """The breakpoints in increasing order (decided with the admissible constants), or ``None``."""
+    out = []
+    for b in breaks:
+        if any(is_zero((b - o).subs(_ADMISSIBLE)) is not None for o in out):
+            continue
+        out.append(b)
+    try:
+
+        def cmp(x, y):
+            s = decide_sign((x - y).subs(_ADMISSIBLE))
+            if s is None:
+                raise _Unordered(f"{x} and {y}")
+            return s
+
+        return sorted(out, key=cmp_to_key(cmp))
+    except _Unordered:
+        return None
+
+
+class _Unordered(Exception):
+    pass
+
+
+def _branch_at(expr, point: dict):
+    """``expr`` with every Min/Max/Piecewise replaced by the branch that holds at ``point``; raises ``_Unordered``.
+
+    The one place where the checker decides a branch with its own resolver
+    (:func:`_piece`): switching to the kernel's resolver is this line.
+    """
+    return _piece(expr, point)
+
+
+def _piece(expr, point: dict):
+    """``expr`` with every Min/Max/Piecewise replaced by the branch that holds at ``point`` (in the original variables)."""
+    if not isinstance(expr, sp.Basic) or not expr.args or isinstance(expr, (sp.Symbol, sp.Indexed)):
+        return expr
+    if isinstance(expr, sp.Piecewise):
+        for value, cond in expr.args:
+            t = resolve(sp.sympify(cond).subs(point))
+            if t is None:
+                raise _Unordered(sp.sstr(cond))
+            if t is sp.true or t is True:
+                return _piece(value, point)
+        raise _Unordered(f"no branch of {sp.sstr(expr)}")
+    args = [_piece(a, point) for a in expr.args]
+    if isinstance(expr, (sp.Min, sp.Max)):
+        sign = 1 if isinstance(expr, sp.Max) else -1
+        for cand in args:
+            if all(decide_sign((sign * (cand - o)).subs(point)) in (1, 0) for o in args if o is not cand):
+                return cand
+        raise _Unordered(sp.sstr(expr))
+    return expr.func(*args)
+
+
+def _regions(breaks: list) -> list:
+    """(lo, hi, interior point) for each open interval of r between 0, the breakpoints and infinity."""
+    pts = interval_points(gw.r, [sp.sympify(b).subs(_ADMISSIBLE) for b in breaks], lower=0) if breaks else [{gw.r: 1 + sp.Dummy("t", positive=True)}]
+    edges = [sp.Integer(0), *breaks, sp.oo]
+    interiors = pts[0::2]
+    return [(lo, hi, p[gw.r]) for (lo, hi), p in zip(zip(edges, edges[1:]), interiors)]
+
+
+def _token_unfold(name, loss):
+    return lambda e: e.xreplace({name: loss}).replace(lambda x: isinstance(x, sp.Derivative), lambda x: gw.d_dell(x.expr))
+
+
+def _region_condition(sign: int, lo, hi):
+    parts = [sp.StrictGreaterThan(gw.A, 0) if sign > 0 else sp.StrictLessThan(gw.A, 0)]
+    if lo != 0:
+        parts.append(sp.StrictLessThan(lo, gw.r))
+    if hi != sp.oo:
+        parts.append(sp.StrictLessThan(gw.r, hi))
+    return sp.And(*parts)
+
+
+def _flip(weight) -> str:
+    """Where the weight at r = 1 is negative (the update points the wrong way), for a weight that depends on ell."""
+    at_one = resolve(weight.subs({gw.r: 1, gw.A: _pa}).subs(_ADMISSIBLE))
+    if at_one is None or not at_one.has(gw.ell):
+        return ""
+    where = sp.solveset(sp.StrictLessThan(at_one, 0), gw.ell, sp.S.Reals)
+    return f"; at r = 1 the weight is {sp.sstr(at_one)}, negative (the update flips sign) for ell in {sp.sstr(where)}" if where != sp.S.EmptySet else ""
+
+
+def _bounded(pieces: list) -> bool | None:
+    """Every piece has finite limits at its region's ends (ell written as ell_0 + log r)."""
+    for lo, hi, w in pieces:
+        w = w.xreplace({gw.ell: gw.ell0 + sp.log(gw.r)}).subs(_ADMISSIBLE)
+        if not w.has(gw.r):
+            continue
+        for end, direction in ((lo, "+"), (hi, "-")):
+            end = sp.sympify(end).subs(_ADMISSIBLE)
+            try:
+                lim = sp.limit(w, gw.r, end, direction)
+            except Exception:
+                return None
+            if lim.has(sp.oo, -sp.oo, sp.zoo, sp.nan):
+                return False
+            if isinstance(lim, (sp.Limit, sp.AccumBounds)):
+                return None
+        den = sp.denom(sp.together(w))
+        if den.has(gw.r):
+            return None
+    return True
+
+
+def derive_token_loss(loss, *, constants=None) -> TokenReport:
+    r"""The gradient weight of a per-token loss, and what it implies.
+
+    For a loss in :math:`\ell = \log\pi_\theta(o_t\mid s_t)`, :math:`\ell_0`,
+    :math:`r = e^{\ell-\ell_0}`, :math:`A` and constants, with
+    :math:`\mathrm{sg}(\cdot)` marking stop-gradients, the weight :math:`w` is
+    defined by
+
+    .. math::
+
+        \frac{\partial\,\mathrm{loss}}{\partial\ell} = -\,w\,A ,
+
+    and obtained region by region (between the kinks of every ``Min``/``Max``/
+    ``Piecewise`` in :math:`r`, for each sign of :math:`A`): the loss equals a
+    smooth piece on the region, checked for *every* point of it (the region is
+    parametrised by a positive symbol), and the piece is differentiated with
+    :math:`\mathrm{sg}` held constant.  Admissible constants:
+    :math:`0 < \varepsilon_l < 1`, :math:`\varepsilon_h > 0`,
+    :math:`c > 1 + \varepsilon_h`; declared constants are as their SymPy
+    assumptions say (declare them ``positive=True``).
+
+    Parameters
+    ----------
+    loss : sympy expression
+        One token's loss (minimised) in the symbols of
+        :mod:`derivations.gradient_weights` (a torch function is
+        :func:`numeric.variants.check_token_loss`'s).
+    constants : dict, optional
+        ``{symbol: value}``: extra constants the expression may use (the
+        derivation keeps them symbolic; the values are the numeric
+        confirmation's).
+
+    Returns
+    -------
+    TokenReport
+
+    Raises
+    ------
+    TypeError, ValueError
+        A non-scalar expression, unknown free symbols, a loss without :math:`\ell`.
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import A, ell, eps_h, r, sg, token_loss
+    >>> from derivations.variants import derive_token_loss
+    >>> rep = derive_token_loss(token_loss("cispo"))
+    >>> rep.weight, rep.matches, rep.bounded
+    (Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True)), 'CISPO', {1: True, -1: True})
+    >>> derive_token_loss(-r * A * ell).is_policy_gradient   # forgot sg(r)
+    False
+    """
+    constants = require_constants(constants)
+    return _token_symbolic(token_loss_expression(loss, constants))
+
+
+def _token_symbolic(loss) -> TokenReport:
+    breaks = _order(breakpoints(loss))
+    if breaks is None:
+        return TokenReport(None, None, {}, None, False, None, None,
+                           "undecided: the kinks of the loss cannot be ordered under the stated assumptions on the constants")
+    name = sp.Symbol(r"\mathcal{L}")
+    d = Derivation(
+        "Gradient weight of the loss",
+        assumptions=[f"${sp.latex(name)} = {sp.latex(loss)}$", r"$r = e^{\ell - \ell_0}$",
+                     r"$\varepsilon_l, \varepsilon_h, c > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h,
+                     r"$\partial\,\mathcal{L}/\partial\ell = -A\,w$; $\mathrm{sg}$ held constant"],
+        unfold=_token_unfold(name, loss),
+    )
+    pieces = {}
+    try:
+        for sign in (1, -1):
+            pieces[sign] = []
+            for lo, hi, inside in _regions(breaks):
+                point = {gw.r: inside, gw.A: sign * _pa}
+                at = {**{k: sp.sympify(v).subs(_ADMISSIBLE) for k, v in point.items()}, **_ADMISSIBLE}
+                piece = _branch_at(loss, at)
+                where = ("A > 0" if sign > 0 else "A < 0") + r",\ " + (sp.latex(lo) + " < " if lo != 0 else "0 < ") + "r" + ("" if hi == sp.oo else " < " + sp.latex(hi))
+                region = (gw.A > 0 if sign > 0 else gw.A < 0, *([gw.r > lo] if lo != 0 else []), *([gw.r < hi] if hi != sp.oo else []))
+                d.step(name, piece, f"on ${where}$", proof=holds, given=region)
+                w = sp.factor(-gw.d_dell(piece) / gw.A)
+                d.step(sp.Derivative(piece, gw.ell), -gw.A * w, r"differentiate, $\mathrm{sg}$ held constant")
+                pieces[sign].append((lo, hi, w))
+    except _Unordered as err:
+        return TokenReport(None, None, {}, None, False, None, None, f"undecided: the CAS could not decide the branch of {err} on a region")
+    weight = gw.piecewise_weight(pieces)
+    silenced = sp.Or(*[_region_condition(s, lo, hi) for s in (1, -1) for lo, hi, w in gw.merged_runs(pieces[s]) if w == 0])
+    is_pg = not any(w.has(gw.ell, gw.ell0) for s in pieces for _, _, w in pieces[s])
+    bounded = {s: _bounded(pieces[s]) for s in (1, -1)}
+    on_policy = _at_ratio_one(weight)
+    matches = _match(pieces) if is_pg else None
+    parts = [f"w = {sp.sstr(weight)}"]
+    if not is_pg:
+        parts.append("w depends on ell other than through r: not a policy gradient (a missing stop-gradient?)" + _flip(weight))
+    if matches:
+        parts.append(f"the weight of {matches}")
+    d.verify()
+    return TokenReport(weight, silenced, bounded, on_policy, is_pg, matches, d, "; ".join(parts))
+
+
+def _at_ratio_one(weight) -> bool | None:
+    answers = []
+    for sign in (1, -1):
+        v = resolve(weight.subs({gw.r: 1, gw.A: sign * _pa}).subs(_ADMISSIBLE))
+        if v is None:
+            return None
+        answers.append(is_zero(sp.sympify(v).subs(gw.ell, gw.ell0) - 1) is not None)
+    return all(answers)
+
+
+def _agree_at(pieces: dict, known, probe: dict, ratios: list) -> bool:
+    """Equal at a few exact ratios (off the probe's kinks), each sign of A; other constants set to 3/2."""
+    for sign in (1, -1):
+        ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]])
+        ours = ours.subs(probe)
+        ours = ours.subs({x: sp.Rational(3, 2) for x in ours.free_symbols - {gw.r, gw.ell, gw.ell0, gw.A}})
+        theirs = sp.sympify(known).subs(probe).subs(gw.A, sign)
+        for x in ratios:
+            a, b = ours.subs(gw.r, x), theirs.subs(gw.r, x)
+            if a.free_symbols or b.free_symbols or a != b:
+                return False
+    return True
+
+
+def _match(pieces: dict) -> str | None:
+    """The known method whose weight equals this one on every open region (each sign of A)."""
+    probe = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(2, 7), gw.c: 3}
+    ratios = [sp.Rational(k, 10) for k in (1, 6, 9, 11, 15, 25, 50)]
+    for method in known_methods():
+        known, label = method.weight, method.label
+        if not _agree_at(pieces, known, probe, ratios):  # a cheap exact probe first
+            continue
+        ok = True
+        for sign in (1, -1):  # compare at the interior points of the common refinement of both partitions
+            breaks = _order(list({*[b for b in (p[0] for p in pieces[sign]) if b != 0], *_known_breakpoints(known)}))
+            if breaks is None:
+                ok = False
+                break
+            ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]]) if len(pieces[sign]) > 1 else pieces[sign][0][2]
+            for lo, hi, inside in _regions(breaks):
+                at = {gw.r: sp.sympify(inside).subs(_ADMISSIBLE), gw.A: sign * _pa, **_ADMISSIBLE}
+                a, b = resolve(sp.sympify(ours).subs(at)), resolve(sp.sympify(known).subs(at))
+                if a is None or b is None or is_zero(a - b) is None:
+                    ok = False
+                    break
+            if not ok:
+                break
+        if ok:
+            return label
+    return None
+
+

@@ -1,0 +1,51 @@
+r"""Checking a new variant, in numbers: the checker's entry points, a trainer's functions evaluated, every verdict confirmed on the toy LM.
+
+The top of the stack.  The symbolic core is :mod:`derivations.variants`; this
+package takes what a user holds — a SymPy expression or a trainer's numpy or
+torch function — and
+
+* :func:`check_group_advantage`, :func:`check_token_loss`: the entry points
+  (:mod:`~numeric.variants.checker`);
+* evaluates a trainer's callable on the count patterns of a reward law
+  (:func:`advantage_table`, :func:`advantage_values`) after checking its shape,
+  finiteness and permutation equivariance (:func:`require_advantage_callable`),
+  and tabulates a torch loss's weight by autograd
+  (:func:`token_report_from_callable`);
+* confirms every symbolic verdict against exact numbers: the group engine
+  :func:`numeric.exact_group_gradient` on :class:`~numeric.TinyLM` at
+  :math:`G = 2..8` (or the given :math:`G`), and autograd on TinyLM's tokens
+  for token losses (:func:`confirm_group`, :func:`confirm_token`).  A
+  disagreement raises :class:`derivations.variants.SymbolicNumericMismatch`;
+* reproduces three trainers' group advantages
+  (:mod:`~numeric.variants.trainers`) and runs the chapter's suite of the
+  check report (:mod:`~numeric.variants.suite`).
+
+Everything is computed in float64, passed explicitly; nothing global is changed.
+"""
+
+from .callables import advantage_table, advantage_values, require_advantage_callable
+from .checker import check_group_advantage, check_token_loss
+from .confirm import confirm_group, confirm_token
+from .token_callables import token_report_from_callable
+from .trainers import openrlhf_rloo_advantages, trl_grpo_advantages, verl_dr_grpo_advantages
+from . import suite  # noqa: F401  (registers the suite "variants")
+
+__all__ = [
+    "advantage_table",
+    "advantage_values",
+    "check_group_advantage",
+    "check_token_loss",
+    "confirm_group",
+    "confirm_token",
+    "openrlhf_rloo_advantages",
+    "require_advantage_callable",
+    "token_report_from_callable",
+    "trl_grpo_advantages",
+    "verl_dr_grpo_advantages",
+]
+
+for _public in (advantage_table, advantage_values, check_group_advantage, check_token_loss, confirm_group, confirm_token,
+                openrlhf_rloo_advantages, require_advantage_callable, token_report_from_callable, trl_grpo_advantages,
+                verl_dr_grpo_advantages):
+    _public.__module__ = __name__  # the public path in the API reference and the input sweep
+del _public

@@ -1,0 +1,188 @@
+r"""The variant checker's entry points: a variant as a trainer writes it in, a confirmed verdict out.
+
+:func:`check_group_advantage` and :func:`check_token_loss` take SymPy
+expressions or the torch/numpy functions a trainer holds.  A function is
+evaluated here (:mod:`~numeric.variants.callables`,
+:mod:`~numeric.variants.token_callables`); the symbolic core
+(:func:`derivations.variants.derive_group_advantage`,
+:func:`derivations.variants.derive_token_loss`) derives the verdict; and,
+unless ``confirm=False``, the verdict is confirmed by exact numbers on the toy
+LM (:mod:`~numeric.variants.confirm`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import sympy as sp
+
+from derivations.variants import GroupReport, TokenReport, derive_group_advantage, derive_token_loss, token_loss_expression
+from derivations.variants.inputs import require_bool, require_constants, require_group_size, reward_law
+
+from .callables import advantage_table, require_advantage_callable, zero_on_equal_rewards
+from .confirm import confirm_group, confirm_token
+from .token_callables import token_report_from_callable
+
+__all__ = ["check_group_advantage", "check_token_loss"]
+
+
+def _is_function(x) -> bool:
+    return callable(x) and not isinstance(x, sp.Basic)
+
+
+def check_group_advantage(advantage, *, G=None, rewards="general", constants=None, name: str = "the advantage", confirm: bool = True) -> GroupReport:
+    r"""Is a group advantage an unbiased, scaled, reweighted or biased estimate of the policy gradient?
+
+    For answer :math:`i` of a group of :math:`G` i.i.d. answers with score
+    :math:`s_i = \nabla_\theta\log\pi_\theta(o_i)`, the expected update is
+    decomposed as
+
+    .. math::
+
+        \mathbb{E}[A_i s_i] = c\,\nabla_\theta J + \text{residual},
+
+    with the verdict ``"unbiased"`` (:math:`c = 1`, no residual), ``"scaled"``
+    (:math:`c` a constant, possibly depending on :math:`G`), ``"reweighted"``
+    (:math:`c` depends on the policy, e.g. on :math:`p`), ``"biased"`` (a
+    residual that is not along :math:`\nabla_\theta J`) or ``"undecided"``
+    (the CAS could not decide; the reason says why).  The derivation is
+    :func:`derivations.variants.derive_group_advantage`'s; a function is
+    first tabulated on the count patterns (:func:`advantage_table`).
+
+    Parameters
+    ----------
+    advantage : sympy expression or callable
+        Either answer :math:`i`'s advantage in the vocabulary of
+        :class:`~derivations.iid_groups.IIDGroup` (``R[i]``, sums over
+        ``j = 1..G``, ``mean()``, ``mean_others(i)``, constants; with a number
+        ``G`` also explicit answers ``R[1]..R[G]``, answer 1 under study), or a
+        function mapping rewards ``[..., G]`` (numpy or torch) to advantages of
+        the same shape, as a trainer writes it.
+    G : int, optional
+        The group size (:math:`\ge 2`); symbolic when omitted (expressions only).
+    rewards : {"general", "binary"} or list of numbers
+        The reward law: any law, Bernoulli(:math:`p`), or a finite set of values
+        with symbolic probabilities :math:`q_k`.  A callable needs a binary or
+        finite law: its expected update is then exact
+        (the count-pattern reduction, see :mod:`derivations.variants`).
+    constants : dict, optional
+        Symbols the expression may use besides the group's (``{eps: 1e-6}``);
+        the derivation keeps them symbolic, the numeric confirmation uses the value.
+    name : str
+        What to call the variant in the derivation's title.
+    confirm : bool
+        Confirm the symbolic answer with the exact group engine on
+        :class:`numeric.TinyLM` (default).
+
+    Returns
+    -------
+    GroupReport
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad input: unknown free symbols, a non-scalar expression, ``G < 2``, a
+        callable with the wrong output shape or non-finite values, an unknown reward law.
+    NotPermutationEquivariant
+        A callable (or expression) whose advantage depends on the order of the answers.
+    SymbolicNumericMismatch
+        The exact numbers disagree with the symbolic result.
+
+    Examples
+    --------
+    >>> from derivations.iid_groups import IIDGroup
+    >>> from numeric import rloo_advantages
+    >>> from numeric.variants import check_group_advantage
+    >>> grp = IIDGroup()
+    >>> rep = check_group_advantage(grp.R[grp.i] - grp.mean())
+    >>> rep.verdict, rep.scale
+    ('scaled', (G - 1)/G)
+    >>> check_group_advantage(grp.R[grp.i] - grp.mean_others(grp.i)).verdict
+    'unbiased'
+    >>> check_group_advantage(rloo_advantages, G=5, rewards="binary").verdict
+    'unbiased'
+    """
+    constants, confirm = require_constants(constants), require_bool("confirm", confirm)
+    if isinstance(advantage, Mapping):
+        raise TypeError("advantage must be a sympy expression or a function of [B, G] rewards; values on the count patterns "
+                        "go to derivations.variants.derive_group_advantage")
+    law, _ = reward_law(rewards)
+    is_fn = _is_function(advantage)
+    size = require_group_size(G, needed=is_fn)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    if is_fn:
+        if law == "general":
+            raise ValueError("rewards must be 'binary' or a list of values for a callable advantage: "
+                             "under a general law its expected update is not fixed by finitely many values")
+        require_advantage_callable(advantage, size)
+        table = advantage_table(advantage, size, rewards)
+        report = derive_group_advantage(table, G=size, rewards=rewards, constants=constants, name=name)
+        report = dataclasses.replace(report, zero_on_equal_rewards=zero_on_equal_rewards(advantage, size))
+    else:
+        report = derive_group_advantage(advantage, G=G, rewards=rewards, constants=constants, name=name)
+    if confirm:
+        report = confirm_group(report, advantage, constants)
+    return report
+
+
+def check_token_loss(loss, *, constants=None, confirm: bool = True) -> TokenReport:
+    r"""The gradient weight of a per-token loss, and what it implies.
+
+    For a loss in :math:`\ell = \log\pi_\theta(o_t\mid s_t)`, :math:`\ell_0`,
+    :math:`r = e^{\ell-\ell_0}`, :math:`A` and constants, the weight :math:`w`
+    is defined by
+
+    .. math::
+
+        \frac{\partial\,\mathrm{loss}}{\partial\ell} = -\,w\,A .
+
+    An expression's weight is derived region by region by
+    :func:`derivations.variants.derive_token_loss`; a torch function's is
+    tabulated by autograd on a grid (:func:`token_report_from_callable`).
+
+    Parameters
+    ----------
+    loss : sympy expression or callable
+        One token's loss (minimised) in the symbols of
+        :mod:`derivations.gradient_weights`, or a torch function
+        ``loss(log_prob, old_log_prob, advantage)`` returning the per-token
+        loss (then the weight is tabulated by autograd on a grid).
+    constants : dict, optional
+        ``{symbol: value}``: extra constants the expression may use; the values
+        (and those of ``eps_l``, ``eps_h``, ``c``, default 0.2, 0.28, 3) are used
+        by the numeric confirmation and to match a callable with the known methods.
+    confirm : bool
+        Confirm by autograd on TinyLM's tokens.
+
+    Returns
+    -------
+    TokenReport
+
+    Raises
+    ------
+    TypeError, ValueError
+        A non-scalar expression, unknown free symbols, a loss without
+        :math:`\ell`, a callable with the wrong output shape or non-finite values.
+    SymbolicNumericMismatch
+        The derived weight disagrees with autograd on the toy LM.
+
+    Examples
+    --------
+    >>> from derivations.gradient_weights import A, ell, r, token_loss
+    >>> from numeric.variants import check_token_loss
+    >>> rep = check_token_loss(token_loss("cispo"))
+    >>> rep.weight, rep.matches, rep.bounded
+    (Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True)), 'CISPO', {1: True, -1: True})
+    >>> check_token_loss(-r * A * ell).is_policy_gradient   # forgot sg(r)
+    False
+    """
+    constants, confirm = require_constants(constants), require_bool("confirm", confirm)
+    if _is_function(loss):
+        return token_report_from_callable(loss, constants)
+    expr = token_loss_expression(loss, constants)
+    report = derive_token_loss(expr, constants=constants)
+    if confirm and report.weight is not None:
+        report = confirm_token(report, expr, constants)
+    return report

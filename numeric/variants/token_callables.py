@@ -1,0 +1,117 @@
+r"""A trainer's per-token loss, as written: its gradient weight tabulated by autograd and matched with the known methods.
+
+:func:`token_report_from_callable` is what :func:`numeric.variants.check_token_loss`
+does for a torch function ``loss(log_prob, old_log_prob, advantage)``: there
+is no expression to differentiate, so the weight is read off autograd on a
+dense grid of ratios, and compared with the derived weights of
+:func:`derivations.variants.known_methods`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from derivations import gradient_weights as gw
+from derivations.variants import TokenReport, breakpoints, known_methods
+from derivations.variants.inputs import require_constants
+
+from ..tinylm import token_score_tensor
+from .callables import F64, TOL
+from .confirm import near_kink, token_batch, torch_value, with_defaults
+
+__all__ = ["token_report_from_callable"]
+
+_GRID = torch.cat([torch.logspace(-2, 2, 161, dtype=F64), torch.tensor([1.0], dtype=F64)]).unique()
+
+
+def _callable_weight(fn, ratio: torch.Tensor, adv: torch.Tensor, ell0: float) -> torch.Tensor:
+    old = torch.full_like(ratio, ell0)
+    new = (old + torch.log(ratio)).requires_grad_(True)
+    out = fn(new, old, adv)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"loss must return a torch tensor of per-token losses, got {type(out).__name__}")
+    if out.shape != ratio.shape:
+        raise ValueError(f"loss must return one loss per token, shape {tuple(ratio.shape)}, got {tuple(out.shape)}")
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError("loss must return finite values")
+    (g,) = torch.autograd.grad(out.sum(), new, allow_unused=True)
+    g = torch.zeros_like(new) if g is None else g
+    return -g / adv
+
+
+def token_report_from_callable(fn, constants: dict):
+    r"""A :class:`~derivations.variants.TokenReport` for a torch loss by autograd on a dense grid.
+
+    :math:`w = -(\partial\,\mathrm{loss}/\partial\ell)/A` for :math:`r` on 162
+    log-spaced points in :math:`[10^{-2}, 10^2]` (and 1), :math:`A = \pm 1`,
+    at two old log-probabilities (:math:`\ell_0 = -0.5, -2`): a weight that
+    changes with :math:`\ell_0` at a fixed ratio is not a policy gradient.
+    Bounded means: :math:`|w|` does not grow over the last decade of the grid.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn (the loss) must be callable, got {type(fn).__name__}")
+    values = with_defaults(require_constants(constants))
+    r = _GRID
+    w = {s: _callable_weight(fn, r, torch.full_like(r, float(s)), -0.5) for s in (1, -1)}
+    other = {s: _callable_weight(fn, r, torch.full_like(r, float(s)), -2.0) for s in (1, -1)}
+    is_pg = all(bool((w[s] - other[s]).abs().max() <= 1e-9) for s in (1, -1))
+    table = tuple((float(x), float(a), float(b)) for x, a, b in zip(r, w[1], w[-1]))
+    silenced = tuple(run for s in (1, -1) for run in _runs(s, r, w[s].abs() < 1e-12))
+    top = r >= 10
+    bounded = {s: bool(w[s][top].abs().max() <= 1.0001 * w[s][(r >= 1) & (r <= 10)].abs().max() + 1e-12) for s in (1, -1)}
+    one = int((r - 1).abs().argmin())
+    on_policy = all(abs(float(w[s][one]) - 1) <= 1e-12 for s in (1, -1))
+    matches = _match(w, values) if is_pg else None
+    numeric = _callable_on_tokens(fn)
+    reason = f"weight tabulated by autograd on {len(r)} ratios in [0.01, 100] for A = +1 and -1" + (
+        "" if is_pg else "; it changes with ell_0 at a fixed ratio: not a policy gradient") + (f"; the weight of {matches}" if matches else "")
+    return TokenReport(None, silenced, bounded, on_policy, is_pg, matches, None, reason, table, numeric)
+
+
+def _runs(sign: int, r: torch.Tensor, flags: torch.Tensor) -> list:
+    """``(sign, first r, last r)`` of each run of consecutive grid points where ``flags`` holds."""
+    out, start = [], None
+    for k, f in enumerate(flags.tolist() + [False]):
+        if f and start is None:
+            start = k
+        elif not f and start is not None:
+            out.append((sign, float(r[start]), float(r[k - 1])))
+            start = None
+    return out
+
+
+def _callable_on_tokens(fn) -> tuple:
+    """The callable is per-token (each token's loss alone equals its entry of the batched loss), and autograd through TinyLM is the chain rule."""
+    lm, old, theta, adv = token_batch()
+    ell = lm.token_logprobs(theta)
+    ell0 = lm.token_logprobs(old).detach()
+    out = fn(ell, ell0, adv)
+    if not isinstance(out, torch.Tensor) or out.shape != ell.shape:
+        raise ValueError(f"loss must return one loss per token, shape {tuple(ell.shape)}")
+    mask = lm.mask.bool()
+    total = torch.where(mask, out, torch.zeros_like(out)).sum()
+    (grad,) = torch.autograd.grad(total, theta)
+    leaf = ell.detach().requires_grad_(True)
+    (g_ell,) = torch.autograd.grad(torch.where(mask, fn(leaf, ell0, adv), torch.zeros_like(out)).sum(), leaf)
+    predicted = torch.einsum("nl,nlp->p", g_ell, token_score_tensor(lm, theta.detach()))
+    alone = max(abs(float(fn(leaf[n:n + 1, t:t + 1], ell0[n:n + 1, t:t + 1], adv[n:n + 1, t:t + 1]).detach()) - float(out[n, t].detach()))
+                for n in range(0, lm.N, 3) for t in range(lm.L) if mask[n, t])
+    gap = max(float((grad - predicted).abs().max()), alone)
+    if not gap <= TOL * max(1.0, float(grad.abs().max())):
+        raise ValueError(f"loss must be per-token (elementwise): its batched and one-token values or gradients differ by {gap:.3g}")
+    return (int(mask.sum()), gap)
+
+
+def _match(w: dict, values: dict) -> str | None:
+    """The first known method whose weight, evaluated on the grid with the constants ``values``, equals the tabulated one to 1e-12 (off its kinks)."""
+    r = _GRID
+    env = {gw.r: r, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
+    for method in known_methods():
+        away = ~near_kink(r, breakpoints(method.weight), values)
+        ok = True
+        for s in (1, -1):
+            known = torch.broadcast_to(torch.as_tensor(torch_value(method.weight, {**env, gw.A: torch.full_like(r, float(s))}), dtype=F64), r.shape)
+            ok &= bool((known - w[s])[away].abs().max() <= 1e-12)
+        if ok:
+            return method.label
+    return None
