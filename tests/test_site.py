@@ -182,3 +182,71 @@ def test_main_exit_status_and_report(tmp_path, capsys):
     assert scan_site.main([str(broken), "--allow-missing-exercises", "baselines"]) == 0
     with pytest.raises(SystemExit):
         scan_site.main([str(tmp_path / "missing")])
+
+
+# --- the build-time touches of docs/_ext/site_layout.py --------------------------------------
+
+_layout_spec = importlib.util.spec_from_file_location("site_layout", SCANNER.parent / "site_layout.py")
+site_layout = importlib.util.module_from_spec(_layout_spec)
+sys.modules.setdefault("site_layout", site_layout)
+_layout_spec.loader.exec_module(site_layout)
+
+
+def doctree(rst):
+    from docutils.core import publish_doctree
+
+    return publish_doctree(rst, settings_overrides={"report_level": 5, "halt_level": 5})
+
+
+def render_plot_template(images=("baselines-1",), source="x = 1"):
+    import jinja2
+
+    caption = "\n" + "\n".join("      " + line for line in ["The variance of :math:`(R - b)\\,s`", "against b."])
+    return jinja2.Template(site_layout.PLOT_TEMPLATE).render(
+        images=[type("Img", (), {"basename": b}) for b in images], build_dir="plot_directive",
+        default_fmt="png", options=[":class: plot-directive"], caption=caption,
+        source_code="::\n\n" + "\n".join("    " + line for line in source.splitlines()) if source else "")
+
+
+def test_one_figure_per_plot_and_its_source_folded():
+    from docutils import nodes
+
+    tree = doctree(render_plot_template(source="import numpy as np\nplt.plot([1, 2])"))
+    (figure,) = tree.findall(nodes.figure)  # matplotlib's template wrote two: numbers skipped
+    assert figure.next_node(nodes.caption).astext() == "The variance of (R - b)\\,s\nagainst b."
+    (fold,) = tree.findall(nodes.admonition)
+    assert {"dropdown", "plot-source"} <= set(fold["classes"])
+    assert fold.next_node(nodes.literal_block).astext() == "import numpy as np\nplt.plot([1, 2])"
+    assert not list(doctree(render_plot_template(source="")).findall(nodes.admonition))
+
+
+def test_a_figure_without_alt_text_is_described_by_its_caption():
+    from docutils import nodes
+
+    tree = doctree(render_plot_template())
+    site_layout.describe_figures(None, tree)
+    assert tree.next_node(nodes.image)["alt"] == "The variance of (R - b) s against b."
+    explicit = doctree(".. figure:: a.png\n   :alt: Two curves that cross at b*.\n\n   A caption.\n")
+    site_layout.describe_figures(None, explicit)
+    assert explicit.next_node(nodes.image)["alt"] == "Two curves that cross at b*."
+
+
+@pytest.mark.parametrize("latex, plain", [
+    (r"\mathbb{E}[(R - b)\,s]", "E[(R - b) s]"),
+    (r"\lVert s(o)\rVert^2", "‖ s(o)‖^2"),
+    (r"\frac{1}{G-1}\sum_{j \ne i} R_j", "1/(G-1) Σ_(j ≠ i) R_j"),
+    (r"\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})", "KL(π ‖ π_ref)"),
+    (r"1-\varepsilon_l", "1-ε_l"),
+])
+def test_plain_math(latex, plain):
+    assert site_layout.plain_math(latex) == plain
+
+
+def test_one_hyphenated_name_per_cell_does_not_break():
+    from docutils import nodes
+
+    tree = doctree("=================== =========\nmode                note\n=================== =========\n"
+                   "seq-mean-token-mean an empty row: 0\n=================== =========\n")
+    site_layout.unbroken_cells(None, tree, "losses")
+    cells = {e.astext(): "nowrap" in e["classes"] for e in tree.findall(nodes.entry)}
+    assert cells == {"mode": False, "note": False, "seq-mean-token-mean": True, "an empty row: 0": False}
