@@ -90,7 +90,7 @@ def main(argv=None):
         copy = Path(tmp) / "site"
         shutil.copytree(args.site, copy)
         names = [p.strip() + ".html" for p in args.pages.split(",") if p.strip()] or sorted(
-            p.name for p in copy.glob("*.html") if p.name not in {"genindex.html", "search.html"})
+            p.name for p in copy.glob("*.html") if p.name not in {"genindex.html", "search.html"} and not p.name.startswith("_"))
         bad = 0
         for name in names:
             page = copy / name
