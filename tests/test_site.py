@@ -166,6 +166,15 @@ def test_bad_input_is_named(tmp_path):
     root = site(tmp_path, {"index.html": page(title="x", exercises=False)})
     with pytest.raises(ValueError, match=r"allow_missing_exercises: expected page names.*'offpolicy'"):
         scan_site.scan_site(root, ("offpolicy",))
+    with pytest.raises(TypeError, match="allow_missing_exercises: expected a tuple of page names"):
+        scan_site.scan_site(root, "off_policy")
+
+
+def test_bad_page_input_is_named():
+    with pytest.raises(TypeError, match="text: expected the page's HTML as str, got bytes"):
+        scan_site.scan_page(page().encode())
+    with pytest.raises(TypeError, match="allow_missing_exercises: expected a tuple of page names"):
+        scan_site.scan_page(page(), allow_missing_exercises="off_policy")
 
 
 def test_main_exit_status_and_report(tmp_path, capsys):

@@ -242,15 +242,24 @@ def check_alt_text(root):
     return found
 
 
+def _page_names(names):
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"allow_missing_exercises: expected a tuple of page names, got {names!r}")
+    return tuple(names)
+
+
 def scan_page(text, name="page.html", path=None, site=None, allow_missing_exercises=()):
     """Every defect of one page, as ``(kind, message)`` pairs."""
+    if not isinstance(text, str):
+        raise TypeError(f"text: expected the page's HTML as str, got {type(text).__name__}")
+    allow_missing_exercises = _page_names(allow_missing_exercises)
     root = parse(text)
     found = check_roles(root) + check_mailto(root) + check_numbering(root) + check_alt_text(root)
     found += check_network(root, Path(path) if path else Path(name), site)
-    stem = Path(name).stem
-    if chapter_number(root) is not None:
+    stem, chapter = Path(name).stem, chapter_number(root)
+    if chapter is not None:
         if not has_exercises(root) and stem not in allow_missing_exercises:
-            found.append(("exercises", f"chapter {chapter_number(root)} has no Exercises section"))
+            found.append(("exercises", f"chapter {chapter} has no Exercises section"))
         elif has_exercises(root) and stem in allow_missing_exercises:
             found.append(("exercises", "has an Exercises section now: drop it from --allow-missing-exercises"))
     return found
@@ -258,6 +267,7 @@ def scan_page(text, name="page.html", path=None, site=None, allow_missing_exerci
 
 def scan_site(site, allow_missing_exercises=()):
     """Every defect of a built site, as ``(page, kind, message)``; raises for a site that is not one."""
+    allow_missing_exercises = _page_names(allow_missing_exercises)
     site = Path(site)
     if not (site / "index.html").is_file():
         raise ValueError(f"site: expected a built HTML site with an index.html, got {str(site)!r}")
