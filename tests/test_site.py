@@ -59,7 +59,9 @@ def test_code_is_not_prose():
 @pytest.mark.parametrize(
     "body, kind",
     [
-        ("<p><strong>array position :math:`t-1` holds step</strong></p>", "math-role"),
+        ("<p><strong>array position :math:`t-1` holds step</strong></p>", "literal-role"),
+        ("<p><em>see :func:`numeric.aggregate`</em></p>", "literal-role"),
+        ("<p>as in :cite:p:`schulman2017ppo`</p>", "literal-role"),
         ('<p>Field <span class="math notranslate nohighlight">\\(\\text{active\\_clip}\\)</span></p>',
          "text-underscore"),
         ('<div class="math notranslate nohighlight">\\[\\textrm{clip\\_ratio} = 1\\]</div>', "text-underscore"),

@@ -7,9 +7,9 @@ Run after ``sphinx-build -b html docs docs/_build/html``::
 Each defect is printed as ``page: kind: what`` and the exit status is 1 when
 there is one. The kinds:
 
-``math-role``
-    a literal ``:math:`` in the rendered text (a role the parser did not see,
-    e.g. nested in bold);
+``literal-role``
+    a literal ``:math:`` (or ``:func:``, ``:doc:``, ``:ref:``, …) in the rendered
+    text: a role the parser did not see, e.g. nested in bold;
 ``text-underscore``
     ``\text{..\_..}`` in a formula: MathJax prints the backslash;
 ``mailto``
@@ -39,6 +39,8 @@ from pathlib import Path
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 CODE = {"pre", "code", "script", "style", "kbd", "samp", "tt"}
 EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")
+LITERAL_ROLE = re.compile(r":(?:math|func|class|meth|attr|data|mod|obj|doc|ref|numref|eq|term|cite(?::[pt])?)"
+                          r":`[^`]{0,40}`?")
 TEXT_UNDERSCORE = re.compile(r"\\text(?:rm|tt|bf|it|sf|normal)?\{[^{}]*\\_")
 CAPTION_NUMBER = re.compile(r"^\s*([A-Za-z][A-Za-z .]*?)\.?\s+(\d+(?:\.\d+)*)\s*$")
 EQUATION_NUMBER = re.compile(r"^\s*\((\d+(?:\.\d+)*)\)\s*$")
@@ -129,11 +131,11 @@ def _prose(node, out):
 
 
 def check_roles(root):
-    """``math-role``: a literal ``:math:`` in the prose; ``text-underscore`` in a formula."""
+    """``literal-role``: a literal ``:math:`` (or other role) in the prose; ``text-underscore`` in a formula."""
     found = []
     prose = " ".join(_prose(root, []))
-    for m in re.finditer(r":math:`?[^`\s]{0,30}`?", prose):
-        found.append(("math-role", f"literal {m.group(0)!r} in the text"))
+    for m in LITERAL_ROLE.finditer(prose):
+        found.append(("literal-role", f"literal {m.group(0)!r} in the text"))
     for node in root.walk():
         if "math" in node.classes() and node.tag in {"span", "div"}:
             for m in TEXT_UNDERSCORE.finditer(node.text()):
