@@ -14,6 +14,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "docs", "_ext"))
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+import site_layout  # noqa: E402  (docs/_ext, on the path above)
 # sphinx-autodoc-typehints 3.6 calls an API that Sphinx 9 deprecates; not ours to fix
 warnings.filterwarnings("ignore", category=RemovedInSphinx10Warning)
 
@@ -36,6 +38,7 @@ extensions = [
     "sphinx_copybutton",
     "sphinx_togglebutton",
     "derivation_directive",
+    "site_layout",
 ]
 
 exclude_patterns = ["_build"]
@@ -92,7 +95,9 @@ typehints_use_rtype = False
 typehints_document_rtype = True
 always_document_param_types = False
 
+# one numbered figure per plot, its source folded under it (see docs/_ext/site_layout.py)
 plot_include_source = True
+plot_template = site_layout.PLOT_TEMPLATE
 plot_html_show_source_link = False
 plot_html_show_formats = False
 plot_formats = [("png", 110)]
