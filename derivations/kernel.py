@@ -163,8 +163,9 @@ def parametrisation(premises: Sequence, exclude=(), given: Sequence = ()) -> dic
     :math:`s > b` gives :math:`s = b + \eta`, :math:`s < c` gives :math:`s = c - \eta`,
     both give :math:`s = b + (c - b)\,\eta/(1 + \eta)`, :math:`\eta > 0`: every
     admissible value of :math:`s` is reached, so a sign decided for all
-    :math:`\eta > 0` holds for all admissible :math:`s`.  A symbol with a
-    non-strict bound, or with several premise bounds on one side, is left alone.
+    :math:`\eta > 0` holds for all admissible :math:`s` (:math:`s \ge b` gives
+    :math:`s = b + \eta`, :math:`\eta \ge 0`).  A symbol with several premise
+    bounds on one side, or with a closed end of a bounded interval, is left alone.
     The ``given`` conditions of a step (a region) are parametrised second, in
     the parametrised constants of the premises.
     """
@@ -182,10 +183,11 @@ def parametrisation(premises: Sequence, exclude=(), given: Sequence = ()) -> dic
         if stated_lows + stated_highs == 0 or stated_lows > 1 or stated_highs > 1:
             continue  # nothing stated, or several bounds on one side (which is tighter is not known)
         low, high = (lows[0] if lows else None), (highs[0] if highs else None)
-        if (low and low[1]) or (high and high[1]):
-            continue  # a closed bound: an interior parametrisation would miss the end point
+        closed = bool((low and low[1]) or (high and high[1]))
+        if closed and low and high:
+            continue  # a closed end of a bounded interval: b + (c - b) eta/(1 + eta) would miss it
         used.update(p for p in mine if _bounds(s, [p]) != _bounds(s, []))
-        eta = sp.Dummy(f"eta_{s}", positive=True)
+        eta = sp.Dummy(f"eta_{s}", nonnegative=True) if closed else sp.Dummy(f"eta_{s}", positive=True)
         if low and high:
             out[s] = low[0] + (high[0] - low[0]) * eta / (1 + eta)
         elif low:
@@ -411,7 +413,7 @@ class Regions(Proof):
 
 
 _ASSUMPTIONS = ("positive", "negative", "nonnegative", "nonpositive", "nonzero", "zero", "real", "integer", "rational")
-_SIGN_RELATIONS = {"positive": (">", True), "negative": ("<", True), "nonnegative": (">", False), "nonpositive": ("<", False)}
+_SIGN_RELATIONS = {"positive": ">", "negative": "<", "nonnegative": ">=", "nonpositive": "<=", "nonzero": "!="}
 
 
 def _satisfies(value, key: str, claim: Claim) -> bool:
@@ -419,9 +421,7 @@ def _satisfies(value, key: str, claim: Claim) -> bool:
     if getattr(value, f"is_{key}") is True:
         return True
     if key in _SIGN_RELATIONS:
-        op, strict = _SIGN_RELATIONS[key]
-        rel = sp.Rel(value, 0, op + ("" if strict else "="))
-        return _holds_under(rel, claim)
+        return _holds_under(sp.Rel(value, 0, _SIGN_RELATIONS[key]), claim)
     return False
 
 
