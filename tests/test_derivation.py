@@ -183,7 +183,7 @@ def test_bad_input():
 
 def test_solution_sets_of_memberships_and_proofs_on_regions():
     """same_solutions reads ``x ∈ S`` and and/or/not; on_regions(inner=...) proves each region's displayed claim."""
-    r, t = sp.Symbol("r", real=True), sp.Symbol("t", positive=True)
+    r = sp.Symbol("r", real=True)
     c = sp.Symbol("c", real=True)
     ok = same_solutions(r)
     step = lambda lhs, rhs, proof: Derivation("sets").step(lhs, rhs, "solve", relation="<=>", proof=proof)
