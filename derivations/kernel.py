@@ -44,10 +44,11 @@ from functools import lru_cache
 
 import sympy as sp
 
+from ._validate import require_expr, require_optional, require_optional_callable
 from .canonical import DerivationError, is_zero, reject_vacuous_derivatives
 from .regions import at_least, resolve, truth
 
-__all__ = ["Claim", "DerivationError", "Proof", "Verdict", "check", "implies", "relation_holds", "require_consistent"]
+__all__ = ["Argmin", "Claim", "DerivationError", "Proof", "Refused", "Verdict", "check", "implies", "relation_holds", "require_consistent"]
 
 RELATIONS = ("=", "<=", ">=", "<", ">", "=>", "<=>")
 
@@ -56,8 +57,22 @@ _IMPLIES = {"=": {"=", "<=", ">="}, "<=": {"<="}, ">=": {">="}, "<": {"<", "<="}
 
 
 def implies(established: str, displayed: str) -> bool:
-    """Whether a proof of ``established`` proves the ``displayed`` relation (``<=`` does not prove ``<``)."""
-    return displayed in _IMPLIES.get(established, ())
+    """Whether a proof of ``established`` proves the ``displayed`` relation (``<=`` does not prove ``<``).
+
+    Examples
+    --------
+    >>> from derivations.kernel import implies
+    >>> implies("<", "<="), implies("<=", "<"), implies("=", ">=")
+    (True, False, True)
+    """
+    _require_relation("established", established), _require_relation("displayed", displayed)
+    return displayed in _IMPLIES[established]
+
+
+def _require_relation(name: str, relation) -> str:
+    if not isinstance(relation, str) or relation not in RELATIONS:
+        raise ValueError(f"{name} must be one of {RELATIONS}, got {relation!r}")
+    return relation
 
 
 def _is_relation(p) -> bool:
@@ -83,8 +98,11 @@ class Claim:
     given: tuple = ()
 
     def __post_init__(self):
-        if self.relation not in RELATIONS:
-            raise ValueError(f"relation must be one of {sorted(RELATIONS)}, got {self.relation!r}")
+        require_expr("lhs", self.lhs)
+        _require_relation("relation", self.relation)
+        require_expr("rhs", self.rhs)
+        require_optional_callable("unfold", self.unfold)
+        require_optional("facts", self.facts, Mapping, "a mapping")
         for name in ("premises", "given"):
             value = getattr(self, name)
             if not isinstance(value, tuple) or not all(_is_relation(p) for p in value):
@@ -130,6 +148,11 @@ class Verdict:
 
     method: str
     badge: str | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.method, str) or not self.method:
+            raise TypeError(f"method must be a non-empty str, got {self.method!r}")
+        require_optional("badge", self.badge, str, "a str")
 
 
 class Refused(DerivationError):
@@ -207,8 +230,22 @@ def _bounded(conditions: Sequence) -> set:
             for s in (c.lhs, c.rhs) if isinstance(s, sp.Symbol)}
 
 
-def require_consistent(premises: Sequence) -> None:
-    """Refuse premises from which SymPy derives ``False`` (``sp.false``, a contradiction in one variable, or a premise false once the others are parametrised)."""
+def require_consistent(premises: tuple) -> None:
+    """Refuse premises from which SymPy derives ``False`` (``sp.false``, a contradiction in one variable, or a premise false once the others are parametrised).
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.kernel import require_consistent
+    >>> x = sp.Symbol("x", real=True)
+    >>> require_consistent((x > 1, x < 2))
+    >>> require_consistent((x > 1, x < 0))
+    Traceback (most recent call last):
+    ...
+    derivations.kernel.Refused: its premises are contradictory (x > 1, x < 0 admit no x)
+    """
+    if not isinstance(premises, tuple) or not all(_is_relation(p) for p in premises):
+        raise TypeError(f"premises must be a tuple of SymPy relations, got {premises!r}")
     if premises:
         _require_consistent(tuple(premises))
 
@@ -247,7 +284,16 @@ def relation_holds(left, relation: str, right) -> bool:
 
     Every ``Min``/``Max``/``Abs``/``Piecewise`` is resolved first
     (:func:`derivations.regions.resolve`); a strict relation needs a strict sign.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.kernel import relation_holds
+    >>> x = sp.Symbol("x", positive=True)
+    >>> relation_holds(x**2 + 1, ">=", 2 * x), relation_holds(x, ">", 2 * x), relation_holds(x, ">=", x), relation_holds(x, ">", x)
+    (True, False, True, False)
     """
+    require_expr("left", left), _require_relation("relation", relation), require_expr("right", right)
     left, right = resolve(left), resolve(right)
     if left is None or right is None:
         return False
@@ -312,8 +358,26 @@ def justify_facts(facts: Mapping, premises: Sequence, unfold) -> None:
         raise Refused(f"the fact {sp.sstr(k)} = {sp.sstr(v)} is neither a stated premise nor verified by the CAS")
 
 
-def check(claim: Claim, proof) -> Verdict:
-    """Verify the displayed ``claim`` with ``proof`` (``None`` for an equality the canonicalisers decide); raise :class:`Refused` with the reason."""
+def check(claim: Claim, proof: Proof | None) -> Verdict:
+    """Verify the displayed ``claim`` with ``proof`` (``None`` for an equality the canonicalisers decide); raise :class:`Refused` with the reason.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.kernel import Claim, check
+    >>> from derivations.proofs import holds
+    >>> x = sp.Symbol("x", positive=True)
+    >>> check(Claim(x + 1, ">", x), holds)
+    Verdict(method='sign decided', badge=None)
+    >>> check(Claim(x, ">", x), holds)
+    Traceback (most recent call last):
+    ...
+    derivations.kernel.Refused: the sign decided proof does not establish it
+    """
+    if not isinstance(claim, Claim):
+        raise TypeError(f"claim must be a Claim (a step's displayed statement), got {type(claim).__name__}")
+    if proof is not None and type(proof) not in _KINDS:
+        raise TypeError(f"proof must be built by derivations.proofs (a bare function is not a proof), got {type(proof).__name__}")
     require_consistent(claim.conditions)
     if claim.facts:
         justify_facts(claim.facts, claim.conditions, claim.unfold)
@@ -324,8 +388,6 @@ def check(claim: Claim, proof) -> Verdict:
         if how is None:
             raise Refused("the CAS does not reduce lhs - rhs to 0")
         return Verdict(how)
-    if type(proof) not in _KINDS:
-        raise Refused(f"{proof!r} is not a proof: only the kernel's proof builders (derivations.proofs) are proofs")
     est = proof.establish(claim)
     if est is None:
         raise Refused(f"the {proof.name} proof does not establish it")
