@@ -1,18 +1,19 @@
 r"""The proof kernel: the only code that marks a step of a derivation verified.
 
-**What a ✓ guarantees.** A ✓ on a step means that SymPy reduced the difference of
-the two displayed sides to zero, or decided the sign of that difference, after
-applying only the definitions and premises shown on the page, on every region
-of a partition the kernel built itself and for a lemma instance whose
-assumptions it checked; a step checked only at instances, numerically or by a
-named evaluation says so on the page.
+**What a ✓ guarantees.** A ✓ on a step means that SymPy reduced the difference of the two displayed sides
+to zero, or decided its sign, for every value that the stated assumptions and
+premises allow (on every region of a partition the kernel built itself, for a
+lemma instance whose assumptions the kernel checked), using only the
+derivation's notation and facts that are stated premises or verified by the
+CAS; a step checked only at instances, numerically or by a named evaluation
+says so in a box beside it.
 
 What the kernel **trusts**: SymPy reducing a difference to zero
 (:func:`~derivations.canonical.is_zero`); SymPy's sign decisions
 (``is_positive`` and friends on factored forms) under the symbols' stated
 assumptions (:mod:`derivations.regions`); ``solveset`` for the solution set of a
 condition in one variable; ``sympy.minimum`` and ``sympy.limit``; a
-derivation's ``unfold`` and an :func:`evaluated_by` evaluation, which give the
+derivation's ``unfold`` and an :func:`~derivations.proofs.evaluated_by` evaluation, which give the
 notation its meaning (the latter shown on the page by name).
 
 What it does **not** trust: the caller.  A proof is one of the kernel's proof
