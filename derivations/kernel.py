@@ -503,7 +503,13 @@ class Lemma(Proof):
         if not isinstance(self.lemma, Derivation):
             raise Refused("a lemma must be a Derivation")
         self.lemma.verify()
-        lhs, rel, rhs = self.lemma.statement()
+        for i, st in enumerate(self.lemma.steps, 1):
+            if st.badge:
+                raise Refused(f"the lemma's step {i} was checked only partly ({st.badge}): it states nothing general")
+        try:
+            lhs, rel, rhs = self.lemma.statement()
+        except ValueError as e:
+            raise Refused(f"the lemma states nothing usable: {e}") from None
         mapping = dict(self.mapping)
         for s, value in mapping.items():
             for key in _ASSUMPTIONS:
@@ -624,6 +630,9 @@ class IsArgmin(Proof):
         star = claim.right
         if star.has(v) or is_zero(sp.diff(f, v).subs(v, star)) is None:
             return None
+        for key in _ASSUMPTIONS:
+            if getattr(v, f"is_{key}", None) is True and not _satisfies(sp.sympify(star), key, claim):
+                raise Refused(f"the minimiser {sp.sstr(star)} is not provably {key}, as {v} is")
         curvature = sp.diff(f, v, 2)
         if curvature.has(v) or not at_least(curvature, True):
             return None

@@ -279,3 +279,23 @@ def test_the_argmin_needs_positive_curvature():
     accepted(Derivation("min").step(Argmin((y - 3) ** 2, y), sp.Integer(3), "stationary, convex", proof=is_argmin))
     refused(Derivation("max").step(Argmin(-((y - 3) ** 2), y), sp.Integer(3), "stationary", proof=is_argmin))
     refused(Derivation("flat").step(Argmin(y - y + 1, y), sp.Integer(3), "stationary", proof=is_argmin))
+
+
+def test_a_lemma_checked_only_partly_or_under_conditions_is_no_lemma():
+    """x^2 = x at x = 0, 1, or given x = 1, must not become x^2 = x for every x through by_lemma."""
+    y = sp.Symbol("y", real=True)
+    at_two = Derivation("instances").step(y**2, y, "at two points", proof=at_values(y, [0, 1]))
+    refused(Derivation("abuse").step(x**2, x, "lemma", proof=by_lemma(at_two, {y: x})), "checked only partly")
+    given = Derivation("case").step(y**2, y, "at y = 1", given=(sp.Eq(y, 1),))
+    with pytest.raises(ValueError, match="states nothing unconditional"):
+        given.statement()
+    refused(Derivation("abuse").step(x**2, x, "lemma", proof=by_lemma(given, {y: x})), "states nothing usable")
+    general = Derivation("identity").step((y + 1) ** 2, y**2 + 2 * y + 1, "expand")
+    accepted(Derivation("use").step((x + 1) ** 2, x**2 + 2 * x + 1, "lemma", proof=by_lemma(general, {y: x})))
+
+
+def test_the_argmin_lies_in_the_variable_domain():
+    """For a positive v the minimiser of (v + 1)^2 over the reals, -1, is not an argmin over v > 0."""
+    v = sp.Symbol("v", positive=True)
+    refused(Derivation("outside").step(Argmin((v + 1) ** 2, v), sp.Integer(-1), "stationary", proof=is_argmin), "not provably positive")
+    accepted(Derivation("inside").step(Argmin((v - 1) ** 2, v), sp.Integer(1), "stationary", proof=is_argmin))
