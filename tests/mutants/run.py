@@ -57,7 +57,7 @@ def _topic(name: str, *extra: str) -> tuple[str, ...]:
     return (f"tests/test_{name}.py", suites(name), f"numeric/{name}.py", *extra)
 
 
-_KERNEL = ("tests/test_kernel.py", "tests/test_derivation.py")
+_KERNEL = ("tests/test_kernel.py",)
 
 MUTANTS = [
     # -- the check registry and the toy LM
