@@ -87,6 +87,13 @@ def test_a_kink_decided_strictly():
     refused(Derivation("kink").step(left, right, "cases", proof=on_regions((x, [0]))))
     accepted(Derivation("kink", assumptions=[x > 0]).step(left, right, "cases", proof=on_regions((x, [1]))))
     assert resolve(left, {x: 0}) == 0 and resolve(right, {x: 0}) == 1
+    # a condition SymPy leaves unevaluated (its two sides differ only in form): the resolver's own strict decision
+    same = sp.Gt((p + 1) ** 2, p**2 + 2 * p + 1, evaluate=False)
+    assert same.subs(p, 2) is sp.false and resolve(sp.Piecewise((1, same), (0, True))) == 0
+    accepted(Derivation("unevaluated").step(sp.Piecewise((1, same), (0, True)), sp.Integer(0), "decide", proof=holds))
+    refused(Derivation("unevaluated").step(sp.Piecewise((1, same), (0, True)), sp.Integer(1), "decide", proof=holds))
+    weak = sp.Ge((p + 1) ** 2, p**2 + 2 * p + 1, evaluate=False)
+    accepted(Derivation("unevaluated").step(sp.Piecewise((1, weak), (0, True)), sp.Integer(1), "decide", proof=holds))
 
 
 # ---------------------------------------------------------------- relations
