@@ -5,9 +5,11 @@ SymPy only (no torch, no numpy).  The shared machinery:
 :class:`Derivation`
     Ordered steps ``lhs = rhs  [reason]``; :meth:`Derivation.verify` checks each
     step with the CAS and names the first that fails; renders as LaTeX.
-    A step that is not a plain equality carries a proof that receives its
-    displayed :class:`Claim`; the proofs the notes use are in
-    :mod:`derivations.proofs`.
+    A step that is not a plain equality carries a proof built by
+    :mod:`derivations.proofs`; only the kernel (:mod:`derivations.kernel`)
+    marks a step verified, after comparing what the proof establishes with the
+    displayed :class:`Claim`.  :mod:`derivations.regions` decides which branch
+    of a ``Min``/``Max``/``Abs``/``Piecewise`` holds at a point.
 :class:`SoftmaxPolicy`, :class:`IndexedSoftmax`
     A symbolic softmax policy over a fixed or a symbolic number of actions, its
     scores and its expectation operator.
@@ -21,7 +23,7 @@ One module per topic, in lecture order: :mod:`derivations.score_function`,
 """
 
 from .derivation import Claim, Derivation, DerivationError, Step, is_zero, reason_to_latex
-from . import proofs
+from . import kernel, proofs, regions
 from .iid_groups import Expect, IIDGroup
 from .policy import IndexedSoftmax, SoftmaxPolicy
 

@@ -139,6 +139,7 @@ def reject_vacuous_derivatives(expr) -> None:
     (A derivative of a plain symbol or table entry, ``log P[s, a]``, is a
     statement that it is free of the variable, and stays allowed.)
     """
+    require_expr("expr", expr)
     if not isinstance(expr, sp.Basic):
         return
     for d in expr.atoms(sp.Derivative):

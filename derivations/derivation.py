@@ -278,6 +278,9 @@ class Derivation:
         """
         if not self.steps:
             raise ValueError(f"{self.title}: an empty derivation states nothing")
+        for i, st in enumerate(self.steps, 1):
+            if st.given:
+                raise ValueError(f"{self.title}: step {i} holds only given {', '.join(map(sp.sstr, st.given))}, so the chain states nothing unconditional")
         for prev, st in zip(self.steps, self.steps[1:]):
             if st.lhs != prev.rhs:
                 raise ValueError(f"{self.title}: not a chain (a step starts at {sp.sstr(st.lhs)}, not at {sp.sstr(prev.rhs)})")

@@ -1,18 +1,19 @@
 r"""The proof kernel: the only code that marks a step of a derivation verified.
 
-**What a ✓ guarantees.** A ✓ on a step means that SymPy reduced the difference of
-the two displayed sides to zero, or decided the sign of that difference, after
-applying only the definitions and premises shown on the page, on every region
-of a partition the kernel built itself and for a lemma instance whose
-assumptions it checked; a step checked only at instances, numerically or by a
-named evaluation says so on the page.
+**What a ✓ guarantees.** A ✓ on a step means that SymPy reduced the difference of the two displayed sides
+to zero, or decided its sign, for every value that the stated assumptions and
+premises allow (on every region of a partition the kernel built itself, for a
+lemma instance whose assumptions the kernel checked), using only the
+derivation's notation and facts that are stated premises or verified by the
+CAS; a step checked only at instances, numerically or by a named evaluation
+says so in a box beside it.
 
 What the kernel **trusts**: SymPy reducing a difference to zero
 (:func:`~derivations.canonical.is_zero`); SymPy's sign decisions
 (``is_positive`` and friends on factored forms) under the symbols' stated
 assumptions (:mod:`derivations.regions`); ``solveset`` for the solution set of a
 condition in one variable; ``sympy.minimum`` and ``sympy.limit``; a
-derivation's ``unfold`` and an :func:`evaluated_by` evaluation, which give the
+derivation's ``unfold`` and an :func:`~derivations.proofs.evaluated_by` evaluation, which give the
 notation its meaning (the latter shown on the page by name).
 
 What it does **not** trust: the caller.  A proof is one of the kernel's proof
@@ -44,10 +45,11 @@ from functools import lru_cache
 
 import sympy as sp
 
+from ._validate import require_expr, require_optional, require_optional_callable
 from .canonical import DerivationError, is_zero, reject_vacuous_derivatives
 from .regions import at_least, resolve, truth
 
-__all__ = ["Claim", "DerivationError", "Proof", "Verdict", "check", "implies", "relation_holds", "require_consistent"]
+__all__ = ["Argmin", "Claim", "DerivationError", "Proof", "Refused", "Verdict", "check", "implies", "relation_holds", "require_consistent"]
 
 RELATIONS = ("=", "<=", ">=", "<", ">", "=>", "<=>")
 
@@ -56,8 +58,22 @@ _IMPLIES = {"=": {"=", "<=", ">="}, "<=": {"<="}, ">=": {">="}, "<": {"<", "<="}
 
 
 def implies(established: str, displayed: str) -> bool:
-    """Whether a proof of ``established`` proves the ``displayed`` relation (``<=`` does not prove ``<``)."""
-    return displayed in _IMPLIES.get(established, ())
+    """Whether a proof of ``established`` proves the ``displayed`` relation (``<=`` does not prove ``<``).
+
+    Examples
+    --------
+    >>> from derivations.kernel import implies
+    >>> implies("<", "<="), implies("<=", "<"), implies("=", ">=")
+    (True, False, True)
+    """
+    _require_relation("established", established), _require_relation("displayed", displayed)
+    return displayed in _IMPLIES[established]
+
+
+def _require_relation(name: str, relation) -> str:
+    if not isinstance(relation, str) or relation not in RELATIONS:
+        raise ValueError(f"{name} must be one of {RELATIONS}, got {relation!r}")
+    return relation
 
 
 def _is_relation(p) -> bool:
@@ -83,8 +99,11 @@ class Claim:
     given: tuple = ()
 
     def __post_init__(self):
-        if self.relation not in RELATIONS:
-            raise ValueError(f"relation must be one of {sorted(RELATIONS)}, got {self.relation!r}")
+        require_expr("lhs", self.lhs)
+        _require_relation("relation", self.relation)
+        require_expr("rhs", self.rhs)
+        require_optional_callable("unfold", self.unfold)
+        require_optional("facts", self.facts, Mapping, "a mapping")
         for name in ("premises", "given"):
             value = getattr(self, name)
             if not isinstance(value, tuple) or not all(_is_relation(p) for p in value):
@@ -131,6 +150,11 @@ class Verdict:
     method: str
     badge: str | None = None
 
+    def __post_init__(self):
+        if not isinstance(self.method, str) or not self.method:
+            raise TypeError(f"method must be a non-empty str, got {self.method!r}")
+        require_optional("badge", self.badge, str, "a str")
+
 
 class Refused(DerivationError):
     """The kernel refuses a step; the message says why."""
@@ -163,8 +187,9 @@ def parametrisation(premises: Sequence, exclude=(), given: Sequence = ()) -> dic
     :math:`s > b` gives :math:`s = b + \eta`, :math:`s < c` gives :math:`s = c - \eta`,
     both give :math:`s = b + (c - b)\,\eta/(1 + \eta)`, :math:`\eta > 0`: every
     admissible value of :math:`s` is reached, so a sign decided for all
-    :math:`\eta > 0` holds for all admissible :math:`s`.  A symbol with a
-    non-strict bound, or with several premise bounds on one side, is left alone.
+    :math:`\eta > 0` holds for all admissible :math:`s` (:math:`s \ge b` gives
+    :math:`s = b + \eta`, :math:`\eta \ge 0`).  A symbol with several premise
+    bounds on one side, or with a closed end of a bounded interval, is left alone.
     The ``given`` conditions of a step (a region) are parametrised second, in
     the parametrised constants of the premises.
     """
@@ -182,10 +207,11 @@ def parametrisation(premises: Sequence, exclude=(), given: Sequence = ()) -> dic
         if stated_lows + stated_highs == 0 or stated_lows > 1 or stated_highs > 1:
             continue  # nothing stated, or several bounds on one side (which is tighter is not known)
         low, high = (lows[0] if lows else None), (highs[0] if highs else None)
-        if (low and low[1]) or (high and high[1]):
-            continue  # a closed bound: an interior parametrisation would miss the end point
+        closed = bool((low and low[1]) or (high and high[1]))
+        if closed and low and high:
+            continue  # a closed end of a bounded interval: b + (c - b) eta/(1 + eta) would miss it
         used.update(p for p in mine if _bounds(s, [p]) != _bounds(s, []))
-        eta = sp.Dummy(f"eta_{s}", positive=True)
+        eta = sp.Dummy(f"eta_{s}", nonnegative=True) if closed else sp.Dummy(f"eta_{s}", positive=True)
         if low and high:
             out[s] = low[0] + (high[0] - low[0]) * eta / (1 + eta)
         elif low:
@@ -205,8 +231,22 @@ def _bounded(conditions: Sequence) -> set:
             for s in (c.lhs, c.rhs) if isinstance(s, sp.Symbol)}
 
 
-def require_consistent(premises: Sequence) -> None:
-    """Refuse premises from which SymPy derives ``False`` (``sp.false``, a contradiction in one variable, or a premise false once the others are parametrised)."""
+def require_consistent(premises: tuple) -> None:
+    """Refuse premises from which SymPy derives ``False`` (``sp.false``, a contradiction in one variable, or a premise false once the others are parametrised).
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.kernel import require_consistent
+    >>> x = sp.Symbol("x", real=True)
+    >>> require_consistent((x > 1, x < 2))
+    >>> require_consistent((x > 1, x < 0))
+    Traceback (most recent call last):
+    ...
+    derivations.kernel.Refused: its premises are contradictory (x > 1, x < 0 admit no x)
+    """
+    if not isinstance(premises, tuple) or not all(_is_relation(p) for p in premises):
+        raise TypeError(f"premises must be a tuple of SymPy relations, got {premises!r}")
     if premises:
         _require_consistent(tuple(premises))
 
@@ -245,7 +285,16 @@ def relation_holds(left, relation: str, right) -> bool:
 
     Every ``Min``/``Max``/``Abs``/``Piecewise`` is resolved first
     (:func:`derivations.regions.resolve`); a strict relation needs a strict sign.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.kernel import relation_holds
+    >>> x = sp.Symbol("x", positive=True)
+    >>> relation_holds(x**2 + 1, ">=", 2 * x), relation_holds(x, ">", 2 * x), relation_holds(x, ">=", x), relation_holds(x, ">", x)
+    (True, False, True, False)
     """
+    require_expr("left", left), _require_relation("relation", relation), require_expr("right", right)
     left, right = resolve(left), resolve(right)
     if left is None or right is None:
         return False
@@ -310,8 +359,26 @@ def justify_facts(facts: Mapping, premises: Sequence, unfold) -> None:
         raise Refused(f"the fact {sp.sstr(k)} = {sp.sstr(v)} is neither a stated premise nor verified by the CAS")
 
 
-def check(claim: Claim, proof) -> Verdict:
-    """Verify the displayed ``claim`` with ``proof`` (``None`` for an equality the canonicalisers decide); raise :class:`Refused` with the reason."""
+def check(claim: Claim, proof: Proof | None) -> Verdict:
+    """Verify the displayed ``claim`` with ``proof`` (``None`` for an equality the canonicalisers decide); raise :class:`Refused` with the reason.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.kernel import Claim, check
+    >>> from derivations.proofs import holds
+    >>> x = sp.Symbol("x", positive=True)
+    >>> check(Claim(x + 1, ">", x), holds)
+    Verdict(method='sign decided', badge=None)
+    >>> check(Claim(x, ">", x), holds)
+    Traceback (most recent call last):
+    ...
+    derivations.kernel.Refused: the sign decided proof does not establish it
+    """
+    if not isinstance(claim, Claim):
+        raise TypeError(f"claim must be a Claim (a step's displayed statement), got {type(claim).__name__}")
+    if proof is not None and type(proof) not in _KINDS:
+        raise TypeError(f"proof must be built by derivations.proofs (a bare function is not a proof), got {type(proof).__name__}")
     require_consistent(claim.conditions)
     if claim.facts:
         justify_facts(claim.facts, claim.conditions, claim.unfold)
@@ -322,8 +389,6 @@ def check(claim: Claim, proof) -> Verdict:
         if how is None:
             raise Refused("the CAS does not reduce lhs - rhs to 0")
         return Verdict(how)
-    if type(proof) not in _KINDS:
-        raise Refused(f"{proof!r} is not a proof: only the kernel's proof builders (derivations.proofs) are proofs")
     est = proof.establish(claim)
     if est is None:
         raise Refused(f"the {proof.name} proof does not establish it")
@@ -411,7 +476,7 @@ class Regions(Proof):
 
 
 _ASSUMPTIONS = ("positive", "negative", "nonnegative", "nonpositive", "nonzero", "zero", "real", "integer", "rational")
-_SIGN_RELATIONS = {"positive": (">", True), "negative": ("<", True), "nonnegative": (">", False), "nonpositive": ("<", False)}
+_SIGN_RELATIONS = {"positive": ">", "negative": "<", "nonnegative": ">=", "nonpositive": "<=", "nonzero": "!="}
 
 
 def _satisfies(value, key: str, claim: Claim) -> bool:
@@ -419,9 +484,7 @@ def _satisfies(value, key: str, claim: Claim) -> bool:
     if getattr(value, f"is_{key}") is True:
         return True
     if key in _SIGN_RELATIONS:
-        op, strict = _SIGN_RELATIONS[key]
-        rel = sp.Rel(value, 0, op + ("" if strict else "="))
-        return _holds_under(rel, claim)
+        return _holds_under(sp.Rel(value, 0, _SIGN_RELATIONS[key]), claim)
     return False
 
 
@@ -440,7 +503,13 @@ class Lemma(Proof):
         if not isinstance(self.lemma, Derivation):
             raise Refused("a lemma must be a Derivation")
         self.lemma.verify()
-        lhs, rel, rhs = self.lemma.statement()
+        for i, st in enumerate(self.lemma.steps, 1):
+            if st.badge:
+                raise Refused(f"the lemma's step {i} was checked only partly ({st.badge}): it states nothing general")
+        try:
+            lhs, rel, rhs = self.lemma.statement()
+        except ValueError as e:
+            raise Refused(f"the lemma states nothing usable: {e}") from None
         mapping = dict(self.mapping)
         for s, value in mapping.items():
             for key in _ASSUMPTIONS:
@@ -561,6 +630,9 @@ class IsArgmin(Proof):
         star = claim.right
         if star.has(v) or is_zero(sp.diff(f, v).subs(v, star)) is None:
             return None
+        for key in _ASSUMPTIONS:
+            if getattr(v, f"is_{key}", None) is True and not _satisfies(sp.sympify(star), key, claim):
+                raise Refused(f"the minimiser {sp.sstr(star)} is not provably {key}, as {v} is")
         curvature = sp.diff(f, v, 2)
         if curvature.has(v) or not at_least(curvature, True):
             return None

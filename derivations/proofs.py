@@ -163,9 +163,13 @@ def on_regions(*cuts, label: str = "regions", inner: _k.Proof | None = None) -> 
             raise TypeError("cuts must be (x, breakpoints) pairs: the kernel builds the regions itself, a hand-made point is refused")
         if not (isinstance(c, tuple) and len(c) == 2 and isinstance(c[1], (list, tuple))):
             raise TypeError(f"each cut must be a pair (x, breakpoints), got {c!r}")
-        require_symbol("x", c[0])
+        if not isinstance(c[0], sp.Symbol):
+            raise TypeError(f"cuts: the variable of a cut must be a SymPy Symbol, got {type(c[0]).__name__}")
         for b in c[1]:
-            require_expr("breakpoints", b)
+            try:
+                require_expr("breakpoints", b)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"cuts: {e}") from None
     if not isinstance(label, str) or not label:
         raise TypeError(f"label must be a non-empty str, got {label!r}")
     if inner is not None:

@@ -65,9 +65,7 @@ def test_inequality_steps_need_a_proof_of_the_displayed_claim():
     bad = Derivation("ineq").step(x, 2 * x, "false", relation=">=", proof=holds)
     with pytest.raises(DerivationError):
         bad.verify()
-    seen = []
-    Derivation("t").step(x, x + 1, "r", relation="<=", proof=lambda c: seen.append(c) or True).verify()
-    assert seen[0].lhs == x and seen[0].rhs == x + 1 and seen[0].relation == "<="
+    assert Derivation("t").step(x, x + 1, "r", relation="<=", proof=holds).verify().verified
 
 
 def test_perturbing_the_displayed_rhs_breaks_every_kind_of_proof():
@@ -75,9 +73,9 @@ def test_perturbing_the_displayed_rhs_breaks_every_kind_of_proof():
     eps = sp.Symbol("varepsilon", positive=True)
     steps = [
         Derivation("regions").step(sp.Min(r, 1 + eps) - r, -sp.Max(r - 1 - eps, 0), "cases",
-                                   proof=on_regions(*interval_points(r, [1 + eps]))),
+                                   proof=on_regions((r, [1 + eps]))),
         Derivation("lemma").step(sp.Max(r - 2, 0), sp.Max(r - 1, 0), "cases", relation="<=",
-                                 proof=on_regions(*interval_points(r, [1, 2]))),
+                                 proof=on_regions((r, [1, 2]))),
         Derivation("minimum").step(x - 1 - sp.log(x), sp.Integer(0), "min", relation=">=",
                                    proof=minimum_over(x, sp.Interval.open(0, sp.oo))),
         Derivation("number").step(sp.pi, sp.Integer(3), "pi > 3", relation=">", proof=numerically()),
@@ -93,7 +91,7 @@ def test_perturbing_the_displayed_rhs_breaks_every_kind_of_proof():
 def test_a_lemma_instantiated_termwise():
     u, v = sp.symbols("u v", real=True)
     lemma = Derivation("lemma").step(sp.Max(u - 2 * v, 0), sp.Max(u - v, 0), "cases", relation="<=",
-                                     proof=on_regions(*[{u: p[u], v: q} for q in (x,) for p in interval_points(u, [x, 2 * x])]))
+                                     given=(sp.Eq(v, x),), proof=on_regions((u, [x, 2 * x])))
     a, K = sp.symbols("a K", integer=True, positive=True)
     P, M = sp.IndexedBase("P", positive=True), sp.IndexedBase("M", positive=True)
     S = lambda e: sp.Sum(e, (a, 1, K))
@@ -113,9 +111,11 @@ def test_proofs_must_see_the_claim_and_regions_must_cover():
         interval_points(x, [2, 1])
     with pytest.raises(ValueError, match="at least one value"):
         at_values(x, [])
-    with pytest.raises(ValueError, match="at least one point"):
+    with pytest.raises(ValueError, match="at least one cut"):
         on_regions()
-    with pytest.raises(TypeError, match="proof must be a function"):
+    with pytest.raises(TypeError, match="a hand-made point is refused"):
+        on_regions({x: 1})
+    with pytest.raises(TypeError, match="proof must be built by derivations.proofs"):
         Derivation("t").step(x, x, "r", relation="<=", proof=3)
 
 
@@ -183,7 +183,7 @@ def test_bad_input():
 
 def test_solution_sets_of_memberships_and_proofs_on_regions():
     """same_solutions reads ``x ∈ S`` and and/or/not; on_regions(inner=...) proves each region's displayed claim."""
-    r, t = sp.Symbol("r", real=True), sp.Symbol("t", positive=True)
+    r = sp.Symbol("r", real=True)
     c = sp.Symbol("c", real=True)
     ok = same_solutions(r)
     step = lambda lhs, rhs, proof: Derivation("sets").step(lhs, rhs, "solve", relation="<=>", proof=proof)
@@ -192,20 +192,24 @@ def test_solution_sets_of_memberships_and_proofs_on_regions():
     assert step(r**2 >= 4, sp.Not(sp.Contains(r, sp.Interval.open(-2, 2))), ok).verify().verified
     with pytest.raises(DerivationError):
         step(r**2 < 4, sp.Contains(r, sp.Interval(-2, 2)), ok).verify()  # closed: the endpoints differ
-    on_positive = on_regions({c: t}, inner=same_solutions(r))
-    good = step(r * (r - c) < 0, sp.Contains(r, sp.Interval.open(0, c)), on_positive)
-    assert good.verify().proved_by() == {"regions": 1}
+    on_positive = same_solutions(r)
+    good = Derivation("sets").step(r * (r - c) < 0, sp.Contains(r, sp.Interval.open(0, c)), "solve", relation="<=>", proof=on_positive, given=(c > 0,))
+    assert good.verify().proved_by() == {"solution sets": 1}
     with pytest.raises(DerivationError):
         good.perturbed(0).verify()
     with pytest.raises(DerivationError):  # the interval of the other region
-        step(r * (r - c) < 0, sp.Contains(r, sp.Interval.open(c, 0)), on_positive).verify()
+        Derivation("sets").step(r * (r - c) < 0, sp.Contains(r, sp.Interval.open(c, 0)), "solve", relation="<=>", proof=on_positive, given=(c > 0,)).verify()
+    both = on_regions((c, [0]), inner=same_solutions(r))
+    assert step(r * (r - c) < 0, sp.Or(sp.Contains(r, sp.Interval.open(0, c)), sp.Contains(r, sp.Interval.open(c, 0))), both).verify().verified
     with pytest.raises(TypeError, match="inner must be a proof"):
-        on_regions({c: t}, inner=3)
+        on_regions((c, [0]), inner=3)
 
 
 def test_a_proof_of_nothing_is_refused():
-    with pytest.raises(TypeError, match="one argument"):
+    with pytest.raises(TypeError, match="a bare function is not a proof"):
         Derivation("t").step(x, x + 1, "r", relation="<=", proof=lambda: True)
+    with pytest.raises(TypeError, match="a bare function is not a proof"):
+        Derivation("t").step(x, x + 1, "r", relation="<=", proof=lambda claim: True)
 
 
 def test_a_lemma_premise_must_hold_for_the_instance():
@@ -247,3 +251,31 @@ def test_logs_split_only_where_the_signs_allow():
     with pytest.raises(DerivationError):
         Derivation("forced").step(sp.log(u * v), sp.log(u) + sp.log(v), "log of a product").verify()
     assert Derivation("positive").step(sp.log(x * y), sp.log(x) + sp.log(y), "log of a product").verify().verified
+
+
+def test_subs_keeps_the_cursor_of_the_instance():
+    """A ``then`` after ``subs`` continues from the substituted right-hand side (it continued from the old one)."""
+    d = Derivation("instance", start=x + y).then(y + x, "commute").subs({y: 1})
+    d.then(x + 1, "the same")
+    assert d.steps[-1].lhs == x + 1
+    assert d.statement() == (x + 1, "=", x + 1) and d.verify().verified
+
+
+def test_replaced_keeps_the_cursor():
+    """A ``then`` after ``replaced`` continues from the last right-hand side (it had no cursor and raised)."""
+    d = Derivation("double", start=2 * x).then(x + x, "double")
+    e = d.replaced(0, rhs=x * 2)
+    e.then(x + x, "again")
+    assert [st.lhs for st in e.steps] == [2 * x, 2 * x] and e.verify().verified
+    f = Derivation("more", start=x).then(x, "same").then(x, "same").replaced(0, rhs=x)
+    assert f.then(x, "again").steps[-1].lhs == x
+
+
+def test_a_chain_states_its_weakest_relation():
+    """``>`` then ``>=`` states ``>=``; all strict states ``>``; equalities do not weaken."""
+    d = Derivation("chain", start=x + 2).then(x + 1, "drop 1", relation=">", proof=holds).then(x + 1, "same", relation=">=", proof=holds)
+    assert d.statement() == (x + 2, ">=", x + 1)
+    strict = Derivation("strict", start=x + 2).then(x + 1, "drop 1", relation=">", proof=holds).then(x, "drop 1", relation=">", proof=holds)
+    assert strict.statement() == (x + 2, ">", x)
+    mixed = Derivation("mixed", start=x + 2).then(x + 2, "same").then(x, "drop 2", relation=">", proof=holds)
+    assert mixed.statement() == (x + 2, ">", x)

@@ -9,6 +9,7 @@ import torch
 
 from derivations import Derivation
 from derivations import gradient_weights as dgw
+from derivations.proofs import limit_along
 from numeric import (
     PPODiagnostics,
     cispo_loss,
@@ -97,8 +98,8 @@ def test_unknown_method():
             make("trpo")
         with pytest.raises(ValueError, match="method must be one of"):
             make(None)
-    with pytest.raises(ValueError, match="tail must be a shift"):
-        dgw._along_tail(eps_h, 2 * r, r)
+    with pytest.raises(TypeError, match="var must be a SymPy Symbol"):
+        limit_along(2 * r, r)
     with pytest.raises(ValueError, match="method"):
         gradient_weight("trpo", np.ones(2), np.ones(2))
 

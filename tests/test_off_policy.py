@@ -263,9 +263,9 @@ def test_a_wrong_sign_in_the_token_bias_fails():
 def test_truncation_identity_fails_for_clipping_from_below():
     r, C, w = sp.Symbol(r"\rho", positive=True), sp.Symbol("C", positive=True), sp.Symbol("w", real=True)
     from derivations import Derivation
-    from derivations.proofs import interval_points, on_regions
+    from derivations.proofs import on_regions
 
-    bad = Derivation("lower clip").step(w * (sp.Max(r, C) - r), -w * sp.Max(r - C, 0), "slip", proof=on_regions(*interval_points(r, [C], lower=0)))
+    bad = Derivation("lower clip").step(w * (sp.Max(r, C) - r), -w * sp.Max(r - C, 0), "slip", proof=on_regions((r, [C])))
     with pytest.raises(DerivationError):
         bad.verify()
 

@@ -52,7 +52,10 @@ import sympy as sp
 from derivations import derivation as d_derivation
 from derivations import losses as d_losses
 from derivations import off_policy as d_off
+from derivations import canonical as d_canonical
+from derivations import kernel as d_kernel
 from derivations import proofs as d_proofs
+from derivations import regions as d_regions
 from derivations import variants as d_variants
 from derivations.gradient_weights import A as A_SYM, ell as ELL, r as R_SYM, sg
 
@@ -312,16 +315,23 @@ ROWS = [
     Row(d_losses.weight, ("ppo",), {0: "choice"}),
     *[Row(f, (2,), {0: "int"}, ranges={0: [1]}) for f in (d_off.martingale_orthogonality, d_off.turn1_decomposition, d_off.unmasked_feedback_term)],
     # -- derivations: the step machinery and the proofs
-    Row(d_derivation.Claim, (X + 1, "=", 1 + X, None, None, ()), {0: "expr", 1: "choice", 2: "expr", 3: "optional_callable", 4: "mapping", 5: "premises"}),
-    Row(d_derivation.Step, (X + 1, 1 + X, "commute", "=", None, None, None), {0: "expr", 1: "expr", 2: "reason", 3: "choice", 4: "optional_callable", 5: "mapping", 6: "optional_str"}),
+    Row(d_derivation.Claim, (X + 1, "=", 1 + X, None, None, (), ()), {0: "expr", 1: "choice", 2: "expr", 3: "optional_callable", 4: "mapping", 5: "premises", 6: "premises"}),
+    Row(d_derivation.Step, (X + 1, 1 + X, "commute", "=", None, None, (), None), {0: "expr", 1: "expr", 2: "reason", 3: "choice", 4: "proof", 5: "mapping", 6: "conditions", 7: "optional_str"}),
     Row(d_derivation.Derivation, ("a title", X, ("x > 0",), None), {0: "title", 1: "expr", 2: "assumptions", 3: "optional_callable"}, valid=("start:none",)),
     Row(d_derivation.is_zero, (X - X, None, None), {0: "expr", 1: "mapping", 2: "optional_callable"}),
     Row(d_derivation.reason_to_latex, ("a $x$",), {0: "reason"}, valid=("reason:empty",)),  # an empty reason is empty text
-    *[Row(f, (X - 1,), {0: "expr"}) for f in (d_proofs.decide_sign, d_proofs.resolve)],
-    Row(d_proofs.relation_holds, (X**2 + 1, ">=", 2 * X), {0: "expr", 1: "choice", 2: "expr"}),
-    *[Row(f, (CLAIM,), {0: "claim"}) for f in (d_proofs.holds, d_proofs.is_argmin)],
+    Row(d_regions.decide_sign, (X - 1,), {0: "expr"}),
+    Row(_positional(d_regions.resolve, 2, ("keep_variables",), "resolve"), (X - 1, None, False), {0: "expr", 1: "mapping", 2: "bool"}),
+    Row(d_canonical.reject_vacuous_derivatives, (X,), {0: "expr"}),
+    Row(d_kernel.relation_holds, (X**2 + 1, ">=", 2 * X), {0: "expr", 1: "choice", 2: "expr"}),
+    Row(d_kernel.implies, ("=", "<="), {0: "choice", 1: "choice"}),
+    Row(d_kernel.check, (CLAIM, d_proofs.holds), {0: "claim", 1: "proof"}),
+    Row(d_kernel.require_consistent, ((X > 1,),), {0: "premises"}),
+    Row(d_kernel.Verdict, ("expand", None), {0: "title", 1: "optional_str"}),
     Row(d_proofs.interval_points, (X, [1, 2], 0), {0: "symbol", 1: "expr_list", 2: "expr"}, ranges={2: [5]}),
-    Row(_positional(d_proofs.on_regions, 1, ("label", "inner"), "on_regions"), ({X: 1}, "regions", None), {0: "point", 1: "title", 2: "optional_callable"}),
+    Row(_positional(d_proofs.on_regions, 1, ("label", "inner"), "on_regions"), ((X, [1]), "regions", None), {0: "cut", 1: "title", 2: "optional_callable"}),
+    Row(d_proofs.limit_along, (X, 1), {0: "symbol", 1: "expr"}),
+    Row(d_proofs.evaluated_by, ("an enumeration", lambda lhs, rhs: (lhs, rhs), None), {0: "title", 1: "callable"}),
     Row(_positional(d_proofs.by_lemma, 2, ("termwise",), "by_lemma"), (LEMMA, {X: 2}, False), {0: "derivation", 1: "mapping", 2: "bool"}),
     *[Row(f, (X, sp.Interval(0, 1)), {0: "symbol", 1: "set"}) for f in (d_proofs.minimum_over, d_proofs.same_solutions)],
     Row(d_proofs.numerically, (30,), {0: "int"}, ranges={0: [0, 5]}),
@@ -471,6 +481,12 @@ def bad_variants(kind: str, valid):
         return [("string", "x > 0"), ("int item", [3]), ("none", None), ("expression item", [X + 1])]
     if kind == "point":
         return [("empty dict", {}), ("string", "x"), ("none", None)]
+    if kind == "cut":
+        return [("point", {X: 1}), ("string", "x"), ("none", None), ("string breakpoint", (X, ["a"])), ("expression variable", (X + 1, [1]))]
+    if kind == "proof":
+        return [("function", lambda claim: True), ("int", 3), ("string", "holds")]
+    if kind == "conditions":
+        return [("string", "x > 0"), ("expression item", (X + 1,)), ("false", (sp.false,)), ("none", None)]
     if kind == "derivation":
         return [("string", "lemma"), ("none", None), ("step", d_derivation.Step(X, X, "same"))]
     if kind == "values":

@@ -86,8 +86,10 @@ class DerivationDirective(SphinxDirective):
             block["label"] = self.options["label"]
         container += block
         counts = ", ".join(f"{n}× {how}" for how, n in d.proved_by().items())
+        partial = [st.badge for st in d.steps if st.badge]
+        caveat = f"; {len(partial)} of them checked only partly, as boxed beside the step" if partial else ""
         status = nodes.paragraph(classes=["derivation-status"])
-        status += nodes.Text(f"✓ Verified by SymPy at build time: {len(d.steps)} steps ({counts}). Source: ")
+        status += nodes.Text(f"✓ Verified by the proof kernel at build time: {len(d.steps)} steps ({counts}){caveat}. Source: ")
         status += nodes.literal(text=source)
         container += status
         return [container]

@@ -57,6 +57,8 @@ def _topic(name: str, *extra: str) -> tuple[str, ...]:
     return (f"tests/test_{name}.py", suites(name), f"numeric/{name}.py", *extra)
 
 
+_KERNEL = ("tests/test_kernel.py",)
+
 MUTANTS = [
     # -- the check registry and the toy LM
     Mutant("check_signed", "numeric/checks.py", "abs(self.value) <= self.tol", "self.value <= self.tol",
@@ -158,6 +160,30 @@ MUTANTS = [
            "log_s = log_s + (delta - delta.detach())", _topic("losses"), "GSPO-token's gradient adds the sequence ratio's"),
     Mutant("dual_clip_side", "numeric/losses.py", "loss = torch.where(neg_A > 0, torch.minimum(loss, neg_A * dual_clip), loss)",
            "loss = torch.where(neg_A < 0, torch.minimum(loss, neg_A * dual_clip), loss)", _topic("losses"), "dual clip applied to positive advantages"),
+
+    # -- the proof kernel: each of its decisions (issue 16)
+    Mutant("kernel_strict_as_weak", "derivations/kernel.py", 'return at_least(left - right, relation in ("<", ">"))',
+           "return at_least(left - right, False)", _KERNEL, "relation_holds decides x > x as x >= x"),
+    Mutant("resolver_strict_as_weak", "derivations/regions.py", 'strict = rel.rel_op in (">", "<")', "strict = False",
+           _KERNEL, "the branch resolver takes x > 0 to hold at x = 0"),
+    Mutant("lemma_weak_proves_strict", "derivations/kernel.py", '"<=": {"<="}, ">=": {">="}', '"<=": {"<=", "<"}, ">=": {">=", ">"}',
+           _KERNEL, "by_lemma accepts a <= lemma for a displayed <"),
+    Mutant("regions_one_region", "derivations/kernel.py", "points = covering_points(self.cuts, claim.premises, claim.given)",
+           "points = covering_points(self.cuts, claim.premises, claim.given)[:1]", _KERNEL, "on_regions accepts a claim that holds on one region"),
+    Mutant("regions_closed_end_dropped", "derivations/kernel.py", "if i == 0 and lo_closed and lo != -sp.oo:", "if False:",
+           _KERNEL, "a closed end of the domain (x >= 0 at x = 0) is not a region"),
+    Mutant("argmin_no_curvature", "derivations/kernel.py", "if curvature.has(v) or not at_least(curvature, True):", "if False:",
+           _KERNEL, "is_argmin without its curvature check: a maximiser passes"),
+    Mutant("premises_unchecked", "derivations/kernel.py", "    require_consistent(claim.conditions)\n    if claim.facts:", "    if claim.facts:",
+           _KERNEL, "contradictory premises discharge a claim"),
+    Mutant("chain_strongest_relation", "derivations/derivation.py", "strict = relations == {direction}", "strict = direction in relations",
+           _KERNEL, "a chain > then >= states >"),
+    Mutant("lemma_assumptions_unchecked", "derivations/kernel.py", 'if getattr(s, f"is_{key}", None) is True and not _satisfies',
+           'if False and getattr(s, f"is_{key}", None) is True and not _satisfies', _KERNEL, "a lemma about a positive p used at p = -1"),
+    Mutant("facts_trusted", "derivations/kernel.py", "        justify_facts(claim.facts, claim.conditions, claim.unfold)", "        pass",
+           _KERNEL, "facts={x: 1} out of nowhere is taken on trust"),
+    Mutant("numeric_margin_dropped", "derivations/kernel.py", "abs(gap) <= scale * sp.Float(10) ** (5 - self.digits)", "abs(gap) <= 0",
+           _KERNEL, "numerically accepts a gap it cannot tell from rounding"),
 ]
 
 

@@ -1,0 +1,308 @@
+"""Attacks on the proof kernel: each false derivation is refused, naming the step and the reason.
+
+Each class of hole is tried with its near variants (strict vs non-strict,
+covering vs non-covering, consistent vs contradictory, instance vs identity,
+fact stated vs fact invented, a kernel proof vs a bare callable), and the true
+near variant is accepted, so the suite cannot pass by refusing everything.
+"""
+
+import sys
+from pathlib import Path
+
+import pytest
+import sympy as sp
+
+from derivations import Derivation, DerivationError, kernel
+from derivations.proofs import (
+    Argmin,
+    at_values,
+    by_lemma,
+    holds,
+    is_argmin,
+    numerically,
+    on_regions,
+)
+from derivations.regions import resolve
+
+x = sp.Symbol("x", real=True)
+p = sp.Symbol("p", positive=True)
+t = sp.Symbol("t", positive=True)
+
+
+def refused(d: Derivation, *reason: str) -> str:
+    """The refusal message of ``d.verify()``; it must name step 1 and each of ``reason``."""
+    with pytest.raises(DerivationError) as info:
+        d.verify()
+    message = str(info.value)
+    assert "step 1" in message and "does not hold" in message, message
+    for part in reason:
+        assert part in message, message
+    assert not d.verified
+    return message
+
+
+def accepted(d: Derivation) -> Derivation:
+    assert d.verify().verified
+    return d
+
+
+# ---------------------------------------------------------------- regions
+
+
+def test_regions_must_cover_the_real_line():
+    """The old hole: one region's point made Max(x, 0) = x verify.  A hand-made point is refused outright."""
+    with pytest.raises(TypeError, match="hand-made point is refused"):
+        on_regions({x: t})
+    refused(Derivation("cover").step(sp.Max(x, 0), x, "cases", proof=on_regions((x, [0]))), "regions proof does not establish it")
+    accepted(Derivation("cover").step(sp.Max(x, 0), x / 2 + sp.Abs(x) / 2, "cases", proof=on_regions((x, [0]))))
+
+
+def test_a_claim_false_on_one_region_only_is_refused():
+    """Max(x, 0) = 0 holds below and at 0, fails above: every region counts, not the first."""
+    refused(Derivation("last region").step(sp.Max(x, 0), sp.Integer(0), "cases", proof=on_regions((x, [0]))), "regions")
+    accepted(Derivation("half line", assumptions=[x <= 0]).step(sp.Max(x, 0), sp.Integer(0), "cases", proof=on_regions((x, [-1]))))
+
+
+def test_the_domain_comes_from_assumptions_and_premises_not_from_the_caller():
+    """Max(x, 0) = x is true for x > 0: a positive symbol or a premise gives the domain; a real x without one does not."""
+    accepted(Derivation("positive").step(sp.Max(p, 0), p, "cases", proof=on_regions((p, [1]))))
+    accepted(Derivation("premise", assumptions=[x > 0]).step(sp.Max(x, 0), x, "cases", proof=on_regions((x, [1]))))
+    refused(Derivation("real").step(sp.Max(x, 0), x, "cases", proof=on_regions((x, [1]))), "regions")
+
+
+def test_a_closed_end_is_a_region_of_its_own():
+    """With x >= 0 the point x = 0 is admissible: |x| > 0 is refused there; with x > 0 it is accepted."""
+    refused(Derivation("closed", assumptions=[x >= 0]).step(sp.Abs(x), sp.Integer(0), "cases", relation=">", proof=on_regions((x, [1]))))
+    accepted(Derivation("open", assumptions=[x > 0]).step(sp.Abs(x), sp.Integer(0), "cases", relation=">", proof=on_regions((x, [1]))))
+
+
+def test_breakpoints_outside_the_domain_or_out_of_order_are_refused():
+    refused(Derivation("outside").step(sp.Max(p, 0), p, "cases", proof=on_regions((p, [-1]))), "does not lie inside the domain")
+    refused(Derivation("order").step(sp.Max(x, 0), x / 2 + sp.Abs(x) / 2, "cases", proof=on_regions((x, [1, 0]))), "not provably increasing")
+
+
+def test_a_kink_decided_strictly():
+    """The branch x > 0 does not hold at x = 0: a claim that differs only at the kink is refused."""
+    left, right = sp.Piecewise((1, x > 0), (0, True)), sp.Piecewise((1, x >= 0), (0, True))
+    refused(Derivation("kink").step(left, right, "cases", proof=on_regions((x, [0]))))
+    accepted(Derivation("kink", assumptions=[x > 0]).step(left, right, "cases", proof=on_regions((x, [1]))))
+    assert resolve(left, {x: 0}) == 0 and resolve(right, {x: 0}) == 1
+    # a condition SymPy leaves unevaluated (its two sides differ only in form): the resolver's own strict decision
+    same = sp.Gt((p + 1) ** 2, p**2 + 2 * p + 1, evaluate=False)
+    assert same.subs(p, 2) is sp.false and resolve(sp.Piecewise((1, same), (0, True))) == 0
+    accepted(Derivation("unevaluated").step(sp.Piecewise((1, same), (0, True)), sp.Integer(0), "decide", proof=holds))
+    refused(Derivation("unevaluated").step(sp.Piecewise((1, same), (0, True)), sp.Integer(1), "decide", proof=holds))
+    weak = sp.Ge((p + 1) ** 2, p**2 + 2 * p + 1, evaluate=False)
+    accepted(Derivation("unevaluated").step(sp.Piecewise((1, weak), (0, True)), sp.Integer(1), "decide", proof=holds))
+
+
+# ---------------------------------------------------------------- relations
+
+
+def test_a_strict_relation_needs_a_strict_proof():
+    """x >= x holds, x > x does not; the chain of a step decided non-strictly cannot show a strict sign."""
+    refused(Derivation("strict").step(p, p, "same", relation=">", proof=holds), "sign decided proof does not establish it")
+    accepted(Derivation("non-strict").step(p, p, "same", relation=">=", proof=holds))
+    accepted(Derivation("strict").step(p + 1, p, "one more", relation=">", proof=holds))
+    refused(Derivation("square").step(x**2, sp.Integer(0), "a square", relation=">", proof=holds))
+    accepted(Derivation("square").step(x**2, sp.Integer(0), "a square", relation=">=", proof=holds))
+
+
+def test_a_chain_states_its_weakest_relation_and_a_lemma_uses_only_that():
+    y = sp.Symbol("y", real=True)
+    chain = Derivation("chain", start=y + 2).then(y + 1, "drop 1", relation=">", proof=holds).then(y + 1, "same", relation=">=", proof=holds)
+    assert chain.statement() == (y + 2, ">=", y + 1)
+    refused(Derivation("use").step(x + 2, x + 1, "lemma", relation=">", proof=by_lemma(chain, {y: x})),
+            "establishes '>='", "does not prove the displayed '>'")
+    accepted(Derivation("use").step(x + 2, x + 1, "lemma", relation=">=", proof=by_lemma(chain, {y: x})))
+
+
+# ---------------------------------------------------------------- lemmas
+
+
+def _positive_lemma() -> Derivation:
+    return Derivation("p is positive").step(p, sp.Integer(0), "assumption", relation=">", proof=holds)
+
+
+def test_a_lemma_instance_must_satisfy_the_symbol_assumptions():
+    """A lemma about a positive p used at p = -1 would show -1 > 0."""
+    refused(Derivation("abuse").step(sp.Integer(-1), sp.Integer(0), "lemma", relation=">", proof=by_lemma(_positive_lemma(), {p: -1})),
+            "assumes p positive", "not provably positive")
+    accepted(Derivation("use").step(sp.Integer(2), sp.Integer(0), "lemma", relation=">", proof=by_lemma(_positive_lemma(), {p: 2})))
+    refused(Derivation("real").step(x, sp.Integer(0), "lemma", relation=">", proof=by_lemma(_positive_lemma(), {p: x})), "assumes p positive")
+    accepted(Derivation("premise", assumptions=[x > 0]).step(x, sp.Integer(0), "lemma", relation=">", proof=by_lemma(_positive_lemma(), {p: x})))
+
+
+def test_a_non_strict_lemma_does_not_prove_a_strict_claim():
+    y = sp.Symbol("y", real=True)
+    weak = Derivation("square").step(y**2, sp.Integer(0), "a square", relation=">=", proof=holds)
+    refused(Derivation("strict").step(p**2, sp.Integer(0), "lemma", relation=">", proof=by_lemma(weak, {y: p})),
+            "establishes '>='", "does not prove the displayed '>'")
+    accepted(Derivation("non-strict").step(p**2, sp.Integer(0), "lemma", relation=">=", proof=by_lemma(weak, {y: p})))
+    strong = Derivation("plus one").step(y**2 + 1, sp.Integer(0), "positive", relation=">", proof=holds)
+    accepted(Derivation("weaker").step(x**2 + 1, sp.Integer(0), "lemma", relation=">=", proof=by_lemma(strong, {y: x})))
+
+
+def test_a_termwise_strict_lemma_proves_only_a_non_strict_sum():
+    y = sp.Symbol("y", real=True)
+    a, K = sp.symbols("a K", integer=True, positive=True)
+    P = sp.IndexedBase("P", real=True)
+    strong = Derivation("plus one").step(y**2 + 1, y**2, "one more", relation=">", proof=holds)
+    S = lambda e: sp.Sum(e, (a, 1, K))
+    refused(Derivation("sum").step(S(P[a] ** 2 + 1), S(P[a] ** 2), "termwise", relation=">", proof=by_lemma(strong, {y: P[a]}, termwise=True)))
+    accepted(Derivation("sum").step(S(P[a] ** 2 + 1), S(P[a] ** 2), "termwise", relation=">=", proof=by_lemma(strong, {y: P[a]}, termwise=True)))
+
+
+def test_a_lemma_premise_must_hold_for_the_instance():
+    c = sp.Symbol("c", real=True)
+    lemma = Derivation("c at least one", assumptions=[c >= 1]).step(c, sp.Integer(0), "from c >= 1", relation=">", proof=holds)
+    refused(Derivation("half").step(sp.Rational(1, 2), sp.Integer(0), "lemma", relation=">", proof=by_lemma(lemma, {c: sp.Rational(1, 2)})),
+            "premise c >= 1 does not hold")
+    accepted(Derivation("two").step(sp.Integer(2), sp.Integer(0), "lemma", relation=">", proof=by_lemma(lemma, {c: 2})))
+
+
+# ---------------------------------------------------------------- premises
+
+
+def test_contradictory_premises_discharge_nothing():
+    """x > 1 and x < 0 (or False) cannot make anything true; x > 1 and x < 2 can."""
+    refused(Derivation("contradiction", assumptions=[x > 1, x < 0]).step(x, sp.Integer(0), "premises", relation=">", proof=holds),
+            "premises are contradictory")
+    refused(Derivation("contradiction", assumptions=[x > 1, x < 0]).step(x, x + 1, "anything"), "premises are contradictory")
+    accepted(Derivation("consistent", assumptions=[x > 1, x < 2]).step(x, sp.Integer(0), "premises", relation=">", proof=holds))
+    with pytest.raises(ValueError, match="False is not an assumption"):
+        Derivation("false", assumptions=[sp.false])
+    with pytest.raises(ValueError, match="False is not a condition"):
+        Derivation("false").step(x, x, "r", given=(sp.false,))
+
+
+def test_contradictory_premises_do_not_discharge_a_lemma_premise():
+    c = sp.Symbol("c", real=True)
+    lemma = Derivation("c at least one", assumptions=[c >= 1]).step(c, sp.Integer(0), "from c >= 1", relation=">", proof=holds)
+    refused(Derivation("abuse", assumptions=[c >= 1, c < 0]).step(c, sp.Integer(0), "lemma", relation=">", proof=by_lemma(lemma)),
+            "premises are contradictory")
+    accepted(Derivation("use", assumptions=[c >= 1]).step(c, sp.Integer(0), "lemma", relation=">", proof=by_lemma(lemma)))
+
+
+def test_a_contradiction_between_two_variables_is_found():
+    y = sp.Symbol("y", real=True)
+    refused(Derivation("cycle", assumptions=[x > y + 1, x < y]).step(x, y, "premises", relation=">", proof=holds), "contradictory")
+    accepted(Derivation("chain", assumptions=[x > y + 1]).step(x, y, "premises", relation=">", proof=holds))
+
+
+# ---------------------------------------------------------------- instances
+
+
+def test_instance_checks_carry_a_badge_on_the_page():
+    """x^2 = x checked at x = 0 and 1 verifies as instances only, and the page says so."""
+    d = accepted(Derivation("instances").step(x**2, x, "at two points", proof=at_values(x, [0, 1])))
+    assert d.steps[0].badge == "checked at $x = 0, 1$ only"
+    assert r"\boxed{\text{checked at }x = 0, 1\text{ only}}" in d.to_latex()
+    refused(Derivation("instances").step(x**2, x, "at three points", proof=at_values(x, [0, 1, 2])), "does not establish")
+    n = accepted(Derivation("number").step(sp.pi, sp.Integer(3), "evaluate", relation=">", proof=numerically(30)))
+    assert "checked numerically to 30 digits" in n.to_latex()
+    identity = accepted(Derivation("identity").step((x + 1) ** 2, x**2 + 2 * x + 1, "expand"))
+    assert identity.steps[0].badge is None and r"\boxed" not in identity.to_latex()
+
+
+def test_the_directive_shows_the_badge(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs" / "_ext"))
+    from derivation_directive import _call  # noqa: F401 - the directive renders d.to_latex(), badges included
+
+    d = accepted(Derivation("instances").step(x**2, x, "at two points", proof=at_values(x, [0, 1])))
+    assert "checked at" in d.to_latex()
+
+
+def test_numerically_refuses_a_gap_below_its_margin():
+    """A gap of 1e-40 cannot be told from rounding at 30 digits: refused, even though true."""
+    close = sp.Rational(sp.floor(sp.pi * 10**40), 10**40)
+    refused(Derivation("tiny gap").step(sp.pi, close, "evaluate", relation=">", proof=numerically(30)))
+    accepted(Derivation("tiny gap").step(sp.pi, close, "evaluate", relation=">", proof=numerically(60)))
+
+
+# ---------------------------------------------------------------- facts
+
+
+def test_an_invented_fact_is_refused_and_a_stated_one_accepted():
+    """facts={x: 1} out of nowhere makes x^2 = x verify; as a premise shown on the page it is honest."""
+    refused(Derivation("invented").step(x**2, x, "x = 1", facts={x: 1}), "the fact x = 1 is neither a stated premise nor verified")
+    accepted(Derivation("stated", assumptions=[sp.Eq(x, 1)]).step(x**2, x, "x = 1", facts={x: 1}))
+    accepted(Derivation("given").step(x**2, x, "at x = 1", given=(sp.Eq(x, 1),)))
+    verified = accepted(Derivation("verified").step(sp.Symbol("u") * (x + 1) ** 2, sp.Symbol("u") * (x**2 + 2 * x + 1), "expand",
+                                                   facts={(x + 1) ** 2: x**2 + 2 * x + 1}))
+    assert verified.verified
+
+
+def test_a_sum_replaced_by_a_wrong_value_is_refused():
+    a, K = sp.symbols("a K", integer=True, positive=True)
+    q = sp.IndexedBase("q", positive=True)
+    total = sp.Sum(q[a], (a, 1, K))
+    stated = [sp.Eq(total, 1)]
+    refused(Derivation("wrong", assumptions=stated).step(2 * total, sp.Integer(4), "sum", facts={total: 2}), "the fact")
+    accepted(Derivation("right", assumptions=stated).step(2 * total, sp.Integer(2), "sum", facts={total: 1}))
+
+
+def test_given_conditions_are_shown_with_the_step():
+    d = accepted(Derivation("case").step(sp.Max(x, 0), x, "on x > 0", proof=holds, given=(x > 0,)))
+    assert r"\boxed{\text{given } x > 0}" in d.to_latex()
+    refused(Derivation("case").step(sp.Max(x, 0), x, "on x < 0", proof=holds, given=(x < 0,)))
+
+
+# ---------------------------------------------------------------- what a proof is
+
+
+def test_a_bare_callable_is_not_a_proof():
+    for fake in (lambda claim: True, lambda: True, print, 3):
+        with pytest.raises(TypeError, match="proof must be built by derivations.proofs"):
+            Derivation("fake").step(x, x + 1, "trust me", relation="<=", proof=fake)
+
+
+def test_a_proof_kind_made_outside_the_kernel_is_refused():
+    """Subclassing the kernel's Proof does not make a proof: the kernel accepts its own kinds only."""
+
+    class Liar(kernel.Proof):
+        name = "liar"
+
+        def establish(self, claim):
+            return kernel.Established(claim.lhs, claim.relation, claim.rhs)
+
+    claim = kernel.Claim(x, "=", x + 1)
+    with pytest.raises(TypeError, match="a bare function is not a proof"):
+        kernel.check(claim, Liar())
+    with pytest.raises(TypeError, match="a bare function is not a proof"):
+        Derivation("liar").step(x, x + 1, "trust me", proof=Liar())
+
+
+def test_a_proof_of_another_claim_is_refused():
+    """A lemma about something else does not prove the displayed step."""
+    y = sp.Symbol("y", real=True)
+    lemma = Derivation("square").step(y**2, sp.Integer(0), "a square", relation=">=", proof=holds)
+    refused(Derivation("other").step(x**2 + 1, sp.Integer(0), "lemma", relation=">=", proof=by_lemma(lemma, {y: x})), "not the displayed claim")
+
+
+def test_the_argmin_needs_positive_curvature():
+    """(y - 3)^2 has its minimum at 3; -(y - 3)^2 has a maximum there and is refused."""
+    y = sp.Symbol("y", real=True)
+    accepted(Derivation("min").step(Argmin((y - 3) ** 2, y), sp.Integer(3), "stationary, convex", proof=is_argmin))
+    refused(Derivation("max").step(Argmin(-((y - 3) ** 2), y), sp.Integer(3), "stationary", proof=is_argmin))
+    refused(Derivation("flat").step(Argmin(y - y + 1, y), sp.Integer(3), "stationary", proof=is_argmin))
+
+
+def test_a_lemma_checked_only_partly_or_under_conditions_is_no_lemma():
+    """x^2 = x at x = 0, 1, or given x = 1, must not become x^2 = x for every x through by_lemma."""
+    y = sp.Symbol("y", real=True)
+    at_two = Derivation("instances").step(y**2, y, "at two points", proof=at_values(y, [0, 1]))
+    refused(Derivation("abuse").step(x**2, x, "lemma", proof=by_lemma(at_two, {y: x})), "checked only partly")
+    given = Derivation("case").step(y**2, y, "at y = 1", given=(sp.Eq(y, 1),))
+    with pytest.raises(ValueError, match="states nothing unconditional"):
+        given.statement()
+    refused(Derivation("abuse").step(x**2, x, "lemma", proof=by_lemma(given, {y: x})), "states nothing usable")
+    general = Derivation("identity").step((y + 1) ** 2, y**2 + 2 * y + 1, "expand")
+    accepted(Derivation("use").step((x + 1) ** 2, x**2 + 2 * x + 1, "lemma", proof=by_lemma(general, {y: x})))
+
+
+def test_the_argmin_lies_in_the_variable_domain():
+    """For a positive v the minimiser of (v + 1)^2 over the reals, -1, is not an argmin over v > 0."""
+    v = sp.Symbol("v", positive=True)
+    refused(Derivation("outside").step(Argmin((v + 1) ** 2, v), sp.Integer(-1), "stationary", proof=is_argmin), "not provably positive")
+    accepted(Derivation("inside").step(Argmin((v - 1) ** 2, v), sp.Integer(1), "stationary", proof=is_argmin))
