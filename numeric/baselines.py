@@ -31,7 +31,7 @@ from ._validate import compute_dtype, like, masked_inputs, require_finite, requi
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, token_score_sqnorms
 from .score_function import autograd_gradient
-from .tinylm import TinyLM, _check_lm, check_theta, real_tensor, _check_reward, default_reward, score_matrix
+from .tinylm import TinyLM, check_lm, check_theta, real_tensor, check_rewards, default_reward, score_matrix
 
 __all__ = [
     "action_dependent_bias",
@@ -69,9 +69,9 @@ def baseline_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, bas
     >>> maxabs(baseline_gradient(lm, lm.theta0, R, 5.0), baseline_gradient(lm, lm.theta0, R, 0.0)) < 1e-14
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = _check_reward(lm, reward)
+    reward = check_rewards(lm, reward, "reward")
     if isinstance(baseline, torch.Tensor):
         baseline = real_tensor("baseline", baseline)
         if baseline.shape not in ((lm.N,), (lm.N, lm.L)):
@@ -102,7 +102,7 @@ def prefix_baseline(lm: TinyLM, values: torch.Tensor) -> torch.Tensor:
     >>> B[lm.seqs.index((2, 1, 0))].tolist()   # rows of (), (2,), (2, 1)
     [0.0, 2.0, 7.0, 0.0]
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     values = real_tensor("values", values)
     if values.shape != (lm.n_prefixes,):
         raise ValueError(f"values must have shape ({lm.n_prefixes},), one number per prefix; got {tuple(values.shape)}")
@@ -148,7 +148,7 @@ def action_dependent_bias(lm: TinyLM, theta: torch.Tensor, table: torch.Tensor) 
     >>> maxabs(bias, action_dependent_bias(lm, lm.theta0, table)) < 1e-14
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
     table = real_tensor("table", table)
     if table.shape != (lm.n_prefixes, lm.V):
@@ -187,9 +187,9 @@ def variance_terms(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> dic
     >>> [abs(t[f"A_{k}"] - float(p @ (C ** (2 - k) * sq))) < 1e-13 for k in range(3)]
     [True, True, True]
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = _check_reward(lm, reward)
+    reward = check_rewards(lm, reward, "reward")
     p = lm.probs(theta.detach())
     sq = token_score_sqnorms(lm, theta).sum(1)
     g = expected_score_sum(lm, theta, reward)
@@ -208,7 +208,7 @@ def _variance_formula():
 @cache
 def _optimal_formula():
     A = sp.symbols("A_0:3")
-    b_star = derived.optimal_baseline().steps[1].rhs.subs(dict(zip(derived.variance_coefficients(), A)))
+    b_star = derived.optimal_baseline_formula().subs(dict(zip(derived.variance_coefficients(), A)))
     return sp.lambdify(A, b_star, "numpy")
 
 
@@ -372,11 +372,11 @@ def reinforce_per_sample(lm: TinyLM, theta: torch.Tensor, samples: torch.Tensor,
     >>> lm = TinyLM()
     >>> idx, A = torch.tensor([3, 40, 3]), torch.tensor([1.0, -0.5, 2.0])
     >>> th = lm.theta0.clone().requires_grad_(True)
-    >>> (g_loss,) = torch.autograd.grad(reinforce_loss(lm.seq_logprob(th)[idx], A), th)
+    >>> (g_loss,) = torch.autograd.grad(reinforce_loss(lm.sequence_log_prob(th)[idx], A), th)
     >>> maxabs(reinforce_per_sample(lm, lm.theta0, idx, A), -g_loss) < 1e-15
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
     samples, advantages = _check_samples(lm, samples, advantages)
     th = theta.detach().clone().requires_grad_(True)
@@ -422,9 +422,9 @@ def reinforce_monte_carlo(
     >>> bool(z.max() < 4)
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = _check_reward(lm, reward)
+    reward = check_rewards(lm, reward, "reward")
     baseline = require_real("baseline", baseline)
     n = require_int("n", n, minimum=2)
     require_int("seed", seed)
@@ -472,7 +472,7 @@ def cross_checks() -> None:
     check("binary R: b* > E[R] exactly when E[||s||^2 | R=1] > E[||s||^2 | R=0] (mismatches)", float((success > failure) != (b_star > ER)), 0.0)
 
     # the two-armed bandit: the derived closed form against the definition, non-binary rewards
-    closed_form = sp.lambdify(sp.symbols("p R_1 R_2"), derived.bandit_optimal_baseline().steps[1].rhs)
+    closed_form = sp.lambdify(sp.symbols("p R_1 R_2"), derived.bandit_optimal_baseline_formula())
     worst = 0.0
     for prob, R1, R2 in ((0.1, 2.0, -0.5), (0.7, 1.0, 3.0)):
         pi = torch.tensor([prob, 1 - prob])
@@ -485,14 +485,14 @@ def cross_checks() -> None:
     idx = torch.multinomial(p, 2000, replacement=True, generator=gen)
     A = R[idx] - ER
     th = theta.clone().requires_grad_(True)
-    (grad_loss,) = torch.autograd.grad(reinforce_loss(lm.seq_logprob(th)[idx], A), th)
+    (grad_loss,) = torch.autograd.grad(reinforce_loss(lm.sequence_log_prob(th)[idx], A), th)
     check("per-sample loop == one backward through -mean(sg(A) log pi)", maxabs(reinforce_per_sample(lm, theta, idx, A), -grad_loss), 1e-13)
-    padded = torch.where(lm.mask[idx] > 0, lm.token_logprobs(th)[idx], -math.inf)  # a padding sentinel, as trainers leave it
+    padded = torch.where(lm.mask[idx] > 0, lm.token_log_probs(th)[idx], -math.inf)  # a padding sentinel, as trainers leave it
     (grad_token_loss,) = torch.autograd.grad(reinforce_loss(padded, A, lm.mask[idx]), th)
     check("token-level [B, T] masked loss, -inf on padding: same gradient as the sequence-level loss", maxabs(grad_token_loss, grad_loss), 1e-14)
     # an advantage that carries a gradient (a baseline computed from theta) must be stopped
     A_live = R[idx] - lm.probs(th) @ R
-    (grad_live,) = torch.autograd.grad(reinforce_loss(lm.seq_logprob(th)[idx], A_live), th)
+    (grad_live,) = torch.autograd.grad(reinforce_loss(lm.sequence_log_prob(th)[idx], A_live), th)
     check("advantage that requires grad: the loss stops it (gradient == loop with A as numbers)", maxabs(-grad_live, reinforce_per_sample(lm, theta, idx, A_live.detach())), 1e-13)
     g_mc, se = reinforce_monte_carlo(lm, theta, R, ER, n=400_000, seed=12)
     live = se > 0

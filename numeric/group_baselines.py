@@ -41,7 +41,7 @@ from ._validate import (
 )
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum
-from .tinylm import TinyLM, _check_lm, check_theta, _check_reward, default_reward, score_matrix
+from .tinylm import TinyLM, check_lm, check_theta, check_rewards, default_reward, score_matrix
 
 __all__ = [
     "binary_reward_weight",
@@ -120,7 +120,7 @@ def group_mean_advantages(reward):
             [ 0.0000,  0.0000,  0.0000,  0.0000]])
     """
     r, dtype, kind = _rewards(reward)
-    return like(kind, _centred(r).to(dtype))
+    return like(kind, centred_rewards(r).to(dtype))
 
 
 def rloo_advantages(reward):
@@ -147,13 +147,13 @@ def rloo_advantages(reward):
     """
     r, dtype, kind = _rewards(reward, minimum=2)
     G = r.shape[-1]
-    return like(kind, (G / (G - 1) * _centred(r)).to(dtype))
+    return like(kind, (G / (G - 1) * centred_rewards(r)).to(dtype))
 
 
 _DDOF = {"population": 0, "bessel": 1}
 
 
-def _centred(r: torch.Tensor) -> torch.Tensor:
+def centred_rewards(r: torch.Tensor) -> torch.Tensor:
     r"""Deviations :math:`R_i - \bar R` over the last dimension, accurate when the rewards nearly tie.
 
     Subtracting the first reward first is exact for values within a factor of
@@ -164,6 +164,9 @@ def _centred(r: torch.Tensor) -> torch.Tensor:
     """
     d = r - r[..., :1]
     return d - d.mean(-1, keepdim=True)
+
+
+_centred = centred_rewards  # the old private name, for numeric.losses until it imports centred_rewards
 
 
 def group_zscore_advantages(reward, eps: float = 1e-8, std: str = "population"):
@@ -220,7 +223,7 @@ def group_zscore_advantages(reward, eps: float = 1e-8, std: str = "population"):
         raise ValueError(f"std must be one of {sorted(_DDOF)}, got {std!r}")
     eps = require_nonnegative("eps", eps)
     r, dtype, kind = _rewards(reward, minimum=1 + _DDOF[std])
-    centred = _centred(r)
+    centred = centred_rewards(r)
     scale = centred.abs().amax(-1, keepdim=True)
     equal = scale == 0
     scale = torch.where(equal, torch.ones_like(scale), scale)
@@ -363,9 +366,9 @@ def exact_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, 
     >>> float((g - expected_score_sum(lm, lm.theta0, R)).abs().max()) < 1e-12
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    R = _check_reward(lm, reward)
+    R = check_rewards(lm, reward, "reward")
     p = lm.probs(theta.detach())
     values, inverse = torch.unique(R, return_inverse=True)
     probs = torch.zeros_like(values).index_add_(0, inverse, p)
@@ -392,9 +395,9 @@ def brute_force_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Te
     >>> float((bf - exact_group_gradient(lm, lm.theta0, R, 2, rloo_advantages)).abs().max()) < 1e-13
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    R = _check_reward(lm, reward)
+    R = check_rewards(lm, reward, "reward")
     G = require_int("G", G, minimum=1)
     if G > 3:
         raise ValueError(f"G must be <= 3 for brute force ({lm.N}^G tuples), got {G}")

@@ -400,8 +400,8 @@ def confirm_token(report, loss, constants: dict):
         raise TypeError(f"loss must be a scalar sympy expression (one token's loss), got {type(loss).__name__}")
     values = _values(derived._constants(constants))
     lm, old, theta, adv = _tokens()
-    ell = lm.token_logprobs(theta)
-    ell0 = lm.token_logprobs(old).detach()
+    ell = lm.token_log_probs(theta)
+    ell0 = lm.token_log_probs(old).detach()
     ratio = torch.exp(ell - ell0)
     env = {gw.ell: ell, gw.ell0: ell0, gw.r: ratio, gw.A: adv, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
     keep = lm.mask.bool() & ~_near_kink(ratio.detach(), derived._breakpoints(loss), values)
@@ -494,8 +494,8 @@ def _runs(sign: int, r: torch.Tensor, flags: torch.Tensor) -> list:
 def _callable_on_tokens(fn) -> tuple:
     """The callable is per-token (each token's loss alone equals its entry of the batched loss), and autograd through TinyLM is the chain rule."""
     lm, old, theta, adv = _tokens()
-    ell = lm.token_logprobs(theta)
-    ell0 = lm.token_logprobs(old).detach()
+    ell = lm.token_log_probs(theta)
+    ell0 = lm.token_log_probs(old).detach()
     out = fn(ell, ell0, adv)
     if not isinstance(out, torch.Tensor) or out.shape != ell.shape:
         raise ValueError(f"loss must return one loss per token, shape {tuple(ell.shape)}")

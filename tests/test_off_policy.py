@@ -288,7 +288,7 @@ def test_agent_scores_are_the_autograd_jacobian(stale):
     _, theta, _ = models._agent_tables()
     rows = [(y1, op.feedback_token(y1), y2) for y1 in range(4) for y2 in range(4) for _ in (0, 1)]
     y1, f, y2 = (torch.tensor(c) for c in zip(*rows))
-    jac = torch.autograd.functional.jacobian(lambda th: models._agent_token_logprobs(th, y1, f, y2), theta)
+    jac = torch.autograd.functional.jacobian(lambda th: models._agent_token_log_probs(th, y1, f, y2), theta)
     assert float((jac - stale.scores).abs().max()) < 1e-15
 
 

@@ -47,13 +47,13 @@ def test_token_scores_match_autograd(lm):
     th = perturb(lm.theta0, 0.5, seed=1)
     T = token_score_tensor(lm, th)
     x = th.clone().requires_grad_(True)
-    lp = lm.token_logprobs(x)
+    lp = lm.token_log_probs(x)
     for n in range(0, lm.N, 7):
         for t in range(lm.L):
             g = torch.autograd.grad(lp[n, t], x, retain_graph=True)[0]
             assert float((g - T[n, t]).abs().max()) < 1e-15
     S = score_matrix(lm, th)
-    jac = torch.autograd.functional.jacobian(lm.seq_logprob, th)
+    jac = torch.autograd.functional.jacobian(lm.sequence_log_prob, th)
     assert float((jac - S).abs().max()) < 1e-14
 
 

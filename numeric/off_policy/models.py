@@ -24,7 +24,7 @@ import torch
 
 from derivations import off_policy as dop
 
-from .._validate import require_cap, require_finite, require_int, require_nonnegative, require_real, to_tensor
+from .._validate import require_cap, require_finite, require_finite_real, require_int, to_tensor
 from ..tinylm import TinyLM, perturb, token_score_tensor
 from .weights import (
     geometric_sequence_mask,
@@ -79,20 +79,6 @@ r"""Every correction scheme of the chapter: name -> weight function of ``(log_pr
 
 
 # ------------------------------------------------------------ exact models
-
-
-def _mismatch(mismatch) -> float:
-    m = require_nonnegative("mismatch", mismatch)
-    if not math.isfinite(m):
-        raise ValueError(f"mismatch must be finite (the size of the sampler's lag), got {m}")
-    return m
-
-
-def _baseline(baseline) -> float:
-    b = require_real("baseline", baseline)
-    if not math.isfinite(b):
-        raise ValueError(f"baseline must be finite, got {b}")
-    return b
 
 
 @dataclass(frozen=True)
@@ -200,7 +186,7 @@ def scheme_moments(episodes: Episodes, scheme: str, baseline: float = 0.0) -> Sc
     ep = _episodes(episodes)
     if not isinstance(scheme, str) or scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {list(SCHEMES)}, got {scheme!r}")
-    b = _baseline(baseline)
+    b = require_finite_real("baseline", baseline)
     w = SCHEMES[scheme](ep.log_prob, ep.sampler_log_prob, ep.mask)
     return sampler_moments(ep, estimator_samples(ep, w, ep.reward - b))
 
@@ -245,7 +231,7 @@ def agent_logits(theta: torch.Tensor):
     return u + a, u + F, u + B
 
 
-def _agent_token_logprobs(theta, y1, f, y2):
+def _agent_token_log_probs(theta, y1, f, y2):
     l1, lf, l2 = agent_logits(theta)
     return torch.stack(
         [torch.log_softmax(l1, -1)[y1], torch.log_softmax(lf, -1)[y1, f], torch.log_softmax(l2, -1)[y1, y2]], -1
@@ -299,7 +285,7 @@ def two_turn_agent(mismatch: float = 1.0, *, theta=None) -> Episodes:
     >>> tuple(ep.scores.shape), round(float(ep.prob.sum()), 12), ep.mask[0].tolist()
     ((32, 3, 40), 1.0, [1.0, 0.0, 1.0])
     """
-    m = _mismatch(mismatch)
+    m = require_finite_real("mismatch", mismatch, minimum=0)
     success, theta0, lag = _agent_tables()
     theta = theta0 if theta is None else theta
     if not isinstance(theta, torch.Tensor) or theta.shape != theta0.shape or not theta.is_floating_point():
@@ -309,8 +295,8 @@ def two_turn_agent(mismatch: float = 1.0, *, theta=None) -> Episodes:
     K = ACTIONS
     rows = [(y1, feedback_token(y1), y2, r) for y1 in range(K) for y2 in range(K) for r in (0, 1)]
     y1, f, y2, r = (torch.tensor(c) for c in zip(*rows))
-    lp = _agent_token_logprobs(theta, y1, f, y2)
-    lmu = _agent_token_logprobs(theta_mu, y1, f, y2)
+    lp = _agent_token_log_probs(theta, y1, f, y2)
+    lmu = _agent_token_log_probs(theta_mu, y1, f, y2)
     p_r = torch.where(r == 1, success[y1, y2], 1 - success[y1, y2])
     model = torch.tensor([1.0, 0.0, 1.0], dtype=F64)
     prob = (lmu * model).sum(1).exp() * p_r
@@ -325,7 +311,7 @@ def two_turn_agent(mismatch: float = 1.0, *, theta=None) -> Episodes:
 
 def agent_states(mismatch: float = 1.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
     r"""``(pi, mu)`` at the agent's 5 decision states: turn 1 and turn 2 after each :math:`y_1`."""
-    m = _mismatch(mismatch)
+    m = require_finite_real("mismatch", mismatch, minimum=0)
     _, theta, lag = _agent_tables()
     (p1, _, p2), (q1, _, q2) = ([torch.softmax(l, -1) for l in agent_logits(t)] for t in (theta, theta + m * lag))
     return [(p1, q1)] + [(p2[y], q2[y]) for y in range(ACTIONS)]
@@ -360,12 +346,12 @@ def tinylm_episodes(mismatch: float = 0.3) -> Episodes:
     >>> tuple(ep.scores.shape), round(scheme_moments(ep, "sequence IS").bias, 12)
     ((121, 4, 160), 0.0)
     """
-    m = _mismatch(mismatch)
+    m = require_finite_real("mismatch", mismatch, minimum=0)
     lm, theta, scores, R = _tinylm()
     theta_mu = perturb(theta, m, seed=1)
     th = theta.clone().requires_grad_(True)
     grad_J = torch.autograd.grad(lm.probs(th) @ R, th)[0]
-    return Episodes(lm.probs(theta_mu), lm.probs(theta), R, lm.token_logprobs(theta), lm.token_logprobs(theta_mu), lm.mask, scores, grad_J)
+    return Episodes(lm.probs(theta_mu), lm.probs(theta), R, lm.token_log_probs(theta), lm.token_log_probs(theta_mu), lm.mask, scores, grad_J)
 
 
 # -- an L-step chain with shared parameters -----------------------------------------------------
@@ -465,7 +451,7 @@ def feedback_term(ep: Episodes, baseline: float = 0.0) -> torch.Tensor:
     >>> round(float(feedback_term(two_turn_agent(0.0)).norm()), 3)
     0.683
     """
-    ep, baseline = _episodes(ep, "ep"), _baseline(baseline)
+    ep, baseline = _episodes(ep, "ep"), require_finite_real("baseline", baseline)
     return ep.policy_prob @ ((ep.reward - baseline)[:, None] * ep.scores[:, 1])
 
 

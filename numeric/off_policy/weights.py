@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validate import like, masked_inputs, require_nonnegative, require_real, to_tensor
+from .._validate import like, masked_inputs, require_band, require_cap, require_nonnegative, to_tensor
 from ..trust_region import kl_k1, kl_k2, kl_k3
 
 __all__ = [
@@ -52,20 +52,6 @@ def _on_mask(m: torch.Tensor, values: torch.Tensor):
 def _per_sequence(m: torch.Tensor, values: torch.Tensor):
     """``[..., 1]`` per-sequence values broadcast over the sequence's masked tokens."""
     return _on_mask(m, values.expand(m.shape))
-
-
-def _cap(cap) -> float:
-    cap = require_real("cap", cap)
-    if not cap > 0:
-        raise ValueError(f"cap must be > 0 (a truncation level C for the ratio), got {cap}")
-    return cap
-
-
-def _band(low, high) -> tuple[float, float]:
-    low, high = require_nonnegative("low", low), require_real("high", high)
-    if not low < high:
-        raise ValueError(f"low must be < high (the kept band [low, high] of the ratio), got low={low}, high={high}")
-    return low, high
 
 
 # ----------------------------------------------------------------- weights
@@ -145,7 +131,7 @@ def truncated_token_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0, fl
     >>> truncated_token_ratio(lp, lmu, torch.ones(1, 3), cap=2.0, floor=0.5).round(decimals=6).tolist()
     [[2.0, 0.5, 0.5]]
     """
-    cap = _cap(cap)
+    cap = require_cap("cap", cap)
     floor = require_nonnegative("floor", floor)
     if not floor < cap:
         raise ValueError(f"floor must be < cap (the ratio is clamped to [floor, cap]), got floor={floor}, cap={cap}")
@@ -167,7 +153,7 @@ def truncated_sequence_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0)
     [[5.0, 5.0]]
     """
     d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    return _out(kind, dtype, _per_sequence(m, d.sum(-1, keepdim=True).exp().clamp(max=_cap(cap))))
+    return _out(kind, dtype, _per_sequence(m, d.sum(-1, keepdim=True).exp().clamp(max=require_cap("cap", cap))))
 
 
 def masked_token_ratio(log_prob, sampler_log_prob, mask, low: float = 0.5, high: float = 2.0):
@@ -185,7 +171,7 @@ def masked_token_ratio(log_prob, sampler_log_prob, mask, low: float = 0.5, high:
     [[0.0, 0.5, 1.0]]
     """
     d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    low, high = _band(low, high)
+    low, high = require_band(low, high)
     r = d.exp()
     return _out(kind, dtype, _on_mask(m & (r >= low) & (r <= high), r))
 
@@ -202,7 +188,7 @@ def masked_sequence_ratio(log_prob, sampler_log_prob, mask, low: float = 0.0, hi
     [[0.0, 0.0], [1.0, 1.0]]
     """
     d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    low, high = _band(low, high)
+    low, high = require_band(low, high)
     r = d.sum(-1, keepdim=True).exp()
     return _out(kind, dtype, _per_sequence(m, torch.where((r >= low) & (r <= high), r, torch.zeros_like(r))))
 
@@ -224,7 +210,7 @@ def geometric_sequence_mask(log_prob, sampler_log_prob, mask, low: float = 0.5, 
     [[1.0, 1.0], [0.0, 0.0]]
     """
     d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    low, high = _band(low, high)
+    low, high = require_band(low, high)
     n = m.sum(-1, keepdim=True).clamp(min=1).to(d.dtype)
     g = (d.sum(-1, keepdim=True) / n).exp()
     keep = ((g >= low) & (g <= high)).to(d.dtype)

@@ -96,7 +96,7 @@ MUTANTS = [
     # -- group baselines
     Mutant("loo_factor", "numeric/group_baselines.py", "((r.sum(-1, keepdim=True) - r) / (G - 1))", "((r.sum(-1, keepdim=True) - r) / G)",
            _topic("group_baselines"), "leave-one-out mean divided by G"),
-    Mutant("rloo_factor", "numeric/group_baselines.py", "(G / (G - 1) * _centred(r))", "(_centred(r))",
+    Mutant("rloo_factor", "numeric/group_baselines.py", "(G / (G - 1) * centred_rewards(r))", "(centred_rewards(r))",
            _topic("group_baselines"), "RLOO without the factor G/(G-1), i.e. (G-1)/G too small"),
     Mutant("bessel_ddof", "numeric/group_baselines.py", '_DDOF = {"population": 0, "bessel": 1}', '_DDOF = {"population": 0, "bessel": 0}',
            _topic("group_baselines"), "Bessel std computed as population std"),
