@@ -307,3 +307,67 @@ def test_openrlhf_band_tis_clamps_from_both_sides_and_its_bias_is_the_mirror_ter
         truncated_token_ratio(lp, lmu, mask, 2.0, floor=2.0)
     with pytest.raises(ValueError, match="floor"):
         truncated_token_ratio(lp, lmu, mask, 2.0, floor=-0.1)
+
+
+# -- band edges (issue 16 item 4): every band is closed, as the trainers it names ----------------
+# log 0.5 - log 0.25 == log 2 exactly in fp64 and exp of it is exactly 2.0 (and 0.5 the other way),
+# so a ratio sits exactly on an edge; nextafter moves the edge by one ulp to either side.
+
+LOG = np.log
+ABOVE, BELOW = np.nextafter(2.0, np.inf), np.nextafter(2.0, 0.0)
+
+
+def ratio_two(n_tokens: int = 1):
+    """``n_tokens`` tokens each with ratio exactly 2 (fp64), and a padded slot holding -inf."""
+    lp = np.array([[LOG(0.5)] * n_tokens + [0.0]])
+    lmu = np.array([[LOG(0.25)] * n_tokens + [-np.inf]])
+    return lp, lmu, np.array([[1] * n_tokens + [0]])
+
+
+def test_the_edge_ratios_are_exact():
+    lp, lmu, m = ratio_two()
+    assert token_ratio(lp, lmu, m)[0, 0] == 2.0 and token_ratio(lmu, lp, m)[0, 0] == 0.5
+    assert sequence_ratio(*ratio_two(1))[0, 0] == 2.0
+
+
+@pytest.mark.parametrize("fn", [masked_token_ratio, masked_sequence_ratio])
+def test_masked_ratio_keeps_a_ratio_exactly_at_either_edge(fn):
+    lp, lmu, m = ratio_two()
+    assert fn(lp, lmu, m, low=0.5, high=2.0)[0, 0] == 2.0  # exactly at high: kept
+    assert fn(lp, lmu, m, low=0.5, high=BELOW)[0, 0] == 0.0  # one ulp above high: dropped
+    assert fn(lp, lmu, m, low=2.0, high=4.0)[0, 0] == 2.0  # exactly at low: kept
+    assert fn(lp, lmu, m, low=ABOVE, high=4.0)[0, 0] == 0.0  # one ulp below low: dropped
+    assert fn(lmu, lp, m, low=0.5, high=2.0)[0, 0] == 0.5  # ratio 0.5 exactly at low
+    assert fn(lmu, lp, m, low=np.nextafter(0.5, 1.0), high=2.0)[0, 0] == 0.0
+
+
+def test_geometric_mask_keeps_a_mean_exactly_at_either_edge():
+    lp, lmu, m = ratio_two(2)  # geometric mean of (2, 2) is 2: mean of two log 2 is log 2 exactly
+    assert geometric_sequence_mask(lp, lmu, m, low=0.5, high=2.0)[0].tolist() == [1.0, 1.0, 0.0]
+    assert geometric_sequence_mask(lp, lmu, m, low=0.5, high=BELOW)[0].tolist() == [0.0, 0.0, 0.0]
+    assert geometric_sequence_mask(lp, lmu, m, low=2.0, high=4.0)[0].tolist() == [1.0, 1.0, 0.0]
+    assert geometric_sequence_mask(lp, lmu, m, low=ABOVE, high=4.0)[0].tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("estimator, value", [("k1", np.log(2.0)), ("k2", np.log(2.0) ** 2 / 2)])
+def test_kl_rejection_keeps_a_sum_exactly_at_the_threshold(estimator, value):
+    """Tokens with ratio 1/2: Delta = log mu - log pi = log 2 exactly, k1 = log 2, k2 = (log 2)^2 / 2."""
+    lp, lmu, m = ratio_two()
+    lp, lmu = lmu.copy(), lp.copy()
+    lp[0, -1], lmu[0, -1] = -np.inf, 0.0  # the padded slot stays padding
+    assert kl_rejection_mask(lp, lmu, m, threshold=value, estimator=estimator)[0, 0] == 1.0
+    assert kl_rejection_mask(lp, lmu, m, threshold=np.nextafter(value, 0.0), estimator=estimator)[0, 0] == 0.0
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])
+def test_kl_rejection_with_threshold_zero_keeps_an_on_policy_sequence(estimator):
+    lp = np.log([[0.3, 0.6]])
+    assert kl_rejection_mask(lp, lp.copy(), np.ones((1, 2)), threshold=0.0, estimator=estimator).tolist() == [[1.0, 1.0]]
+
+
+def test_a_truncation_is_continuous_at_its_cap():
+    lp, lmu, m = ratio_two()
+    assert truncated_token_ratio(lp, lmu, m, cap=2.0)[0, 0] == 2.0
+    assert truncated_token_ratio(lp, lmu, m, cap=BELOW)[0, 0] == BELOW
+    assert truncated_sequence_ratio(lp, lmu, m, cap=2.0)[0, 0] == 2.0
+    assert truncated_token_ratio(lmu, lp, m, cap=2.0, floor=0.5)[0, 0] == 0.5

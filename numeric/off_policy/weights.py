@@ -6,14 +6,48 @@ numpy or torch in, the caller's kind, dtype and device out, detached.  Masked
 slots never enter a product, a mean or a KL sum, get weight 0, and may hold
 anything (``-inf``, sentinels).  The log-ratios are formed in the compute dtype
 (at least float32: fp16 and bf16 inputs are accumulated in float32) and the
-weight is returned in the caller's dtype.
+weight is returned in the caller's dtype.  ``mask=None`` is refused (write the
+mask of ones if every token is kept), and so are arguments on different devices
+or on the meta device.
+
+Band edges
+----------
+Every band is closed: a ratio exactly at ``low`` or exactly at ``high`` is
+kept, and a rejection threshold keeps a sum exactly at it.  This is the edge of
+every trainer these weights name, read from their code at these commits:
+
+* OpenRLHF ``3c3be6234e0c``, ``openrlhf/models/loss.py`` (``PolicyLoss``):
+  ``icepop`` keeps ``(vllm_is >= low_threshold) & (vllm_is <= high_threshold)``;
+  ``seq-mask-tis`` the same test on the geometric mean ``exp(masked_mean(log ratio))``.
+* TRL ``f2cd57710ae3``, ``trl/trainer/grpo_trainer.py``: ``token_mask`` and
+  ``sequence_mask`` zero a ratio ``< vllm_importance_sampling_clip_min`` or
+  ``> vllm_importance_sampling_clip_max``, so both edges are kept.
+* verl ``b178a3cd56f5``, ``verl/trainer/ppo/rollout_corr_helper.py``
+  (``compute_rollout_rejection_mask``): ``token_k1``, ``seq_sum_k1`` and
+  ``seq_mean_k1`` keep ``log(lower) <= stat <= log(upper)``, and the ``k2``/``k3``
+  options keep ``stat <= upper``.  verl compares log-ratios with log bounds (a
+  ratio and its log can disagree by one rounding exactly at an edge) and clamps
+  each token's log-ratio to :math:`[-20, 20]` first; here the ratios themselves
+  are compared, as in OpenRLHF and TRL, and nothing is clamped.
+
+A truncation :math:`\min(\rho, C)` is continuous at :math:`C`: a ratio exactly at
+the cap is the cap on either reading, so it has no edge to choose.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .._validate import like, masked_inputs, require_band, require_cap, require_nonnegative, to_tensor
+from .._validate import (
+    like,
+    masked_inputs,
+    require_band,
+    require_cap,
+    require_mask_given,
+    require_nonnegative,
+    require_one_device,
+    to_tensor,
+)
 from ..trust_region import kl_k1, kl_k2, kl_k3
 
 __all__ = [
@@ -33,6 +67,8 @@ __all__ = [
 
 def _log_ratio(log_prob, sampler_log_prob, mask):
     r"""``(d, m, kind, dtype)``: :math:`d_t = \log\pi - \log\mu` on the mask and 0 elsewhere (detached, compute dtype), the boolean mask, the caller's kind and dtype."""
+    require_mask_given("mask", mask)
+    require_one_device(log_prob=log_prob, sampler_log_prob=sampler_log_prob, mask=mask)
     lp, _ = to_tensor("log_prob", log_prob)
     t, m, kind = masked_inputs(mask, log_prob=log_prob, sampler_log_prob=sampler_log_prob)
     if lp.ndim < 1:
@@ -96,6 +132,15 @@ def sequence_ratio(log_prob, sampler_log_prob, mask):
     (:func:`derivations.off_policy.sequence_ratio_unbiased`).  Its variance
     grows with the length.
 
+    Overflow: the product is formed as :math:`\exp(\sum_t \log\rho_t)`.  When
+    the sum exceeds the log of the dtype's largest number (88.72 in float32,
+    709.78 in float64; bf16 and fp16 are summed in float32 and the weight rounded
+    to the caller's dtype, 11.09 for fp16) the exact ratio is not representable,
+    and the weight is ``+inf``, the correctly rounded value; it is never NaN.
+    Do not hand an ``inf`` weight to a loss (``inf * 0`` is NaN in the
+    gradient): :func:`truncated_sequence_ratio` gives :math:`C` and
+    :func:`masked_sequence_ratio` gives 0 for such a sequence, both exactly.
+
     Examples
     --------
     >>> import numpy as np
@@ -118,7 +163,8 @@ def truncated_token_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0, fl
     :math:`l > 0` also raises the ratios below it, adding
     :math:`\mathbb E_\mu[\sum_t (l - \rho_t)_+ A s_t]`: OpenRLHF's ``tis`` with
     ``vllm_is_truncated_threshold = [l, C]``.  The default ``floor = 0`` leaves
-    every ratio above it untouched (TRL, verl).
+    every ratio above it untouched (TRL, verl).  The clamp is continuous, so a
+    ratio exactly at ``cap`` (or ``floor``) is returned unchanged.
 
     Examples
     --------
@@ -142,7 +188,9 @@ def truncated_token_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0, fl
 def truncated_sequence_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0):
     r"""Truncated sequence ratio :math:`\min(\rho, C)` broadcast over the tokens (TRL ``sequence_truncate``; verl sequence IS).
 
-    Its bias is exactly :math:`-\mathbb E_\mu[(\rho - C)_+ A \sum_t s_t]`.
+    Its bias is exactly :math:`-\mathbb E_\mu[(\rho - C)_+ A \sum_t s_t]`.  A
+    sequence whose ratio overflows the dtype (see :func:`sequence_ratio`) gets
+    exactly :math:`C`.
 
     Examples
     --------
@@ -157,10 +205,14 @@ def truncated_sequence_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0)
 
 
 def masked_token_ratio(log_prob, sampler_log_prob, mask, low: float = 0.5, high: float = 2.0):
-    r"""Masked importance sampling per token, :math:`\rho_t\,\mathbb 1[l \le \rho_t \le h]` (IcePop; TRL ``token_mask`` with :math:`l = 0`).
+    r"""Masked importance sampling per token, :math:`\rho_t\,\mathbb 1[l \le \rho_t \le h]` (IcePop; TRL ``token_mask``; verl ``token_k1``).
 
     A token whose ratio leaves the band is dropped from the gradient; the bias is
     :math:`-\mathbb E_\mu[\sum_t \rho_t \mathbb 1[\rho_t \notin [l, h]]\, A s_t]` relative to token IS.
+
+    Edges: the band is closed, a ratio exactly at ``low`` or ``high`` is kept,
+    as in OpenRLHF ``icepop``, TRL ``token_mask`` and verl ``token_k1`` (see the
+    module's notes for the commits).
 
     Examples
     --------
@@ -177,7 +229,12 @@ def masked_token_ratio(log_prob, sampler_log_prob, mask, low: float = 0.5, high:
 
 
 def masked_sequence_ratio(log_prob, sampler_log_prob, mask, low: float = 0.0, high: float = 2.0):
-    r"""Masked sequence ratio :math:`\rho\,\mathbb 1[l \le \rho \le h]` (TRL ``sequence_mask`` with :math:`l = 0`; verl sequence RS with sequence IS).
+    r"""Masked sequence ratio :math:`\rho\,\mathbb 1[l \le \rho \le h]` (TRL ``sequence_mask``; verl ``seq_sum_k1`` rejection times sequence IS).
+
+    Edges: the band is closed, a sequence ratio exactly at ``low`` or ``high``
+    is kept (TRL ``sequence_mask``; verl ``seq_sum_k1`` with bounds
+    :math:`[1/h, 1/l]` on :math:`1/\rho`).  A ratio that overflows the dtype is
+    above any ``high`` and gets 0.
 
     Examples
     --------
@@ -197,9 +254,13 @@ def geometric_sequence_mask(log_prob, sampler_log_prob, mask, low: float = 0.5, 
     r"""Keep a sequence when its geometric-mean ratio :math:`\rho^{1/|y|} = \exp(\frac1{|y|}\sum_t \log\rho_t)` lies in :math:`[l, h]`.
 
     A 0/1 mask, broadcast over the sequence's tokens; multiply it into another
-    weight (OpenRLHF ``seq-mask-tis``: times :func:`truncated_token_ratio`; verl
-    ``geometric`` rejection).  :math:`|y|` counts the masked tokens; a sequence
-    with none is kept (it has no tokens to weight).
+    weight (OpenRLHF ``seq-mask-tis`` multiplies it into the plain token ratio
+    :math:`\rho_t`; verl's ``seq_mean_k1`` rejection, bounds :math:`[1/h, 1/l]` on
+    the geometric mean of :math:`1/\rho_t`).  :math:`|y|` counts the masked
+    tokens; a sequence with none is kept (it has no tokens to weight).
+
+    Edges: the band is closed, a geometric mean exactly at ``low`` or ``high``
+    is kept, as in OpenRLHF ``seq-mask-tis`` and verl ``seq_mean_k1``.
 
     Examples
     --------
@@ -228,7 +289,13 @@ def kl_rejection_mask(log_prob, sampler_log_prob, mask, threshold: float = 0.05,
     (:math:`k_1 = \Delta`, :math:`k_3 = e^{-\Delta} - 1 + \Delta`) or second-order
     (:math:`k_2 = \Delta^2/2`); the sequence estimate is their sum over the
     masked tokens.  Returns a 0/1 mask broadcast over the tokens (rollout
-    rejection).
+    rejection; verl ``seq_sum_k2``/``seq_sum_k3``, whose :math:`k_3` is the same
+    :math:`\rho_t - 1 - \log\rho_t`; verl's ``seq_sum_k1`` is a two-sided band,
+    :func:`masked_sequence_ratio`'s).
+
+    Edge: a sum exactly at ``threshold`` is kept (:math:`\sum_t k_t \le \delta`,
+    verl's ``stat <= upper``), so ``threshold=0`` keeps a sequence on which the
+    sampler equals the policy.
 
     Parameters
     ----------
