@@ -27,7 +27,7 @@ import torch
 from derivations import baselines as derived
 from derivations.score_function import instances
 
-from ._validate import compute_dtype, like, masked_inputs, require_finite, require_int, require_real, to_tensor
+from ._validate import compute_dtype, like, masked_inputs, require_finite, require_int, require_one_device, require_real, to_tensor
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, token_score_sqnorms
 from .score_function import autograd_gradient
@@ -339,6 +339,7 @@ def reinforce_loss(log_prob, advantage, mask=None):
     >>> loss.backward(); logp.grad.tolist()
     [[-0.5, -0.5], [0.5, 0.0]]
     """
+    require_one_device(log_prob=log_prob, advantage=advantage, mask=mask)
     logp, kind = to_tensor("log_prob", log_prob)
     adv, _ = to_tensor("advantage", advantage)
     if logp.ndim not in (1, 2) or adv.shape != logp.shape[:1]:

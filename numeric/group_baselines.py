@@ -36,6 +36,7 @@ from ._validate import (
     require_finite,
     require_int,
     require_nonnegative,
+    require_one_device,
     require_unit_interval,
     to_tensor,
 )
@@ -63,6 +64,7 @@ MAX_ENTRIES = 50_000_000
 
 
 def _rewards(reward, minimum: int = 1):
+    require_one_device(reward=reward)
     r, kind = to_tensor("reward", reward)
     if r.ndim < 1:
         raise ValueError("reward must have a group dimension (the last one), got a scalar")
@@ -317,6 +319,7 @@ def group_advantage_weights(values, probs, G: int, advantages: Advantages):
     >>> print(a.round(12))
     [-0.3  0.7]
     """
+    require_one_device(values=values, probs=probs)
     v, kind = to_tensor("values", values)
     q, _ = to_tensor("probs", probs)
     G = require_int("G", G, minimum=1)
@@ -325,8 +328,9 @@ def group_advantage_weights(values, probs, G: int, advantages: Advantages):
         raise ValueError(f"values and probs must be 1-D of equal length, got {tuple(v.shape)} and {tuple(q.shape)}")
     require_finite("values", v)
     require_finite("probs", q)
-    if bool((q < 0).any()) or abs(float(q.sum()) - 1.0) > 1e-12:
-        raise ValueError(f"probs must be non-negative and sum to one, got sum {float(q.sum())}")
+    tol = max(1e-12, q.numel() * torch.finfo(q.dtype).eps)  # the rounding of a sum of m numbers of q's dtype
+    if bool((q < 0).any()) or abs(float(q.to(torch.float64).sum()) - 1.0) > tol:
+        raise ValueError(f"probs must be non-negative and sum to one (within {tol:.1e}, from their dtype), got sum {float(q.to(torch.float64).sum())}")
     if v.unique().numel() != v.numel():
         raise ValueError("values must be distinct")
     m, n = v.numel(), G - 1

@@ -27,6 +27,7 @@ from ._validate import (
     compute_dtype,
     like,
     require_finite,
+    require_one_device,
     require_same_shape,
     require_unit_interval,
     to_tensor,
@@ -39,6 +40,7 @@ __all__ = ["discounted_score_weights", "gae_advantages", "lambda_returns", "rewa
 
 
 def _series(name: str, x):
+    require_one_device(**{name: x})
     t, kind = to_tensor(name, x)
     if t.ndim < 1 or t.shape[-1] < 1:
         raise ValueError(f"{name} must have a time dimension (the last one) of length >= 1, got shape {tuple(t.shape)}")
@@ -115,7 +117,8 @@ def _dtype(x) -> torch.dtype:
     return to_tensor("x", x)[0].dtype
 
 
-def _flagged_inputs(reward, next_value, terminated, trace_cut, gamma, lam):
+def _flagged_inputs(reward, next_value, terminated, trace_cut, gamma, lam, value=None):
+    require_one_device(reward=reward, value=value, next_value=next_value, terminated=terminated, trace_cut=trace_cut)
     r, kind = _series("reward", reward)
     nv, _ = _series("next_value", next_value)
     d, _ = to_tensor("terminated", terminated, dtype=torch.bool)
@@ -172,7 +175,7 @@ def gae_advantages(reward, value, next_value, terminated, trace_cut, gamma: floa
     >>> print(gae_advantages(r, V, Vn, term, cut, gamma=0.9, lam=0.5).round(6))
     [  0.71   1.8  100.  ]
     """
-    r, nv, d, c, gamma, lam, kind = _flagged_inputs(reward, next_value, terminated, trace_cut, gamma, lam)
+    r, nv, d, c, gamma, lam, kind = _flagged_inputs(reward, next_value, terminated, trace_cut, gamma, lam, value)
     v, _ = _series("value", value)
     require_same_shape(reward=r, value=v)
     deltas = r + gamma * (1 - d) * nv - v.to(r)

@@ -42,6 +42,22 @@ __all__ = ["EOS", "TinyLM", "default_reward", "perturb", "score_matrix", "token_
 EOS = 0
 """The token id that ends a sequence."""
 
+MAX_SEQUENCES = 2_000_000
+"""Most responses a :class:`TinyLM` enumerates (``TinyLM(V=11, L=6)``, 1,111,111 of them, takes seconds; ten times more takes minutes)."""
+
+
+def count_sequences(V: int, L: int) -> int:
+    r"""Number of responses of a ``TinyLM(V, L)``: :math:`\sum_{k=1}^{L}(V-1)^{k-1} + (V-1)^L`, without enumerating them.
+
+    Examples
+    --------
+    >>> from numeric.tinylm import count_sequences
+    >>> count_sequences(4, 4), count_sequences(50, 6)
+    (121, 14129647351)
+    """
+    C = V - 1
+    return sum(C**k for k in range(L)) + C**L
+
 
 class TinyLM:
     r"""Every response of a tabular softmax LM, enumerated.
@@ -92,6 +108,8 @@ class TinyLM:
     def __init__(self, V: int = 4, L: int = 4, seed: int = 0, scale: float = 1.0):
         self.V = require_int("V", V, minimum=2)
         self.L = require_int("L", L, minimum=1)
+        if (n := count_sequences(self.V, self.L)) > MAX_SEQUENCES:
+            raise ValueError(f"TinyLM(V={self.V}, L={self.L}) has {n:,} responses, more than MAX_SEQUENCES = {MAX_SEQUENCES:,}; use a smaller V or L")
         require_int("seed", seed)
         self.scale = require_finite_real("scale", scale, minimum=0)
         self._enumerate()
@@ -353,6 +371,10 @@ def score_matrix(lm: TinyLM, theta: torch.Tensor) -> torch.Tensor:
 def perturb(theta: torch.Tensor, scale: float, seed: int) -> torch.Tensor:
     r"""``theta`` plus ``scale`` times a standard normal vector drawn from ``seed``.
 
+    One random stream per seed: the vector is drawn in float64 and rounded to
+    ``theta``'s dtype, so a float32 and a float64 ``theta`` move in the same
+    direction.
+
     Examples
     --------
     >>> from numeric import TinyLM, perturb
@@ -368,4 +390,4 @@ def perturb(theta: torch.Tensor, scale: float, seed: int) -> torch.Tensor:
     scale = require_nonnegative("scale", scale)
     require_int("seed", seed)
     gen = torch.Generator().manual_seed(seed)
-    return theta + scale * torch.randn(theta.shape, generator=gen, dtype=theta.dtype)
+    return theta + scale * torch.randn(theta.shape, generator=gen, dtype=torch.float64).to(theta.dtype)

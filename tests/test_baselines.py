@@ -170,3 +170,21 @@ def test_optimal_baseline_at_a_deterministic_policy_is_a_clear_error(lm):
         with pytest.raises(ValueError, match="deterministic policy"):
             fn(lm, theta, R)
 
+
+
+# -- numbers at the edges (issue 16): devices and a missing mask ---------------------------------
+
+
+def test_reinforce_loss_refuses_the_meta_device_and_a_missing_token_mask_by_name():
+    logp, adv, mask = torch.zeros(2, 3), torch.ones(2), torch.ones(2, 3)
+    for args, name in (((logp.to("meta"), adv, mask), "log_prob"), ((logp, adv.to("meta"), mask), "advantage"), ((logp, adv, mask.to("meta")), "mask")):
+        with pytest.raises(ValueError, match=f"{name} is on the meta device"):
+            reinforce_loss(*args)
+    with pytest.raises(ValueError, match="mask is required with"):
+        reinforce_loss(logp, adv, None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device")
+def test_reinforce_loss_refuses_arguments_on_different_devices():
+    with pytest.raises(ValueError, match="arguments must live on one device, got log_prob on cpu, advantage on cuda"):
+        reinforce_loss(torch.zeros(2, 3), torch.ones(2).cuda(), torch.ones(2, 3))

@@ -371,3 +371,80 @@ def test_a_truncation_is_continuous_at_its_cap():
     assert truncated_token_ratio(lp, lmu, m, cap=BELOW)[0, 0] == BELOW
     assert truncated_sequence_ratio(lp, lmu, m, cap=2.0)[0, 0] == 2.0
     assert truncated_token_ratio(lmu, lp, m, cap=2.0, floor=0.5)[0, 0] == 0.5
+
+
+# -- numbers at the edges (issue 16) -------------------------------------------------------------
+
+LOG_MAX32 = float(np.log(np.finfo(np.float32).max))  # 88.7228...
+
+
+@pytest.mark.parametrize("total, finite", [(LOG_MAX32 - 0.01, True), (LOG_MAX32 + 0.01, False)])
+def test_sequence_ratio_at_the_float32_overflow_threshold(total, finite):
+    """Below log(max float32) the weight is the fp64 value rounded; above it is +inf (the exact value
+    exceeds the dtype), never NaN, and its truncated and masked forms are exactly C and 0."""
+    lp = torch.full((1, 4), total / 4, dtype=torch.float32)
+    lmu, m = torch.zeros_like(lp), torch.ones_like(lp)
+    w = sequence_ratio(lp, lmu, m)
+    assert not bool(w.isnan().any())
+    if finite:
+        exact = torch.tensor(float(lp.double().sum()), dtype=torch.float64).exp()
+        assert bool(torch.isfinite(w).all()) and abs(float(w[0, 0]) / float(exact) - 1) < 1e-6
+    else:
+        assert bool((w == float("inf")).all())
+    assert truncated_sequence_ratio(lp, lmu, m, cap=2.0).tolist() == [[2.0] * 4]
+    assert masked_sequence_ratio(lp, lmu, m, high=2.0).tolist() == [[0.0] * 4]
+    # a loss that uses the truncated weight has a finite gradient however far past the threshold
+    theta = lp.clone().requires_grad_(True)
+    loss = -(truncated_sequence_ratio(theta, lmu, m, cap=2.0) * 0.0 * theta).sum()  # advantage 0: inf * 0 would be NaN
+    loss.backward()
+    assert bool(torch.isfinite(theta.grad).all())
+
+
+def test_half_precision_log_ratios_are_summed_in_float32():
+    """40,000 fp16 tokens with log-ratio 2: the sum (80,000) overflows fp16, the geometric mean e^2 does not."""
+    lp = torch.zeros(1, 40_000, dtype=torch.float16)
+    lmu, m = torch.full_like(lp, -2.0), torch.ones_like(lp)
+    keep = geometric_sequence_mask(lp, lmu, m, low=0.5, high=10.0)
+    assert keep.dtype == torch.float16 and bool((keep == 1).all())
+
+
+def test_two_turn_agent_refuses_a_nan_theta_by_name():
+    _, theta, _ = models._agent_tables()
+    with pytest.raises(ValueError, match="theta must be finite"):
+        two_turn_agent(0.5, theta=torch.full_like(theta, float("nan")))
+    with pytest.raises(ValueError, match="theta must be finite"):
+        two_turn_agent(0.5, theta=theta.clone().index_fill_(0, torch.tensor([3]), float("inf")))
+
+
+def test_chain_score_moments_has_a_size_guard_that_names_the_size_and_the_limit():
+    with pytest.raises(ValueError, match=r"L=12, K=4\) enumerates 16,777,216 sequences .* MAX_CHAIN_ENTRIES = 16,777,216"):
+        op.chain_score_moments(12)
+    assert op.chain_score_moments(7)[0] > 0  # the largest chain under the limit still runs
+
+
+@pytest.mark.parametrize("fn", CORRECTION_WEIGHTS)
+def test_weights_refuse_a_missing_mask_by_name(fn):
+    z = np.zeros((2, 3))
+    with pytest.raises(TypeError, match="mask must be a 0/1"):
+        fn(z, z, None)
+
+
+@pytest.mark.parametrize("fn", CORRECTION_WEIGHTS)
+def test_weights_refuse_the_meta_device_by_name(fn):
+    z = torch.zeros(2, 3)
+    meta = torch.zeros(2, 3, device="meta")
+    for args, name in (((meta, z, z), "log_prob"), ((z, meta, z), "sampler_log_prob"), ((z, z, meta), "mask")):
+        with pytest.raises(ValueError, match=f"{name} is on the meta device"):
+            fn(*args)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device")
+@pytest.mark.parametrize("fn", CORRECTION_WEIGHTS)
+def test_weights_refuse_arguments_on_different_devices(fn):
+    z = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match="arguments must live on one device, got log_prob on cpu, sampler_log_prob on cuda"):
+        fn(z, z.cuda(), torch.ones(2, 3))
+    with pytest.raises(ValueError, match="mask on cuda"):
+        fn(z, z, torch.ones(2, 3).cuda())
+    out = fn(z.cuda(), z.cuda(), torch.ones(2, 3).cuda())
+    assert out.device.type == "cuda"

@@ -238,3 +238,39 @@ def test_reward_to_go_bad_input(fn):
         fn(np.array([True, False]), 0.9)
     with pytest.raises(TypeError, match="gamma must be a real number"):
         fn(np.ones(3), "0.9")
+
+
+# -- numbers at the edges (issue 16): devices ---------------------------------------------------
+
+
+def _flag_args(device: str = "cpu"):
+    r = torch.tensor([[0.0, 1.0, 2.0]])
+    flags = torch.tensor([[False, False, True]])
+    return r.to(device), r.to(device), r.to(device), flags.to(device), flags.to(device)
+
+
+@pytest.mark.parametrize("position, name", [(0, "reward"), (1, "value"), (2, "next_value"), (3, "terminated"), (4, "trace_cut")])
+def test_gae_refuses_the_meta_device_by_name(position, name):
+    args = list(_flag_args())
+    args[position] = args[position].to("meta")
+    with pytest.raises(ValueError, match=f"{name} is on the meta device"):
+        gae_advantages(*args, gamma=0.9, lam=0.5)
+    if name != "value":
+        del args[1]
+        with pytest.raises(ValueError, match=f"{name} is on the meta device"):
+            lambda_returns(*args, gamma=0.9, lam=0.5)
+
+
+@pytest.mark.parametrize("fn", [reward_to_go, lambda r: discounted_score_weights(r, 0.9)])
+def test_reward_series_refuse_the_meta_device_by_name(fn):
+    with pytest.raises(ValueError, match="reward is on the meta device"):
+        fn(torch.zeros(3, device="meta"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device")
+def test_gae_refuses_arguments_on_different_devices():
+    args = list(_flag_args())
+    args[2] = args[2].cuda()
+    with pytest.raises(ValueError, match="arguments must live on one device, got reward on cpu, value on cpu, next_value on cuda"):
+        gae_advantages(*args, gamma=0.9, lam=0.5)
+    assert gae_advantages(*_flag_args("cuda"), gamma=0.9, lam=0.5).device.type == "cuda"

@@ -290,7 +290,7 @@ def two_turn_agent(mismatch: float = 1.0, *, theta=None) -> Episodes:
     theta = theta0 if theta is None else theta
     if not isinstance(theta, torch.Tensor) or theta.shape != theta0.shape or not theta.is_floating_point():
         raise TypeError(f"theta must be a float torch.Tensor of shape {tuple(theta0.shape)}")
-    theta = theta.detach().to(F64)
+    theta = require_finite("theta", theta.detach().to(F64))
     theta_mu = theta + m * lag
     K = ACTIONS
     rows = [(y1, feedback_token(y1), y2, r) for y1 in range(K) for y2 in range(K) for r in (0, 1)]
@@ -356,6 +356,9 @@ def tinylm_episodes(mismatch: float = 0.3) -> Episodes:
 
 # -- an L-step chain with shared parameters -----------------------------------------------------
 
+MAX_CHAIN_ENTRIES = 2**24
+"""Largest score tensor :func:`chain_score_moments` builds (``L = 7, K = 4``: 11.9 million entries, seconds)."""
+
 
 def chain_score_moments(L: int, K: int = 4, seed: int = 5) -> tuple[float, torch.Tensor]:
     r"""``(E||sum_t s_t||^2, [E||s_t||^2 for t])`` for an ``L``-step chain, enumerated over :math:`K^L` sequences.
@@ -374,6 +377,9 @@ def chain_score_moments(L: int, K: int = 4, seed: int = 5) -> tuple[float, torch
     """
     L = require_int("L", L, minimum=1)
     K = require_int("K", K, minimum=2)
+    size = K**L * L * (2 * K + (L - 1) * K * K)  # the [K^L, L, P] score tensor
+    if size > MAX_CHAIN_ENTRIES:
+        raise ValueError(f"chain_score_moments(L={L}, K={K}) enumerates {K**L:,} sequences ({size:,} score entries), more than MAX_CHAIN_ENTRIES = {MAX_CHAIN_ENTRIES:,}")
     gen = torch.Generator().manual_seed(require_int("seed", seed))
     u = 0.8 * torch.randn(K, generator=gen, dtype=F64)
     first = 0.8 * torch.randn(K, generator=gen, dtype=F64)
