@@ -51,7 +51,8 @@ def test_a_missing_rho_factor_is_biased(stale):
 def test_a_wrong_clip_side_breaks_the_truncation_identity(stale):
     """min(rho, C) = rho - (rho - C)+ ; clamping from below (max(rho, C)) does not satisfy it."""
     args = (stale.log_prob, stale.sampler_log_prob, stale.mask)
-    diff, closed, _ = op.truncation_bias(stale, 1.28, "token")
+    t = op.truncation_bias(stale, 1.28, "token")
+    diff, closed = t.difference, t.closed_form
     assert float((diff - closed).abs().max()) < 1e-15
     rho = token_ratio(*args)
     wrong = rho.clamp(min=1.28) * stale.mask
@@ -78,10 +79,10 @@ def test_a_feedback_token_in_the_sequence_ratio_is_biased(stale):
 def test_R_where_R_squared_belongs_fails_the_decomposition(fresh):
     c = op.credit_assignment(fresh)
     n1 = fresh.scores[:, 0].pow(2).sum(1)
-    lhs = float(fresh.prob @ ((fresh.reward - c["V"]) ** 2 * n1))
-    explained = float(fresh.prob @ ((c["Q"] - c["V"]) ** 2 * n1))
-    assert abs(lhs - explained - float(fresh.prob @ (c["var_R"] * n1))) < 1e-14
-    var_with_R = models._conditional_on_turn1(fresh, fresh.reward) - c["Q"] ** 2  # E[R|y1] - Q^2: R where R^2 belongs
+    lhs = float(fresh.prob @ ((fresh.reward - c.V) ** 2 * n1))
+    explained = float(fresh.prob @ ((c.Q - c.V) ** 2 * n1))
+    assert abs(lhs - explained - float(fresh.prob @ (c.var_R * n1))) < 1e-14
+    var_with_R = models._conditional_on_turn1(fresh, fresh.reward) - c.Q ** 2  # E[R|y1] - Q^2: R where R^2 belongs
     assert abs(lhs - explained - float(fresh.prob @ (var_with_R * n1))) > 1e-2
 
 
@@ -448,3 +449,16 @@ def test_weights_refuse_arguments_on_different_devices(fn):
         fn(z, z, torch.ones(2, 3).cuda())
     out = fn(z.cuda(), z.cuda(), torch.ones(2, 3).cuda())
     assert out.device.type == "cuda"
+
+
+def test_results_with_named_parts_are_frozen_records_with_a_readable_repr(stale, fresh):
+    import dataclasses
+
+    t = op.truncation_bias(stale, 1.28, "sequence")
+    c = op.credit_assignment(fresh)
+    for record in (t, c):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record.bound = 0.0
+        assert len(repr(record)) < 200  # no tensor dumped
+    assert repr(t).startswith("TruncationBias(level='sequence', cap=1.28, |difference|=0.")
+    assert (t.level, t.cap) == ("sequence", 1.28) and t.difference.shape == t.closed_form.shape == (40,)

@@ -41,6 +41,8 @@ __all__ = [
     "Episodes",
     "SCHEMES",
     "SchemeMoments",
+    "CreditAssignment",
+    "TruncationBias",
     "chain_score_moments",
     "credit_assignment",
     "estimator_samples",
@@ -422,19 +424,46 @@ def _conditional_on_turn1(ep: Episodes, values: torch.Tensor) -> torch.Tensor:
     return (num / den)[y1]
 
 
-def credit_assignment(ep: Episodes) -> dict[str, torch.Tensor]:
+def _shape(t: torch.Tensor) -> str:
+    return f"<{list(t.shape)}>" if t.ndim else f"{float(t):.4g}"
+
+
+@dataclass(frozen=True, repr=False)
+class CreditAssignment:
+    r"""Samples of the two credit estimators of a two-turn outcome, and the oracle baselines they use.
+
+    ``broadcast`` and ``per_turn`` are ``[E, P]`` per-episode estimates;
+    ``Q`` (:math:`\mathbb E[R \mid y_1]`) and ``var_R`` (:math:`\mathrm{Var}(R \mid y_1)`)
+    are ``[E]``, at each episode's :math:`y_1`; ``V`` (:math:`\mathbb E[R]`) is a scalar tensor.
+    """
+
+    broadcast: torch.Tensor
+    per_turn: torch.Tensor
+    Q: torch.Tensor
+    var_R: torch.Tensor
+    V: torch.Tensor
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{k}={_shape(getattr(self, k))}" for k in ("broadcast", "per_turn", "Q", "var_R", "V"))
+        return f"CreditAssignment({parts})"
+
+
+def credit_assignment(ep: Episodes) -> CreditAssignment:
     r"""Outcome broadcast :math:`(R - V)(s_1 + s_2)` and per-turn credit :math:`(Q - V)s_1 + (R - Q)s_2`, per episode.
 
     With oracle baselines :math:`V = \mathbb E[R]`, :math:`Q(y_1) = \mathbb E[R \mid y_1]`
-    (for the on-policy agent, ``two_turn_agent(0.0)``).  Returns ``[E, P]``
-    samples of both estimators, and ``[E]`` :math:`Q`, :math:`\mathrm{Var}(R \mid y_1)`, :math:`V`.
+    (for the on-policy agent, ``two_turn_agent(0.0)``).  Returns a
+    :class:`CreditAssignment`: ``[E, P]`` samples of both estimators, and
+    :math:`Q`, :math:`\mathrm{Var}(R \mid y_1)`, :math:`V`.
 
     Examples
     --------
     >>> from numeric import credit_assignment, two_turn_agent
     >>> c = credit_assignment(two_turn_agent(0.0))
-    >>> sorted(c), round(float(c["V"]), 4)
-    (['Q', 'V', 'broadcast', 'per_turn', 'var_R'], 0.7346)
+    >>> c
+    CreditAssignment(broadcast=<[32, 40]>, per_turn=<[32, 40]>, Q=<[32]>, var_R=<[32]>, V=0.7346)
+    >>> round(float(c.V), 4)
+    0.7346
     """
     ep = _episodes(ep, "ep")
     V = float(ep.prob @ ep.reward)
@@ -442,7 +471,7 @@ def credit_assignment(ep: Episodes) -> dict[str, torch.Tensor]:
     var = _conditional_on_turn1(ep, ep.reward**2) - Q**2
     broadcast = estimator_samples(ep, ep.mask, ep.reward - V)
     per_turn = estimator_samples(ep, ep.mask, torch.stack([Q - V, torch.zeros_like(Q), ep.reward - Q], 1))
-    return {"broadcast": broadcast, "per_turn": per_turn, "Q": Q, "var_R": var, "V": torch.tensor(V, dtype=F64)}
+    return CreditAssignment(broadcast, per_turn, Q, var, torch.tensor(V, dtype=F64))
 
 
 def feedback_term(ep: Episodes, baseline: float = 0.0) -> torch.Tensor:
@@ -487,19 +516,39 @@ def token_bias_closed_form(mismatch: float = 1.0) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(terms.sum((0, 1))))
 
 
-def truncation_bias(ep: Episodes, cap: float = CAP, level: str = "token") -> tuple[torch.Tensor, torch.Tensor, float]:
-    r"""``(E[g_TIS] - E[g_IS], -E_mu[sum_t (rho_t - C)+ A s_t], bound)`` at the token or sequence ``level``.
+@dataclass(frozen=True, repr=False)
+class TruncationBias:
+    r"""What truncating the ratio at :math:`C` changes in the expected gradient, three ways.
 
-    The second is the derived closed form of the first
-    (:func:`derivations.off_policy.truncation_identity`); ``bound`` is
+    ``difference`` is :math:`\mathbb E_\mu[\hat g_{\mathrm{TIS}}] - \mathbb E_\mu[\hat g_{\mathrm{IS}}]`
+    (``[P]``, by enumeration), ``closed_form`` its derived value
+    :math:`-\mathbb E_\mu[\sum_t (\rho_t - C)_+ A s_t]` (``[P]``), ``bound`` the bound on its norm.
+    """
+
+    level: str
+    cap: float
+    difference: torch.Tensor
+    closed_form: torch.Tensor
+    bound: float
+
+    def __repr__(self) -> str:
+        return (f"TruncationBias(level={self.level!r}, cap={self.cap}, |difference|={float(self.difference.norm()):.4f}, "
+                f"|difference - closed_form|={float((self.difference - self.closed_form).abs().max()):.1e}, bound={self.bound:.4f})")
+
+
+def truncation_bias(ep: Episodes, cap: float = CAP, level: str = "token") -> TruncationBias:
+    r"""The change truncated IS makes to the gradient of IS, its closed form and a bound, at the token or sequence ``level``.
+
+    The closed form is :func:`derivations.off_policy.truncation_identity`
+    taken in expectation; ``bound`` is
     :math:`\mathbb E_\mu[\sum_t (\rho_t - C)_+ |A|\, \lVert s_t\rVert]` (token) or
     :math:`\mathbb E_\mu[(\rho - C)_+ |A|\, \lVert\sum_t s_t\rVert]` (sequence).
 
     Examples
     --------
     >>> from numeric import truncation_bias, two_turn_agent
-    >>> diff, closed, bound = truncation_bias(two_turn_agent(1.0), 2.0, "sequence")
-    >>> float((diff - closed).abs().max()) < 1e-15, float(diff.norm()) <= bound
+    >>> t = truncation_bias(two_turn_agent(1.0), 2.0, "sequence")
+    >>> float((t.difference - t.closed_form).abs().max()) < 1e-15, float(t.difference.norm()) <= t.bound
     (True, True)
     """
     ep, cap = _episodes(ep, "ep"), require_cap("cap", cap)
@@ -518,4 +567,4 @@ def truncation_bias(ep: Episodes, cap: float = CAP, level: str = "token") -> tup
         bound = float(ep.prob @ (excess * ep.reward.abs()[:, None] * norms).sum(1))
     else:
         bound = float(ep.prob @ (excess.amax(1) * ep.reward.abs() * (ep.mask[..., None] * ep.scores).sum(1).norm(dim=-1)))
-    return diff, closed, bound
+    return TruncationBias(level, cap, diff, closed, bound)
