@@ -18,6 +18,7 @@ backward pass equals the per-sample loop :func:`reinforce_per_sample`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -43,6 +44,7 @@ __all__ = [
     "reinforce_loss",
     "reinforce_monte_carlo",
     "reinforce_per_sample",
+    "VarianceTerms",
     "variance_terms",
 ]
 
@@ -166,7 +168,17 @@ def _reach_probability(lm: TinyLM, theta: torch.Tensor) -> torch.Tensor:
     return torch.zeros(lm.n_prefixes, dtype=weights.dtype).index_add_(0, lm.prefix_rows.reshape(-1), weights)
 
 
-def variance_terms(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> dict[str, float]:
+@dataclass(frozen=True)
+class VarianceTerms:
+    r"""The coefficients of :math:`\operatorname{Var}(b) = A_0 - 2bA_1 + b^2A_2 - \lVert\nabla J\rVert^2` (:func:`variance_terms`)."""
+
+    A_0: float
+    A_1: float
+    A_2: float
+    grad_sq: float
+
+
+def variance_terms(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> VarianceTerms:
     r"""The exact coefficients of :math:`\operatorname{Var}(b)`: :math:`A_0, A_1, A_2, \lVert\nabla J\rVert^2`.
 
     .. math::
@@ -184,7 +196,7 @@ def variance_terms(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> dic
     >>> C = ((lm.tokens == 1).double() * lm.mask).sum(1)
     >>> t = variance_terms(lm, lm.theta0, C)
     >>> p, sq = lm.probs(lm.theta0), (score_matrix(lm, lm.theta0) ** 2).sum(1)
-    >>> [abs(t[f"A_{k}"] - float(p @ (C ** (2 - k) * sq))) < 1e-13 for k in range(3)]
+    >>> [abs(getattr(t, f"A_{k}") - float(p @ (C ** (2 - k) * sq))) < 1e-13 for k in range(3)]
     [True, True, True]
     """
     lm = check_lm(lm)
@@ -193,9 +205,9 @@ def variance_terms(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> dic
     p = lm.probs(theta.detach())
     sq = token_score_sqnorms(lm, theta).sum(1)
     g = expected_score_sum(lm, theta, reward)
-    out = {f"A_{k}": float(p @ (reward ** (2 - k) * sq)) for k in range(3)}
-    out["grad_sq"] = float(g @ g)
-    return out
+    A_0, A_1, A_2 = (float(p @ (reward ** (2 - k) * sq)) for k in range(3))
+    grad_sq = float(g @ g)
+    return VarianceTerms(A_0, A_1, A_2, grad_sq)
 
 
 @cache
@@ -238,8 +250,8 @@ def baseline_variance(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, b) 
     if isinstance(b, np.ndarray):
         if not np.isfinite(b).all():
             raise ValueError("b must be finite")
-        return _variance_formula()(t["A_0"], t["A_1"], t["A_2"], t["grad_sq"], b.astype(np.float64))
-    return float(_variance_formula()(t["A_0"], t["A_1"], t["A_2"], t["grad_sq"], require_real("b", b)))
+        return _variance_formula()(t.A_0, t.A_1, t.A_2, t.grad_sq, b.astype(np.float64))
+    return float(_variance_formula()(t.A_0, t.A_1, t.A_2, t.grad_sq, require_real("b", b)))
 
 
 def optimal_baseline(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> float:
@@ -266,12 +278,12 @@ def optimal_baseline(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> f
     (True, True)
     """
     t = variance_terms(lm, theta, reward)
-    if not t["A_2"] > 0:
+    if not t.A_2 > 0:
         raise ValueError(
             "theta gives a deterministic policy (A_2 = E||s||^2 = 0): every score is 0, every baseline "
             "has the same variance 0, and b* = A_1/A_2 is undefined"
         )
-    return float(_optimal_formula()(t["A_0"], t["A_1"], t["A_2"]))
+    return float(_optimal_formula()(t.A_0, t.A_1, t.A_2))
 
 
 @cache

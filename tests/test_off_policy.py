@@ -113,7 +113,7 @@ def test_monte_carlo_sampling_from_the_episode_probabilities(stale):
 
 
 def test_chain_identity_and_growth():
-    totals = [op.chain_score_moments(L)[0] for L in range(1, 5)]
+    totals = [op.chain_score_moments(L).total for L in range(1, 5)]
     assert all(b > a for a, b in zip(totals, totals[1:]))
 
 
@@ -420,7 +420,7 @@ def test_two_turn_agent_refuses_a_nan_theta_by_name():
 def test_chain_score_moments_has_a_size_guard_that_names_the_size_and_the_limit():
     with pytest.raises(ValueError, match=r"L=12, K=4\) enumerates 16,777,216 sequences .* MAX_CHAIN_ENTRIES = 16,777,216"):
         op.chain_score_moments(12)
-    assert op.chain_score_moments(7)[0] > 0  # the largest chain under the limit still runs
+    assert op.chain_score_moments(7).total > 0  # the largest chain under the limit still runs
 
 
 @pytest.mark.parametrize("fn", CORRECTION_WEIGHTS)

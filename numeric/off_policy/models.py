@@ -41,6 +41,7 @@ __all__ = [
     "Episodes",
     "SCHEMES",
     "SchemeMoments",
+    "ChainMoments",
     "CreditAssignment",
     "TruncationBias",
     "chain_score_moments",
@@ -362,20 +363,28 @@ MAX_CHAIN_ENTRIES = 2**24
 """Largest score tensor :func:`chain_score_moments` builds (``L = 7, K = 4``: 11.9 million entries, seconds)."""
 
 
-def chain_score_moments(L: int, K: int = 4, seed: int = 5) -> tuple[float, torch.Tensor]:
-    r"""``(E||sum_t s_t||^2, [E||s_t||^2 for t])`` for an ``L``-step chain, enumerated over :math:`K^L` sequences.
+@dataclass(frozen=True)
+class ChainMoments:
+    r"""``total`` :math:`\mathbb E\lVert\sum_t s_t\rVert^2` and ``per_step`` ``[L]`` :math:`\mathbb E\lVert s_t\rVert^2` of a chain (:func:`chain_score_moments`)."""
+
+    total: float
+    per_step: torch.Tensor
+
+
+def chain_score_moments(L: int, K: int = 4, seed: int = 5) -> ChainMoments:
+    r""":math:`\mathbb E\lVert\sum_t s_t\rVert^2` and each :math:`\mathbb E\lVert s_t\rVert^2` for an ``L``-step chain, enumerated over :math:`K^L` sequences.
 
     Step :math:`t` picks :math:`y_t` with logits :math:`u + \Theta_{t, y_{t-1}}`
     (a shared :math:`u`, so the token scores overlap and
     :math:`s_t \cdot s_u \ne 0` pointwise).  The score terms are martingale
-    differences, so the first number is the sum of the second.
+    differences, so ``total`` is the sum of ``per_step``.
 
     Examples
     --------
     >>> from numeric.off_policy import chain_score_moments
-    >>> total, per_step = chain_score_moments(3)
-    >>> abs(total - float(per_step.sum())) < 1e-12
-    True
+    >>> m = chain_score_moments(3)
+    >>> abs(m.total - float(m.per_step.sum())) < 1e-12, tuple(m.per_step.shape)
+    (True, (3,))
     """
     L = require_int("L", L, minimum=1)
     K = require_int("K", K, minimum=2)
@@ -404,8 +413,7 @@ def chain_score_moments(L: int, K: int = 4, seed: int = 5) -> tuple[float, torch
             start = 2 * K + (t - 1) * K * K
             idx = start + seqs[:, t - 1, None] * K + torch.arange(K)
             scores[torch.arange(n)[:, None], t, idx] = local
-    total = float(prob @ scores.sum(1).pow(2).sum(-1))
-    return total, prob @ scores.pow(2).sum(-1)
+    return ChainMoments(float(prob @ scores.sum(1).pow(2).sum(-1)), prob @ scores.pow(2).sum(-1))
 
 
 # ------------------------------------------------------------------- checks

@@ -140,8 +140,8 @@ def cross_checks() -> None:
     check("8f. s1 . s2 is not 0 pointwise (shared parameters; 1 if max |s1.s2| < 0.01)", float(float(dots.abs().max()) < 0.01), 0.0)
     check("8f. martingale orthogonality E[s1 . s2] == 0", float(on.prob @ dots), 1e-15)
     for L in range(1, 6):
-        total, per_step = chain_score_moments(L)
-        check(f"8g. E||sum_t s_t||^2 == sum_t E||s_t||^2, L = {L} (shared parameters)", total - float(per_step.sum()), 1e-13)
+        m = chain_score_moments(L)
+        check(f"8g. E||sum_t s_t||^2 == sum_t E||s_t||^2, L = {L} (shared parameters)", m.total - float(m.per_step.sum()), 1e-13)
     unmasked = on.prob @ estimator_samples(on, torch.ones_like(on.mask))
     check("8. unmasked feedback token adds exactly E[R s_f]", maxabs(unmasked - on.grad_J, feedback_term(on)), 1e-15)
     check("8. ... which is not 0 (1 if ||E[R s_f]|| < 1e-3)", float(float(feedback_term(on).norm()) < 1e-3), 0.0)

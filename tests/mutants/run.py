@@ -89,7 +89,7 @@ MUTANTS = [
            _topic("baselines"), "token-level REINFORCE loss ignores the mask (padding sentinels leak)"),
     Mutant("per_sample_mean", "numeric/baselines.py", "return total / len(samples)", "return total / (len(samples) - 1)",
            _topic("baselines"), "per-sample REINFORCE loop averages with n - 1"),
-    Mutant("grad_sq_norm", "numeric/baselines.py", 'out["grad_sq"] = float(g @ g)', 'out["grad_sq"] = float(g.abs().sum())',
+    Mutant("grad_sq_norm", "numeric/baselines.py", 'grad_sq = float(g @ g)', 'grad_sq = float(g.abs().sum())',
            _topic("baselines"), "||grad J||^2 computed as an L1 norm"),
     Mutant("reach_probability", "numeric/baselines.py", "weights = (p[:, None] * lm.mask).reshape(-1)", "weights = lm.mask.reshape(-1)",
            _topic("baselines"), "action-dependent bias without Pr(h)"),
