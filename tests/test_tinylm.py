@@ -209,3 +209,15 @@ def test_the_toy_lm_validators_are_public_and_name_the_argument():
         check_rewards(lm, torch.zeros(3))
     with pytest.raises(ValueError, match="R must be finite"):
         check_rewards(lm, torch.full((lm.N,), float("nan")), "R")
+
+
+def test_theta_on_the_meta_device_is_refused_by_name():
+    from numeric.expectations import expected_score_sum
+    from numeric.tinylm import check_theta
+
+    lm = TinyLM()
+    meta = torch.zeros(lm.P, device="meta")
+    with pytest.raises(ValueError, match="theta is on the meta device"):
+        check_theta(lm, meta)
+    with pytest.raises(ValueError, match="theta is on the meta device"):
+        expected_score_sum(lm, meta, default_reward(lm))
