@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 
-def baseline_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, baseline) -> torch.Tensor:
+def baseline_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, baseline) -> torch.Tensor:
     r"""``[P]`` exact :math:`\mathbb{E}_{\pi_\theta}\bigl[\sum_t (R(o) - b_t(o))\, s_t(o)\bigr]`.
 
     Parameters
@@ -57,7 +57,7 @@ def baseline_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, bas
     lm : TinyLM
     theta : torch.Tensor
         ``[P]`` parameters.
-    reward : torch.Tensor
+    rewards : torch.Tensor
         ``[N]`` finite rewards.
     baseline : float or torch.Tensor
         A constant, ``[N]`` (one number per response) or ``[N, L]`` (per token).
@@ -73,16 +73,16 @@ def baseline_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, bas
     """
     lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = check_rewards(lm, reward, "reward")
+    rewards = check_rewards(lm, rewards)
     if isinstance(baseline, torch.Tensor):
         baseline = real_tensor("baseline", baseline)
         if baseline.shape not in ((lm.N,), (lm.N, lm.L)):
             raise ValueError(f"baseline must be a number or have shape ({lm.N},) or ({lm.N}, {lm.L}), got {tuple(baseline.shape)}")
         require_finite("baseline", baseline)
         b = baseline.to(torch.float64)
-        weights = (reward - b) if b.ndim == 1 else reward[:, None] - b
+        weights = (rewards - b) if b.ndim == 1 else rewards[:, None] - b
     else:
-        weights = reward - require_real("baseline", baseline)
+        weights = rewards - require_real("baseline", baseline)
         if not np.isfinite(float(baseline)):
             raise ValueError("baseline must be finite")
     return expected_score_sum(lm, theta, weights)
@@ -178,7 +178,7 @@ class VarianceTerms:
     grad_sq: float
 
 
-def variance_terms(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> VarianceTerms:
+def variance_terms(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor) -> VarianceTerms:
     r"""The exact coefficients of :math:`\operatorname{Var}(b)`: :math:`A_0, A_1, A_2, \lVert\nabla J\rVert^2`.
 
     .. math::
@@ -201,11 +201,11 @@ def variance_terms(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> Var
     """
     lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = check_rewards(lm, reward, "reward")
+    rewards = check_rewards(lm, rewards)
     p = lm.probs(theta.detach())
     sq = token_score_sqnorms(lm, theta).sum(1)
-    g = expected_score_sum(lm, theta, reward)
-    A_0, A_1, A_2 = (float(p @ (reward ** (2 - k) * sq)) for k in range(3))
+    g = expected_score_sum(lm, theta, rewards)
+    A_0, A_1, A_2 = (float(p @ (rewards ** (2 - k) * sq)) for k in range(3))
     grad_sq = float(g @ g)
     return VarianceTerms(A_0, A_1, A_2, grad_sq)
 
@@ -224,7 +224,7 @@ def _optimal_formula():
     return sp.lambdify(A, b_star, "numpy")
 
 
-def baseline_variance(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, b) -> float:
+def baseline_variance(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, b) -> float:
     r"""Exact trace variance of :math:`(R - b)\, s`, from the derived quadratic.
 
     .. math::
@@ -246,7 +246,7 @@ def baseline_variance(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, b) 
     >>> abs(baseline_variance(lm, lm.theta0, R, 0.3) - exact) < 1e-14
     True
     """
-    t = variance_terms(lm, theta, reward)
+    t = variance_terms(lm, theta, rewards)
     if isinstance(b, np.ndarray):
         if not np.isfinite(b).all():
             raise ValueError("b must be finite")
@@ -254,7 +254,7 @@ def baseline_variance(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, b) 
     return float(_variance_formula()(t.A_0, t.A_1, t.A_2, t.grad_sq, require_real("b", b)))
 
 
-def optimal_baseline(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> float:
+def optimal_baseline(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor) -> float:
     r"""The variance-minimising constant :math:`b^* = \mathbb{E}[R\lVert s\rVert^2] / \mathbb{E}\lVert s\rVert^2`.
 
     From :func:`derivations.baselines.optimal_baseline`, lambdified.
@@ -277,7 +277,7 @@ def optimal_baseline(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> f
     >>> var(b) < min(var(b - 1e-3), var(b + 1e-3)), b > float(lm.probs(lm.theta0) @ R)   # a minimum, above E[R]
     (True, True)
     """
-    t = variance_terms(lm, theta, reward)
+    t = variance_terms(lm, theta, rewards)
     if not t.A_2 > 0:
         raise ValueError(
             "theta gives a deterministic policy (A_2 = E||s||^2 = 0): every score is 0, every baseline "
@@ -292,7 +292,7 @@ def _interval_formula(sign: int):
     return sp.lambdify([derived.b_star], [interval.start, interval.end], "numpy")
 
 
-def improvement_interval(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> tuple[float, float]:
+def improvement_interval(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor) -> tuple[float, float]:
     r"""The open interval of baselines with :math:`\operatorname{Var}(b) < \operatorname{Var}(0)`.
 
     The endpoints are those of the set solved by the CAS
@@ -309,14 +309,14 @@ def improvement_interval(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) 
     >>> lo, abs(hi - 2 * optimal_baseline(lm, lm.theta0, R)) < 1e-15
     (0.0, True)
     """
-    b_star = optimal_baseline(lm, theta, reward)
+    b_star = optimal_baseline(lm, theta, rewards)
     if b_star == 0.0:
-        raise ValueError("reward gives b* = 0: no baseline improves on b = 0")
+        raise ValueError("rewards give b* = 0: no baseline improves on b = 0")
     lo, hi = _interval_formula(1 if b_star > 0 else -1)(b_star)
     return float(lo), float(hi)
 
 
-def reinforce_loss(log_prob, advantage, mask=None):
+def reinforce_loss(log_prob, advantages, mask=None):
     r"""The REINFORCE surrogate loss :math:`-\frac1n\sum_i \operatorname{sg}(A_i) \sum_t m_{it} \log \pi_\theta(o_{it} \mid o_{i,<t})`.
 
     Its gradient is minus the REINFORCE estimate
@@ -328,7 +328,7 @@ def reinforce_loss(log_prob, advantage, mask=None):
     ----------
     log_prob : torch.Tensor or numpy.ndarray
         ``[B]`` sequence log-probabilities, or ``[B, T]`` token log-probabilities.
-    advantage : torch.Tensor or numpy.ndarray
+    advantages : torch.Tensor or numpy.ndarray
         ``[B]``, one number per sequence (broadcast over its tokens).
     mask : torch.Tensor or numpy.ndarray, optional
         ``[B, T]`` 0/1 or boolean mask of response tokens; only with ``[B, T]``
@@ -351,12 +351,12 @@ def reinforce_loss(log_prob, advantage, mask=None):
     >>> loss.backward(); logp.grad.tolist()
     [[-0.5, -0.5], [0.5, 0.0]]
     """
-    require_one_device(log_prob=log_prob, advantage=advantage, mask=mask)
+    require_one_device(log_prob=log_prob, advantages=advantages, mask=mask)
     logp, kind = to_tensor("log_prob", log_prob)
-    adv, _ = to_tensor("advantage", advantage)
+    adv, _ = to_tensor("advantages", advantages)
     if logp.ndim not in (1, 2) or adv.shape != logp.shape[:1]:
-        raise ValueError(f"advantage must have shape [B] matching log_prob [B] or [B, T]; got {tuple(adv.shape)} and {tuple(logp.shape)}")
-    require_finite("advantage", adv)
+        raise ValueError(f"advantages must have shape [B] matching log_prob [B] or [B, T]; got {tuple(adv.shape)} and {tuple(logp.shape)}")
+    require_finite("advantages", adv)
     if logp.ndim == 2:
         if mask is None:
             raise ValueError("mask is required with [B, T] token log-probabilities")
@@ -413,7 +413,7 @@ def _check_samples(lm: TinyLM, samples, advantages) -> tuple[torch.Tensor, torch
 
 
 def reinforce_monte_carlo(
-    lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, baseline: float, n: int, seed: int
+    lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, baseline: float, n: int, seed: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Monte-Carlo REINFORCE from ``n`` sampled responses: the mean and its standard error, per coordinate.
 
@@ -437,14 +437,14 @@ def reinforce_monte_carlo(
     """
     lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = check_rewards(lm, reward, "reward")
+    rewards = check_rewards(lm, rewards)
     baseline = require_real("baseline", baseline)
     n = require_int("n", n, minimum=2)
     require_int("seed", seed)
     p = lm.probs(theta.detach())
     gen = torch.Generator().manual_seed(seed)
     freq = torch.bincount(torch.multinomial(p, n, replacement=True, generator=gen), minlength=lm.N).to(p.dtype) / n
-    x = (reward - baseline)[:, None] * score_matrix(lm, theta)
+    x = (rewards - baseline)[:, None] * score_matrix(lm, theta)
     mean = freq @ x
     var = (freq @ x**2 - mean**2) * n / (n - 1)
     return mean, (var.clamp(min=0.0) / n).sqrt()

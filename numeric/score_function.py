@@ -26,7 +26,7 @@ from .tinylm import TinyLM, check_lm, check_theta, check_rewards, default_reward
 __all__ = ["TwoStepMDP", "autograd_gradient", "finite_difference_gradient", "log_ratio", "product_rule_terms"]
 
 
-def autograd_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
+def autograd_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
     r""":math:`\nabla_\theta \sum_o \pi_\theta(o) R(o)` by autograd through the definition.
 
     Examples
@@ -41,12 +41,12 @@ def autograd_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> 
     """
     lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = check_rewards(lm, reward, "reward")
+    rewards = check_rewards(lm, rewards)
     th = theta.detach().clone().requires_grad_(True)
-    return torch.autograd.grad(lm.probs(th) @ reward, th)[0]
+    return torch.autograd.grad(lm.probs(th) @ rewards, th)[0]
 
 
-def finite_difference_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, h: float = 1e-6) -> torch.Tensor:
+def finite_difference_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, h: float = 1e-6) -> torch.Tensor:
     r"""Central differences :math:`(J(\theta + h e_i) - J(\theta - h e_i)) / 2h`, all ``i`` at once.
 
     Error :math:`O(h^2)` plus rounding :math:`O(\epsilon / h)`: about
@@ -64,12 +64,12 @@ def finite_difference_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Te
     """
     lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = check_rewards(lm, reward, "reward")
+    rewards = check_rewards(lm, rewards)
     if not (isinstance(h, float) and h > 0):
         raise ValueError(f"h must be a positive float, got {h!r}")
     theta = theta.detach()
     steps = h * torch.eye(lm.P, dtype=theta.dtype)
-    J = torch.func.vmap(lambda th: lm.token_log_probs_from_logits(th.view(lm.n_prefixes, lm.V)).sum(1).exp() @ reward)
+    J = torch.func.vmap(lambda th: lm.token_log_probs_from_logits(th.view(lm.n_prefixes, lm.V)).sum(1).exp() @ rewards)
     return (J(theta + steps) - J(theta - steps)) / (2 * h)
 
 

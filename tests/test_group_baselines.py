@@ -394,7 +394,7 @@ def test_group_weights_accept_float32_probabilities_that_sum_to_one_in_float32()
 
 @pytest.mark.parametrize("fn", [leave_one_out_baselines, group_mean_advantages, rloo_advantages, group_zscore_advantages])
 def test_group_helpers_refuse_the_meta_device_by_name(fn):
-    with pytest.raises(ValueError, match="reward is on the meta device"):
+    with pytest.raises(ValueError, match="rewards is on the meta device"):
         fn(torch.zeros(2, 4, device="meta"))
 
 

@@ -230,8 +230,9 @@ def test_zscore_bessel_matches_the_trainers_formula(eps):
 
 # ------------------------------------------------------------------ names and input kinds
 
-CANONICAL = {"log_prob", "old_log_prob", "ref_log_prob", "advantage", "mask", "reward", "value", "next_value", "terminated", "trace_cut", "ratio"}
-RETIRED = {"logprobs", "log_probs", "new_log_prob", "advantages", "rewards", "values", "next_values", "trace_cuts", "response_mask"}
+# the lead's vocabulary is ``advantages`` / ``rewards``; the singular spellings stay allowed until every module has moved
+CANONICAL = {"log_prob", "old_log_prob", "ref_log_prob", "advantage", "advantages", "mask", "reward", "rewards", "value", "next_value", "terminated", "trace_cut", "ratio"}
+RETIRED = {"logprobs", "log_probs", "new_log_prob", "values", "next_values", "trace_cuts", "response_mask"}
 
 
 @pytest.mark.parametrize(
@@ -257,7 +258,7 @@ def test_numpy_views_with_negative_strides():
 
 def test_complex_input_is_refused():
     for z in (np.ones(3, complex), torch.ones(3, dtype=torch.complex64)):
-        with pytest.raises(TypeError, match="reward must hold real numbers"):
+        with pytest.raises(TypeError, match="rewards? must hold real numbers"):
             rloo_advantages(z)
         with pytest.raises(TypeError, match="log_prob must hold real numbers"):
             kl_k1(z, np.zeros(3))

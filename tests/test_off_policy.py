@@ -228,7 +228,7 @@ def test_models_and_moments_reject_bad_input(stale):
         scheme_moments("episodes", "token IS")
     with pytest.raises(ValueError, match="weights must have shape"):
         op.estimator_samples(stale, torch.ones(32, 2))
-    with pytest.raises(ValueError, match="advantage must have shape"):
+    with pytest.raises(ValueError, match="advantages must have shape"):
         op.estimator_samples(stale, stale.mask, torch.ones(5))
     with pytest.raises(ValueError, match="L must be >= 1"):
         op.chain_score_moments(0)

@@ -265,7 +265,7 @@ ROWS = [
                 "truncated_sequence_ratio", "geometric_sequence_mask", "kl_rejection_mask")],
     Row(n_off.chain_score_moments, (3, 4, 5), {0: "int", 1: "int", 2: "int"}, ranges={0: [0], 1: [1]}),
     *[Row(getattr(n_off, f), (0.3,), {0: "real"}, ranges={0: [math.inf]}) for f in ("tinylm_episodes", "two_turn_agent", "token_bias_closed_form")],
-    Row(n_off.estimator_samples, (EP, EP_W, EP.reward.numpy()), {0: "episodes", 1: "array", 2: "array"}, unusual=("fp32", "neg_stride"), valid=("advantage:none",)),
+    Row(n_off.estimator_samples, (EP, EP_W, EP.reward.numpy()), {0: "episodes", 1: "array", 2: "array"}, unusual=("fp32", "neg_stride"), valid=("advantages:none",)),
     Row(n_off.sampler_moments, (EP, EP_G), {0: "episodes", 1: "array"}, unusual=("fp32", "neg_stride")),
     Row(n_off.scheme_moments, (EP, "token TIS", 0.5), {0: "episodes", 1: "choice", 2: "real"}, ranges={2: [math.inf]}),
     Row(n_off.credit_assignment, (EP,), {0: "episodes"}),

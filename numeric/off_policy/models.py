@@ -126,10 +126,10 @@ def _f64(name: str, value) -> torch.Tensor:
     return require_finite(name, to_tensor(name, value)[0].detach().to(F64))
 
 
-def estimator_samples(episodes: Episodes, weights, advantage=None) -> torch.Tensor:
+def estimator_samples(episodes: Episodes, weights, advantages=None) -> torch.Tensor:
     r"""``[E, P]`` per-episode estimates :math:`\hat g = \sum_t w_t A\, s_t`.
 
-    ``weights`` is ``[E, T]``; ``advantage`` is ``[E]`` or ``[E, T]`` (default the reward).
+    ``weights`` is ``[E, T]``; ``advantages`` is ``[E]`` or ``[E, T]`` (default the reward).
 
     Examples
     --------
@@ -143,13 +143,13 @@ def estimator_samples(episodes: Episodes, weights, advantage=None) -> torch.Tens
     """
     ep = _episodes(episodes)
     w = _f64("weights", weights)
-    A = ep.reward if advantage is None else _f64("advantage", advantage)
+    A = ep.reward if advantages is None else _f64("advantages", advantages)
     if w.shape != ep.mask.shape:
         raise ValueError(f"weights must have shape {tuple(ep.mask.shape)}, got {tuple(w.shape)}")
     if A.shape == ep.reward.shape:
         A = A[:, None]
     elif A.shape != ep.mask.shape:
-        raise ValueError(f"advantage must have shape {tuple(ep.reward.shape)} or {tuple(ep.mask.shape)}, got {tuple(A.shape)}")
+        raise ValueError(f"advantages must have shape {tuple(ep.reward.shape)} or {tuple(ep.mask.shape)}, got {tuple(A.shape)}")
     return torch.einsum("et,etp->ep", w * A, ep.scores)
 
 

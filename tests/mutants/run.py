@@ -79,7 +79,7 @@ MUTANTS = [
     Mutant("fd_step", "numeric/score_function.py", "/ (2 * h)", "/ (2.000001 * h)",
            _topic("score_function"), "central difference with a wrong denominator (relative 5e-7)"),
     # -- baselines
-    Mutant("A0_uses_R", "numeric/baselines.py", "reward ** (2 - k)", "reward ** min(1, 2 - k)",
+    Mutant("A0_uses_R", "numeric/baselines.py", "rewards ** (2 - k)", "rewards ** min(1, 2 - k)",
            _topic("baselines"), "A_0 = E[R ||s||^2] instead of E[R^2 ||s||^2] (R where R^2 belongs)"),
     Mutant("b_star_A0", "derivations/baselines.py", "d.then(sums[A1] / sums[A2]", "d.then(sums[A0] / sums[A2]",
            _topic("baselines"), "b* = A_0/A_2 instead of A_1/A_2 (hidden by a binary reward)"),
