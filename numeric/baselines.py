@@ -42,6 +42,7 @@ __all__ = [
     "optimal_baseline",
     "prefix_baseline",
     "reinforce_loss",
+    "MonteCarloEstimate",
     "reinforce_monte_carlo",
     "reinforce_per_sample",
     "VarianceTerms",
@@ -412,9 +413,17 @@ def _check_samples(lm: TinyLM, samples, advantages) -> tuple[torch.Tensor, torch
     return samples, require_finite("advantages", advantages.to(torch.float64))
 
 
+@dataclass(frozen=True)
+class MonteCarloEstimate:
+    r"""A Monte-Carlo gradient: ``mean`` ``[P]`` and its ``standard_error`` ``[P]``, per coordinate (:func:`reinforce_monte_carlo`)."""
+
+    mean: torch.Tensor
+    standard_error: torch.Tensor
+
+
 def reinforce_monte_carlo(
     lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, baseline: float, n: int, seed: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> MonteCarloEstimate:
     r"""Monte-Carlo REINFORCE from ``n`` sampled responses: the mean and its standard error, per coordinate.
 
     .. math::
@@ -430,8 +439,9 @@ def reinforce_monte_carlo(
     >>> from numeric.baselines import reinforce_monte_carlo
     >>> lm = TinyLM()
     >>> R = default_reward(lm)
-    >>> g, se = reinforce_monte_carlo(lm, lm.theta0, R, 0.0, n=400_000, seed=12)
-    >>> z = (g - expected_score_sum(lm, lm.theta0, R)).abs()[se > 0] / se[se > 0]
+    >>> mc = reinforce_monte_carlo(lm, lm.theta0, R, 0.0, n=400_000, seed=12)
+    >>> se = mc.standard_error
+    >>> z = (mc.mean - expected_score_sum(lm, lm.theta0, R)).abs()[se > 0] / se[se > 0]
     >>> bool(z.max() < 4)
     True
     """
@@ -447,7 +457,7 @@ def reinforce_monte_carlo(
     x = (rewards - baseline)[:, None] * score_matrix(lm, theta)
     mean = freq @ x
     var = (freq @ x**2 - mean**2) * n / (n - 1)
-    return mean, (var.clamp(min=0.0) / n).sqrt()
+    return MonteCarloEstimate(mean, (var.clamp(min=0.0) / n).sqrt())
 
 
 @suite("baselines")
@@ -507,9 +517,9 @@ def cross_checks() -> None:
     A_live = R[idx] - lm.probs(th) @ R
     (grad_live,) = torch.autograd.grad(reinforce_loss(lm.sequence_log_prob(th)[idx], A_live), th)
     check("advantage that requires grad: the loss stops it (gradient == loop with A as numbers)", maxabs(-grad_live, reinforce_per_sample(lm, theta, idx, A_live.detach())), 1e-13)
-    g_mc, se = reinforce_monte_carlo(lm, theta, R, ER, n=400_000, seed=12)
-    live = se > 0
-    check("MC REINFORCE gradient within 4 SE of exact (max z, 400k samples, seed 12)", float(((g_mc - g).abs()[live] / se[live]).max()), 4.0, kind="mc")
+    mc = reinforce_monte_carlo(lm, theta, R, ER, n=400_000, seed=12)
+    live = mc.standard_error > 0
+    check("MC REINFORCE gradient within 4 SE of exact (max z, 400k samples, seed 12)", float(((mc.mean - g).abs()[live] / mc.standard_error[live]).max()), 4.0, kind="mc")
 
 
 def _token_baseline_bias_by_hand(lm: TinyLM, theta: torch.Tensor, c: float) -> torch.Tensor:
