@@ -51,7 +51,7 @@ def token_scores() -> None:
     th = theta.clone().requires_grad_(True)
     loop = torch.zeros(lm.N, lm.L, lm.P)
     for n in range(lm.N):
-        lp = lm.token_logprobs(th)[n]
+        lp = lm.token_log_probs(th)[n]
         for t in range(int(lm.lengths[n])):
             loop[n, t] = torch.autograd.grad(lp[t], th, retain_graph=True)[0]
     auto = time.perf_counter() - t0

@@ -441,3 +441,33 @@ def bandit_optimal_baseline() -> Derivation:
     d.then((1 - p) * R1 + p * R2, r"cancel the common factor $2p(1-p)$")
     d.step(d.rhs - value, (1 - 2 * p) * (R1 - R2), r"subtract $V^\pi = p R_1 + (1-p) R_2$")
     return d
+
+
+# -- formulas by name, for numeric (which never reads a derivation's steps by position) ---------
+
+
+def optimal_baseline_formula() -> sp.Expr:
+    r"""The optimal constant baseline :math:`b^* = \sum_a p_a R_a n_a / \sum_a p_a n_a`, as :func:`optimal_baseline` displays and verifies it.
+
+    Examples
+    --------
+    >>> from derivations.baselines import optimal_baseline_formula
+    >>> optimal_baseline_formula()
+    Sum(R[a]*n[a]*p[a], (a, 1, K))/Sum(n[a]*p[a], (a, 1, K))
+    """
+    return optimal_baseline().steps[1].rhs
+
+
+def bandit_optimal_baseline_formula() -> sp.Expr:
+    r"""The two-armed bandit's :math:`b^* = (1-p)R_1 + pR_2`, as :func:`bandit_optimal_baseline` displays and verifies it.
+
+    Examples
+    --------
+    >>> from derivations.baselines import bandit_optimal_baseline_formula
+    >>> bandit_optimal_baseline_formula()
+    R_1*(1 - p) + R_2*p
+    """
+    return bandit_optimal_baseline().steps[1].rhs
+
+
+__all__ += ["bandit_optimal_baseline_formula", "optimal_baseline_formula"]

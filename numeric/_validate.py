@@ -175,3 +175,62 @@ def like(kind: str, tensor: torch.Tensor):
     if kind == "numpy":
         return tensor.detach().cpu().numpy()
     return tensor
+
+
+# ----------------------------------------------------------------------------------------------
+# Validators of numeric.off_policy, numeric.tinylm and the topics built on the toy LM
+# (appended by the off-policy helper; nothing above this line is theirs).
+# ----------------------------------------------------------------------------------------------
+
+
+def require_finite_real(name: str, value, minimum: float | None = None) -> float:
+    """A finite real number (not NaN, not infinite), at least ``minimum`` when given."""
+    value = require_real(name, value)
+    if minimum is not None and not value >= minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    return value
+
+
+def require_cap(name: str, value) -> float:
+    """A truncation level :math:`C > 0` for a ratio (``inf`` allowed: no truncation)."""
+    value = require_real(name, value)
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0 (a truncation level C for the ratio), got {value}")
+    return value
+
+
+def require_band(low, high, low_name: str = "low", high_name: str = "high") -> tuple[float, float]:
+    """A kept band ``0 <= low < high`` of a ratio."""
+    low, high = require_nonnegative(low_name, low), require_real(high_name, high)
+    if not low < high:
+        raise ValueError(
+            f"{low_name} must be < {high_name} (the kept band [{low_name}, {high_name}] of the ratio), "
+            f"got {low_name}={low}, {high_name}={high}"
+        )
+    return low, high
+
+
+def require_mask_given(name: str, value) -> None:
+    """Refuse ``None`` where a 0/1 mask is required (a missing mask is not "all kept" here)."""
+    if value is None:
+        raise TypeError(f"{name} must be a 0/1 (or boolean) array of the tokens' shape, got None")
+
+
+def require_one_device(**tensors) -> None:
+    """Raise, naming the arguments, if the torch tensors among ``tensors`` live on different devices or on ``meta``.
+
+    numpy arrays and ``None`` are skipped (numpy lives on the CPU and is compared as such).
+    """
+    devices = {}
+    for name, t in tensors.items():
+        if isinstance(t, np.ndarray):
+            devices[name] = torch.device("cpu")
+        elif isinstance(t, torch.Tensor):
+            if t.device.type == "meta":
+                raise ValueError(f"{name} is on the meta device (a tensor without data); pass real values")
+            devices[name] = t.device
+    if len(set(devices.values())) > 1:
+        listed = ", ".join(f"{name} on {device}" for name, device in devices.items())
+        raise ValueError(f"arguments must live on one device, got {listed}")

@@ -18,6 +18,7 @@ backward pass equals the per-sample loop :func:`reinforce_per_sample`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -27,11 +28,11 @@ import torch
 from derivations import baselines as derived
 from derivations.score_function import instances
 
-from ._validate import compute_dtype, like, masked_inputs, require_finite, require_int, require_real, to_tensor
+from ._validate import compute_dtype, like, masked_inputs, require_finite, require_int, require_one_device, require_real, to_tensor
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, token_score_sqnorms
 from .score_function import autograd_gradient
-from .tinylm import TinyLM, _check_lm, check_theta, real_tensor, _check_reward, default_reward, score_matrix
+from .tinylm import TinyLM, check_lm, check_theta, real_tensor, check_rewards, default_reward, score_matrix
 
 __all__ = [
     "action_dependent_bias",
@@ -41,13 +42,15 @@ __all__ = [
     "optimal_baseline",
     "prefix_baseline",
     "reinforce_loss",
+    "MonteCarloEstimate",
     "reinforce_monte_carlo",
     "reinforce_per_sample",
+    "VarianceTerms",
     "variance_terms",
 ]
 
 
-def baseline_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, baseline) -> torch.Tensor:
+def baseline_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, baseline) -> torch.Tensor:
     r"""``[P]`` exact :math:`\mathbb{E}_{\pi_\theta}\bigl[\sum_t (R(o) - b_t(o))\, s_t(o)\bigr]`.
 
     Parameters
@@ -55,7 +58,7 @@ def baseline_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, bas
     lm : TinyLM
     theta : torch.Tensor
         ``[P]`` parameters.
-    reward : torch.Tensor
+    rewards : torch.Tensor
         ``[N]`` finite rewards.
     baseline : float or torch.Tensor
         A constant, ``[N]`` (one number per response) or ``[N, L]`` (per token).
@@ -69,18 +72,18 @@ def baseline_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, bas
     >>> maxabs(baseline_gradient(lm, lm.theta0, R, 5.0), baseline_gradient(lm, lm.theta0, R, 0.0)) < 1e-14
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = _check_reward(lm, reward)
+    rewards = check_rewards(lm, rewards)
     if isinstance(baseline, torch.Tensor):
         baseline = real_tensor("baseline", baseline)
         if baseline.shape not in ((lm.N,), (lm.N, lm.L)):
             raise ValueError(f"baseline must be a number or have shape ({lm.N},) or ({lm.N}, {lm.L}), got {tuple(baseline.shape)}")
         require_finite("baseline", baseline)
         b = baseline.to(torch.float64)
-        weights = (reward - b) if b.ndim == 1 else reward[:, None] - b
+        weights = (rewards - b) if b.ndim == 1 else rewards[:, None] - b
     else:
-        weights = reward - require_real("baseline", baseline)
+        weights = rewards - require_real("baseline", baseline)
         if not np.isfinite(float(baseline)):
             raise ValueError("baseline must be finite")
     return expected_score_sum(lm, theta, weights)
@@ -102,7 +105,7 @@ def prefix_baseline(lm: TinyLM, values: torch.Tensor) -> torch.Tensor:
     >>> B[lm.seqs.index((2, 1, 0))].tolist()   # rows of (), (2,), (2, 1)
     [0.0, 2.0, 7.0, 0.0]
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     values = real_tensor("values", values)
     if values.shape != (lm.n_prefixes,):
         raise ValueError(f"values must have shape ({lm.n_prefixes},), one number per prefix; got {tuple(values.shape)}")
@@ -148,7 +151,7 @@ def action_dependent_bias(lm: TinyLM, theta: torch.Tensor, table: torch.Tensor) 
     >>> maxabs(bias, action_dependent_bias(lm, lm.theta0, table)) < 1e-14
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
     table = real_tensor("table", table)
     if table.shape != (lm.n_prefixes, lm.V):
@@ -166,7 +169,17 @@ def _reach_probability(lm: TinyLM, theta: torch.Tensor) -> torch.Tensor:
     return torch.zeros(lm.n_prefixes, dtype=weights.dtype).index_add_(0, lm.prefix_rows.reshape(-1), weights)
 
 
-def variance_terms(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> dict[str, float]:
+@dataclass(frozen=True)
+class VarianceTerms:
+    r"""The coefficients of :math:`\operatorname{Var}(b) = A_0 - 2bA_1 + b^2A_2 - \lVert\nabla J\rVert^2` (:func:`variance_terms`)."""
+
+    A_0: float
+    A_1: float
+    A_2: float
+    grad_sq: float
+
+
+def variance_terms(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor) -> VarianceTerms:
     r"""The exact coefficients of :math:`\operatorname{Var}(b)`: :math:`A_0, A_1, A_2, \lVert\nabla J\rVert^2`.
 
     .. math::
@@ -184,18 +197,18 @@ def variance_terms(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> dic
     >>> C = ((lm.tokens == 1).double() * lm.mask).sum(1)
     >>> t = variance_terms(lm, lm.theta0, C)
     >>> p, sq = lm.probs(lm.theta0), (score_matrix(lm, lm.theta0) ** 2).sum(1)
-    >>> [abs(t[f"A_{k}"] - float(p @ (C ** (2 - k) * sq))) < 1e-13 for k in range(3)]
+    >>> [abs(getattr(t, f"A_{k}") - float(p @ (C ** (2 - k) * sq))) < 1e-13 for k in range(3)]
     [True, True, True]
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = _check_reward(lm, reward)
+    rewards = check_rewards(lm, rewards)
     p = lm.probs(theta.detach())
     sq = token_score_sqnorms(lm, theta).sum(1)
-    g = expected_score_sum(lm, theta, reward)
-    out = {f"A_{k}": float(p @ (reward ** (2 - k) * sq)) for k in range(3)}
-    out["grad_sq"] = float(g @ g)
-    return out
+    g = expected_score_sum(lm, theta, rewards)
+    A_0, A_1, A_2 = (float(p @ (rewards ** (2 - k) * sq)) for k in range(3))
+    grad_sq = float(g @ g)
+    return VarianceTerms(A_0, A_1, A_2, grad_sq)
 
 
 @cache
@@ -208,11 +221,11 @@ def _variance_formula():
 @cache
 def _optimal_formula():
     A = sp.symbols("A_0:3")
-    b_star = derived.optimal_baseline().steps[1].rhs.subs(dict(zip(derived.variance_coefficients(), A)))
+    b_star = derived.optimal_baseline_formula().subs(dict(zip(derived.variance_coefficients(), A)))
     return sp.lambdify(A, b_star, "numpy")
 
 
-def baseline_variance(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, b) -> float:
+def baseline_variance(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, b) -> float:
     r"""Exact trace variance of :math:`(R - b)\, s`, from the derived quadratic.
 
     .. math::
@@ -234,15 +247,15 @@ def baseline_variance(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, b) 
     >>> abs(baseline_variance(lm, lm.theta0, R, 0.3) - exact) < 1e-14
     True
     """
-    t = variance_terms(lm, theta, reward)
+    t = variance_terms(lm, theta, rewards)
     if isinstance(b, np.ndarray):
         if not np.isfinite(b).all():
             raise ValueError("b must be finite")
-        return _variance_formula()(t["A_0"], t["A_1"], t["A_2"], t["grad_sq"], b.astype(np.float64))
-    return float(_variance_formula()(t["A_0"], t["A_1"], t["A_2"], t["grad_sq"], require_real("b", b)))
+        return _variance_formula()(t.A_0, t.A_1, t.A_2, t.grad_sq, b.astype(np.float64))
+    return float(_variance_formula()(t.A_0, t.A_1, t.A_2, t.grad_sq, require_real("b", b)))
 
 
-def optimal_baseline(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> float:
+def optimal_baseline(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor) -> float:
     r"""The variance-minimising constant :math:`b^* = \mathbb{E}[R\lVert s\rVert^2] / \mathbb{E}\lVert s\rVert^2`.
 
     From :func:`derivations.baselines.optimal_baseline`, lambdified.
@@ -265,13 +278,13 @@ def optimal_baseline(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> f
     >>> var(b) < min(var(b - 1e-3), var(b + 1e-3)), b > float(lm.probs(lm.theta0) @ R)   # a minimum, above E[R]
     (True, True)
     """
-    t = variance_terms(lm, theta, reward)
-    if not t["A_2"] > 0:
+    t = variance_terms(lm, theta, rewards)
+    if not t.A_2 > 0:
         raise ValueError(
             "theta gives a deterministic policy (A_2 = E||s||^2 = 0): every score is 0, every baseline "
             "has the same variance 0, and b* = A_1/A_2 is undefined"
         )
-    return float(_optimal_formula()(t["A_0"], t["A_1"], t["A_2"]))
+    return float(_optimal_formula()(t.A_0, t.A_1, t.A_2))
 
 
 @cache
@@ -280,7 +293,7 @@ def _interval_formula(sign: int):
     return sp.lambdify([derived.b_star], [interval.start, interval.end], "numpy")
 
 
-def improvement_interval(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> tuple[float, float]:
+def improvement_interval(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor) -> tuple[float, float]:
     r"""The open interval of baselines with :math:`\operatorname{Var}(b) < \operatorname{Var}(0)`.
 
     The endpoints are those of the set solved by the CAS
@@ -297,14 +310,14 @@ def improvement_interval(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) 
     >>> lo, abs(hi - 2 * optimal_baseline(lm, lm.theta0, R)) < 1e-15
     (0.0, True)
     """
-    b_star = optimal_baseline(lm, theta, reward)
+    b_star = optimal_baseline(lm, theta, rewards)
     if b_star == 0.0:
-        raise ValueError("reward gives b* = 0: no baseline improves on b = 0")
+        raise ValueError("rewards give b* = 0: no baseline improves on b = 0")
     lo, hi = _interval_formula(1 if b_star > 0 else -1)(b_star)
     return float(lo), float(hi)
 
 
-def reinforce_loss(log_prob, advantage, mask=None):
+def reinforce_loss(log_prob, advantages, mask=None):
     r"""The REINFORCE surrogate loss :math:`-\frac1n\sum_i \operatorname{sg}(A_i) \sum_t m_{it} \log \pi_\theta(o_{it} \mid o_{i,<t})`.
 
     Its gradient is minus the REINFORCE estimate
@@ -316,7 +329,7 @@ def reinforce_loss(log_prob, advantage, mask=None):
     ----------
     log_prob : torch.Tensor or numpy.ndarray
         ``[B]`` sequence log-probabilities, or ``[B, T]`` token log-probabilities.
-    advantage : torch.Tensor or numpy.ndarray
+    advantages : torch.Tensor or numpy.ndarray
         ``[B]``, one number per sequence (broadcast over its tokens).
     mask : torch.Tensor or numpy.ndarray, optional
         ``[B, T]`` 0/1 or boolean mask of response tokens; only with ``[B, T]``
@@ -339,11 +352,12 @@ def reinforce_loss(log_prob, advantage, mask=None):
     >>> loss.backward(); logp.grad.tolist()
     [[-0.5, -0.5], [0.5, 0.0]]
     """
+    require_one_device(log_prob=log_prob, advantages=advantages, mask=mask)
     logp, kind = to_tensor("log_prob", log_prob)
-    adv, _ = to_tensor("advantage", advantage)
+    adv, _ = to_tensor("advantages", advantages)
     if logp.ndim not in (1, 2) or adv.shape != logp.shape[:1]:
-        raise ValueError(f"advantage must have shape [B] matching log_prob [B] or [B, T]; got {tuple(adv.shape)} and {tuple(logp.shape)}")
-    require_finite("advantage", adv)
+        raise ValueError(f"advantages must have shape [B] matching log_prob [B] or [B, T]; got {tuple(adv.shape)} and {tuple(logp.shape)}")
+    require_finite("advantages", adv)
     if logp.ndim == 2:
         if mask is None:
             raise ValueError("mask is required with [B, T] token log-probabilities")
@@ -372,11 +386,11 @@ def reinforce_per_sample(lm: TinyLM, theta: torch.Tensor, samples: torch.Tensor,
     >>> lm = TinyLM()
     >>> idx, A = torch.tensor([3, 40, 3]), torch.tensor([1.0, -0.5, 2.0])
     >>> th = lm.theta0.clone().requires_grad_(True)
-    >>> (g_loss,) = torch.autograd.grad(reinforce_loss(lm.seq_logprob(th)[idx], A), th)
+    >>> (g_loss,) = torch.autograd.grad(reinforce_loss(lm.sequence_log_prob(th)[idx], A), th)
     >>> maxabs(reinforce_per_sample(lm, lm.theta0, idx, A), -g_loss) < 1e-15
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
     samples, advantages = _check_samples(lm, samples, advantages)
     th = theta.detach().clone().requires_grad_(True)
@@ -399,9 +413,17 @@ def _check_samples(lm: TinyLM, samples, advantages) -> tuple[torch.Tensor, torch
     return samples, require_finite("advantages", advantages.to(torch.float64))
 
 
+@dataclass(frozen=True)
+class MonteCarloEstimate:
+    r"""A Monte-Carlo gradient: ``mean`` ``[P]`` and its ``standard_error`` ``[P]``, per coordinate (:func:`reinforce_monte_carlo`)."""
+
+    mean: torch.Tensor
+    standard_error: torch.Tensor
+
+
 def reinforce_monte_carlo(
-    lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, baseline: float, n: int, seed: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+    lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, baseline: float, n: int, seed: int
+) -> MonteCarloEstimate:
     r"""Monte-Carlo REINFORCE from ``n`` sampled responses: the mean and its standard error, per coordinate.
 
     .. math::
@@ -417,24 +439,25 @@ def reinforce_monte_carlo(
     >>> from numeric.baselines import reinforce_monte_carlo
     >>> lm = TinyLM()
     >>> R = default_reward(lm)
-    >>> g, se = reinforce_monte_carlo(lm, lm.theta0, R, 0.0, n=400_000, seed=12)
-    >>> z = (g - expected_score_sum(lm, lm.theta0, R)).abs()[se > 0] / se[se > 0]
+    >>> mc = reinforce_monte_carlo(lm, lm.theta0, R, 0.0, n=400_000, seed=12)
+    >>> se = mc.standard_error
+    >>> z = (mc.mean - expected_score_sum(lm, lm.theta0, R)).abs()[se > 0] / se[se > 0]
     >>> bool(z.max() < 4)
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = _check_reward(lm, reward)
+    rewards = check_rewards(lm, rewards)
     baseline = require_real("baseline", baseline)
     n = require_int("n", n, minimum=2)
     require_int("seed", seed)
     p = lm.probs(theta.detach())
     gen = torch.Generator().manual_seed(seed)
     freq = torch.bincount(torch.multinomial(p, n, replacement=True, generator=gen), minlength=lm.N).to(p.dtype) / n
-    x = (reward - baseline)[:, None] * score_matrix(lm, theta)
+    x = (rewards - baseline)[:, None] * score_matrix(lm, theta)
     mean = freq @ x
     var = (freq @ x**2 - mean**2) * n / (n - 1)
-    return mean, (var.clamp(min=0.0) / n).sqrt()
+    return MonteCarloEstimate(mean, (var.clamp(min=0.0) / n).sqrt())
 
 
 @suite("baselines")
@@ -472,7 +495,7 @@ def cross_checks() -> None:
     check("binary R: b* > E[R] exactly when E[||s||^2 | R=1] > E[||s||^2 | R=0] (mismatches)", float((success > failure) != (b_star > ER)), 0.0)
 
     # the two-armed bandit: the derived closed form against the definition, non-binary rewards
-    closed_form = sp.lambdify(sp.symbols("p R_1 R_2"), derived.bandit_optimal_baseline().steps[1].rhs)
+    closed_form = sp.lambdify(sp.symbols("p R_1 R_2"), derived.bandit_optimal_baseline_formula())
     worst = 0.0
     for prob, R1, R2 in ((0.1, 2.0, -0.5), (0.7, 1.0, 3.0)):
         pi = torch.tensor([prob, 1 - prob])
@@ -485,18 +508,18 @@ def cross_checks() -> None:
     idx = torch.multinomial(p, 2000, replacement=True, generator=gen)
     A = R[idx] - ER
     th = theta.clone().requires_grad_(True)
-    (grad_loss,) = torch.autograd.grad(reinforce_loss(lm.seq_logprob(th)[idx], A), th)
+    (grad_loss,) = torch.autograd.grad(reinforce_loss(lm.sequence_log_prob(th)[idx], A), th)
     check("per-sample loop == one backward through -mean(sg(A) log pi)", maxabs(reinforce_per_sample(lm, theta, idx, A), -grad_loss), 1e-13)
-    padded = torch.where(lm.mask[idx] > 0, lm.token_logprobs(th)[idx], -math.inf)  # a padding sentinel, as trainers leave it
+    padded = torch.where(lm.mask[idx] > 0, lm.token_log_probs(th)[idx], -math.inf)  # a padding sentinel, as trainers leave it
     (grad_token_loss,) = torch.autograd.grad(reinforce_loss(padded, A, lm.mask[idx]), th)
     check("token-level [B, T] masked loss, -inf on padding: same gradient as the sequence-level loss", maxabs(grad_token_loss, grad_loss), 1e-14)
     # an advantage that carries a gradient (a baseline computed from theta) must be stopped
     A_live = R[idx] - lm.probs(th) @ R
-    (grad_live,) = torch.autograd.grad(reinforce_loss(lm.seq_logprob(th)[idx], A_live), th)
+    (grad_live,) = torch.autograd.grad(reinforce_loss(lm.sequence_log_prob(th)[idx], A_live), th)
     check("advantage that requires grad: the loss stops it (gradient == loop with A as numbers)", maxabs(-grad_live, reinforce_per_sample(lm, theta, idx, A_live.detach())), 1e-13)
-    g_mc, se = reinforce_monte_carlo(lm, theta, R, ER, n=400_000, seed=12)
-    live = se > 0
-    check("MC REINFORCE gradient within 4 SE of exact (max z, 400k samples, seed 12)", float(((g_mc - g).abs()[live] / se[live]).max()), 4.0, kind="mc")
+    mc = reinforce_monte_carlo(lm, theta, R, ER, n=400_000, seed=12)
+    live = mc.standard_error > 0
+    check("MC REINFORCE gradient within 4 SE of exact (max z, 400k samples, seed 12)", float(((mc.mean - g).abs()[live] / mc.standard_error[live]).max()), 4.0, kind="mc")
 
 
 def _token_baseline_bias_by_hand(lm: TinyLM, theta: torch.Tensor, c: float) -> torch.Tensor:

@@ -4,7 +4,9 @@ The course notebooks were written against a helper module that made float64
 torch's default dtype and exported every function by name.  Importing this
 module does both: it sets the default dtype to ``torch.float64`` (a global
 change, which is why :mod:`numeric` itself does not make it) and re-exports
-everything in ``numeric.__all__``.  A notebook replaces its helper import by
+everything in ``numeric.__all__``, with :class:`TinyLM` answering to the
+helper's method names too (``token_logprobs``, ``seq_logprob``; the package
+spells them ``token_log_probs``, ``sequence_log_prob``).  A notebook replaces its helper import by
 ``from numeric.course import *`` and runs unchanged.
 
 Examples
@@ -27,6 +29,20 @@ def use_course_defaults() -> None:
 use_course_defaults()
 
 from numeric import *  # noqa: E402,F403
+from numeric import TinyLM as _TinyLM  # noqa: E402
 from numeric import __all__ as _numeric_all  # noqa: E402
+
+
+class TinyLM(_TinyLM):
+    """:class:`numeric.TinyLM` that also answers to the course helper's method names ``token_logprobs`` and ``seq_logprob``."""
+
+    def token_logprobs(self, theta: torch.Tensor) -> torch.Tensor:
+        """The course's name for :meth:`numeric.TinyLM.token_log_probs`."""
+        return self.token_log_probs(theta)
+
+    def seq_logprob(self, theta: torch.Tensor) -> torch.Tensor:
+        """The course's name for :meth:`numeric.TinyLM.sequence_log_prob`."""
+        return self.sequence_log_prob(theta)
+
 
 __all__ = [*_numeric_all, "use_course_defaults"]

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from ._validate import require_finite
-from .tinylm import TinyLM, _check_lm, check_theta, real_tensor
+from .tinylm import TinyLM, check_lm, check_theta, real_tensor
 
 __all__ = ["ScoreMoments", "expected_score_sum", "score_estimator_moments", "token_score_sqnorms"]
 
@@ -79,7 +79,7 @@ def token_score_sqnorms(lm: TinyLM, theta: torch.Tensor) -> torch.Tensor:
     >>> float((token_score_sqnorms(lm, lm.theta0) - direct).abs().max()) < 1e-15
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
     pi = torch.softmax(lm.logits(theta).detach(), -1)
     own = pi[lm.prefix_rows, lm.tokens]
@@ -111,7 +111,7 @@ def expected_score_sum(lm: TinyLM, theta: torch.Tensor, weights: torch.Tensor) -
     >>> float((expected_score_sum(lm, lm.theta0, R) - g_auto).abs().max()) < 1e-15
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
     w = _token_weights(lm, weights)
     logits = lm.logits(theta).detach()
@@ -140,7 +140,7 @@ def score_estimator_moments(lm: TinyLM, theta: torch.Tensor, weights: torch.Tens
     >>> abs(m.variance - dense) < 1e-13
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
     mean = expected_score_sum(lm, theta, weights)
     w = _token_weights(lm, weights)

@@ -484,12 +484,12 @@ class _Setting:
         self.q = lm.probs(self.theta_old)
         R = default_reward(lm)
         self.A = (R - self.q @ R)[:, None] * lm.mask
-        self.lp_old = lm.token_logprobs(self.theta_old)
+        self.lp_old = lm.token_log_probs(self.theta_old)
         self.theta = perturb(self.theta_old, 1.5, seed=11)
 
     def ratio(self, theta):
         """``[N, L]`` ratios and log-probs at theta; ratio 1 on padding."""
-        lp = self.lm.token_logprobs(theta)
+        lp = self.lm.token_log_probs(theta)
         return (lp - self.lp_old).exp() * self.lm.mask + (1 - self.lm.mask), lp
 
     def loss(self, method: str, theta, eps_high=EPS_HIGH):
@@ -513,7 +513,7 @@ class _Setting:
     def grad_from_weights(self, w, theta):
         """:math:`-\\sum_{o,t} q(o)\\, w\\, A\\, \\nabla\\log\\pi_\\theta(o_t|s_t)`."""
         th = theta.detach().clone().requires_grad_(True)
-        lp = self.lm.token_logprobs(th)
+        lp = self.lm.token_log_probs(th)
         return -torch.autograd.grad((self.q[:, None] * w * self.A * lp * self.lm.mask).sum(), th)[0]
 
     def weights(self, method: str, theta):
@@ -627,7 +627,7 @@ def _stopped_advantage_gap(group: int = 8, seed: int = 5) -> float:
             th = perturb(s.theta_old, 0.8, seed=2).requires_grad_(True)
             adv = (R[idx] - lm.probs(th) @ R)[:, None] * lm.mask[idx]  # carries a gradient
             adv = adv.detach() if stop else adv
-            grads.append(torch.autograd.grad(loss(lm.token_logprobs(th)[idx], s.lp_old[idx], adv, lm.mask[idx], (EPS_LOW, EPS_HIGH)), th)[0])
+            grads.append(torch.autograd.grad(loss(lm.token_log_probs(th)[idx], s.lp_old[idx], adv, lm.mask[idx], (EPS_LOW, EPS_HIGH)), th)[0])
         worst = max(worst, maxabs(*grads))
     return worst
 
@@ -692,7 +692,7 @@ def naive_vs_vectorised(group: int = 8, seed: int = 5) -> float:
     R = default_reward(lm)[idx]
     adv = (R - R.mean())[:, None] * lm.mask[idx]
     th = perturb(s.theta_old, 0.8, seed=2).requires_grad_(True)
-    lp, lp_old, mask = lm.token_logprobs(th)[idx], s.lp_old[idx], lm.mask[idx]
+    lp, lp_old, mask = lm.token_log_probs(th)[idx], s.lp_old[idx], lm.mask[idx]
     total, n = 0.0, 0
     for i in range(group):
         for t in range(int(mask[i].sum())):

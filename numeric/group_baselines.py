@@ -36,12 +36,13 @@ from ._validate import (
     require_finite,
     require_int,
     require_nonnegative,
+    require_one_device,
     require_unit_interval,
     to_tensor,
 )
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum
-from .tinylm import TinyLM, _check_lm, check_theta, _check_reward, default_reward, score_matrix
+from .tinylm import TinyLM, check_lm, check_theta, check_rewards, default_reward, score_matrix
 
 __all__ = [
     "binary_reward_weight",
@@ -62,17 +63,18 @@ MAX_ENTRIES = 50_000_000
 # -- batched helpers ---------------------------------------------------------------------------
 
 
-def _rewards(reward, minimum: int = 1):
-    r, kind = to_tensor("reward", reward)
+def _rewards(rewards, minimum: int = 1):
+    require_one_device(rewards=rewards)
+    r, kind = to_tensor("rewards", rewards)
     if r.ndim < 1:
-        raise ValueError("reward must have a group dimension (the last one), got a scalar")
+        raise ValueError("rewards must have a group dimension (the last one), got a scalar")
     if r.shape[-1] < minimum:
-        raise ValueError(f"reward must hold G >= {minimum} answers per group (last dimension), got G = {r.shape[-1]}")
-    require_finite("reward", r)
+        raise ValueError(f"rewards must hold G >= {minimum} answers per group (last dimension), got G = {r.shape[-1]}")
+    require_finite("rewards", r)
     return r.to(compute_dtype(r.dtype)), r.dtype, kind
 
 
-def leave_one_out_baselines(reward):
+def leave_one_out_baselines(rewards):
     r"""Mean reward of the *other* answers of each group.
 
     .. math::
@@ -81,7 +83,7 @@ def leave_one_out_baselines(reward):
 
     Parameters
     ----------
-    reward : numpy.ndarray or torch.Tensor
+    rewards : numpy.ndarray or torch.Tensor
         ``[..., G]``, :math:`G \ge 2`.
 
     Returns
@@ -100,12 +102,12 @@ def leave_one_out_baselines(reward):
     >>> print(leave_one_out_baselines(np.array([1.0, 0.0, 0.0, 1.0])).round(6))
     [0.333333 0.666667 0.666667 0.333333]
     """
-    r, dtype, kind = _rewards(reward, minimum=2)
+    r, dtype, kind = _rewards(rewards, minimum=2)
     G = r.shape[-1]
     return like(kind, ((r.sum(-1, keepdim=True) - r) / (G - 1)).to(dtype))
 
 
-def group_mean_advantages(reward):
+def group_mean_advantages(rewards):
     r"""Centred advantages :math:`R_i - \bar R`, the mean including the answer itself.
 
     Their expected update is :math:`\frac{G-1}{G} \nabla_\theta J`
@@ -119,11 +121,11 @@ def group_mean_advantages(reward):
     tensor([[ 0.5000, -0.5000, -0.5000,  0.5000],
             [ 0.0000,  0.0000,  0.0000,  0.0000]])
     """
-    r, dtype, kind = _rewards(reward)
-    return like(kind, _centred(r).to(dtype))
+    r, dtype, kind = _rewards(rewards)
+    return like(kind, centred_rewards(r).to(dtype))
 
 
-def rloo_advantages(reward):
+def rloo_advantages(rewards):
     r"""RLOO advantages :math:`R_i - b_i` with the leave-one-out baseline.
 
     .. math::
@@ -145,15 +147,15 @@ def rloo_advantages(reward):
     >>> print(rloo_advantages(np.array([1.0, 0.0, 0.0, 1.0])).round(6))
     [ 0.666667 -0.666667 -0.666667  0.666667]
     """
-    r, dtype, kind = _rewards(reward, minimum=2)
+    r, dtype, kind = _rewards(rewards, minimum=2)
     G = r.shape[-1]
-    return like(kind, (G / (G - 1) * _centred(r)).to(dtype))
+    return like(kind, (G / (G - 1) * centred_rewards(r)).to(dtype))
 
 
 _DDOF = {"population": 0, "bessel": 1}
 
 
-def _centred(r: torch.Tensor) -> torch.Tensor:
+def centred_rewards(r: torch.Tensor) -> torch.Tensor:
     r"""Deviations :math:`R_i - \bar R` over the last dimension, accurate when the rewards nearly tie.
 
     Subtracting the first reward first is exact for values within a factor of
@@ -166,7 +168,10 @@ def _centred(r: torch.Tensor) -> torch.Tensor:
     return d - d.mean(-1, keepdim=True)
 
 
-def group_zscore_advantages(reward, eps: float = 1e-8, std: str = "population"):
+_centred = centred_rewards  # the old private name, for numeric.losses until it imports centred_rewards
+
+
+def group_zscore_advantages(rewards, eps: float = 1e-8, std: str = "population"):
     r"""Std-normalised (GRPO) advantages :math:`(R_i - \bar R) / (\sigma + \varepsilon)`.
 
     .. math::
@@ -185,7 +190,7 @@ def group_zscore_advantages(reward, eps: float = 1e-8, std: str = "population"):
 
     Parameters
     ----------
-    reward : numpy.ndarray or torch.Tensor
+    rewards : numpy.ndarray or torch.Tensor
         ``[..., G]``; :math:`G \ge 2` for ``std="bessel"``.
     eps : float
         Added to :math:`\sigma`, ``>= 0``.
@@ -219,8 +224,8 @@ def group_zscore_advantages(reward, eps: float = 1e-8, std: str = "population"):
     if std not in _DDOF:
         raise ValueError(f"std must be one of {sorted(_DDOF)}, got {std!r}")
     eps = require_nonnegative("eps", eps)
-    r, dtype, kind = _rewards(reward, minimum=1 + _DDOF[std])
-    centred = _centred(r)
+    r, dtype, kind = _rewards(rewards, minimum=1 + _DDOF[std])
+    centred = centred_rewards(r)
     scale = centred.abs().amax(-1, keepdim=True)
     equal = scale == 0
     scale = torch.where(equal, torch.ones_like(scale), scale)
@@ -314,6 +319,7 @@ def group_advantage_weights(values, probs, G: int, advantages: Advantages):
     >>> print(a.round(12))
     [-0.3  0.7]
     """
+    require_one_device(values=values, probs=probs)
     v, kind = to_tensor("values", values)
     q, _ = to_tensor("probs", probs)
     G = require_int("G", G, minimum=1)
@@ -322,8 +328,9 @@ def group_advantage_weights(values, probs, G: int, advantages: Advantages):
         raise ValueError(f"values and probs must be 1-D of equal length, got {tuple(v.shape)} and {tuple(q.shape)}")
     require_finite("values", v)
     require_finite("probs", q)
-    if bool((q < 0).any()) or abs(float(q.sum()) - 1.0) > 1e-12:
-        raise ValueError(f"probs must be non-negative and sum to one, got sum {float(q.sum())}")
+    tol = max(1e-12, q.numel() * torch.finfo(q.dtype).eps)  # the rounding of a sum of m numbers of q's dtype
+    if bool((q < 0).any()) or abs(float(q.to(torch.float64).sum()) - 1.0) > tol:
+        raise ValueError(f"probs must be non-negative and sum to one (within {tol:.1e}, from their dtype), got sum {float(q.to(torch.float64).sum())}")
     if v.unique().numel() != v.numel():
         raise ValueError("values must be distinct")
     m, n = v.numel(), G - 1
@@ -347,7 +354,7 @@ def group_advantage_weights(values, probs, G: int, advantages: Advantages):
     return like(kind, A[:, 0].reshape(m, -1).to(pmf.dtype) @ pmf)
 
 
-def exact_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, G: int, advantages: Advantages) -> torch.Tensor:
+def exact_group_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, G: int, advantages: Advantages) -> torch.Tensor:
     r"""``[P]`` exact :math:`\mathbb{E}[A_1 s_1]` for a group of :math:`G` i.i.d. answers of ``lm``.
 
     By symmetry this is also :math:`\mathbb{E}\bigl[\frac1G \sum_i A_i s_i\bigr]`.
@@ -363,9 +370,9 @@ def exact_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, 
     >>> float((g - expected_score_sum(lm, lm.theta0, R)).abs().max()) < 1e-12
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    R = _check_reward(lm, reward)
+    R = check_rewards(lm, rewards)
     p = lm.probs(theta.detach())
     values, inverse = torch.unique(R, return_inverse=True)
     probs = torch.zeros_like(values).index_add_(0, inverse, p)
@@ -374,7 +381,7 @@ def exact_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, 
     return expected_score_sum(lm, theta, a[inverse])
 
 
-def brute_force_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, G: int, advantages: Advantages) -> torch.Tensor:
+def brute_force_group_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, G: int, advantages: Advantages) -> torch.Tensor:
     r"""``[P]`` :math:`\mathbb{E}[A_1 s_1]` by enumerating all :math:`N^G` tuples of answers (:math:`G \le 3`).
 
     .. math::
@@ -392,9 +399,9 @@ def brute_force_group_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Te
     >>> float((bf - exact_group_gradient(lm, lm.theta0, R, 2, rloo_advantages)).abs().max()) < 1e-13
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    R = _check_reward(lm, reward)
+    R = check_rewards(lm, rewards)
     G = require_int("G", G, minimum=1)
     if G > 3:
         raise ValueError(f"G must be <= 3 for brute force ({lm.N}^G tuples), got {G}")

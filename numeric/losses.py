@@ -1172,7 +1172,7 @@ def advantage_scale(advantages, p: float, G: int) -> float:
 def _batch_on(lm, theta, idx: torch.Tensor):
     """Token log-probs, mask and a non-binary per-sequence advantage for sequences ``idx`` of ``lm``."""
     R = (lm.tokens == 1).to(torch.float64).mul(lm.mask).sum(1) / lm.lengths  # fraction of 1-tokens: non-binary
-    lp = lm.token_logprobs(theta)[idx]
+    lp = lm.token_log_probs(theta)[idx]
     return lp, lm.mask[idx], R[idx] - 0.3
 
 
@@ -1189,7 +1189,7 @@ def certificate_gap(method: str, agg: str | None = None, seed: int = 3, **option
     idx = torch.multinomial(s.q, 12, replacement=True, generator=gen)
     old, mask, A = _batch_on(s.lm, s.theta_old, idx)
     old = old.detach()
-    lp = s.lm.token_logprobs(s.theta)[idx].detach().requires_grad_(True)
+    lp = s.lm.token_log_probs(s.theta)[idx].detach().requires_grad_(True)
     loss = policy_loss(method, lp, old, A, mask, agg=agg, clip_epsilon=(0.2, 0.28), **options)
     (g,) = torch.autograd.grad(loss, lp)
     w = policy_weight(method, lp.detach(), old, A, mask, clip_epsilon=(0.2, 0.28), **options)
@@ -1217,7 +1217,7 @@ def length_bias_gradients(lm, theta, b: float = 0.3):
     pairs = torch.stack([i.reshape(-1), j.reshape(-1)], 1)  # [N^2, 2]
     mask, A = lm.mask[pairs], (R - b)[pairs]  # [P, 2, L], [P, 2]
     th = theta.detach().clone().requires_grad_(True)
-    lp, p = lm.token_logprobs(th), lm.probs(th)
+    lp, p = lm.token_log_probs(th), lm.probs(th)
     pair_prob = p[pairs].prod(1)
     grad = lambda f: torch.autograd.grad(f, th, retain_graph=True)[0]  # noqa: E731
     n = lm.lengths.to(torch.float64)

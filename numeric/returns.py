@@ -27,6 +27,7 @@ from ._validate import (
     compute_dtype,
     like,
     require_finite,
+    require_one_device,
     require_same_shape,
     require_unit_interval,
     to_tensor,
@@ -39,6 +40,7 @@ __all__ = ["discounted_score_weights", "gae_advantages", "lambda_returns", "rewa
 
 
 def _series(name: str, x):
+    require_one_device(**{name: x})
     t, kind = to_tensor(name, x)
     if t.ndim < 1 or t.shape[-1] < 1:
         raise ValueError(f"{name} must have a time dimension (the last one) of length >= 1, got shape {tuple(t.shape)}")
@@ -55,14 +57,14 @@ def _backward_scan(x: torch.Tensor, carry: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def reward_to_go(reward, gamma: float = 1.0):
+def reward_to_go(rewards, gamma: float = 1.0):
     r"""Discounted reward-to-go :math:`G^\gamma_t = \sum_{u \ge t} \gamma^{u-t} r_u`.
 
     Backward: :math:`G_t = r_t + \gamma G_{t+1}`, :math:`G_{T+1} = 0`.
 
     Parameters
     ----------
-    reward : numpy.ndarray or torch.Tensor
+    rewards : numpy.ndarray or torch.Tensor
         ``[..., T]`` per-step rewards (0 on padding).
     gamma : float
         Discount in :math:`[0, 1]`.
@@ -79,12 +81,12 @@ def reward_to_go(reward, gamma: float = 1.0):
     >>> print(reward_to_go(np.array([1.0, 0.0, 2.0]), gamma=0.5))
     [1.5 1.  2. ]
     """
-    r, kind = _series("reward", reward)
+    r, kind = _series("rewards", rewards)
     gamma = require_unit_interval("gamma", gamma)
-    return like(kind, _backward_scan(r, torch.full_like(r, gamma)).to(_dtype(reward)))
+    return like(kind, _backward_scan(r, torch.full_like(r, gamma)).to(_dtype(rewards)))
 
 
-def discounted_score_weights(reward, gamma: float):
+def discounted_score_weights(rewards, gamma: float):
     r"""Weights :math:`\gamma^t G^\gamma_t` of the token scores in the gradient of the literal discounted objective.
 
     .. math::
@@ -103,11 +105,11 @@ def discounted_score_weights(reward, gamma: float):
     >>> discounted_score_weights(torch.tensor([1.0, 0.0, 2.0]), gamma=0.5)
     tensor([1.5000, 0.5000, 0.5000])
     """
-    r, kind = _series("reward", reward)
+    r, kind = _series("rewards", rewards)
     gamma = require_unit_interval("gamma", gamma)
     g = _backward_scan(r, torch.full_like(r, gamma))
     powers = gamma ** torch.arange(r.shape[-1], dtype=r.dtype, device=r.device)
-    return like(kind, (powers * g).to(_dtype(reward)))
+    return like(kind, (powers * g).to(_dtype(rewards)))
 
 
 def _dtype(x) -> torch.dtype:
@@ -115,12 +117,13 @@ def _dtype(x) -> torch.dtype:
     return to_tensor("x", x)[0].dtype
 
 
-def _flagged_inputs(reward, next_value, terminated, trace_cut, gamma, lam):
-    r, kind = _series("reward", reward)
+def _flagged_inputs(rewards, next_value, terminated, trace_cut, gamma, lam, value=None):
+    require_one_device(rewards=rewards, value=value, next_value=next_value, terminated=terminated, trace_cut=trace_cut)
+    r, kind = _series("rewards", rewards)
     nv, _ = _series("next_value", next_value)
     d, _ = to_tensor("terminated", terminated, dtype=torch.bool)
     c, _ = to_tensor("trace_cut", trace_cut, dtype=torch.bool)
-    require_same_shape(reward=r, next_value=nv, terminated=d, trace_cut=c)
+    require_same_shape(rewards=r, next_value=nv, terminated=d, trace_cut=c)
     if bool((d & ~c).any()):
         raise ValueError("trace_cut must be True wherever terminated is True (a terminal step ends the trajectory)")
     gamma = require_unit_interval("gamma", gamma)
@@ -129,7 +132,7 @@ def _flagged_inputs(reward, next_value, terminated, trace_cut, gamma, lam):
     return r, as_r(nv), as_r(d), as_r(c), gamma, lam, kind
 
 
-def gae_advantages(reward, value, next_value, terminated, trace_cut, gamma: float, lam: float):
+def gae_advantages(rewards, value, next_value, terminated, trace_cut, gamma: float, lam: float):
     r"""Generalised advantage estimates with separate ``terminated`` and ``trace_cut`` flags.
 
     .. math::
@@ -146,9 +149,9 @@ def gae_advantages(reward, value, next_value, terminated, trace_cut, gamma: floa
 
     Parameters
     ----------
-    reward, value, next_value : numpy.ndarray or torch.Tensor
+    rewards, value, next_value : numpy.ndarray or torch.Tensor
         ``[..., T]``; ``next_value[t]`` is the value of the observation after step ``t``.
-        The result has ``reward``'s kind, device and dtype.
+        The result has ``rewards``'s kind, device and dtype.
     terminated, trace_cut : boolean numpy.ndarray or torch.Tensor
         ``[..., T]``; ``terminated`` implies ``trace_cut``.
     gamma, lam : float
@@ -172,14 +175,14 @@ def gae_advantages(reward, value, next_value, terminated, trace_cut, gamma: floa
     >>> print(gae_advantages(r, V, Vn, term, cut, gamma=0.9, lam=0.5).round(6))
     [  0.71   1.8  100.  ]
     """
-    r, nv, d, c, gamma, lam, kind = _flagged_inputs(reward, next_value, terminated, trace_cut, gamma, lam)
+    r, nv, d, c, gamma, lam, kind = _flagged_inputs(rewards, next_value, terminated, trace_cut, gamma, lam, value)
     v, _ = _series("value", value)
-    require_same_shape(reward=r, value=v)
+    require_same_shape(rewards=r, value=v)
     deltas = r + gamma * (1 - d) * nv - v.to(r)
-    return like(kind, _backward_scan(deltas, gamma * lam * (1 - c)).to(_dtype(reward)))
+    return like(kind, _backward_scan(deltas, gamma * lam * (1 - c)).to(_dtype(rewards)))
 
 
-def lambda_returns(reward, next_value, terminated, trace_cut, gamma: float, lam: float):
+def lambda_returns(rewards, next_value, terminated, trace_cut, gamma: float, lam: float):
     r"""λ-returns with the two flags.
 
     .. math::
@@ -200,10 +203,10 @@ def lambda_returns(reward, next_value, terminated, trace_cut, gamma: float, lam:
     >>> print(lambda_returns(r, Vn, term, cut, gamma=0.9, lam=0.5).round(6))
     [  1.71   2.8  100.  ]
     """
-    r, nv, d, c, gamma, lam, kind = _flagged_inputs(reward, next_value, terminated, trace_cut, gamma, lam)
+    r, nv, d, c, gamma, lam, kind = _flagged_inputs(rewards, next_value, terminated, trace_cut, gamma, lam)
     # G_t = [r_t + g(1-d)(1 - lam(1-c)) V'_t] + g lam (1-d)(1-c) G_{t+1}
     x = r + gamma * (1 - d) * (1 - lam * (1 - c)) * nv
-    return like(kind, _backward_scan(x, gamma * lam * (1 - d) * (1 - c)).to(_dtype(reward)))
+    return like(kind, _backward_scan(x, gamma * lam * (1 - d) * (1 - c)).to(_dtype(rewards)))
 
 
 # -- exact checks on the toy LM ----------------------------------------------------------------

@@ -21,12 +21,12 @@ import torch
 from ._validate import require_finite, require_int, require_real
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum
-from .tinylm import TinyLM, _check_lm, check_theta, _check_reward, default_reward, perturb, token_score_tensor
+from .tinylm import TinyLM, check_lm, check_theta, check_rewards, default_reward, perturb, token_score_tensor
 
 __all__ = ["TwoStepMDP", "autograd_gradient", "finite_difference_gradient", "log_ratio", "product_rule_terms"]
 
 
-def autograd_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
+def autograd_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
     r""":math:`\nabla_\theta \sum_o \pi_\theta(o) R(o)` by autograd through the definition.
 
     Examples
@@ -39,14 +39,14 @@ def autograd_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor) -> 
     >>> float((g - expected_score_sum(lm, lm.theta0, R)).abs().max()) < 1e-15
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = _check_reward(lm, reward)
+    rewards = check_rewards(lm, rewards)
     th = theta.detach().clone().requires_grad_(True)
-    return torch.autograd.grad(lm.probs(th) @ reward, th)[0]
+    return torch.autograd.grad(lm.probs(th) @ rewards, th)[0]
 
 
-def finite_difference_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Tensor, h: float = 1e-6) -> torch.Tensor:
+def finite_difference_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, h: float = 1e-6) -> torch.Tensor:
     r"""Central differences :math:`(J(\theta + h e_i) - J(\theta - h e_i)) / 2h`, all ``i`` at once.
 
     Error :math:`O(h^2)` plus rounding :math:`O(\epsilon / h)`: about
@@ -62,14 +62,14 @@ def finite_difference_gradient(lm: TinyLM, theta: torch.Tensor, reward: torch.Te
     >>> float(err) < 1e-8
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    reward = _check_reward(lm, reward)
+    rewards = check_rewards(lm, rewards)
     if not (isinstance(h, float) and h > 0):
         raise ValueError(f"h must be a positive float, got {h!r}")
     theta = theta.detach()
     steps = h * torch.eye(lm.P, dtype=theta.dtype)
-    J = torch.func.vmap(lambda th: lm._token_logprobs_of(th.view(lm.n_prefixes, lm.V)).sum(1).exp() @ reward)
+    J = torch.func.vmap(lambda th: lm.token_log_probs_from_logits(th.view(lm.n_prefixes, lm.V)).sum(1).exp() @ rewards)
     return (J(theta + steps) - J(theta - steps)) / (2 * h)
 
 
@@ -88,10 +88,10 @@ def log_ratio(lm: TinyLM, theta: torch.Tensor, ref_theta: torch.Tensor) -> torch
     >>> bool(kl > 0), float(log_ratio(lm, ref, ref).abs().max())
     (True, 0.0)
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
     ref_theta = check_theta(lm, ref_theta, "ref_theta")
-    return lm.seq_logprob(theta) - lm.seq_logprob(ref_theta).detach()
+    return lm.sequence_log_prob(theta) - lm.sequence_log_prob(ref_theta).detach()
 
 
 def product_rule_terms(
@@ -126,7 +126,7 @@ def product_rule_terms(
     >>> float(direct.abs().max()) < 1e-15
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
     if not callable(integrand):
         raise TypeError(f"integrand must be a function of theta, got {type(integrand).__name__}")

@@ -32,17 +32,31 @@ from __future__ import annotations
 
 from functools import cached_property
 
-import math
-
 import numpy as np
 import torch
 
-from ._validate import as_tensor, require_finite, require_int, require_nonnegative
+from ._validate import as_tensor, require_finite, require_finite_real, require_int, require_nonnegative, require_one_device
 
 __all__ = ["EOS", "TinyLM", "default_reward", "perturb", "score_matrix", "token_score_tensor"]
 
 EOS = 0
 """The token id that ends a sequence."""
+
+MAX_SEQUENCES = 2_000_000
+"""Most responses a :class:`TinyLM` enumerates (``TinyLM(V=11, L=6)``, 1,111,111 of them, takes seconds; ten times more takes minutes)."""
+
+
+def count_sequences(V: int, L: int) -> int:
+    r"""Number of responses of a ``TinyLM(V, L)``: :math:`\sum_{k=1}^{L}(V-1)^{k-1} + (V-1)^L`, without enumerating them.
+
+    Examples
+    --------
+    >>> from numeric.tinylm import count_sequences
+    >>> count_sequences(4, 4), count_sequences(50, 6)
+    (121, 14129647351)
+    """
+    C = V - 1
+    return sum(C**k for k in range(L)) + C**L
 
 
 class TinyLM:
@@ -94,10 +108,10 @@ class TinyLM:
     def __init__(self, V: int = 4, L: int = 4, seed: int = 0, scale: float = 1.0):
         self.V = require_int("V", V, minimum=2)
         self.L = require_int("L", L, minimum=1)
+        if (n := count_sequences(self.V, self.L)) > MAX_SEQUENCES:
+            raise ValueError(f"TinyLM(V={self.V}, L={self.L}) has {n:,} responses, more than MAX_SEQUENCES = {MAX_SEQUENCES:,}; use a smaller V or L")
         require_int("seed", seed)
-        self.scale = require_nonnegative("scale", scale)
-        if not math.isfinite(self.scale):
-            raise ValueError(f"scale must be finite, got {self.scale}")
+        self.scale = require_finite_real("scale", scale, minimum=0)
         self._enumerate()
         gen = torch.Generator().manual_seed(seed)
         self.theta0 = torch.randn(self.P, generator=gen, dtype=torch.float64) * self.scale
@@ -185,7 +199,7 @@ class TinyLM:
         """``[n_prefixes, V]`` view of the flat parameter vector (validated by :func:`check_theta`)."""
         return check_theta(self, theta).view(self.n_prefixes, self.V)
 
-    def _token_logprobs_of(self, logits: torch.Tensor) -> torch.Tensor:
+    def token_log_probs_from_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """``[N, L]`` token log-probabilities from an (unchecked) ``[n_prefixes, V]`` table of logits."""
         return torch.log_softmax(logits, -1)[self.prefix_rows, self.tokens] * self.mask
 
@@ -201,17 +215,17 @@ class TinyLM:
         """
         return torch.softmax(self.logits(theta)[self.prefix_row(prefix)], -1)
 
-    def token_logprobs(self, theta: torch.Tensor) -> torch.Tensor:
+    def token_log_probs(self, theta: torch.Tensor) -> torch.Tensor:
         r"""``[N, L]`` :math:`\log \pi_\theta(o_t \mid o_{<t})`, 0 on padding."""
-        return self._token_logprobs_of(self.logits(theta))
+        return self.token_log_probs_from_logits(self.logits(theta))
 
-    def seq_logprob(self, theta: torch.Tensor) -> torch.Tensor:
+    def sequence_log_prob(self, theta: torch.Tensor) -> torch.Tensor:
         r"""``[N]`` :math:`\log \pi_\theta(o) = \sum_t \log \pi_\theta(o_t \mid o_{<t})`."""
-        return self.token_logprobs(theta).sum(1)
+        return self.token_log_probs(theta).sum(1)
 
     def probs(self, theta: torch.Tensor) -> torch.Tensor:
         r"""``[N]`` :math:`\pi_\theta(o)`; sums to 1."""
-        return self.seq_logprob(theta).exp()
+        return self.sequence_log_prob(theta).exp()
 
     def __repr__(self) -> str:
         return f"TinyLM(V={self.V}, L={self.L}, N={self.N}, P={self.P})"
@@ -252,12 +266,14 @@ def check_theta(lm: TinyLM, theta, name: str = "theta") -> torch.Tensor:
         raise TypeError(f"{name} must be a real floating-point tensor, got {theta.dtype}")
     if theta.shape != (lm.P,):
         raise ValueError(f"{name} must have shape ({lm.P},) for V={lm.V}, L={lm.L}; got {tuple(theta.shape)}")
+    require_one_device(**{name: theta})
     if not bool(torch.isfinite(theta.detach()).all()):
         raise ValueError(f"{name} must be finite (no NaN or inf)")
     return theta.to(device="cpu", dtype=torch.float64)
 
 
-def _check_lm(lm) -> TinyLM:
+def check_lm(lm) -> TinyLM:
+    """``lm`` if it is a :class:`TinyLM`, else a ``TypeError`` naming ``lm``."""
     if not isinstance(lm, TinyLM):
         raise TypeError(f"lm must be a TinyLM, got {type(lm).__name__}")
     return lm
@@ -272,13 +288,14 @@ def real_tensor(name: str, value) -> torch.Tensor:
     return value
 
 
-def _check_reward(lm: TinyLM, reward) -> torch.Tensor:
-    reward = real_tensor("reward", reward)
-    if reward.shape != (lm.N,):
-        raise ValueError(f"reward must have shape ({lm.N},), one number per sequence; got {tuple(reward.shape)}")
-    if not bool(torch.isfinite(reward).all()):
-        raise ValueError("reward must be finite (no NaN or inf)")
-    return reward.to(torch.float64)
+def check_rewards(lm: TinyLM, rewards, name: str = "rewards") -> torch.Tensor:
+    """``rewards`` validated for ``lm``: a finite real ``[N]`` torch tensor (one number per sequence), returned in float64."""
+    rewards = real_tensor(name, rewards)
+    if rewards.shape != (lm.N,):
+        raise ValueError(f"{name} must have shape ({lm.N},), one number per sequence; got {tuple(rewards.shape)}")
+    if not bool(torch.isfinite(rewards).all()):
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
+    return rewards.to(torch.float64)
 
 
 def default_reward(lm: TinyLM) -> torch.Tensor:
@@ -302,7 +319,7 @@ def default_reward(lm: TinyLM) -> torch.Tensor:
     >>> [float(R[lm.seqs.index(o)]) for o in [(0,), (2, 1, 0), (2, 3, 0), (3, 3, 3, 1)]]
     [0.0, 1.0, 0.0, 1.0]
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     return ((lm.tokens == 1).to(torch.float64) * lm.mask).amax(1)
 
 
@@ -321,11 +338,11 @@ def token_score_tensor(lm: TinyLM, theta: torch.Tensor) -> torch.Tensor:
     >>> T.shape
     torch.Size([121, 4, 160])
     >>> th = lm.theta0.clone().requires_grad_(True)
-    >>> g = torch.autograd.grad(lm.token_logprobs(th)[7, 1], th)[0]
+    >>> g = torch.autograd.grad(lm.token_log_probs(th)[7, 1], th)[0]
     >>> float((g - T[7, 1]).abs().max()) < 1e-15
     True
     """
-    lm = _check_lm(lm)
+    lm = check_lm(lm)
     theta = check_theta(lm, theta)
     probs = torch.softmax(lm.logits(theta).detach(), -1)
     local = torch.nn.functional.one_hot(lm.tokens, lm.V).to(probs.dtype) - probs[lm.prefix_rows]
@@ -355,6 +372,10 @@ def score_matrix(lm: TinyLM, theta: torch.Tensor) -> torch.Tensor:
 def perturb(theta: torch.Tensor, scale: float, seed: int) -> torch.Tensor:
     r"""``theta`` plus ``scale`` times a standard normal vector drawn from ``seed``.
 
+    One random stream per seed: the vector is drawn in float64 and rounded to
+    ``theta``'s dtype, so a float32 and a float64 ``theta`` move in the same
+    direction.
+
     Examples
     --------
     >>> from numeric import TinyLM, perturb
@@ -370,4 +391,4 @@ def perturb(theta: torch.Tensor, scale: float, seed: int) -> torch.Tensor:
     scale = require_nonnegative("scale", scale)
     require_int("seed", seed)
     gen = torch.Generator().manual_seed(seed)
-    return theta + scale * torch.randn(theta.shape, generator=gen, dtype=theta.dtype)
+    return theta + scale * torch.randn(theta.shape, generator=gen, dtype=torch.float64).to(theta.dtype)

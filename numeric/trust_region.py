@@ -250,8 +250,8 @@ def cross_checks() -> None:
         gap = float(((k(pi.log(), rho.log()) - derived).abs() / (1 + derived.abs())).max())
         check(f"kl_{name} == derivations.trust_region.{name} lambdified, at every (prefix, token) (error relative to 1 + |k|)", gap, 1e-15)
     seq = lm.probs(th)
-    seq_kl = float(seq @ (lm.seq_logprob(th) - lm.seq_logprob(s.theta_old)))
-    k3_seq = (kl_k3(lm.token_logprobs(th), lm.token_logprobs(s.theta_old)) * lm.mask).sum(1)
+    seq_kl = float(seq @ (lm.sequence_log_prob(th) - lm.sequence_log_prob(s.theta_old)))
+    k3_seq = (kl_k3(lm.token_log_probs(th), lm.token_log_probs(s.theta_old)) * lm.mask).sum(1)
     check("E_pi[sum_t k3_t] == KL(pi || pi_ref) over whole responses", abs(float(seq @ k3_seq) - seq_kl), 1e-14)
     _kl_estimator_gradient_checks()
 

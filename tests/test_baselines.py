@@ -99,7 +99,7 @@ def test_variance_terms_match_the_dense_score_matrix(lm):
     t = variance_terms(lm, lm.theta0, R)
     p, sq = lm.probs(lm.theta0), (score_matrix(lm, lm.theta0) ** 2).sum(1)
     for k in range(3):
-        assert abs(t[f"A_{k}"] - float(p @ (R ** (2 - k) * sq))) < 1e-13
+        assert abs(getattr(t, f"A_{k}") - float(p @ (R ** (2 - k) * sq))) < 1e-13
 
 
 def test_reinforce_loss_numpy_in_numpy_out_and_gradient():
@@ -116,7 +116,7 @@ def test_bad_input(lm):
         baseline_gradient(lm, theta, R, float("inf"))
     with pytest.raises(ValueError, match="baseline must be finite"):
         baseline_gradient(lm, theta, R, torch.full((lm.N,), float("nan")))
-    with pytest.raises(ValueError, match="reward must be finite"):
+    with pytest.raises(ValueError, match="rewards must be finite"):
         baseline_gradient(lm, theta, R + float("inf"), 0.0)
     with pytest.raises(ValueError, match="values must have shape"):
         prefix_baseline(lm, torch.zeros(lm.n_prefixes + 1))
@@ -124,17 +124,17 @@ def test_bad_input(lm):
         prefix_baseline(lm, [0.0] * lm.n_prefixes)
     with pytest.raises(ValueError, match="table must have shape"):
         action_dependent_bias(lm, theta, torch.zeros(lm.n_prefixes, lm.V + 1))  # wrong K
-    with pytest.raises(ValueError, match="reward must have shape"):
+    with pytest.raises(ValueError, match="rewards must have shape"):
         variance_terms(lm, theta, R[:5])
     with pytest.raises(ValueError, match="b must not be NaN"):
         baseline_variance(lm, theta, R, float("nan"))
     with pytest.raises(ValueError, match="b must be finite"):
         baseline_variance(lm, theta, R, np.array([0.0, np.inf]))
-    with pytest.raises(ValueError, match="reward must be finite"):
+    with pytest.raises(ValueError, match="rewards must be finite"):
         optimal_baseline(lm, theta, R * float("nan"))
     with pytest.raises(ValueError, match="no baseline improves"):
         improvement_interval(lm, theta, torch.zeros(lm.N))
-    with pytest.raises(ValueError, match="advantage must have shape"):
+    with pytest.raises(ValueError, match="advantages must have shape"):
         reinforce_loss(torch.zeros(4), torch.zeros(3))
     with pytest.raises(ValueError, match="mask is required"):
         reinforce_loss(torch.zeros(4, 2), torch.zeros(4))
@@ -142,7 +142,7 @@ def test_bad_input(lm):
         reinforce_loss(torch.zeros(4, 2), torch.zeros(4), torch.ones(4, 3))
     with pytest.raises(ValueError, match="mask must be None"):
         reinforce_loss(torch.zeros(4), torch.zeros(4), torch.ones(4))
-    with pytest.raises(ValueError, match="advantage must be finite"):
+    with pytest.raises(ValueError, match="advantages must be finite"):
         reinforce_loss(torch.zeros(2), torch.tensor([0.0, float("nan")]))
     with pytest.raises(TypeError, match="log_prob must be a numpy array or a torch tensor"):
         reinforce_loss([0.0], torch.zeros(1))
@@ -165,8 +165,26 @@ def test_optimal_baseline_at_a_deterministic_policy_is_a_clear_error(lm):
     theta = torch.zeros(lm.P)
     theta.view(-1, lm.V)[:, 0] = 1e3
     R = default_reward(lm)
-    assert variance_terms(lm, theta, R)["A_2"] == 0.0
+    assert variance_terms(lm, theta, R).A_2 == 0.0
     for fn in (optimal_baseline, improvement_interval):
         with pytest.raises(ValueError, match="deterministic policy"):
             fn(lm, theta, R)
 
+
+
+# -- numbers at the edges (issue 16): devices and a missing mask ---------------------------------
+
+
+def test_reinforce_loss_refuses_the_meta_device_and_a_missing_token_mask_by_name():
+    logp, adv, mask = torch.zeros(2, 3), torch.ones(2), torch.ones(2, 3)
+    for args, name in (((logp.to("meta"), adv, mask), "log_prob"), ((logp, adv.to("meta"), mask), "advantages"), ((logp, adv, mask.to("meta")), "mask")):
+        with pytest.raises(ValueError, match=f"{name} is on the meta device"):
+            reinforce_loss(*args)
+    with pytest.raises(ValueError, match="mask is required with"):
+        reinforce_loss(logp, adv, None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device")
+def test_reinforce_loss_refuses_arguments_on_different_devices():
+    with pytest.raises(ValueError, match="arguments must live on one device, got log_prob on cpu, advantages on cuda"):
+        reinforce_loss(torch.zeros(2, 3), torch.ones(2).cuda(), torch.ones(2, 3))

@@ -373,3 +373,33 @@ def test_grpo_weight_bad_input():
     with pytest.raises(ValueError, match="std must be one of"):
         grpo_weight(0.5, 4, "pop")
     assert grpo_weight(np.array([0.2, 0.8]), 2).shape == (2,)
+
+
+# -- numbers at the edges (issue 16) -------------------------------------------------------------
+
+
+def test_group_weights_accept_float32_probabilities_that_sum_to_one_in_float32():
+    """Ten float32 probabilities 0.1 sum to 1 + 1.5e-8 (exactly, in fp64): within float32, so accepted;
+    the same error in float64 probabilities is refused."""
+    q32 = np.full(10, 0.1, dtype=np.float32)
+    values = np.arange(10.0)
+    assert abs(float(q32.astype(np.float64).sum()) - 1.0) > 1e-12
+    a = group_advantage_weights(values, q32, 4, rloo_advantages)
+    np.testing.assert_allclose(a, values - 4.5, rtol=1e-6)
+    with pytest.raises(ValueError, match="probs must be non-negative and sum to one"):
+        group_advantage_weights(values, q32.astype(np.float64), 4, rloo_advantages)
+    with pytest.raises(ValueError, match="probs must be non-negative and sum to one"):
+        group_advantage_weights(values, np.full(10, 0.1001, dtype=np.float32), 4, rloo_advantages)
+
+
+@pytest.mark.parametrize("fn", [leave_one_out_baselines, group_mean_advantages, rloo_advantages, group_zscore_advantages])
+def test_group_helpers_refuse_the_meta_device_by_name(fn):
+    with pytest.raises(ValueError, match="rewards is on the meta device"):
+        fn(torch.zeros(2, 4, device="meta"))
+
+
+def test_centred_rewards_is_the_public_cancellation_safe_centring():
+    from numeric.group_baselines import centred_rewards
+
+    r = torch.tensor([0.1 + 0.2, 0.3, 0.3, 0.3], dtype=torch.float64)
+    assert float(centred_rewards(r)[0]) == pytest.approx(0.75 * ((0.1 + 0.2) - 0.3), rel=1e-12, abs=0)

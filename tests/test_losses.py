@@ -230,8 +230,9 @@ def test_zscore_bessel_matches_the_trainers_formula(eps):
 
 # ------------------------------------------------------------------ names and input kinds
 
-CANONICAL = {"log_prob", "old_log_prob", "ref_log_prob", "advantage", "mask", "reward", "value", "next_value", "terminated", "trace_cut", "ratio"}
-RETIRED = {"logprobs", "log_probs", "new_log_prob", "advantages", "rewards", "values", "next_values", "trace_cuts", "response_mask"}
+# the lead's vocabulary is ``advantages`` / ``rewards``; the singular spellings stay allowed until every module has moved
+CANONICAL = {"log_prob", "old_log_prob", "ref_log_prob", "advantage", "advantages", "mask", "reward", "rewards", "value", "next_value", "terminated", "trace_cut", "ratio"}
+RETIRED = {"logprobs", "log_probs", "new_log_prob", "values", "next_values", "trace_cuts", "response_mask"}
 
 
 @pytest.mark.parametrize(
@@ -257,7 +258,7 @@ def test_numpy_views_with_negative_strides():
 
 def test_complex_input_is_refused():
     for z in (np.ones(3, complex), torch.ones(3, dtype=torch.complex64)):
-        with pytest.raises(TypeError, match="reward must hold real numbers"):
+        with pytest.raises(TypeError, match="rewards? must hold real numbers"):
             rloo_advantages(z)
         with pytest.raises(TypeError, match="log_prob must hold real numbers"):
             kl_k1(z, np.zeros(3))
@@ -855,7 +856,7 @@ def test_opo_has_no_single_scale_on_variable_lengths(lm):
     n = lm.lengths.double()
     th = lm.theta0.clone().requires_grad_(True)
     p = lm.probs(th)
-    seq = lm.seq_logprob(th)
+    seq = lm.sequence_log_prob(th)
     i, j = torch.meshgrid(torch.arange(lm.N), torch.arange(lm.N), indexing="ij")
     pair_R = torch.stack([R[i], R[j]], -1).reshape(-1, 2)
     pair_n = torch.stack([n[i], n[j]], -1).reshape(-1, 2)
@@ -867,7 +868,7 @@ def test_opo_has_no_single_scale_on_variable_lengths(lm):
     assert residual.item() > 1e-3
     # the same enumeration gives RLOO's c = 1 exactly: the enumeration is not the cause
     A1 = rloo_advantages(pair_R)[:, 0]
-    (g,) = torch.autograd.grad((weight * A1 * lm.seq_logprob(th)[i.reshape(-1)]).sum(), th)
+    (g,) = torch.autograd.grad((weight * A1 * lm.sequence_log_prob(th)[i.reshape(-1)]).sum(), th)
     assert (g - gJ).abs().max().item() <= 1e-15
 
 
@@ -896,12 +897,12 @@ def test_parameter_gradient_is_derived_weight_times_advantage_times_score(method
     idx = torch.randint(0, lm.N, (10,), generator=gen)
     theta_old = lm.theta0
     theta = perturb(theta_old, 0.5, seed=4)
-    old = lm.token_logprobs(theta_old)[idx]
+    old = lm.token_log_probs(theta_old)[idx]
     R = (lm.tokens == 1).double().mul(lm.mask).sum(1) / lm.lengths
     A, mask = R[idx] - 0.4, lm.mask[idx]
     th = theta.clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(policy_loss(method, lm.token_logprobs(th)[idx], old, A, mask, clip_epsilon=(0.2, 0.28)), th)
-    w = policy_weight(method, lm.token_logprobs(theta)[idx], old, A, mask, clip_epsilon=(0.2, 0.28))
+    (g,) = torch.autograd.grad(policy_loss(method, lm.token_log_probs(th)[idx], old, A, mask, clip_epsilon=(0.2, 0.28)), th)
+    w = policy_weight(method, lm.token_log_probs(theta)[idx], old, A, mask, clip_epsilon=(0.2, 0.28))
     mode = "seq-mean-token-mean" if method in ("gspo", "gspo_token", "gmpo") else "token-mean"
     coef = -token_weights(mask, mode) * w * A[:, None]  # [n, L]
     scores = token_score_tensor(lm, theta)[idx]  # [n, L, P]

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import numeric.off_policy as op
+import numeric.off_policy.models as models
 from numeric import (
     CORRECTION_WEIGHTS,
     geometric_sequence_mask,
@@ -50,7 +51,8 @@ def test_a_missing_rho_factor_is_biased(stale):
 def test_a_wrong_clip_side_breaks_the_truncation_identity(stale):
     """min(rho, C) = rho - (rho - C)+ ; clamping from below (max(rho, C)) does not satisfy it."""
     args = (stale.log_prob, stale.sampler_log_prob, stale.mask)
-    diff, closed, _ = op.truncation_bias(stale, 1.28, "token")
+    t = op.truncation_bias(stale, 1.28, "token")
+    diff, closed = t.difference, t.closed_form
     assert float((diff - closed).abs().max()) < 1e-15
     rho = token_ratio(*args)
     wrong = rho.clamp(min=1.28) * stale.mask
@@ -77,10 +79,10 @@ def test_a_feedback_token_in_the_sequence_ratio_is_biased(stale):
 def test_R_where_R_squared_belongs_fails_the_decomposition(fresh):
     c = op.credit_assignment(fresh)
     n1 = fresh.scores[:, 0].pow(2).sum(1)
-    lhs = float(fresh.prob @ ((fresh.reward - c["V"]) ** 2 * n1))
-    explained = float(fresh.prob @ ((c["Q"] - c["V"]) ** 2 * n1))
-    assert abs(lhs - explained - float(fresh.prob @ (c["var_R"] * n1))) < 1e-14
-    var_with_R = op._conditional_on_turn1(fresh, fresh.reward) - c["Q"] ** 2  # E[R|y1] - Q^2: R where R^2 belongs
+    lhs = float(fresh.prob @ ((fresh.reward - c.V) ** 2 * n1))
+    explained = float(fresh.prob @ ((c.Q - c.V) ** 2 * n1))
+    assert abs(lhs - explained - float(fresh.prob @ (c.var_R * n1))) < 1e-14
+    var_with_R = models._conditional_on_turn1(fresh, fresh.reward) - c.Q ** 2  # E[R|y1] - Q^2: R where R^2 belongs
     assert abs(lhs - explained - float(fresh.prob @ (var_with_R * n1))) > 1e-2
 
 
@@ -111,7 +113,7 @@ def test_monte_carlo_sampling_from_the_episode_probabilities(stale):
 
 
 def test_chain_identity_and_growth():
-    totals = [op.chain_score_moments(L)[0] for L in range(1, 5)]
+    totals = [op.chain_score_moments(L).total for L in range(1, 5)]
     assert all(b > a for a, b in zip(totals, totals[1:]))
 
 
@@ -175,9 +177,9 @@ def test_weight_functions_reject_bad_input(fn):
         fn(z, z, np.ones((3, 2)))
     with pytest.raises(ValueError, match="mask must hold only 0 and 1"):
         fn(z, z, np.full((2, 3), 0.5))
-    with pytest.raises(ValueError, match="log_prob must be finite where mask is 1"):
+    with pytest.raises(ValueError, match="log_prob must be finite.* where mask is 1"):
         fn(np.array([[0.0, np.nan, 0.0]] * 2), z, one)
-    with pytest.raises(ValueError, match="sampler_log_prob must be finite where mask is 1"):
+    with pytest.raises(ValueError, match="sampler_log_prob must be finite.* where mask is 1"):
         fn(z, np.array([[0.0, -np.inf, 0.0]] * 2), one)
     with pytest.raises(TypeError, match="log_prob"):
         fn([[0.0]], np.zeros((1, 1)), np.ones((1, 1)))
@@ -226,7 +228,7 @@ def test_models_and_moments_reject_bad_input(stale):
         scheme_moments("episodes", "token IS")
     with pytest.raises(ValueError, match="weights must have shape"):
         op.estimator_samples(stale, torch.ones(32, 2))
-    with pytest.raises(ValueError, match="advantage must have shape"):
+    with pytest.raises(ValueError, match="advantages must have shape"):
         op.estimator_samples(stale, stale.mask, torch.ones(5))
     with pytest.raises(ValueError, match="L must be >= 1"):
         op.chain_score_moments(0)
@@ -284,10 +286,10 @@ def test_closed_form_token_bias_matches_enumeration(stale):
 
 
 def test_agent_scores_are_the_autograd_jacobian(stale):
-    _, theta, _ = op._agent_tables()
+    _, theta, _ = models._agent_tables()
     rows = [(y1, op.feedback_token(y1), y2) for y1 in range(4) for y2 in range(4) for _ in (0, 1)]
     y1, f, y2 = (torch.tensor(c) for c in zip(*rows))
-    jac = torch.autograd.functional.jacobian(lambda th: op._agent_token_logprobs(th, y1, f, y2), theta)
+    jac = torch.autograd.functional.jacobian(lambda th: models._agent_token_log_probs(th, y1, f, y2), theta)
     assert float((jac - stale.scores).abs().max()) < 1e-15
 
 
@@ -306,3 +308,157 @@ def test_openrlhf_band_tis_clamps_from_both_sides_and_its_bias_is_the_mirror_ter
         truncated_token_ratio(lp, lmu, mask, 2.0, floor=2.0)
     with pytest.raises(ValueError, match="floor"):
         truncated_token_ratio(lp, lmu, mask, 2.0, floor=-0.1)
+
+
+# -- band edges (issue 16 item 4): every band is closed, as the trainers it names ----------------
+# log 0.5 - log 0.25 == log 2 exactly in fp64 and exp of it is exactly 2.0 (and 0.5 the other way),
+# so a ratio sits exactly on an edge; nextafter moves the edge by one ulp to either side.
+
+LOG = np.log
+ABOVE, BELOW = np.nextafter(2.0, np.inf), np.nextafter(2.0, 0.0)
+
+
+def ratio_two(n_tokens: int = 1):
+    """``n_tokens`` tokens each with ratio exactly 2 (fp64), and a padded slot holding -inf."""
+    lp = np.array([[LOG(0.5)] * n_tokens + [0.0]])
+    lmu = np.array([[LOG(0.25)] * n_tokens + [-np.inf]])
+    return lp, lmu, np.array([[1] * n_tokens + [0]])
+
+
+def test_the_edge_ratios_are_exact():
+    lp, lmu, m = ratio_two()
+    assert token_ratio(lp, lmu, m)[0, 0] == 2.0 and token_ratio(lmu, lp, m)[0, 0] == 0.5
+    assert sequence_ratio(*ratio_two(1))[0, 0] == 2.0
+
+
+@pytest.mark.parametrize("fn", [masked_token_ratio, masked_sequence_ratio])
+def test_masked_ratio_keeps_a_ratio_exactly_at_either_edge(fn):
+    lp, lmu, m = ratio_two()
+    assert fn(lp, lmu, m, low=0.5, high=2.0)[0, 0] == 2.0  # exactly at high: kept
+    assert fn(lp, lmu, m, low=0.5, high=BELOW)[0, 0] == 0.0  # one ulp above high: dropped
+    assert fn(lp, lmu, m, low=2.0, high=4.0)[0, 0] == 2.0  # exactly at low: kept
+    assert fn(lp, lmu, m, low=ABOVE, high=4.0)[0, 0] == 0.0  # one ulp below low: dropped
+    assert fn(lmu, lp, m, low=0.5, high=2.0)[0, 0] == 0.5  # ratio 0.5 exactly at low
+    assert fn(lmu, lp, m, low=np.nextafter(0.5, 1.0), high=2.0)[0, 0] == 0.0
+
+
+def test_geometric_mask_keeps_a_mean_exactly_at_either_edge():
+    lp, lmu, m = ratio_two(2)  # geometric mean of (2, 2) is 2: mean of two log 2 is log 2 exactly
+    assert geometric_sequence_mask(lp, lmu, m, low=0.5, high=2.0)[0].tolist() == [1.0, 1.0, 0.0]
+    assert geometric_sequence_mask(lp, lmu, m, low=0.5, high=BELOW)[0].tolist() == [0.0, 0.0, 0.0]
+    assert geometric_sequence_mask(lp, lmu, m, low=2.0, high=4.0)[0].tolist() == [1.0, 1.0, 0.0]
+    assert geometric_sequence_mask(lp, lmu, m, low=ABOVE, high=4.0)[0].tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("estimator, value", [("k1", np.log(2.0)), ("k2", np.log(2.0) ** 2 / 2)])
+def test_kl_rejection_keeps_a_sum_exactly_at_the_threshold(estimator, value):
+    """Tokens with ratio 1/2: Delta = log mu - log pi = log 2 exactly, k1 = log 2, k2 = (log 2)^2 / 2."""
+    lp, lmu, m = ratio_two()
+    lp, lmu = lmu.copy(), lp.copy()
+    lp[0, -1], lmu[0, -1] = -np.inf, 0.0  # the padded slot stays padding
+    assert kl_rejection_mask(lp, lmu, m, threshold=value, estimator=estimator)[0, 0] == 1.0
+    assert kl_rejection_mask(lp, lmu, m, threshold=np.nextafter(value, 0.0), estimator=estimator)[0, 0] == 0.0
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])
+def test_kl_rejection_with_threshold_zero_keeps_an_on_policy_sequence(estimator):
+    lp = np.log([[0.3, 0.6]])
+    assert kl_rejection_mask(lp, lp.copy(), np.ones((1, 2)), threshold=0.0, estimator=estimator).tolist() == [[1.0, 1.0]]
+
+
+def test_a_truncation_is_continuous_at_its_cap():
+    lp, lmu, m = ratio_two()
+    assert truncated_token_ratio(lp, lmu, m, cap=2.0)[0, 0] == 2.0
+    assert truncated_token_ratio(lp, lmu, m, cap=BELOW)[0, 0] == BELOW
+    assert truncated_sequence_ratio(lp, lmu, m, cap=2.0)[0, 0] == 2.0
+    assert truncated_token_ratio(lmu, lp, m, cap=2.0, floor=0.5)[0, 0] == 0.5
+
+
+# -- numbers at the edges (issue 16) -------------------------------------------------------------
+
+LOG_MAX32 = float(np.log(np.finfo(np.float32).max))  # 88.7228...
+
+
+@pytest.mark.parametrize("total, finite", [(LOG_MAX32 - 0.01, True), (LOG_MAX32 + 0.01, False)])
+def test_sequence_ratio_at_the_float32_overflow_threshold(total, finite):
+    """Below log(max float32) the weight is the fp64 value rounded; above it is +inf (the exact value
+    exceeds the dtype), never NaN, and its truncated and masked forms are exactly C and 0."""
+    lp = torch.full((1, 4), total / 4, dtype=torch.float32)
+    lmu, m = torch.zeros_like(lp), torch.ones_like(lp)
+    w = sequence_ratio(lp, lmu, m)
+    assert not bool(w.isnan().any())
+    if finite:
+        exact = torch.tensor(float(lp.double().sum()), dtype=torch.float64).exp()
+        assert bool(torch.isfinite(w).all()) and abs(float(w[0, 0]) / float(exact) - 1) < 1e-6
+    else:
+        assert bool((w == float("inf")).all())
+    assert truncated_sequence_ratio(lp, lmu, m, cap=2.0).tolist() == [[2.0] * 4]
+    assert masked_sequence_ratio(lp, lmu, m, high=2.0).tolist() == [[0.0] * 4]
+    # a loss that uses the truncated weight has a finite gradient however far past the threshold
+    theta = lp.clone().requires_grad_(True)
+    loss = -(truncated_sequence_ratio(theta, lmu, m, cap=2.0) * 0.0 * theta).sum()  # advantage 0: inf * 0 would be NaN
+    loss.backward()
+    assert bool(torch.isfinite(theta.grad).all())
+
+
+def test_half_precision_log_ratios_are_summed_in_float32():
+    """40,000 fp16 tokens with log-ratio 2: the sum (80,000) overflows fp16, the geometric mean e^2 does not."""
+    lp = torch.zeros(1, 40_000, dtype=torch.float16)
+    lmu, m = torch.full_like(lp, -2.0), torch.ones_like(lp)
+    keep = geometric_sequence_mask(lp, lmu, m, low=0.5, high=10.0)
+    assert keep.dtype == torch.float16 and bool((keep == 1).all())
+
+
+def test_two_turn_agent_refuses_a_nan_theta_by_name():
+    _, theta, _ = models._agent_tables()
+    with pytest.raises(ValueError, match="theta must be finite"):
+        two_turn_agent(0.5, theta=torch.full_like(theta, float("nan")))
+    with pytest.raises(ValueError, match="theta must be finite"):
+        two_turn_agent(0.5, theta=theta.clone().index_fill_(0, torch.tensor([3]), float("inf")))
+
+
+def test_chain_score_moments_has_a_size_guard_that_names_the_size_and_the_limit():
+    with pytest.raises(ValueError, match=r"L=12, K=4\) enumerates 16,777,216 sequences .* MAX_CHAIN_ENTRIES = 16,777,216"):
+        op.chain_score_moments(12)
+    assert op.chain_score_moments(7).total > 0  # the largest chain under the limit still runs
+
+
+@pytest.mark.parametrize("fn", CORRECTION_WEIGHTS)
+def test_weights_refuse_a_missing_mask_by_name(fn):
+    z = np.zeros((2, 3))
+    with pytest.raises(TypeError, match="mask must be a 0/1"):
+        fn(z, z, None)
+
+
+@pytest.mark.parametrize("fn", CORRECTION_WEIGHTS)
+def test_weights_refuse_the_meta_device_by_name(fn):
+    z = torch.zeros(2, 3)
+    meta = torch.zeros(2, 3, device="meta")
+    for args, name in (((meta, z, z), "log_prob"), ((z, meta, z), "sampler_log_prob"), ((z, z, meta), "mask")):
+        with pytest.raises(ValueError, match=f"{name} is on the meta device"):
+            fn(*args)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device")
+@pytest.mark.parametrize("fn", CORRECTION_WEIGHTS)
+def test_weights_refuse_arguments_on_different_devices(fn):
+    z = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match="arguments must live on one device, got log_prob on cpu, sampler_log_prob on cuda"):
+        fn(z, z.cuda(), torch.ones(2, 3))
+    with pytest.raises(ValueError, match="mask on cuda"):
+        fn(z, z, torch.ones(2, 3).cuda())
+    out = fn(z.cuda(), z.cuda(), torch.ones(2, 3).cuda())
+    assert out.device.type == "cuda"
+
+
+def test_results_with_named_parts_are_frozen_records_with_a_readable_repr(stale, fresh):
+    import dataclasses
+
+    t = op.truncation_bias(stale, 1.28, "sequence")
+    c = op.credit_assignment(fresh)
+    for record in (t, c):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record.bound = 0.0
+        assert len(repr(record)) < 200  # no tensor dumped
+    assert repr(t).startswith("TruncationBias(level='sequence', cap=1.28, |difference|=0.")
+    assert (t.level, t.cap) == ("sequence", 1.28) and t.difference.shape == t.closed_form.shape == (40,)

@@ -190,7 +190,7 @@ def test_discount_one_is_plain_reward_to_go():
 def _gae_args():
     r = np.zeros(4)
     flags = np.array([False, False, False, True])
-    return {"reward": r, "value": r, "next_value": r, "terminated": flags, "trace_cut": flags, "gamma": 0.9, "lam": 0.9}
+    return {"rewards": r, "value": r, "next_value": r, "terminated": flags, "trace_cut": flags, "gamma": 0.9, "lam": 0.9}
 
 
 @pytest.mark.parametrize("fn", ["gae", "lambda"])
@@ -208,29 +208,29 @@ def test_gae_bad_input(fn):
         call(lam=-0.1)
     with pytest.raises(ValueError, match="gamma must not be NaN"):
         call(gamma=float("nan"))
-    with pytest.raises(ValueError, match="must have the shape of reward"):
+    with pytest.raises(ValueError, match="must have the shape of rewards"):
         call(next_value=np.zeros(5))
-    with pytest.raises(ValueError, match="must have the shape of reward"):
+    with pytest.raises(ValueError, match="must have the shape of rewards"):
         call(trace_cut=np.ones(3, bool))
     with pytest.raises(TypeError, match="terminated must be boolean"):
         call(terminated=np.array([0.0, 0.0, 0.0, 1.0]))
     with pytest.raises(TypeError, match="trace_cut must be boolean"):
         call(trace_cut=np.array([0, 0, 0, 1]))
-    with pytest.raises(ValueError, match="reward must be finite"):
-        call(reward=np.array([0.0, np.nan, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="rewards must be finite"):
+        call(rewards=np.array([0.0, np.nan, 0.0, 0.0]))
     with pytest.raises(ValueError, match="next_value must be finite"):
         call(next_value=np.array([0.0, np.inf, 0.0, 0.0]))
     with pytest.raises(ValueError, match="trace_cut must be True wherever terminated"):
         call(terminated=np.array([True, False, False, True]))
     with pytest.raises(TypeError, match="numpy array or a torch tensor"):
-        call(reward=[0.0, 0.0, 0.0, 0.0])
+        call(rewards=[0.0, 0.0, 0.0, 0.0])
 
 
 @pytest.mark.parametrize("fn", [lambda r, g: reward_to_go(r, g), lambda r, g: discounted_score_weights(r, g)])
 def test_reward_to_go_bad_input(fn):
     with pytest.raises(ValueError, match="gamma must lie in"):
         fn(np.ones(3), 1.5)
-    with pytest.raises(ValueError, match="reward must be finite"):
+    with pytest.raises(ValueError, match="rewards must be finite"):
         fn(np.array([1.0, np.nan]), 0.9)
     with pytest.raises(ValueError, match="time dimension"):
         fn(np.array(1.0), 0.9)
@@ -238,3 +238,39 @@ def test_reward_to_go_bad_input(fn):
         fn(np.array([True, False]), 0.9)
     with pytest.raises(TypeError, match="gamma must be a real number"):
         fn(np.ones(3), "0.9")
+
+
+# -- numbers at the edges (issue 16): devices ---------------------------------------------------
+
+
+def _flag_args(device: str = "cpu"):
+    r = torch.tensor([[0.0, 1.0, 2.0]])
+    flags = torch.tensor([[False, False, True]])
+    return r.to(device), r.to(device), r.to(device), flags.to(device), flags.to(device)
+
+
+@pytest.mark.parametrize("position, name", [(0, "rewards"), (1, "value"), (2, "next_value"), (3, "terminated"), (4, "trace_cut")])
+def test_gae_refuses_the_meta_device_by_name(position, name):
+    args = list(_flag_args())
+    args[position] = args[position].to("meta")
+    with pytest.raises(ValueError, match=f"{name} is on the meta device"):
+        gae_advantages(*args, gamma=0.9, lam=0.5)
+    if name != "value":
+        del args[1]
+        with pytest.raises(ValueError, match=f"{name} is on the meta device"):
+            lambda_returns(*args, gamma=0.9, lam=0.5)
+
+
+@pytest.mark.parametrize("fn", [reward_to_go, lambda r: discounted_score_weights(r, 0.9)])
+def test_reward_series_refuse_the_meta_device_by_name(fn):
+    with pytest.raises(ValueError, match="rewards is on the meta device"):
+        fn(torch.zeros(3, device="meta"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device")
+def test_gae_refuses_arguments_on_different_devices():
+    args = list(_flag_args())
+    args[2] = args[2].cuda()
+    with pytest.raises(ValueError, match="arguments must live on one device, got rewards on cpu, value on cpu, next_value on cuda"):
+        gae_advantages(*args, gamma=0.9, lam=0.5)
+    assert gae_advantages(*_flag_args("cuda"), gamma=0.9, lam=0.5).device.type == "cuda"

@@ -93,11 +93,11 @@ def test_integrand_free_of_theta_has_no_direct_term(lm):
 
 def test_bad_input(lm):
     R = default_reward(lm)
-    with pytest.raises(ValueError, match="reward must have shape"):
+    with pytest.raises(ValueError, match="rewards must have shape"):
         autograd_gradient(lm, lm.theta0, R[:-1])
-    with pytest.raises(ValueError, match="reward must be finite"):
+    with pytest.raises(ValueError, match="rewards must be finite"):
         autograd_gradient(lm, lm.theta0, torch.where(R > 0, float("nan"), R))
-    with pytest.raises(TypeError, match="reward must be a torch.Tensor"):
+    with pytest.raises(TypeError, match="rewards must be a torch.Tensor"):
         finite_difference_gradient(lm, lm.theta0, R.numpy())
     with pytest.raises(ValueError, match="h must be a positive float"):
         finite_difference_gradient(lm, lm.theta0, R, h=-1.0)

@@ -47,13 +47,13 @@ def test_token_scores_match_autograd(lm):
     th = perturb(lm.theta0, 0.5, seed=1)
     T = token_score_tensor(lm, th)
     x = th.clone().requires_grad_(True)
-    lp = lm.token_logprobs(x)
+    lp = lm.token_log_probs(x)
     for n in range(0, lm.N, 7):
         for t in range(lm.L):
             g = torch.autograd.grad(lp[n, t], x, retain_graph=True)[0]
             assert float((g - T[n, t]).abs().max()) < 1e-15
     S = score_matrix(lm, th)
-    jac = torch.autograd.functional.jacobian(lm.seq_logprob, th)
+    jac = torch.autograd.functional.jacobian(lm.sequence_log_prob, th)
     assert float((jac - S).abs().max()) < 1e-14
 
 
@@ -173,3 +173,51 @@ def test_bad_arguments_of_module_functions(lm):
         perturb(lm.theta0, -0.1, seed=0)
     with pytest.raises(TypeError, match="theta must be a numpy array or a torch tensor"):
         perturb([1.0], 0.1, seed=0)
+
+
+# -- numbers at the edges (issue 16) -------------------------------------------------------------
+
+
+def test_a_size_guard_names_the_size_and_the_limit_before_enumerating():
+    from numeric.tinylm import MAX_SEQUENCES, count_sequences
+
+    with pytest.raises(ValueError, match=r"TinyLM\(V=50, L=6\) has 14,129,647,351 responses, more than MAX_SEQUENCES = 2,000,000"):
+        TinyLM(V=50, L=6)
+    for V, L in ((2, 1), (3, 5), (4, 4), (5, 3)):
+        assert TinyLM(V=V, L=L).N == count_sequences(V, L)  # the count the guard uses is the enumeration's
+    assert count_sequences(12, 6) <= MAX_SEQUENCES < count_sequences(13, 6)
+
+
+@pytest.mark.parametrize("seed", [0, 3, 11])
+def test_perturb_draws_one_random_stream_per_seed_whatever_the_dtype(seed):
+    theta = torch.linspace(-1, 1, 37, dtype=torch.float64)
+    step64 = perturb(theta, 1.0, seed) - theta
+    step32 = perturb(theta.float(), 1.0, seed) - theta.float()
+    assert torch.allclose(step32.double(), step64, atol=1e-6, rtol=0)
+    assert perturb(theta.float(), 0.5, seed).dtype == torch.float32
+
+
+def test_the_toy_lm_validators_are_public_and_name_the_argument():
+    from numeric.tinylm import check_lm, check_rewards
+
+    lm = TinyLM()
+    assert check_lm(lm) is lm
+    with pytest.raises(TypeError, match="lm must be a TinyLM"):
+        check_lm("lm")
+    assert check_rewards(lm, default_reward(lm)).dtype == torch.float64
+    with pytest.raises(ValueError, match=r"rewards must have shape \(121,\)"):
+        check_rewards(lm, torch.zeros(3))
+    with pytest.raises(ValueError, match="R must be finite"):
+        check_rewards(lm, torch.full((lm.N,), float("nan")), "R")
+
+
+def test_theta_on_the_meta_device_is_refused_by_name():
+    from numeric.expectations import expected_score_sum
+    from numeric.tinylm import check_theta
+
+    lm = TinyLM()
+    meta = torch.zeros(lm.P, device="meta")
+    with pytest.raises(ValueError, match="theta is on the meta device"):
+        check_theta(lm, meta)
+    with pytest.raises(ValueError, match="theta is on the meta device"):
+        expected_score_sum(lm, meta, default_reward(lm))

@@ -184,7 +184,7 @@ REP_T = n_variants.check_token_loss(-R_SYM * A_SYM * ELL, confirm=False)  # not 
 ROWS = [
     # -- the toy LM layer
     Row(TinyLM, (3, 2, 0, 1.0), {0: "int", 1: "int", 2: "int", 3: "real"}, ranges={0: [1, 0, -3], 1: [0, -1], 3: [-1.0, math.inf]}),
-    *[Row(_lm_method(m), (THETA,), {0: "theta"}, unusual=("fp32", "grad")) for m in ("logits", "token_logprobs", "seq_logprob", "probs")],
+    *[Row(_lm_method(m), (THETA,), {0: "theta"}, unusual=("fp32", "grad")) for m in ("logits", "token_log_probs", "sequence_log_prob", "probs")],
     Row(LM.cond_probs, (THETA, (1,)), {0: "theta", 1: "prefix"}, unusual=("fp32", "grad"), label="TinyLM.cond_probs"),
     Row(numeric.default_reward, (LM,), {0: "lm"}),
     Row(numeric.token_score_tensor, (LM, THETA), {0: "lm", 1: "theta"}, unusual=("fp32", "grad")),
@@ -197,7 +197,7 @@ ROWS = [
     Row(n_score.autograd_gradient, (LM, THETA, R_LM), {0: "lm", 1: "theta", 2: "lm_vector"}, unusual=("fp32", "grad")),
     Row(n_score.finite_difference_gradient, (LM, THETA, R_LM, 1e-6), {0: "lm", 1: "theta", 2: "lm_vector", 3: "real"}, ranges={3: [-1e-6, 0.0]}, unusual=("fp32",)),
     Row(n_score.log_ratio, (LM, THETA, LM.theta0), {0: "lm", 1: "theta", 2: "theta"}, unusual=("fp32", "grad")),
-    Row(n_score.product_rule_terms, (LM, THETA, lambda th: R_LM - 0.1 * LM.seq_logprob(th)), {0: "lm", 1: "theta", 2: "callable"}, unusual=("fp32",)),
+    Row(n_score.product_rule_terms, (LM, THETA, lambda th: R_LM - 0.1 * LM.sequence_log_prob(th)), {0: "lm", 1: "theta", 2: "callable"}, unusual=("fp32",)),
     Row(numeric.TwoStepMDP, (2, 2, 1.0, 0), {0: "int", 1: "int", 2: "real", 3: "int"}, ranges={0: [1], 1: [1, 3]}),
     *[Row(_two_step_method(m), (numeric.TwoStepMDP(coupling=1.0).theta0,), {0: "theta"}, unusual=("fp32", "grad"))
       for m in ("trajectory_probs", "policy_score_gradient", "kernel_score_gradient", "objective_gradient", "log_kernel")],
@@ -268,7 +268,7 @@ ROWS = [
                 "truncated_sequence_ratio", "geometric_sequence_mask", "kl_rejection_mask")],
     Row(n_off.chain_score_moments, (3, 4, 5), {0: "int", 1: "int", 2: "int"}, ranges={0: [0], 1: [1]}),
     *[Row(getattr(n_off, f), (0.3,), {0: "real"}, ranges={0: [math.inf]}) for f in ("tinylm_episodes", "two_turn_agent", "token_bias_closed_form")],
-    Row(n_off.estimator_samples, (EP, EP_W, EP.reward.numpy()), {0: "episodes", 1: "array", 2: "array"}, unusual=("fp32", "neg_stride"), valid=("advantage:none",)),
+    Row(n_off.estimator_samples, (EP, EP_W, EP.reward.numpy()), {0: "episodes", 1: "array", 2: "array"}, unusual=("fp32", "neg_stride"), valid=("advantages:none",)),
     Row(n_off.sampler_moments, (EP, EP_G), {0: "episodes", 1: "array"}, unusual=("fp32", "neg_stride")),
     Row(n_off.scheme_moments, (EP, "token TIS", 0.5), {0: "episodes", 1: "choice", 2: "real"}, ranges={2: [math.inf]}),
     Row(n_off.credit_assignment, (EP,), {0: "episodes"}),
@@ -554,8 +554,8 @@ def test_bad_input_gets_a_named_error_from_the_package(row):
 
 NOT_SWEPT = {
     "Check": "a record built by check()", "ScoreMoments": "a result record", "PPODiagnostics": "a result record",
-    "PPOTerms": "a result record", "ForkTrajectory": "a result record", "SchemeMoments": "a result record",
-    "Episodes": "a record built by two_turn_agent / tinylm_episodes", "GroupReport": "a result record", "TokenReport": "a result record",
+    "PPOTerms": "a result record", "ForkTrajectory": "a result record", "SchemeMoments": "a result record", "VarianceTerms": "a result record", "MonteCarloEstimate": "a result record",
+    "Episodes": "a record built by two_turn_agent / tinylm_episodes", "CreditAssignment": "a result record", "ChainMoments": "a result record", "TruncationBias": "a result record", "GroupReport": "a result record", "TokenReport": "a result record",
     "Expect": "SymPy notation (an unevaluated function; SymPy checks its arity)", "Argmin": "SymPy notation (an unevaluated function; SymPy checks its arity)",
     "suite": "registry plumbing (tests/test_checks.py)", "run_suites": "registry plumbing (tests/test_checks.py)",
 }
@@ -567,10 +567,11 @@ def _public_callables():
     import pkgutil
 
     for pkg in (numeric, derivations):
-        for info in pkgutil.iter_modules(pkg.__path__):
-            if info.name.startswith("_") or info.name == "course":  # numeric.course sets torch's default dtype on import
+        for info in pkgutil.walk_packages(pkg.__path__, f"{pkg.__name__}."):  # into subpackages (numeric.off_policy.weights)
+            last = info.name.rsplit(".", 1)[-1]
+            if last.startswith("_") or last == "course":  # numeric.course sets torch's default dtype on import
                 continue
-            mod = importlib.import_module(f"{pkg.__name__}.{info.name}")
+            mod = importlib.import_module(info.name)
             for n in getattr(mod, "__all__", []):
                 obj = getattr(mod, n)
                 if callable(obj) and getattr(obj, "__module__", None) == mod.__name__:

@@ -274,8 +274,8 @@ def confirm_token(report, loss, constants: dict):
         raise TypeError(f"loss must be a scalar sympy expression (one token's loss), got {type(loss).__name__}")
     values = with_defaults(require_constants(constants))
     lm, old, theta, adv = token_batch()
-    ell = lm.token_logprobs(theta)
-    ell0 = lm.token_logprobs(old).detach()
+    ell = lm.token_log_probs(theta)
+    ell0 = lm.token_log_probs(old).detach()
     ratio = torch.exp(ell - ell0)
     env = {gw.ell: ell, gw.ell0: ell0, gw.r: ratio, gw.A: adv, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
     keep = lm.mask.bool() & ~near_kink(ratio.detach(), breakpoints(loss), values)

@@ -83,8 +83,8 @@ def _runs(sign: int, r: torch.Tensor, flags: torch.Tensor) -> list:
 def _callable_on_tokens(fn) -> tuple:
     """The callable is per-token (each token's loss alone equals its entry of the batched loss), and autograd through TinyLM is the chain rule."""
     lm, old, theta, adv = token_batch()
-    ell = lm.token_logprobs(theta)
-    ell0 = lm.token_logprobs(old).detach()
+    ell = lm.token_log_probs(theta)
+    ell0 = lm.token_log_probs(old).detach()
     out = fn(ell, ell0, adv)
     if not isinstance(out, torch.Tensor) or out.shape != ell.shape:
         raise ValueError(f"loss must return one loss per token, shape {tuple(ell.shape)}")

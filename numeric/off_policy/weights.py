@@ -1,0 +1,334 @@
+r"""Sampler-correction weights: the batched, trainer-facing half of :mod:`numeric.off_policy`.
+
+Every function takes ``[batch, time]`` log-probabilities of the policy
+(``log_prob``) and of the sampler (``sampler_log_prob``) and a 0/1 ``mask``;
+numpy or torch in, the caller's kind, dtype and device out, detached.  Masked
+slots never enter a product, a mean or a KL sum, get weight 0, and may hold
+anything (``-inf``, sentinels).  The log-ratios are formed in the compute dtype
+(at least float32: fp16 and bf16 inputs are accumulated in float32) and the
+weight is returned in the caller's dtype.  ``mask=None`` is refused (write the
+mask of ones if every token is kept), and so are arguments on different devices
+or on the meta device.
+
+Band edges
+----------
+Every band is closed: a ratio exactly at ``low`` or exactly at ``high`` is
+kept, and a rejection threshold keeps a sum exactly at it.  This is the edge of
+every trainer these weights name, read from their code at these commits:
+
+* OpenRLHF ``3c3be6234e0c``, ``openrlhf/models/loss.py`` (``PolicyLoss``):
+  ``icepop`` keeps ``(vllm_is >= low_threshold) & (vllm_is <= high_threshold)``;
+  ``seq-mask-tis`` the same test on the geometric mean ``exp(masked_mean(log ratio))``.
+* TRL ``f2cd57710ae3``, ``trl/trainer/grpo_trainer.py``: ``token_mask`` and
+  ``sequence_mask`` zero a ratio ``< vllm_importance_sampling_clip_min`` or
+  ``> vllm_importance_sampling_clip_max``, so both edges are kept.
+* verl ``b178a3cd56f5``, ``verl/trainer/ppo/rollout_corr_helper.py``
+  (``compute_rollout_rejection_mask``): ``token_k1``, ``seq_sum_k1`` and
+  ``seq_mean_k1`` keep ``log(lower) <= stat <= log(upper)``, and the ``k2``/``k3``
+  options keep ``stat <= upper``.  verl compares log-ratios with log bounds (a
+  ratio and its log can disagree by one rounding exactly at an edge) and clamps
+  each token's log-ratio to :math:`[-20, 20]` first; here the ratios themselves
+  are compared, as in OpenRLHF and TRL, and nothing is clamped.
+
+A truncation :math:`\min(\rho, C)` is continuous at :math:`C`: a ratio exactly at
+the cap is the cap on either reading, so it has no edge to choose.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._validate import (
+    like,
+    masked_inputs,
+    require_band,
+    require_cap,
+    require_mask_given,
+    require_nonnegative,
+    require_one_device,
+    to_tensor,
+)
+from ..trust_region import kl_k1, kl_k2, kl_k3
+
+__all__ = [
+    "CORRECTION_WEIGHTS",
+    "geometric_sequence_mask",
+    "kl_rejection_mask",
+    "masked_sequence_ratio",
+    "masked_token_ratio",
+    "sequence_ratio",
+    "token_ratio",
+    "truncated_sequence_ratio",
+    "truncated_token_ratio",
+]
+
+# ------------------------------------------------------------------ inputs
+
+
+def _log_ratio(log_prob, sampler_log_prob, mask):
+    r"""``(d, m, kind, dtype)``: :math:`d_t = \log\pi - \log\mu` on the mask and 0 elsewhere (detached, compute dtype), the boolean mask, the caller's kind and dtype."""
+    require_mask_given("mask", mask)
+    require_one_device(log_prob=log_prob, sampler_log_prob=sampler_log_prob, mask=mask)
+    lp, _ = to_tensor("log_prob", log_prob)
+    t, m, kind = masked_inputs(mask, log_prob=log_prob, sampler_log_prob=sampler_log_prob)
+    if lp.ndim < 1:
+        raise ValueError("log_prob must have a time dimension (the last one), got a scalar")
+    return (t["log_prob"] - t["sampler_log_prob"]).detach(), m, kind, lp.dtype
+
+
+def _out(kind: str, dtype: torch.dtype, values: torch.Tensor):
+    """The caller's kind and dtype."""
+    return like(kind, values.to(dtype))
+
+
+def _on_mask(m: torch.Tensor, values: torch.Tensor):
+    return torch.where(m, values, torch.zeros((), dtype=values.dtype, device=values.device))
+
+
+def _per_sequence(m: torch.Tensor, values: torch.Tensor):
+    """``[..., 1]`` per-sequence values broadcast over the sequence's masked tokens."""
+    return _on_mask(m, values.expand(m.shape))
+
+
+# ----------------------------------------------------------------- weights
+
+
+def token_ratio(log_prob, sampler_log_prob, mask):
+    r"""Token-level importance ratio :math:`\rho_t = \pi(y_t \mid y_{<t}) / \mu(y_t \mid y_{<t})` on the mask.
+
+    Unbiased per token only when the sampler equals the policy: it drops the
+    ratio of the prefix and of the future (:func:`derivations.off_policy.token_ratio_bias`).
+
+    Parameters
+    ----------
+    log_prob, sampler_log_prob : numpy array or torch tensor
+        ``[batch, time]`` :math:`\log\pi` of the policy being trained and
+        :math:`\log\mu` of the sampler, finite where ``mask`` is 1.
+    mask : numpy array or torch tensor
+        ``[batch, time]`` 0/1 (or boolean): 1 on the model's own tokens.
+
+    Returns
+    -------
+    The caller's kind, dtype and device, ``[batch, time]``, 0 where ``mask`` is 0, detached.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import token_ratio
+    >>> lp = np.log([[0.5, 0.2, 1.0]])
+    >>> lmu = np.array([[np.log(0.25), np.log(0.4), -np.inf]])   # padding may be -inf
+    >>> token_ratio(lp, lmu, np.array([[1, 1, 0]])).round(6).tolist()
+    [[2.0, 0.5, 0.0]]
+    """
+    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    return _out(kind, dtype, _on_mask(m, d.exp()))
+
+
+def sequence_ratio(log_prob, sampler_log_prob, mask):
+    r"""Sequence-level ratio :math:`\rho = \prod_{t: m_t = 1} \rho_t = \pi(y)/\mu(y)`, broadcast over the sequence's tokens.
+
+    The only weight here that is unbiased for :math:`\nabla J` under any sampler:
+    :math:`\mathbb E_\mu[\rho\, A \sum_t s_t] = \mathbb E_\pi[A \sum_t s_t]`
+    (:func:`derivations.off_policy.sequence_ratio_unbiased`).  Its variance
+    grows with the length.
+
+    Overflow: the product is formed as :math:`\exp(\sum_t \log\rho_t)`.  When
+    the sum exceeds the log of the dtype's largest number (88.72 in float32,
+    709.78 in float64; bf16 and fp16 are summed in float32 and the weight rounded
+    to the caller's dtype, 11.09 for fp16) the exact ratio is not representable,
+    and the weight is ``+inf``, the correctly rounded value; it is never NaN.
+    Do not hand an ``inf`` weight to a loss (``inf * 0`` is NaN in the
+    gradient): :func:`truncated_sequence_ratio` gives :math:`C` and
+    :func:`masked_sequence_ratio` gives 0 for such a sequence, both exactly.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import sequence_ratio
+    >>> lp = np.log([[0.5, 0.2, 1.0]])
+    >>> lmu = np.log([[0.25, 0.4, 0.5]])
+    >>> sequence_ratio(lp, lmu, np.array([[1, 1, 0]])).round(6).tolist()
+    [[1.0, 1.0, 0.0]]
+    """
+    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    return _out(kind, dtype, _per_sequence(m, d.sum(-1, keepdim=True).exp()))
+
+
+def truncated_token_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0, floor: float = 0.0):
+    r"""Truncated importance sampling per token, :math:`\min(\max(\rho_t, l), C)` (TIS; TRL ``token_truncate``).
+
+    :math:`\min(\rho, C) = \rho - (\rho - C)_+`, so it removes
+    :math:`\mathbb E_\mu[\sum_t (\rho_t - C)_+ A s_t]` from the token-IS gradient
+    (:func:`derivations.off_policy.truncation_identity`).  A ``floor``
+    :math:`l > 0` also raises the ratios below it, adding
+    :math:`\mathbb E_\mu[\sum_t (l - \rho_t)_+ A s_t]`: OpenRLHF's ``tis`` with
+    ``vllm_is_truncated_threshold = [l, C]``.  The default ``floor = 0`` leaves
+    every ratio above it untouched (TRL, verl).  The clamp is continuous, so a
+    ratio exactly at ``cap`` (or ``floor``) is returned unchanged.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numeric import truncated_token_ratio
+    >>> lp = torch.log(torch.tensor([[0.9, 0.2, 0.1]]))
+    >>> lmu = torch.log(torch.tensor([[0.3, 0.4, 0.5]]))
+    >>> truncated_token_ratio(lp, lmu, torch.ones(1, 3), cap=2.0).round(decimals=6).tolist()
+    [[2.0, 0.5, 0.2]]
+    >>> truncated_token_ratio(lp, lmu, torch.ones(1, 3), cap=2.0, floor=0.5).round(decimals=6).tolist()
+    [[2.0, 0.5, 0.5]]
+    """
+    cap = require_cap("cap", cap)
+    floor = require_nonnegative("floor", floor)
+    if not floor < cap:
+        raise ValueError(f"floor must be < cap (the ratio is clamped to [floor, cap]), got floor={floor}, cap={cap}")
+    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    return _out(kind, dtype, _on_mask(m, d.exp().clamp(min=floor, max=cap)))
+
+
+def truncated_sequence_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0):
+    r"""Truncated sequence ratio :math:`\min(\rho, C)` broadcast over the tokens (TRL ``sequence_truncate``; verl sequence IS).
+
+    Its bias is exactly :math:`-\mathbb E_\mu[(\rho - C)_+ A \sum_t s_t]`.  A
+    sequence whose ratio overflows the dtype (see :func:`sequence_ratio`) gets
+    exactly :math:`C`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import truncated_sequence_ratio
+    >>> lp, lmu = np.log([[0.9, 0.9]]), np.log([[0.3, 0.3]])
+    >>> truncated_sequence_ratio(lp, lmu, np.ones((1, 2)), cap=5.0).tolist()
+    [[5.0, 5.0]]
+    """
+    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    return _out(kind, dtype, _per_sequence(m, d.sum(-1, keepdim=True).exp().clamp(max=require_cap("cap", cap))))
+
+
+def masked_token_ratio(log_prob, sampler_log_prob, mask, low: float = 0.5, high: float = 2.0):
+    r"""Masked importance sampling per token, :math:`\rho_t\,\mathbb 1[l \le \rho_t \le h]` (IcePop; TRL ``token_mask``; verl ``token_k1``).
+
+    A token whose ratio leaves the band is dropped from the gradient; the bias is
+    :math:`-\mathbb E_\mu[\sum_t \rho_t \mathbb 1[\rho_t \notin [l, h]]\, A s_t]` relative to token IS.
+
+    Edges: the band is closed, a ratio exactly at ``low`` or ``high`` is kept,
+    as in OpenRLHF ``icepop``, TRL ``token_mask`` and verl ``token_k1`` (see the
+    module's notes for the commits).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import masked_token_ratio
+    >>> lp, lmu = np.log([[0.9, 0.2, 0.5]]), np.log([[0.3, 0.4, 0.5]])
+    >>> masked_token_ratio(lp, lmu, np.ones((1, 3)), low=0.5, high=2.0).round(6).tolist()
+    [[0.0, 0.5, 1.0]]
+    """
+    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    low, high = require_band(low, high)
+    r = d.exp()
+    return _out(kind, dtype, _on_mask(m & (r >= low) & (r <= high), r))
+
+
+def masked_sequence_ratio(log_prob, sampler_log_prob, mask, low: float = 0.0, high: float = 2.0):
+    r"""Masked sequence ratio :math:`\rho\,\mathbb 1[l \le \rho \le h]` (TRL ``sequence_mask``; verl ``seq_sum_k1`` rejection times sequence IS).
+
+    Edges: the band is closed, a sequence ratio exactly at ``low`` or ``high``
+    is kept (TRL ``sequence_mask``; verl ``seq_sum_k1`` with bounds
+    :math:`[1/h, 1/l]` on :math:`1/\rho`).  A ratio that overflows the dtype is
+    above any ``high`` and gets 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import masked_sequence_ratio
+    >>> lp, lmu = np.log([[0.9, 0.9], [0.5, 0.5]]), np.log([[0.3, 0.3], [0.5, 0.5]])
+    >>> masked_sequence_ratio(lp, lmu, np.ones((2, 2)), high=2.0).tolist()
+    [[0.0, 0.0], [1.0, 1.0]]
+    """
+    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    low, high = require_band(low, high)
+    r = d.sum(-1, keepdim=True).exp()
+    return _out(kind, dtype, _per_sequence(m, torch.where((r >= low) & (r <= high), r, torch.zeros_like(r))))
+
+
+def geometric_sequence_mask(log_prob, sampler_log_prob, mask, low: float = 0.5, high: float = 2.0):
+    r"""Keep a sequence when its geometric-mean ratio :math:`\rho^{1/|y|} = \exp(\frac1{|y|}\sum_t \log\rho_t)` lies in :math:`[l, h]`.
+
+    A 0/1 mask, broadcast over the sequence's tokens; multiply it into another
+    weight (OpenRLHF ``seq-mask-tis`` multiplies it into the plain token ratio
+    :math:`\rho_t`; verl's ``seq_mean_k1`` rejection, bounds :math:`[1/h, 1/l]` on
+    the geometric mean of :math:`1/\rho_t`).  :math:`|y|` counts the masked
+    tokens; a sequence with none is kept (it has no tokens to weight).
+
+    Edges: the band is closed, a geometric mean exactly at ``low`` or ``high``
+    is kept, as in OpenRLHF ``seq-mask-tis`` and verl ``seq_mean_k1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import geometric_sequence_mask
+    >>> lp, lmu = np.log([[0.9, 0.1], [0.9, 0.5]]), np.log([[0.3, 0.3], [0.3, 0.5]])
+    >>> geometric_sequence_mask(lp, lmu, np.ones((2, 2)), low=0.8, high=1.25).tolist()
+    [[1.0, 1.0], [0.0, 0.0]]
+    """
+    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    low, high = require_band(low, high)
+    n = m.sum(-1, keepdim=True).clamp(min=1).to(d.dtype)
+    g = (d.sum(-1, keepdim=True) / n).exp()
+    keep = ((g >= low) & (g <= high)).to(d.dtype)
+    return _out(kind, dtype, _per_sequence(m, keep))
+
+
+_KL = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
+
+
+def kl_rejection_mask(log_prob, sampler_log_prob, mask, threshold: float = 0.05, estimator: str = "k3"):
+    r"""Keep a sequence when its estimate of :math:`\mathrm{KL}(\mu\,\|\,\pi)` is at most ``threshold``.
+
+    The tokens come from :math:`\mu`, so with :math:`\Delta_t = \log\mu - \log\pi`
+    the per-token estimators of :mod:`numeric.trust_region` are unbiased
+    (:math:`k_1 = \Delta`, :math:`k_3 = e^{-\Delta} - 1 + \Delta`) or second-order
+    (:math:`k_2 = \Delta^2/2`); the sequence estimate is their sum over the
+    masked tokens.  Returns a 0/1 mask broadcast over the tokens (rollout
+    rejection; verl ``seq_sum_k2``/``seq_sum_k3``, whose :math:`k_3` is the same
+    :math:`\rho_t - 1 - \log\rho_t`; verl's ``seq_sum_k1`` is a two-sided band,
+    :func:`masked_sequence_ratio`'s).
+
+    Edge: a sum exactly at ``threshold`` is kept (:math:`\sum_t k_t \le \delta`,
+    verl's ``stat <= upper``), so ``threshold=0`` keeps a sequence on which the
+    sampler equals the policy.
+
+    Parameters
+    ----------
+    threshold : float
+        :math:`\delta \ge 0`.
+    estimator : {"k1", "k2", "k3"}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import kl_rejection_mask
+    >>> lp, lmu = np.log([[0.5, 0.5], [0.9, 0.1]]), np.log([[0.5, 0.4], [0.3, 0.6]])
+    >>> kl_rejection_mask(lp, lmu, np.ones((2, 2)), threshold=0.1).tolist()
+    [[1.0, 1.0], [0.0, 0.0]]
+    """
+    if estimator not in _KL:
+        raise ValueError(f"estimator must be one of {sorted(_KL)}, got {estimator!r}")
+    threshold = require_nonnegative("threshold", threshold)
+    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    zero = torch.zeros_like(d)
+    per_token = _on_mask(m, _KL[estimator](-d, zero))  # log_prob = log mu, ref = log pi
+    keep = (per_token.sum(-1, keepdim=True) <= threshold).to(d.dtype)
+    return _out(kind, dtype, _per_sequence(m, keep))
+
+
+CORRECTION_WEIGHTS = (
+    token_ratio,
+    sequence_ratio,
+    truncated_token_ratio,
+    truncated_sequence_ratio,
+    masked_token_ratio,
+    masked_sequence_ratio,
+    geometric_sequence_mask,
+    kl_rejection_mask,
+)
+"""The batched sampler-correction weights, each ``fn(log_prob, sampler_log_prob, mask, ...)`` giving ``[B, T]``."""
