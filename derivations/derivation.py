@@ -93,7 +93,7 @@ class Step:
             raise TypeError(f"reason must be a non-empty str, got {self.reason!r}")
         reason_to_latex(self.reason)  # an unmatched '$' fails here, not when the page is rendered
         _require_relation(self.relation)
-        if self.proof is not None and type(self.proof) not in kernel._KINDS:
+        if self.proof is not None and not kernel.is_proof(self.proof):
             raise TypeError(f"step ({self.reason}): proof must be built by derivations.proofs (a bare function is not a proof), "
                             f"got {type(self.proof).__name__}")
         require_optional("facts", self.facts, Mapping, "a mapping")

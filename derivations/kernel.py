@@ -49,7 +49,7 @@ from ._validate import require_expr, require_optional, require_optional_callable
 from .canonical import DerivationError, is_zero, reject_vacuous_derivatives
 from .regions import at_least, resolve, truth
 
-__all__ = ["Argmin", "Claim", "DerivationError", "Proof", "Refused", "Verdict", "check", "implies", "relation_holds", "require_consistent"]
+__all__ = ["Argmin", "Claim", "DerivationError", "Proof", "Refused", "Verdict", "check", "implies", "is_proof", "relation_holds", "require_consistent"]
 
 RELATIONS = ("=", "<=", ">=", "<", ">", "=>", "<=>")
 
@@ -337,6 +337,11 @@ _KINDS: set[type] = set()
 def _kind(cls):
     _KINDS.add(cls)
     return dataclass(frozen=True)(cls)
+
+
+def is_proof(obj) -> bool:
+    """Whether ``obj`` is one of the kernel's proof objects (a bare function never is)."""
+    return type(obj) in _KINDS
 
 
 def _same(a, b) -> bool:

@@ -83,7 +83,7 @@ is_argmin = _k.IsArgmin()
 
 
 def _proof(name: str, value) -> _k.Proof:
-    if type(value) not in _k._KINDS:
+    if not _k.is_proof(value):
         raise TypeError(f"{name} must be a proof from derivations.proofs, got {type(value).__name__}")
     return value
 

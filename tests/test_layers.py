@@ -105,11 +105,7 @@ def private_reaches(path: Path, source: str | None = None) -> list[str]:
 
 
 KNOWN = {
-    "numeric/baselines.py": "reads tinylm._check_lm/_check_reward and derivations' .steps[1].rhs (issue 17 item 1: export the formula by name)",
-    "numeric/expectations.py": "reads tinylm._check_lm (issue 17 item 4: one validation module)",
-    "numeric/group_baselines.py": "reads tinylm._check_lm/_check_reward (issue 17 item 4: one validation module)",
     "numeric/losses.py": "reads _validate._raw_tensor, group_baselines._centred, trust_region._K (issue 17 items 1 and 6)",
-    "numeric/score_function.py": "reads tinylm._check_lm/_check_reward (issue 17 item 4: one validation module)",
     "numeric/trust_region.py": "reads clip_bias_term().steps[0].rhs by position (issue 17 item 1: export the formula by name)",
 }
 
