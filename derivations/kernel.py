@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import pairwise
 
 import sympy as sp
 
@@ -260,7 +261,7 @@ def _require_consistent(premises: tuple) -> None:
         domain = sp.Interval.open(0, sp.oo) if s.is_positive else sp.Interval(0, sp.oo) if s.is_nonnegative else sp.S.Reals
         try:
             solutions = sp.Intersection(domain, *[sp.solveset(p, s, sp.S.Reals) for p in alone])
-        except Exception:  # solveset could not solve: no contradiction derived
+        except (NotImplementedError, ValueError, TypeError):  # solveset could not solve: no contradiction derived
             continue
         if alone and solutions == sp.S.EmptySet:
             raise Refused(f"its premises are contradictory ({', '.join(map(sp.sstr, alone))} admit no {s})")
@@ -427,7 +428,9 @@ def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = (
     for x, breaks in cuts:
         out = []
         for p in points:
-            at = lambda e: sp.sympify(e).subs(param).subs(p)  # noqa: E731
+            def at(e, p=p):
+                return sp.sympify(e).subs(param).subs(p)
+
             lows, highs = _bounds(x, premises)
             lo, lo_closed = (at(lows[0][0]), lows[0][1]) if lows else (-sp.oo, False)
             hi, hi_closed = (at(highs[0][0]), highs[0][1]) if highs else (sp.oo, False)
@@ -444,7 +447,7 @@ def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = (
                 raise Refused(f"no cut point for {x}: nothing to split")
             t = sp.Dummy("t", positive=True)
             edges = [lo, *cut, hi]
-            for i, (a, b) in enumerate(zip(edges, edges[1:])):
+            for i, (a, b) in enumerate(pairwise(edges)):
                 if i == 0 and lo_closed and lo != -sp.oo:
                     out.append({**p, x: a})
                 inner = b - t if a == -sp.oo else a + t if b == sp.oo else a + (b - a) * t / (1 + t)
@@ -619,7 +622,7 @@ class Argmin(sp.Function):
 
     def _latex(self, printer):
         f, v = self.args
-        return r"\operatorname*{arg\,min}_{%s} \left(%s\right)" % (printer._print(v), printer._print(f))
+        return rf"\operatorname*{{arg\,min}}_{{{printer._print(v)}}} \left({printer._print(f)}\right)"
 
 
 @_kind

@@ -89,9 +89,9 @@ def test_perturbing_the_displayed_rhs_breaks_every_kind_of_proof():
 
 
 def test_a_lemma_instantiated_termwise():
-    u, v = sp.symbols("u v", real=True)
+    u, v = sp.Symbol("u", real=True), sp.Symbol("v", positive=True)
     lemma = Derivation("lemma").step(sp.Max(u - 2 * v, 0), sp.Max(u - v, 0), "cases", relation="<=",
-                                     given=(sp.Eq(v, x),), proof=on_regions((u, [x, 2 * x])))
+                                     proof=on_regions((u, [v, 2 * v])))
     a, K = sp.symbols("a K", integer=True, positive=True)
     P, M = sp.IndexedBase("P", positive=True), sp.IndexedBase("M", positive=True)
     S = lambda e: sp.Sum(e, (a, 1, K))
