@@ -60,7 +60,7 @@ def _dtype_name(value) -> str:
     return str(value.dtype).removeprefix("torch.")
 
 
-def _raw_tensor(name: str, value) -> tuple[torch.Tensor, str]:
+def raw_tensor(name: str, value) -> tuple[torch.Tensor, str]:
     """A tensor view of a numpy array or torch tensor, with its kind; complex and object input refused."""
     if isinstance(value, torch.Tensor):
         kind, tensor = "torch", value
@@ -83,7 +83,7 @@ def to_tensor(name: str, value, dtype: torch.dtype | None = None) -> tuple[torch
     Integers become float64; floating tensors keep their dtype and device.
     ``dtype=torch.bool`` demands boolean input (flags are not guessed from numbers).
     """
-    tensor, kind = _raw_tensor(name, value)
+    tensor, kind = raw_tensor(name, value)
     if dtype is not None:
         if dtype == torch.bool and tensor.dtype != torch.bool:
             raise TypeError(f"{name} must be boolean, got {_dtype_name(value)} values")
@@ -95,6 +95,11 @@ def to_tensor(name: str, value, dtype: torch.dtype | None = None) -> tuple[torch
     return tensor, kind
 
 
+def result_dtype(value) -> torch.dtype:
+    """The dtype a result is returned in: the input's, float64 for integers."""
+    return to_tensor("value", value)[0].dtype
+
+
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype to compute in: the caller's, but at least float32 (bf16 and fp16 accumulate in fp32)."""
     return torch.promote_types(dtype, torch.float32)
@@ -102,7 +107,7 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def as_mask(name: str, value, like_name: str, like: torch.Tensor) -> torch.Tensor:
     """A boolean mask, on ``like``'s device, from a boolean or 0/1 numeric array of ``like``'s shape."""
-    m, _ = _raw_tensor(name, value)
+    m, _ = raw_tensor(name, value)
     if m.shape != like.shape:
         raise ValueError(f"{name} must have the shape of {like_name} {tuple(like.shape)}, got {tuple(m.shape)}")
     m = m.to(like.device)

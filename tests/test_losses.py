@@ -987,7 +987,7 @@ def test_reinforce_and_gpg_never_read_old_log_prob():
 @pytest.mark.parametrize("mask_dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
 def test_the_one_sum_mask_test_is_exact_on_every_16_bit_value_and_near_0_and_1(mask_dtype):
     """sum |m - m^2| == 0 exactly when m is 0 or 1: every fp16/bf16 value, and the floats next to 0 and 1 in fp32/fp64."""
-    from numeric.losses import _float_mask
+    from numeric.losses.policy import _float_mask
 
     if mask_dtype in (torch.float16, torch.bfloat16):
         values = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(mask_dtype)
