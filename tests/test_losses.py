@@ -20,7 +20,6 @@ import torch
 import numeric
 from derivations import trust_region as dtr
 from numeric import (
-    cispo_loss,
     discounted_score_weights,
     gae_advantages,
     gradient_weight,
@@ -38,6 +37,18 @@ from numeric import (
     rloo_advantages,
 )
 from numeric.baselines import reinforce_loss
+
+
+def _clip(method):
+    """DAPO's clip range (0.2, 0.28) for the methods that take one (the registry names each method's parameters)."""
+    from derivations.methods import METHODS
+
+    return {k: v for k, v in {"eps_low": 0.2, "eps_high": 0.28}.items() if k in METHODS[method].parameters}
+
+
+def cispo_loss(log_prob, old_log_prob, advantages, mask, eps_high=0.28):
+    """CISPO's one-sided cap (``eps_low=None``), through the one code path, ``policy_loss``."""
+    return numeric.policy_loss("cispo", log_prob, old_log_prob, advantages, mask, eps_low=None, eps_high=eps_high)
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float64]
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float64: 1e-14}
@@ -95,10 +106,10 @@ def _token_helpers():
     clean = lambda x: x.clone()  # noqa: E731
     return {
         "reinforce_loss": (lambda c: reinforce_loss(c(lp), c(adv[:, 0]), mask)),
-        "ppo_loss": (lambda c: ppo_loss(c(lp), c(old), c(adv), mask, (0.2, 0.28))),
+        "ppo_loss": (lambda c: ppo_loss(c(lp), c(old), c(adv), mask, eps_low=0.2, eps_high=0.28)),
         "cispo_loss": (lambda c: cispo_loss(c(lp), c(old), c(adv), mask, 0.28)),
-        "ppo_clipped_terms": (lambda c: ppo_clipped_terms(c((lp - old).exp()), c(adv), 0.2).pessimistic),
-        "gradient_weight": (lambda c: gradient_weight("ppo", c((lp - old).exp()), c(adv), 0.2)),
+        "ppo_clipped_terms": (lambda c: ppo_clipped_terms(c((lp - old).exp()), c(adv)).pessimistic),
+        "gradient_weight": (lambda c: gradient_weight("ppo", c((lp - old).exp()), c(adv))),
         "kl_k1": (lambda c: kl_k1(c(lp), c(old), mask)),
         "kl_k2": (lambda c: kl_k2(c(lp), c(old), mask)),
         "kl_k3": (lambda c: kl_k3(c(lp), c(old), mask)),
@@ -134,7 +145,7 @@ SENTINELS = [-math.inf, math.inf, math.nan, -1e30, 1e4]
 def _masked_losses():
     return {
         "reinforce_loss": lambda lp, old, adv, m: reinforce_loss(lp, adv[:, 0], m),
-        "ppo_loss": lambda lp, old, adv, m: ppo_loss(lp, old, adv, m, (0.2, 0.28)),
+        "ppo_loss": lambda lp, old, adv, m: ppo_loss(lp, old, adv, m, eps_low=0.2, eps_high=0.28),
         "cispo_loss": lambda lp, old, adv, m: cispo_loss(lp, old, adv, m, 0.28),
         "kl_k3 (sum)": lambda lp, old, adv, m: kl_k3(lp, old, m).sum(),
         "kl_k2 (sum)": lambda lp, old, adv, m: kl_k2(lp, old, m).sum(),
@@ -166,8 +177,8 @@ def test_masked_slots_are_neutral_in_value_and_gradient(name, sentinel):
 def test_ppo_diagnostics_ignore_masked_slots():
     lp, old, adv, mask = _batch()
     pad = mask == 0
-    clean = ppo_diagnostics(lp, old, adv, 0.2, mask)
-    dirty = ppo_diagnostics(torch.where(pad, -math.inf, lp), torch.where(pad, math.nan, old), adv, 0.2, mask.bool())
+    clean = ppo_diagnostics(lp, old, adv, mask)
+    dirty = ppo_diagnostics(torch.where(pad, -math.inf, lp), torch.where(pad, math.nan, old), adv, mask.bool())
     assert clean == dirty
 
 
@@ -232,18 +243,37 @@ def test_zscore_bessel_matches_the_trainers_formula(eps):
 
 CANONICAL = {"log_prob", "old_log_prob", "ref_log_prob", "advantage", "mask", "reward", "value", "next_value", "terminated", "trace_cut", "ratio"}
 RETIRED = {"logprobs", "log_probs", "new_log_prob", "advantages", "rewards", "values", "next_values", "trace_cuts", "response_mask"}
+# the lead's convention for the losses house (brief L): plural advantages and rewards, mask after the tensors
+HOUSE_CANONICAL = {"log_prob", "old_log_prob", "ref_log_prob", "advantages", "mask", "rewards", "ratio"}
+HOUSE_RETIRED = {"logprobs", "log_probs", "new_log_prob", "advantage", "reward", "token_reward", "response_mask", "clip_epsilon", "cispo_cap"}
 
 
 @pytest.mark.parametrize(
     "fn",
     [reinforce_loss, leave_one_out_baselines, group_mean_advantages, rloo_advantages, group_zscore_advantages, reward_to_go,
-     discounted_score_weights, gae_advantages, lambda_returns, ppo_clipped_terms, ppo_diagnostics, ppo_loss, cispo_loss,
-     gradient_weight, kl_k1, kl_k2, kl_k3],
+     discounted_score_weights, gae_advantages, lambda_returns],
 )
 def test_one_spelling_of_every_tensor_argument(fn):
     names = set(inspect.signature(fn).parameters)
     assert not names & RETIRED
     assert names & CANONICAL
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [numeric.ppo_clipped_terms, numeric.ppo_diagnostics, numeric.ppo_loss, numeric.gradient_weight, numeric.policy_loss,
+     numeric.policy_weight, numeric.kl_k1, numeric.kl_k2, numeric.kl_k3, numeric.kl_penalty, numeric.masked_whiten,
+     numeric.reinforce_pp_advantages, numeric.reinforce_pp_baseline_advantages, numeric.remax_advantages,
+     numeric.opo_advantages, numeric.gpg_advantages, numeric.passk_advantages, numeric.clip_excess],
+)
+def test_one_spelling_in_the_losses_house(fn):
+    """Tensors first (log_prob, old_log_prob, advantages), then mask, then keyword-only options; no retired spelling."""
+    params = inspect.signature(fn).parameters
+    assert not set(params) & HOUSE_RETIRED
+    assert set(params) & HOUSE_CANONICAL
+    positional = [n for n, p in params.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if "mask" in positional:  # nothing but tensors before the mask, and no option after it
+        assert positional[-1] == "mask", positional
 
 
 def test_numpy_views_with_negative_strides():
@@ -304,7 +334,7 @@ def test_an_advantage_that_requires_grad_is_stopped(name):
     ratio = (lp - old).exp()
     leaky = {
         "reinforce_loss": lambda A: -(A[:, 0] * (lp * m).sum(1)).mean(),
-        "ppo_loss": lambda A: -(ppo_clipped_terms(ratio, A, (0.2, 0.28)).pessimistic * m).sum() / m.sum(),
+        "ppo_loss": lambda A: -(ppo_clipped_terms(ratio, A, eps_low=0.2, eps_high=0.28).pessimistic * m).sum() / m.sum(),
         "cispo_loss": lambda A: -(ratio.clamp(max=1.28) * A * lp * m).sum() / m.sum(),
     }[name]
     assert abs(leaky(a_live).item() - fn(lp, old, a_live.detach(), m).item()) <= 1e-15
@@ -414,7 +444,7 @@ def test_sequence_log_prob_and_broadcast():
     dirty = torch.where(mask > 0, lp, -math.inf)
     assert (sequence_log_prob(dirty, mask) - (lp * mask).sum(1)).abs().max().item() <= 1e-15
     assert torch.equal(broadcast_advantage(A, mask.bool()), A[:, None] * mask)
-    with pytest.raises(ValueError, match="advantage must have shape"):
+    with pytest.raises(ValueError, match="advantages must have shape"):
         broadcast_advantage(A[:2], mask)
 
 
@@ -444,7 +474,7 @@ def test_every_trainer_mode_is_reproduced_by_arguments(key):
     x = lp * 1.7 + 0.2
     T, L, N = x.shape[1], 11, 97
     mode, args, _ = TRAINER_MODES[key]
-    args = {k: {"T": T, "max_completion_length": L, "num_items_in_batch": N}[v] for k, v in args.items()}
+    args = {k: {"T": T, "B * max_completion_length": x.shape[0] * L, "num_items_in_batch": N}[v] for k, v in args.items()}
     theirs = _their_aggregation(*key, x, mask, T, L, N).item()
     assert abs(aggregate(x, mask, mode, **args).item() - theirs) <= 1e-15 * (1 + abs(theirs))  # relative: summation order
 
@@ -459,7 +489,7 @@ def test_aggregation_edge_cases_are_stated():
     with pytest.raises(ValueError, match="norm is used by token-mean and seq-mean-token-sum-norm only"):
         aggregate(x, m, "seq-mean-token-mean", norm=3)
     w = token_weights(np.array([[1, 1, 1], [1, 0, 0]]), "seq-mean-token-sum-norm", norm=4)
-    assert np.array_equal(w, np.array([[1, 1, 1], [1, 0, 0]]) / 8)
+    assert np.array_equal(w, np.array([[1, 1, 1], [1, 0, 0]]) / 4)  # verl's: no mean over the B = 2 rows (was / 8)
 
 
 # ------------------------------------------------------------------ policy losses: each trainer's formula, written out
@@ -500,7 +530,7 @@ def _their_policy_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28, **kw):
 
 CONVENTIONS = [
     ("ppo", {}, {}), ("ppo", {"dual_clip": 3.0}, {"dual_clip": 3.0}), ("gspo", {}, {}), ("gspo_token", {}, {}),
-    ("cispo", {}, {}), ("cispo", {"cispo_cap": 1.1}, {"cispo_cap": 1.1}), ("sapo", {"agg": "seq-mean-token-mean"}, {}),
+    ("cispo", {}, {}), ("cispo", {"eps_low": None, "eps_high": 0.1}, {"cispo_cap": 1.1}), ("sapo", {"agg": "seq-mean-token-mean"}, {}),
     ("gmpo", {}, {}), ("reinforce", {}, {}), ("gpg", {}, {}),
 ]
 
@@ -509,7 +539,7 @@ CONVENTIONS = [
 def test_policy_loss_reproduces_each_trainer_convention_value_and_gradient(method, ours, theirs):
     lp0, old, A, mask = _trainer_batch()
     lp = lp0.clone().requires_grad_(True)
-    a = policy_loss(method, lp, old, A, mask, clip_epsilon=(0.2, 0.28), **ours)
+    a = policy_loss(method, lp, old, A, mask, **{**_clip(method), **ours})
     b = _their_policy_loss(method, lp, old, A, mask, **theirs)
     (ga,), (gb,) = torch.autograd.grad(a, lp), torch.autograd.grad(b, lp)
     assert abs(a.item() - b.item()) <= 1e-15 * (1 + abs(b.item()))
@@ -556,6 +586,8 @@ def _naive_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28):
             elif method == "sapo":
                 tau = 1.0 if A[i] > 0 else 1.05
                 piece = -torch.sigmoid(tau * (r - 1)) * 4 / tau * A[i]
+            elif method == "is":
+                piece = -r.detach() * A[i] * lp[i, t]
             else:
                 piece = -A[i] * lp[i, t]
             total = total + piece / m.sum()
@@ -567,8 +599,8 @@ def test_batched_gradient_equals_derived_weight_and_a_naive_token_loop(method):
     """autograd of the batched loss == -kappa w A grad(log pi) with the derived w == a naive per-token loop."""
     lp0, old, A, mask = _trainer_batch(B=4, T=5, seed=2)
     lp = lp0.clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(policy_loss(method, lp, old, A, mask, clip_epsilon=(0.2, 0.28)), lp)
-    w = policy_weight(method, lp0, old, A, mask, clip_epsilon=(0.2, 0.28))
+    (g,) = torch.autograd.grad(policy_loss(method, lp, old, A, mask, **_clip(method)), lp)
+    w = policy_weight(method, lp0, old, A, mask, **_clip(method))
     mode = "seq-mean-token-mean" if method in ("gspo", "gspo_token", "gmpo") else "token-mean"
     derived = -token_weights(mask, mode) * w * A[:, None]
     lp_loop = lp0.clone().requires_grad_(True)
@@ -582,7 +614,7 @@ def test_policy_weight_mistakes_would_be_caught():
     """The certificate is not vacuous: a weight off by the clip, or missing r, gives a different gradient."""
     lp0, old, A, mask = _trainer_batch(B=4, T=5, seed=2)
     lp = lp0.clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(policy_loss("ppo", lp, old, A, mask, clip_epsilon=(0.2, 0.28)), lp)
+    (g,) = torch.autograd.grad(policy_loss("ppo", lp, old, A, mask, **_clip("ppo")), lp)
     kappa = token_weights(mask)
     wrong = {"no clip (IS weight)": (lp0 - old).exp(), "no ratio (REINFORCE)": torch.ones_like(lp0)}
     for w in wrong.values():
@@ -617,7 +649,7 @@ def test_policy_loss_bad_input_is_named():
         policy_loss("trpo", lp, old, A, mask)
     with pytest.raises(ValueError, match="dual_clip must be > 1"):
         policy_loss("ppo", lp, old, A, mask, dual_clip=0.5)
-    with pytest.raises(ValueError, match="dual_clip is a PPO option"):
+    with pytest.raises(ValueError, match=r"dual_clip is not a parameter of 'cispo' \(it takes: eps_low, eps_high\)"):
         policy_loss("cispo", lp, old, A, mask, dual_clip=3.0)
     with pytest.raises(ValueError, match="agg must be None for gmpo"):
         policy_loss("gmpo", lp, old, A, mask, agg="token-mean")
@@ -637,13 +669,13 @@ def test_kl_penalty_and_verls_clamped_low_var_kl():
     ref = torch.tensor([[-1.2, -0.1, -28.0]], dtype=torch.float64)
     m = torch.ones(1, 3)
     for k, fn in (("k1", kl_k1), ("k2", kl_k2), ("k3", kl_k3)):
-        assert torch.equal(kl_penalty(lp, ref, m, k), fn(lp, ref))
+        assert torch.equal(kl_penalty(lp, ref, m, estimator=k), fn(lp, ref))
     kl = torch.clamp(ref - lp, -20, 20)  # verl low_var_kl, written out
     theirs = torch.clamp(kl.exp() - kl - 1, -10, 10)
-    assert (kl_penalty(lp, ref, m, "k3", clamp=True) - theirs).abs().max().item() <= 1e-15
-    assert kl_penalty(lp, ref, m, "k3").max().item() > 1e9  # unclamped k3 explodes there
+    assert (kl_penalty(lp, ref, m, estimator="k3", clamp=True) - theirs).abs().max().item() <= 1e-15
+    assert kl_penalty(lp, ref, m, estimator="k3").max().item() > 1e9  # unclamped k3 explodes there
     with pytest.raises(ValueError, match=r"estimator must be one of \('k1', 'k2', 'k3'\)"):
-        kl_penalty(lp, ref, m, "k4")
+        kl_penalty(lp, ref, m, estimator="k4")
 
 
 def test_value_loss_matches_the_clipped_formula():
@@ -702,7 +734,7 @@ def test_estimators_against_loops_of_the_trainers_formulas():
             run = (r[i, t] + 0.9 * run) * m[i, t]
             ret[i, t] = run
     vals = ret[m > 0]
-    assert (reinforce_pp_advantages(r, m, 0.9)[m > 0] - ((vals - vals.mean()) / torch.sqrt(vals.var() + 1e-8))).abs().max().item() <= 1e-14
+    assert (reinforce_pp_advantages(r, m, gamma=0.9)[m > 0] - ((vals - vals.mean()) / torch.sqrt(vals.var() + 1e-8))).abs().max().item() <= 1e-14
     # REINFORCE++ baseline: group-centred reward on each token, whitened over the batch
     mm = torch.ones(5, 4, 3)
     mm[0, 0, 1:] = 0
@@ -741,7 +773,7 @@ def test_length_bias_on_tinylm_is_what_was_derived(lm):
 
 def test_the_losses_suite_passes():
     checks, errors = numeric.run_suites(["losses"])
-    assert errors == {} and len(checks) == 27 and all(c.passed for c in checks)
+    assert errors == {} and len(checks) == 28 and all(c.passed for c in checks)  # 27 before token IS joined the registry
 
 
 # ------------------------------------------------------------------ derivations.losses
@@ -770,7 +802,9 @@ def test_derived_weights_are_the_known_closed_forms():
     sigma = 1 / (1 + sp.exp(-tau * (r - 1)))
     assert sp.simplify(dl.weight("sapo") - 4 * sigma * (1 - sigma) * r) == 0
     assert dl.weight("reinforce") == 1 and dl.weight("gpg") == 1
-    assert dl.weight("cispo_cap") == sp.Min(r, dl.kappa)
+    assert dl.weight("cispo_cap") == sp.Min(r, 1 + dl.eps_h)
+    assert dl.weight("cispo") == sp.Min(sp.Max(r, 1 - dl.eps_l), 1 + dl.eps_h)
+    assert dl.weight("is") == r
     assert dl.weight("ppo") == dtr_weight("ppo")
 
 
@@ -793,7 +827,6 @@ def test_derivations_reject_bad_arguments():
 
 # ------------------------------------------------------------------ every public function of numeric.losses: bad input, dtype
 
-from numeric import advantage_scale  # noqa: E402
 
 _lp, _old, _A, _m = _trainer_batch()
 _R = torch.tensor([[1.0, 0.0, 0.5, 0.5]], dtype=torch.float64)
@@ -806,18 +839,17 @@ BAD_INPUT = [
     (lambda: response_mask(np.zeros((2, 4)), np.ones(2, int), 0, 2), TypeError, "input_ids must hold integers"),
     (lambda: sequence_log_prob(_lp, _m * 3), ValueError, "mask must hold only 0 and 1"),
     (lambda: token_weights(np.ones(3), "token-mean"), ValueError, "mask must have at least 2 dimensions"),
-    (lambda: aggregate(_lp, _m, "token-mean", norm=0.0), ValueError, "norm must be > 0"),
-    (lambda: policy_weight("ppo", _lp, _old, _A[:2], _m), ValueError, r"advantage must have shape \[B\] = \(6,\) or the shape of log_prob"),
-    (lambda: kl_penalty(_lp, _old, _m, "k3", clamp=1), TypeError, "clamp must be a bool"),
+    (lambda: aggregate(_lp, _m, "token-mean", norm=0.0), ValueError, "norm must be a finite number > 0"),
+    (lambda: policy_weight("ppo", _lp, _old, _A[:2], _m), ValueError, r"advantages must have shape \[B\] = \(6,\) or the shape of log_prob"),
+    (lambda: kl_penalty(_lp, _old, _m, clamp=1), TypeError, "clamp must be a bool"),
     (lambda: value_loss(_lp, _old, _lp, _m, clip=-0.1), ValueError, "clip must be >= 0"),
     (lambda: masked_whiten(_lp, torch.zeros_like(_m)), ValueError, "mask must select at least 2 entries"),
-    (lambda: reinforce_pp_advantages(_lp, _m, gamma=-1.0), ValueError, "gamma must be >= 0"),
+    (lambda: reinforce_pp_advantages(_lp, _m, gamma=-1.0), ValueError, r"gamma must lie in \[0, 1\]"),
     (lambda: reinforce_pp_baseline_advantages(_R, torch.ones(1, 3, 2)), ValueError, r"mask must have shape \[..., G, T\]"),
     (lambda: remax_advantages(_lp, _A[:2], _m), ValueError, "baseline_reward must have shape"),
     (lambda: opo_advantages(_R, torch.zeros_like(_R)), ValueError, "length must be positive"),
     (lambda: gpg_advantages(_R, valid="score"), ValueError, "valid must be 'advantage' or 'reward'"),
-    (lambda: passk_advantages(torch.ones(3, 1)), ValueError, "reward must hold G >= 2"),
-    (lambda: advantage_scale(rloo_advantages, 1.5, 4), ValueError, r"p must lie in \[0, 1\]"),
+    (lambda: passk_advantages(torch.ones(3, 1)), ValueError, "rewards must hold G >= 2"),
     (lambda: policy_loss("ppo", _lp, _old, _A, _m, agg="mean"), ValueError, r"agg must be one of \('token-mean'"),
 ]
 
@@ -900,8 +932,8 @@ def test_parameter_gradient_is_derived_weight_times_advantage_times_score(method
     R = (lm.tokens == 1).double().mul(lm.mask).sum(1) / lm.lengths
     A, mask = R[idx] - 0.4, lm.mask[idx]
     th = theta.clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(policy_loss(method, lm.token_logprobs(th)[idx], old, A, mask, clip_epsilon=(0.2, 0.28)), th)
-    w = policy_weight(method, lm.token_logprobs(theta)[idx], old, A, mask, clip_epsilon=(0.2, 0.28))
+    (g,) = torch.autograd.grad(policy_loss(method, lm.token_logprobs(th)[idx], old, A, mask, **_clip(method)), th)
+    w = policy_weight(method, lm.token_logprobs(theta)[idx], old, A, mask, **_clip(method))
     mode = "seq-mean-token-mean" if method in ("gspo", "gspo_token", "gmpo") else "token-mean"
     coef = -token_weights(mask, mode) * w * A[:, None]  # [n, L]
     scores = token_score_tensor(lm, theta)[idx]  # [n, L, P]
@@ -913,14 +945,14 @@ def test_parameter_gradient_is_derived_weight_times_advantage_times_score(method
 # mask 0/1, and with torch.where otherwise.  These tests drive both paths with the same numbers.
 
 PAD_SENTINELS = [-math.inf, math.inf, math.nan, -1e30, 1e4, 3e38]
-PAD_ARGS = ["log_prob", "old_log_prob", "advantage", "weight"]
+PAD_ARGS = ["log_prob", "old_log_prob", "advantages", "weight"]
 
 
 def _pad_case(method, dirty_arg, sentinel):
     """Clean inputs with [B, T] advantages and sampler weights, and the same with ``sentinel`` in the padding of one argument."""
     lp, old, A, mask = _trainer_batch()
     gen = torch.Generator().manual_seed(5)
-    args = {"log_prob": lp, "old_log_prob": old, "advantage": A[:, None] * (1 + torch.rand(lp.shape, generator=gen, dtype=torch.float64)),
+    args = {"log_prob": lp, "old_log_prob": old, "advantages": A[:, None] * (1 + torch.rand(lp.shape, generator=gen, dtype=torch.float64)),
             "weight": 0.5 + torch.rand(lp.shape, generator=gen, dtype=torch.float64)}
     dirty = dict(args)
     dirty[dirty_arg] = torch.where(mask > 0, args[dirty_arg], sentinel)
@@ -929,7 +961,7 @@ def _pad_case(method, dirty_arg, sentinel):
 
 def _loss_and_grad(method, args, mask):
     lp = args["log_prob"].clone().requires_grad_(True)
-    loss = policy_loss(method, lp, args["old_log_prob"], args["advantage"], mask, weight=args["weight"])
+    loss = policy_loss(method, lp, args["old_log_prob"], args["advantages"], mask, weight=args["weight"])
     (g,) = torch.autograd.grad(loss, lp)
     return loss, g
 
@@ -960,8 +992,8 @@ def test_an_empty_row_may_hold_a_nan_advantage(method):
     mask, A_nan = mask.clone(), A.clone()
     mask[2] = 0
     A_nan[2] = math.nan
-    ref, ref_grad = _loss_and_grad(method, {"log_prob": lp, "old_log_prob": old, "advantage": A, "weight": None}, mask)
-    loss, g = _loss_and_grad(method, {"log_prob": lp, "old_log_prob": old, "advantage": A_nan, "weight": None}, mask)
+    ref, ref_grad = _loss_and_grad(method, {"log_prob": lp, "old_log_prob": old, "advantages": A, "weight": None}, mask)
+    loss, g = _loss_and_grad(method, {"log_prob": lp, "old_log_prob": old, "advantages": A_nan, "weight": None}, mask)
     assert torch.isfinite(g).all() and g[2].abs().max().item() == 0.0
     assert loss.item() == ref.item() and torch.equal(g, ref_grad)
 
@@ -975,7 +1007,7 @@ def test_a_non_finite_kept_value_is_named(method, arg, bad):
     args[arg][1, 0] = bad
     for m in (mask, mask.bool()):
         with pytest.raises(ValueError, match=f"^{arg} must be finite .*where mask is 1"):
-            policy_loss(method, args["log_prob"], args["old_log_prob"], args["advantage"], m, weight=args["weight"])
+            policy_loss(method, args["log_prob"], args["old_log_prob"], args["advantages"], m, weight=args["weight"])
 
 
 def test_reinforce_and_gpg_never_read_old_log_prob():

@@ -28,9 +28,9 @@ Penalties
 Advantage estimators
     :func:`masked_whiten`, :func:`reinforce_pp_advantages`,
     :func:`reinforce_pp_baseline_advantages`, :func:`remax_advantages`,
-    :func:`opo_advantages`, :func:`gpg_advantages`, :func:`passk_advantages`,
-    and :func:`advantage_scale`, the exact scale :math:`c` of
-    :math:`\mathbb{E}[A\,\nabla\log\pi] = c\,\nabla J` for a binary reward.
+    :func:`opo_advantages`, :func:`gpg_advantages`, :func:`passk_advantages`; the exact scale :math:`c` of
+    :math:`\mathbb{E}[A\,\nabla\log\pi] = c\,\nabla J` for a binary reward is
+    :func:`numeric.binary_reward_weight`.
 
 Trainer code was read at: verl ``verl/trainer/ppo/core_algos.py`` (``agg_loss``,
 ``compute_policy_loss_*``, ``kl_penalty``, ``compute_*_outcome_advantage``),
@@ -54,12 +54,13 @@ from .tokens import *
 
 __all__ = [
     "AGGREGATIONS",
+    "KL_ESTIMATORS",
     "POLICY_LOSSES",
     "TRAINER_MODES",
-    "advantage_scale",
     "aggregate",
     "broadcast_advantage",
     "gpg_advantages",
+    "kl_estimate",
     "kl_penalty",
     "masked_whiten",
     "opo_advantages",

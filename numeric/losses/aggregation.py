@@ -6,25 +6,36 @@ import torch
 
 from derivations.losses import AGGREGATIONS
 
-from .._validate import like, masked_inputs, raw_tensor, require_real, result_dtype
+from .._validate import (
+    like,
+    masked_inputs,
+    raw_tensor,
+    require_mask,
+    require_positive,
+    result_dtype,
+)
 from .tokens import mask_of_rank
 
 __all__ = ["AGGREGATIONS", "TRAINER_MODES", "aggregate", "token_weights", "trainer_table"]
 
 
 TRAINER_MODES = {
-    ("verl", "token-mean"): ("token-mean", {}, ""),
-    ("verl", "seq-mean-token-mean"): ("seq-mean-token-mean", {}, "an empty row: NaN in verl, 0 here"),
-    ("verl", "seq-mean-token-sum"): ("seq-mean-token-sum", {}, ""),
-    ("verl", "seq-mean-token-sum-norm"): ("token-mean", {"norm": "T"}, "B times TRL's dr_grpo at L = T"),
+    ("verl", "token-mean"): ("token-mean", {}, "an empty batch: NaN in verl, 0 here"),
+    ("verl", "seq-mean-token-mean"): ("seq-mean-token-mean", {}, "verl divides by the rows with a token and adds 1e-8 to n_i: equal when no row is empty, to 1e-8/n_i"),
+    ("verl", "seq-mean-token-sum"): ("seq-mean-token-sum", {}, "verl divides by the rows with a token: equal when no row is empty"),
+    ("verl", "seq-mean-token-sum-norm"): ("seq-mean-token-sum-norm", {}, "C = T, or loss_scale_factor as norm; no mean over B (#3741)"),
     ("TRL", "grpo"): ("seq-mean-token-mean", {}, "an empty row: 0, counted in B"),
     ("TRL", "bnpo"): ("token-mean", {}, ""),
-    ("TRL", "dr_grpo"): ("seq-mean-token-sum-norm", {"norm": "max_completion_length"}, ""),
+    ("TRL", "dr_grpo"): ("seq-mean-token-sum-norm", {"norm": "B * max_completion_length"}, ""),
     ("TRL", "dapo"): ("token-mean", {"norm": "num_items_in_batch"}, "N: tokens of the global batch"),
     ("OpenRLHF", "per-token (token_level_loss=True)"): ("token-mean", {}, ""),
     ("OpenRLHF", "per-sample (token_level_loss=False)"): ("seq-mean-token-mean", {}, ""),
 }
-r"""Each trainer's aggregation name as ``(mode, arguments, note)``: ``aggregate(x, mask, mode, **arguments)``."""
+r"""Each trainer's aggregation name as ``(mode, arguments, note)``: ``aggregate(x, mask, mode, **arguments)``.
+
+Read at verl ``b178a3cd56f5`` (``agg_loss``), TRL ``f2cd57710ae3`` (``_compute_loss``) and
+OpenRLHF ``3c3be6234e0c`` (``PolicyLoss``), the commits of :data:`derivations.methods.PEER_COMMITS`.
+"""
 
 
 def trainer_table() -> str:
@@ -34,20 +45,19 @@ def trainer_table() -> str:
     --------
     >>> from numeric.losses import trainer_table
     >>> print(trainer_table().splitlines()[2])
-    \text{verl} & \text{token-mean} & \text{token-mean} & \text{} & 1/\sum_j n_j & \text{} \\
+    \text{verl} & \text{token-mean} & \text{token-mean} & \text{} & 1/\sum_j n_j & \text{an empty batch: NaN in verl, 0 here} \\
     """
     kappa = {
         "token-mean": r"1/\sum_j n_j",
         "seq-mean-token-mean": r"1/(B\,n_i)",
         "seq-mean-token-sum": r"1/B",
-        "seq-mean-token-sum-norm": r"1/(B\,C)",
+        "seq-mean-token-sum-norm": r"1/T",
     }
     lines = [r"\begin{array}{llllll}", r"\text{trainer} & \text{name} & \text{mode} & \text{arguments} & \kappa_{it} & \text{note} \\ \hline"]
     for (trainer, name), (mode, args, note) in TRAINER_MODES.items():
         k = kappa[mode]
         if args.get("norm"):
-            k = r"1/N" if mode == "token-mean" else r"1/(B\,L)"
-            k += r"\ (" + ("N = T" if args["norm"] == "T" else ("N" if mode == "token-mean" else "L") + r" = \mathtt{" + args["norm"].replace("_", r"\_") + "}") + ")"
+            k = (r"1/N\ (N" if mode == "token-mean" else r"1/C\ (C") + r" = \mathtt{" + args["norm"].replace("_", r"\_") + "})"
         arg_text = ", ".join(f"{key}={value}" for key, value in args.items()).replace("_", r"\_")
         lines.append(rf"\text{{{trainer}}} & \text{{{name.replace('_', chr(92) + '_')}}} & \text{{{mode}}} & \text{{{arg_text}}} & {k} & \text{{{note.replace('_', chr(92) + '_')}}} \\")
     lines.append(r"\end{array}")
@@ -60,7 +70,7 @@ def check_mode(mode: str, name: str = "mode") -> str:
     return mode
 
 
-def token_weights(mask, mode: str = "token-mean", norm: float | None = None):
+def token_weights(mask, mode: str = "token-mean", *, norm: float | None = None):
     r"""The weight :math:`\kappa_{it} = \partial\,\mathrm{aggregate}/\partial x_{it}` each mode gives token :math:`t` of row :math:`i`.
 
     With :math:`n_i = \sum_t m_{it}` tokens in row :math:`i` of :math:`B`
@@ -73,7 +83,7 @@ def token_weights(mask, mode: str = "token-mean", norm: float | None = None):
     ``seq-mean-token-sum``
         :math:`1/B`;
     ``seq-mean-token-sum-norm``
-        :math:`1/(B\,C)`, :math:`C` = ``norm`` (default :math:`T`),
+        :math:`1/C`, :math:`C` = ``norm`` (default :math:`T`): verl's, no mean over the rows,
 
     on masked tokens, 0 elsewhere.  Leading dimensions before ``[B, T]`` are
     independent batches.
@@ -102,10 +112,7 @@ def _norm(mode: str, norm) -> float | None:
         return None
     if mode not in ("token-mean", "seq-mean-token-sum-norm"):
         raise ValueError(f"norm is used by token-mean and seq-mean-token-sum-norm only, not {mode!r}")
-    norm = require_real("norm", norm)
-    if not norm > 0:
-        raise ValueError(f"norm must be > 0, got {norm}")
-    return norm
+    return require_positive("norm", norm)
 
 
 def _kappa(m: torch.Tensor, mode: str, norm) -> torch.Tensor:
@@ -120,7 +127,7 @@ def _kappa(m: torch.Tensor, mode: str, norm) -> torch.Tensor:
         return m / (B * n.clamp(min=1))
     if mode == "seq-mean-token-sum":
         return m / B
-    return m / (B * (T if norm is None else norm))
+    return m / (T if norm is None else norm)
 
 
 def reduce_tokens(x: torch.Tensor, keep: torch.Tensor, mode: str, norm, n: torch.Tensor | None = None, zero_outside: bool = False) -> torch.Tensor:
@@ -152,17 +159,17 @@ def reduce_tokens(x: torch.Tensor, keep: torch.Tensor, mode: str, norm, n: torch
         return total / (keep.sum((-2, -1)) if n is None else n.sum((-2, -1))).clamp(min=1)
     if mode in ("seq-mean-token-mean", "seq-mean-token-sum"):
         return total / B
-    return total / (B * (T if norm is None else norm))
+    return total / (T if norm is None else norm)
 
 
-def aggregate(per_token, mask, mode: str = "token-mean", norm: float | None = None):
+def aggregate(per_token, mask, mode: str = "token-mean", *, norm: float | None = None):
     r"""Reduce a ``[B, T]`` per-token loss to a scalar the way trainers do: :math:`\sum_{i,t}\kappa_{it}\,x_{it}`.
 
     ================================  =================================================================
     ``token-mean``                    :math:`\sum_{i,t} m x / \sum_{i,t} m` (``norm`` replaces the denominator)
     ``seq-mean-token-mean``           :math:`\frac1B\sum_i \frac{\sum_t m x}{\max(n_i, 1)}`
     ``seq-mean-token-sum``            :math:`\frac1B\sum_i \sum_t m x`
-    ``seq-mean-token-sum-norm``       :math:`\frac{1}{B C}\sum_{i,t} m x`, :math:`C` = ``norm`` or :math:`T`
+    ``seq-mean-token-sum-norm``       :math:`\frac{1}{C}\sum_{i,t} m x`, :math:`C` = ``norm`` or :math:`T` (verl's, no mean over rows)
     ================================  =================================================================
 
     :data:`TRAINER_MODES` maps verl's ``loss_agg_mode``, TRL's ``loss_type``
@@ -180,11 +187,11 @@ def aggregate(per_token, mask, mode: str = "token-mean", norm: float | None = No
     >>> m = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0]])
     >>> [round(float(aggregate(x, m, mode)), 6) for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")]
     [4.0, 6.25, 10.0]
-    >>> round(float(aggregate(x, m, "seq-mean-token-sum-norm", norm=8)), 6)
+    >>> round(float(aggregate(x, m, "seq-mean-token-sum-norm", norm=2 * 8)), 6)   # TRL's dr_grpo, B = 2, L = 8
     1.25
     """
     mode = check_mode(mode)
-    t, m, kind = masked_inputs(mask, per_token=per_token)
+    t, m, kind = masked_inputs(require_mask(mask), per_token=per_token)
     x = t["per_token"]
     if x.ndim < 2:
         raise ValueError(f"per_token must have shape [..., B, T], got {tuple(x.shape)}")

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import torch
 
+from derivations.methods import METHODS
+
 from ..checks import check, maxabs, suite
 from ..expectations import expected_score_sum
 from ..group_baselines import (
+    binary_reward_weight,
     exact_group_gradient,
     group_zscore_advantages,
     rloo_advantages,
 )
 from ..tinylm import TinyLM, default_reward
-from .advantages import advantage_scale, gpg_advantages, passk_advantages
+from .advantages import gpg_advantages, passk_advantages
 from .aggregation import AGGREGATIONS, aggregate, token_weights
-from .policy import POLICY_LOSSES, SEQUENCE_LEVEL, policy_loss, policy_weight
+from .policy import POLICY_LOSSES, policy_loss, policy_weight
 
 __all__ = ["certificate_gap", "length_bias_gradients"]
 
@@ -40,10 +43,12 @@ def certificate_gap(method: str, agg: str | None = None, seed: int = 3, **option
     old, mask, A = _batch_on(s.lm, s.theta_old, idx)
     old = old.detach()
     lp = s.lm.token_logprobs(s.theta)[idx].detach().requires_grad_(True)
-    loss = policy_loss(method, lp, old, A, mask, agg=agg, clip_epsilon=(0.2, 0.28), **options)
+    params = {k: v for k, v in {"eps_low": 0.2, "eps_high": 0.28}.items() if k in METHODS[method].parameters}
+    params.update(options)
+    loss = policy_loss(method, lp, old, A, mask, agg=agg, **params)
     (g,) = torch.autograd.grad(loss, lp)
-    w = policy_weight(method, lp.detach(), old, A, mask, clip_epsilon=(0.2, 0.28), **options)
-    mode = agg or ("seq-mean-token-mean" if method in SEQUENCE_LEVEL else "token-mean")
+    w = policy_weight(method, lp.detach(), old, A, mask, **params)
+    mode = agg or METHODS[method].aggregation or "seq-mean-token-mean"
     return float((g + token_weights(mask, mode) * w * A[:, None]).abs().max())
 
 
@@ -91,7 +96,7 @@ def cross_checks() -> None:
     for method in POLICY_LOSSES:
         check(f"{method}: autograd of policy_loss == -kappa w A with the derived weight w", certificate_gap(method), 1e-15)
     check("dual-clip PPO (c = 3): autograd == -kappa w A", certificate_gap("ppo", dual_clip=3.0), 1e-15)
-    check("CISPO with an absolute cap (TRL): autograd == -kappa w A", certificate_gap("cispo", cispo_cap=1.1), 1e-15)
+    check("CISPO with eps_low=None (TRL's cap, 1 + eps_high = 1.1): autograd == -kappa w A", certificate_gap("cispo", eps_low=None, eps_high=0.1), 1e-15)
     for agg in AGGREGATIONS[1:]:
         check(f"PPO aggregated with {agg}: autograd == -kappa w A", certificate_gap("ppo", agg=agg), 1e-15)
     lm = TinyLM()
@@ -99,7 +104,7 @@ def cross_checks() -> None:
     for mode, (update, objective) in out.items():
         check(f"{mode}: expected update over every batch of two == gradient of its derived objective", maxabs(update, objective), 1e-15)
     check("seq-mean-token-sum: expected update == grad J (no length bias)", maxabs(out["seq-mean-token-sum"][0], gJ), 1e-15)
-    check("seq-mean-token-sum-norm (C = T): expected update == grad J / T", maxabs(out["seq-mean-token-sum-norm"][0], gJ / lm.L), 1e-15)
+    check("seq-mean-token-sum-norm (C = T; verl: no mean over the B = 2 rows): expected update == B grad J / T", maxabs(out["seq-mean-token-sum-norm"][0], 2 * gJ / lm.L), 1e-15)
     for mode in ("token-mean", "seq-mean-token-mean"):
         update = out[mode][0]
         residual = float((update - (update @ gJ) / (gJ @ gJ) * gJ).norm() / update.norm())
@@ -114,8 +119,8 @@ def cross_checks() -> None:
         "GPG (one group per batch)": lambda r: gpg_advantages(r[:, None, :])[:, 0, :],
     }
     for name, est in estimators.items():
-        c = advantage_scale(est, p, G)
+        c = binary_reward_weight(p, G, est)
         check(f"{name}: exact E[A s] (group engine, G = {G}) == c grad J, c = {c:.6f}", maxabs(exact_group_gradient(lm, lm.theta0, R, G, est), c * grad_J), 1e-15)
-    check("pass@k: c == (1 - p)^(G - 1), so the update is grad pass@G / G", abs(advantage_scale(passk_advantages, p, G) - (1 - p) ** (G - 1)), 1e-15)
+    check("pass@k: c == (1 - p)^(G - 1), so the update is grad pass@G / G", abs(binary_reward_weight(p, G, passk_advantages) - (1 - p) ** (G - 1)), 1e-15)
     gpg = estimators["GPG (one group per batch)"]
-    check("GPG, one group per batch: c == (G - 1)/G (alpha = 1 in every mixed group: the mean-including-self scale)", abs(advantage_scale(gpg, p, G) - (G - 1) / G), 1e-15)
+    check("GPG, one group per batch: c == (G - 1)/G (alpha = 1 in every mixed group: the mean-including-self scale)", abs(binary_reward_weight(p, G, gpg) - (G - 1) / G), 1e-15)

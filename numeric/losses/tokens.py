@@ -214,7 +214,7 @@ def sequence_log_prob(log_prob, mask):
     return like(kind, t["log_prob"].sum(-1).to(result_dtype(log_prob)))
 
 
-def broadcast_advantage(advantage, mask):
+def broadcast_advantage(advantages, mask):
     r"""One advantage per sequence, put on each of its response tokens: :math:`A_{it} = m_{it} A_i`, ``[B, T]``.
 
     Examples
@@ -225,11 +225,11 @@ def broadcast_advantage(advantage, mask):
     [[ 1.5  1.5  0. ]
      [-0.5  0.   0. ]]
     """
-    a, kind = to_tensor("advantage", advantage)
-    require_finite("advantage", a)
+    a, kind = to_tensor("advantages", advantages)
+    require_finite("advantages", a)
     m = mask_of_rank("mask", mask, 2)
     if a.ndim != 1 or a.shape[0] != m.shape[0]:
-        raise ValueError(f"advantage must have shape [B] = {(m.shape[0],)} (mask is [B, T]), got {tuple(a.shape)}")
+        raise ValueError(f"advantages must have shape [B] = {(m.shape[0],)} (mask is [B, T]), got {tuple(a.shape)}")
     return like(kind, torch.where(m.to(a.device), a[:, None], torch.zeros((), dtype=a.dtype, device=a.device)))
 
 
