@@ -1049,3 +1049,256 @@ def test_a_float64_mask_that_rounds_to_1_in_float32_is_refused():
     assert (cancelling - cancelling**2).sum().item() == 0.0
     with pytest.raises(ValueError, match="mask must hold only 0 and 1"):
         policy_loss("ppo", lp, old, A, cancelling)
+
+
+# ------------------------------------------------------------------ the registry: torch forms == SymPy formulas
+
+from derivations import methods as registry  # noqa: E402
+from derivations.gradient_weights import d_dell  # noqa: E402
+
+_CONSTANTS = {"eps_low": 0.2, "eps_high": 0.28, "dual_clip": 3.0, "sapo_tau": (1.0, 1.05), "gmpo_clip": (0.4, 0.4)}
+# every edge of every method: 1 - eps_l, 1 + eps_h, c, GMPO's e^{-0.4}, e^{0.4}, and r = 1; each crossed on both sides
+_EDGES = [0.8, 1.28, 3.0, math.exp(-0.4), math.exp(0.4), 1.0]
+_GRID = sorted({e * (1 + s) for e in _EDGES for s in (-1e-3, 1e-3)} | {0.05, 0.5, 1.1, 2.0, 5.0, 40.0})
+
+
+def _forms():
+    """(method, the optional parameters that select a formula, the SymPy value of those parameters)."""
+    for name, m in registry.METHODS.items():
+        variants = {"ppo": [({}, {}), ({"dual_clip": 3.0}, {"dual_clip": registry.c})],
+                    "cispo": [({}, {}), ({"eps_low": None}, {"eps_low": None})]}.get(name, [({}, {})])
+        for given, symbolic in variants:
+            yield name, given, symbolic
+
+
+def _sympy_value_and_gradient(name, symbolic, r, A, ell0=-1.5):
+    """The registry's per-token loss and its derivative in ell (sg held constant), lambdified, at ell = ell0 + log r."""
+    loss = registry.METHODS[name].loss(**symbolic)
+    grad = d_dell(loss)
+    plain = lambda e: e.replace(registry.sg, lambda x: x)  # noqa: E731  (the value of sg(x) is x)
+    tau = sp.Piecewise((_CONSTANTS["sapo_tau"][0], registry.A > 0), (_CONSTANTS["sapo_tau"][1], True))
+    values = {registry.eps_l: 0.2, registry.eps_h: 0.28, registry.c: 3.0, registry.delta_l: 0.4, registry.delta_h: 0.4, registry.tau: tau}
+    heaviside = {"Heaviside": lambda x, h0=0.5: np.heaviside(np.asarray(x, dtype=float), 0.5)}  # off the kinks: never 0.5
+    out = []
+    for expr in (loss, grad):
+        e = plain(expr).subs(values).subs(registry.ell, registry.ell0 + sp.log(registry.r)).subs(registry.ell0, ell0)
+        f = sp.lambdify((registry.r, registry.A), e, modules=[heaviside, "numpy"])
+        out.append(np.array([float(f(x, a)) for x, a in zip(r, A)]))
+    return out
+
+
+@pytest.mark.parametrize("name, given, symbolic", list(_forms()), ids=[f"{n}{'-' + '-'.join(f'{k}={v}' for k, v in g.items()) if g else ''}" for n, g, _ in _forms()])
+def test_every_registered_method_is_its_sympy_formula_values_and_gradients(name, given, symbolic):
+    """Each torch form against the registry's formula on a grid crossing every clip edge, both signs of A:
+    catches a wrong clip edge, a missing stop-gradient, the wrong sign, or a form that drifted from the registry."""
+    r = np.array([x for x in _GRID for _ in (1, -1)])
+    A = np.array([a for _ in _GRID for a in (1.3, -0.7)])
+    params = {k: _CONSTANTS[k] for k in registry.METHODS[name].parameters if k != "dual_clip"}  # dual_clip: only where given
+    params.update(given)
+    old = torch.full((len(r), 1), -1.5, dtype=torch.float64)
+    lp = (old + torch.from_numpy(np.log(r))[:, None]).requires_grad_(True)  # one token per row: s_i = r_i
+    loss = policy_loss(name, lp, old, torch.from_numpy(A), torch.ones_like(old), **params)
+    (g,) = torch.autograd.grad(loss, lp)
+    value, grad = _sympy_value_and_gradient(name, symbolic, r, A)
+    assert abs(loss.item() - value.mean()) <= 1e-13 * (1 + np.abs(value).max())  # every method averages the one-token rows
+    assert np.abs(g[:, 0].numpy() * len(r) - grad).max() <= 1e-12 * (1 + np.abs(grad).max())
+    w = policy_weight(name, lp.detach(), old, torch.from_numpy(A), torch.ones_like(old), **params)[:, 0].numpy()
+    assert np.abs(-w * A - grad).max() <= 1e-12 * (1 + np.abs(grad).max())  # the derived weight says the same
+    assert len({np.sign(x) for x in grad}) > 1 or name in ("reinforce", "gpg")  # the grid exercises both signs
+
+
+def test_the_registry_is_complete_and_each_name_means_one_thing():
+    assert POLICY_LOSSES == tuple(registry.METHODS)
+    assert set(registry.FORMS) & set(registry.METHODS) == {f for f in registry.FORMS if registry.FORMS[f].method == f}
+    assert registry.form("ppo", dual_clip=3.0) == "ppo_dual_clip" and registry.form("cispo", eps_low=None) == "cispo_cap"
+    assert registry.form("cispo", eps_low=0.2) == registry.form("cispo") == "cispo"
+    for name, f in registry.FORMS.items():  # a form is its method's loss with its options: one formula per name
+        assert f.loss() == registry.METHODS[f.method].loss(**f.options)
+    with pytest.raises(ValueError, match="sequence-level"):
+        registry.form("gmpo")
+    with pytest.raises(ValueError, match="method must be one of"):
+        registry.method("dual_clip")
+
+
+# ------------------------------------------------------------------ numbers at the edges (issue 16)
+
+_EDGE_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+# log-ratios at and past where exp overflows: fp32 88.72, fp64 709.78 (fp16 and bf16 are computed in fp32), and far below 0
+_LOG_RATIOS = [0.0, 0.1, 5.0, 88.0, 88.7, 89.0, 700.0, 709.8, 710.0, 6.0e4, -6.0e4, -1.0e3, -104.0]
+# where the exact loss itself exceeds the dtype, so inf is its value: an unclipped ratio times a negative advantage
+_MAY_BE_INF = {("ppo", -1), ("gspo", -1), ("gspo_token", -1), ("gmpo", -1), ("is", -1), ("is", 1)}
+
+
+def _edge_batch(dtype, sign):
+    delta = torch.tensor(_LOG_RATIOS, dtype=torch.float64)
+    old = torch.full((len(_LOG_RATIOS), 1), -1.5, dtype=torch.float64)
+    lp = (old + delta[:, None]).to(dtype)
+    return lp, old.to(dtype), torch.full((len(_LOG_RATIOS),), float(sign), dtype=dtype), torch.ones(len(_LOG_RATIOS), 1)
+
+
+@pytest.mark.parametrize("dtype", _EDGE_DTYPES, ids=str)
+@pytest.mark.parametrize("method", POLICY_LOSSES)
+def test_no_nan_gradient_for_any_finite_input_at_any_dtype(method, dtype):
+    """A log-ratio past 88.7 (fp32) or 709.8 (fp64) made exp(.) = inf, and a clipped branch's zero gradient times
+    inf gave NaN (PPO, dual clip, SAPO, GSPO): one such token poisoned a whole step.  Now: no NaN, and inf only
+    where the exact value exceeds the dtype."""
+    for sign in (1, -1):
+        for params in ({}, {"dual_clip": 3.0}) if method == "ppo" else ({},):
+            lp, old, A, m = _edge_batch(dtype, sign)
+            lp = lp.clone().requires_grad_(True)
+            loss = policy_loss(method, lp, old, A, m, **params)
+            (g,) = torch.autograd.grad(loss, lp)
+            assert not torch.isnan(loss) and not torch.isnan(g).any(), (sign, params, g)
+            if (method, sign) not in _MAY_BE_INF or params:
+                assert torch.isfinite(loss) and torch.isfinite(g).all(), (sign, params, loss, g)
+
+
+@pytest.mark.parametrize("dtype", _EDGE_DTYPES, ids=str)
+def test_a_clipped_or_capped_token_has_gradient_exactly_zero_however_large_its_ratio(dtype):
+    """PPO with A > 0 beyond 1 + eps_h, A < 0 below 1 - eps_l, dual clip beyond c: exactly 0, also where r = inf or 0."""
+    delta = torch.tensor(_LOG_RATIOS, dtype=torch.float64)
+    for sign, params, silenced in (
+        (1, {}, delta > math.log(1.2)),
+        (-1, {}, delta < math.log(0.8)),
+        (-1, {"dual_clip": 3.0}, (delta < math.log(0.8)) | (delta > math.log(3.0))),
+    ):
+        lp, old, A, m = _edge_batch(dtype, sign)
+        lp = lp.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(policy_loss("ppo", lp, old, A, m, **params), lp)
+        assert bool((g[silenced] == 0).all()) and bool((g[~silenced & (delta.abs() < 5)] != 0).all())
+        w = policy_weight("ppo", lp.detach(), old, A, m, **params)
+        assert bool((w[silenced] == 0).all())
+
+
+def test_sapo_saturates_without_overflow():
+    """SAPO's sigmoid(tau (r - 1)) is 1 in every format beyond tau (r - 1) = 200: the value is exact, the gradient 0."""
+    lp = torch.tensor([[0.0], [10.0], [100.0], [800.0]], dtype=torch.float64).requires_grad_(True)
+    old, A, m = torch.zeros(4, 1, dtype=torch.float64), torch.ones(4, dtype=torch.float64), torch.ones(4, 1)
+    per_row = [policy_loss("sapo", lp[i:i + 1], old[i:i + 1], A[i:i + 1], m[i:i + 1]).item() for i in range(4)]
+    assert per_row[1:] == [-4.0, -4.0, -4.0]
+    (g,) = torch.autograd.grad(policy_loss("sapo", lp, old, A, m), lp)
+    assert g[2:].abs().max().item() == 0.0 and g[0].item() != 0.0
+    assert policy_weight("sapo", lp.detach(), old, A, m)[2:].abs().max().item() == 0.0
+
+
+def test_verls_log_ratio_clamp_is_an_argument_off_by_default():
+    """verl (vanilla) and OpenRLHF clamp log pi - log pi_old to [-20, 20] before exp; here only when asked."""
+    lp = torch.tensor([[25.0, 0.1]], dtype=torch.float64).requires_grad_(True)
+    old, A, m = torch.zeros(1, 2, dtype=torch.float64), torch.tensor([-1.0], dtype=torch.float64), torch.ones(1, 2)
+    exact = policy_loss("ppo", lp, old, A, m)
+    clamped = policy_loss("ppo", lp, old, A, m, log_ratio_clamp=20.0)
+    theirs = (torch.exp(torch.clamp(lp - old, -20.0, 20.0)) * 1.0).mean()  # verl: -A * ratio with A = -1, live
+    assert exact.item() == pytest.approx((math.exp(25.0) + math.exp(0.1)) / 2, rel=1e-15)
+    assert clamped.item() == pytest.approx(theirs.item(), rel=1e-15)
+    (g,) = torch.autograd.grad(clamped, lp)
+    assert g[0, 0].item() == 0.0  # the clamp stops the gradient
+    assert policy_weight("ppo", lp.detach(), old, A, m, log_ratio_clamp=20.0)[0, 0].item() == 0.0
+    with pytest.raises(ValueError, match="log_ratio_clamp"):
+        policy_loss("ppo", lp, old, A, m, log_ratio_clamp=-1.0)
+
+
+def test_ratios_that_under_or_overflowed_are_ratios_everywhere():
+    """ppo_clipped_terms, gradient_weight, ppo_loss and fork_token refused r = 0 or inf ('ratio must be positive')."""
+    r = torch.tensor([0.0, 1.0, math.inf, math.inf, 0.0], dtype=torch.float64)
+    A = torch.tensor([1.0, 1.0, 1.0, -1.0, 0.0], dtype=torch.float64)
+    terms = ppo_clipped_terms(r, A, eps_low=0.2, eps_high=0.28)
+    assert terms.pessimistic.tolist() == [0.0, 1.0, 1.28, -math.inf, 0.0]
+    assert gradient_weight("ppo", r, A, eps_low=0.2, eps_high=0.28).tolist() == [0.0, 1.0, 0.0, math.inf, 0.0]
+    assert gradient_weight("cispo", r, A, eps_low=None, eps_high=0.28).tolist() == [0.0, 1.0, 1.28, 1.28, 0.0]
+    lp = torch.tensor([[-800.0, 0.0, 800.0]], dtype=torch.float64).requires_grad_(True)  # r = 0, 1, inf
+    loss = ppo_loss(lp, torch.zeros(1, 3, dtype=torch.float64), torch.ones(1, 3, dtype=torch.float64), torch.ones(1, 3))
+    (g,) = torch.autograd.grad(loss, lp)
+    assert torch.isfinite(loss) and g.tolist() == [[0.0, -1 / 3, 0.0]]
+    run = numeric.fork_token("ppo", lr=1e5)  # the common tokens' probabilities underflow to 0
+    assert bool(torch.isfinite(run.rare_weight).all())
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: policy_weight("sapo", *_trainer_batch(), sapo_tau=(math.nan, math.nan)), ValueError, r"sapo_tau\[0\] must not be NaN"),
+    (lambda: policy_loss("sapo", *_trainer_batch(), sapo_tau=(1.0, -1.0)), ValueError, r"sapo_tau\[1\] must be a finite number > 0"),
+    (lambda: policy_weight("cispo", *_trainer_batch(), eps_low=None, eps_high=-1.0), ValueError, "eps_high must be >= 0"),
+    (lambda: policy_weight("ppo", *_trainer_batch(), dual_clip=0.5), ValueError, "dual_clip must be > 1"),
+    (lambda: gradient_weight("ppo", np.ones(2), np.ones(2), dual_clip=0.5), ValueError, "dual_clip must be > 1"),
+    (lambda: policy_loss("ppo", *_trainer_batch(), cispo_cap=1.1), ValueError, r"cispo_cap is not a parameter of 'ppo' \(it takes: eps_low, eps_high, dual_clip\)"),
+    (lambda: policy_weight("cispo", *_trainer_batch(), dual_clip=3.0), ValueError, "dual_clip is not a parameter of 'cispo'"),
+    (lambda: policy_loss("ppo", *_trainer_batch(), eps_low=None), TypeError, "eps_low must be a real number, got NoneType"),
+    (lambda: reinforce_pp_advantages(torch.ones(2, 2), torch.ones(2, 2), gamma=1.5), ValueError, r"gamma must lie in \[0, 1\]"),
+    (lambda: passk_advantages(torch.tensor([1.0, 0.0]), std="yes"), TypeError, "std must be a bool"),
+    (lambda: passk_advantages(torch.tensor([1.0, 0.0]), std=None), TypeError, "std must be a bool"),
+    (lambda: masked_whiten(torch.ones(1, 3), torch.ones(1, 3), unbiased=1), TypeError, "unbiased must be a bool"),
+    (lambda: aggregate(torch.ones(1, 2), torch.ones(1, 2), "token-mean", norm=math.inf), ValueError, "norm must be a finite number > 0"),
+    (lambda: gpg_advantages(torch.ones(1, 2), f_norm=math.inf), ValueError, "f_norm must be a finite number > 0"),
+    (lambda: value_loss(*_trainer_batch()[:2], _trainer_batch()[0], _trainer_batch()[3], clip=math.inf), ValueError, "clip must be finite"),
+    (lambda: policy_loss("ppo", *_trainer_batch()[:4], weight=-torch.ones(6, 7)), ValueError, "weight must be >= 0 where mask is 1"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_every_option_is_checked_the_same_way_wherever_accepted(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_numpy_bools_are_bools():
+    lp, old, _, m = _trainer_batch()
+    assert torch.equal(kl_penalty(lp, old, m, clamp=np.bool_(True)), kl_penalty(lp, old, m, clamp=True))
+    R = torch.tensor([[0.2, 0.9, 0.5]], dtype=torch.float64)
+    assert torch.equal(passk_advantages(R, std=np.bool_(True)), passk_advantages(R, std=True))
+    assert torch.equal(masked_whiten(lp, m, unbiased=np.bool_(False)), masked_whiten(lp, m, unbiased=False))
+
+
+def test_whitening_is_cancellation_safe():
+    """masked_whiten and passk's std used x - mean: 60 % and 26 % wrong on a group 1 ulp apart, REINFORCE++ 2.6 % off on
+    rewards 1000 +- 1e-3, and NaN on a constant batch with eps = 0 (the z-score gives 0)."""
+    one = torch.tensor([[1.0, 1.0 + 2.0**-52]], dtype=torch.float64)
+    assert masked_whiten(one, torch.ones(1, 2), eps=0.0)[0].tolist() == pytest.approx([-math.sqrt(0.5), math.sqrt(0.5)], rel=1e-15)
+    ulp = torch.tensor([1.0, 1.0 + 2.0**-52, 1.0], dtype=torch.float64)
+    assert passk_advantages(ulp, eps=0.0, std=True).tolist() == pytest.approx([0.0, math.sqrt(3.0), 0.0], rel=1e-12)
+    assert masked_whiten(torch.full((2, 3), 0.7), torch.ones(2, 3), eps=0.0).abs().max().item() == 0.0
+    assert passk_advantages(torch.full((3,), 0.7, dtype=torch.float64), eps=0.0, std=True).tolist() == [0.0, 0.0, 0.0]
+    # REINFORCE++ on rewards 1000 +- 1e-3: whitening the returns, against exact rational arithmetic
+    r = torch.tensor([[0.0, 1000.001], [0.0, 999.999], [0.0, 1000.0005]], dtype=torch.float64)
+    m = torch.tensor([[0, 1], [0, 1], [0, 1]])
+    got = reinforce_pp_advantages(r, m, gamma=1.0)[:, 1]
+    vals = [Fraction(float(x)) for x in r[:, 1]]
+    mean = sum(vals) / 3
+    var = sum((v - mean) ** 2 for v in vals) / 2
+    exact = [float((v - mean) / Fraction(math.sqrt(float(var) + 1e-8))) for v in vals]
+    assert max(abs(a - b) / abs(b) for a, b in zip(got.tolist(), exact)) <= 1e-13  # x - mean: 1.1e-10
+
+
+@pytest.mark.parametrize("call", [
+    lambda lp, old, A, m: aggregate(lp, None),
+    lambda lp, old, A, m: ppo_loss(lp, old, A, None),
+    lambda lp, old, A, m: policy_loss("cispo", lp, old, A, None),
+    lambda lp, old, A, m: masked_whiten(lp, None),
+    lambda lp, old, A, m: value_loss(lp, old, lp, None),
+    lambda lp, old, A, m: remax_advantages(lp, A, None),
+    lambda lp, old, A, m: reinforce_pp_advantages(lp, None),
+])
+def test_mask_none_is_refused_by_name(call):
+    """mask=None reached aggregate, ppo_loss, masked_whiten, value_loss, remax and reinforce_pp and failed inside
+    with AttributeError; where None means 'all kept' (kl_penalty, ppo_diagnostics, kl_k*) the docstring says so."""
+    with pytest.raises(ValueError, match="mask is required"):
+        call(*_trainer_batch())
+
+
+def test_mask_none_means_all_kept_where_documented():
+    lp, old, A, m = _trainer_batch()
+    full = torch.ones_like(lp)
+    assert torch.equal(kl_penalty(lp, old), kl_penalty(lp, old, full))
+    assert ppo_diagnostics(lp, old, A[:, None].expand_as(lp)) == ppo_diagnostics(lp, old, A[:, None].expand_as(lp), full)
+
+
+def test_tensors_on_the_meta_device_or_on_two_devices_get_a_named_error():
+    lp, old, A, m = _trainer_batch()
+    meta = torch.empty(lp.shape, device="meta")
+    for call in (lambda: policy_loss("ppo", meta, old, A, m), lambda: policy_loss("ppo", lp, meta, A, m),
+                 lambda: aggregate(meta, m), lambda: kl_penalty(lp, meta, m), lambda: masked_whiten(meta, m),
+                 lambda: gradient_weight("ppo", meta, A[:, None].expand_as(lp))):
+        with pytest.raises(ValueError, match="is on the meta device"):
+            call()
+    from types import SimpleNamespace
+
+    from numeric._validate import require_same_device
+
+    other = SimpleNamespace(device=torch.device("cuda", 1))  # no second device here: the check reads only .device
+    with pytest.raises(ValueError, match=r"log_prob is on cuda:1, but mask is on cpu: pass tensors on one device"):
+        require_same_device(mask=m, log_prob=other)
