@@ -61,6 +61,7 @@ __all__ = [
     "form_of",
     "known_token_forms",
     "method",
+    "peer_table",
 ]
 
 ell, ell0 = sp.symbols("ell ell_0", real=True)
@@ -109,8 +110,8 @@ class Method:
     parameters (only ``dual_clip`` and ``eps_low`` change the formula); for a
     sequence-level method it is the loss of a row of one token, in which the
     sequence ratio is the token's ratio.  ``parameters`` maps each parameter the
-    method takes to its default; ``peers`` maps a trainer to its name and
-    options for this method.
+    method takes to its default; ``peers`` maps a trainer to ``(its name for the
+    method, the package call that reproduces it)`` at :data:`PEER_COMMITS`.
     """
 
     name: str
@@ -138,25 +139,32 @@ METHODS: dict[str, Method] = {
         Method("reinforce", "REINFORCE", lambda: -A * ell, False, "token-mean", {},
                {}, "Williams, Machine Learning 8 (1992)"),
         Method("gpg", "GPG", lambda: -A * ell, False, "token-mean", {},
-               {"verl": 'policy_loss "gpg"'}, "Chu et al., arXiv:2504.02546 (2025)"),
+               {"verl": ('policy_loss "gpg"', 'policy_loss("gpg", ...)')}, "Chu et al., arXiv:2504.02546 (2025)"),
         Method("ppo", "PPO", _ppo, False, "token-mean", {**_CLIP, "dual_clip": None},
-               {"verl": 'policy_loss "vanilla" (clip_ratio_low/high, clip_ratio_c)',
-                "TRL": 'loss_type "grpo", "bnpo", "dr_grpo", "dapo" (epsilon, epsilon_high)',
-                "OpenRLHF": 'PolicyLoss policy_loss_type "ppo" (clip_eps_low/high, dual_clip)'},
+               {"verl": ('policy_loss "vanilla"',
+                         'policy_loss("ppo", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high, dual_clip=clip_ratio_c, log_ratio_clamp=20)'),
+                "TRL": ('loss_type "grpo", "bnpo", "dr_grpo", "dapo"',
+                        'policy_loss("ppo", ..., eps_low=epsilon, eps_high=epsilon_high, agg=..., norm=...) (TRAINER_MODES)'),
+                "OpenRLHF": ('PolicyLoss, policy_loss_type "ppo"',
+                             'policy_loss("ppo", ..., eps_low=clip_eps_low, eps_high=clip_eps_high, dual_clip=dual_clip, log_ratio_clamp=20)')},
                "Schulman et al., arXiv:1707.06347 (2017); Ye et al. (dual clip), AAAI (2020)"),
         Method("gspo", "GSPO (sequence form)", _ppo, True, "seq-mean-token-mean", dict(_CLIP),
-               {"TRL": 'importance_sampling_level "sequence"', "OpenRLHF": 'policy_loss_type "gspo"'},
+               {"TRL": ('importance_sampling_level "sequence"', 'policy_loss("gspo", ..., eps_low=epsilon, eps_high=epsilon_high)'),
+                "OpenRLHF": ('policy_loss_type "gspo"', 'policy_loss("gspo", ..., eps_low=clip_eps_low, eps_high=clip_eps_high)')},
                "Zheng et al., arXiv:2507.18071 (2025)"),
         Method("gspo_token", "GSPO (token form)", _ppo, True, "seq-mean-token-mean", dict(_CLIP),
-               {"verl": 'policy_loss "gspo"'}, "Zheng et al., arXiv:2507.18071 (2025)"),
+               {"verl": ('policy_loss "gspo"', 'policy_loss("gspo_token", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high)')},
+               "Zheng et al., arXiv:2507.18071 (2025)"),
         Method("cispo", "CISPO", _cispo, False, "token-mean", dict(_CLIP),
-               {"verl": 'policy_loss "cispo" (clip_ratio_low/high)',
-                "TRL": 'loss_type "cispo": eps_low=None, eps_high = epsilon_high - 1'},
+               {"verl": ('policy_loss "cispo"', 'policy_loss("cispo", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high)'),
+                "TRL": ('loss_type "cispo"', 'policy_loss("cispo", ..., eps_low=None, eps_high=epsilon_high - 1, norm=num_items_in_batch)')},
                "MiniMax, arXiv:2506.13585 (2025), Eq. 4-5"),
         Method("sapo", "SAPO", _sapo, False, "token-mean", {"sapo_tau": (1.0, 1.05)},
-               {"TRL": 'loss_type "sapo" (sapo_temperature_pos/neg), aggregated as "grpo"'}, "Gao et al., arXiv:2511.20347 (2025)"),
+               {"TRL": ('loss_type "sapo"', 'policy_loss("sapo", ..., sapo_tau=(sapo_temperature_pos, sapo_temperature_neg), agg="seq-mean-token-mean")')},
+               "Gao et al., arXiv:2511.20347 (2025)"),
         Method("gmpo", "GMPO", _gmpo, True, None, {"gmpo_clip": (0.4, 0.4)},
-               {"verl": 'policy_loss "geo_mean"'}, "Zhao et al., arXiv:2507.20673 (2025)"),
+               {"verl": ('policy_loss "geo_mean"', 'policy_loss("gmpo", ..., gmpo_clip=(clip_ratio_low, clip_ratio_high))')},
+               "Zhao et al., arXiv:2507.20673 (2025)"),
         Method("is", "token IS", lambda: -sg(r) * A * ell, False, "token-mean", {},
                {}, "the unclipped importance-sampling surrogate (CISPO without a clip)"),
     )
@@ -164,11 +172,18 @@ METHODS: dict[str, Method] = {
 """Every policy loss, by name, in the order of the chapters' tables."""
 
 
-def method(name: str) -> Method:
-    """The registry entry ``name``; a ``ValueError`` naming the known methods otherwise."""
-    if name not in METHODS:
-        raise ValueError(f"method must be one of {tuple(METHODS)}, got {name!r}")
-    return METHODS[name]
+def method(method: str) -> Method:
+    """The registry entry called ``method``; a ``ValueError`` naming the known methods otherwise.
+
+    Examples
+    --------
+    >>> from derivations.methods import method
+    >>> method("ppo").parameters
+    {'eps_low': 0.2, 'eps_high': 0.2, 'dual_clip': None}
+    """
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"method must be one of {tuple(METHODS)}, got {method!r}")
+    return METHODS[method]
 
 
 @dataclass(frozen=True)
@@ -204,23 +219,57 @@ TOKEN_FORMS = tuple(FORMS)
 """The names of :data:`FORMS`, in table order."""
 
 
-def form(name: str, **options) -> str:
-    """The form of method ``name`` selected by ``options`` (``dual_clip`` set, ``eps_low=None``)."""
-    m = method(name)
+def form(method: str, **options) -> str:
+    """The per-token form of ``method`` that ``options`` select: PPO with ``dual_clip`` set, CISPO with ``eps_low=None``.
+
+    Examples
+    --------
+    >>> from derivations.methods import form
+    >>> form("ppo"), form("ppo", dual_clip=None), form("sapo", sapo_tau=(1.0, 1.05))
+    ('ppo', 'ppo', 'sapo')
+    """
+    m = globals()["method"](method)
     if m.sequence_level:
-        raise ValueError(f"{name!r} is a sequence-level method: it has no per-token form")
-    if name == "ppo" and options.get("dual_clip") is not None:
+        raise ValueError(f"method {method!r} is sequence-level: it has no per-token form")
+    if method == "ppo" and options.get("dual_clip") is not None:
         return "ppo_dual_clip"
-    if name == "cispo" and "eps_low" in options and options["eps_low"] is None:
+    if method == "cispo" and "eps_low" in options and options["eps_low"] is None:
         return "cispo_cap"
-    return name
+    return method
 
 
-def form_of(name: str) -> Form:
-    """The :class:`Form` called ``name``; a ``ValueError`` naming the known forms otherwise."""
-    if name not in FORMS:
-        raise ValueError(f"form must be one of {TOKEN_FORMS}, got {name!r}")
-    return FORMS[name]
+def form_of(form: str) -> Form:
+    """The :class:`Form` called ``form``; a ``ValueError`` naming the known forms otherwise.
+
+    Examples
+    --------
+    >>> from derivations.methods import form_of
+    >>> form_of("cispo_cap").options
+    {'eps_low': None}
+    """
+    if not isinstance(form, str) or form not in FORMS:
+        raise ValueError(f"form must be one of {TOKEN_FORMS}, got {form!r}")
+    return FORMS[form]
+
+
+def peer_table() -> str:
+    r"""Each peer's name for a method and the package call that reproduces it, with the commit read, as a LaTeX array.
+
+    Examples
+    --------
+    >>> from derivations.methods import peer_table
+    >>> print(peer_table().splitlines()[2][:60])
+    \text{verl @ b178a3c} & \text{policy\_loss "gpg"} & \mathtt{
+    """
+    esc = lambda x: x.replace("_", r"\_").replace("{", r"\{").replace("}", r"\}")  # noqa: E731
+    lines = [r"\begin{array}{lll}", r"\text{trainer @ commit} & \text{their name} & \text{package call} \\ \hline"]
+    for trainer in PEER_COMMITS:
+        for m in METHODS.values():
+            if trainer in m.peers:
+                name, call = m.peers[trainer]
+                lines.append(rf"\text{{{trainer} @ {PEER_COMMITS[trainer][:7]}}} & \text{{{esc(name)}}} & \mathtt{{{esc(call)}}} \\")
+    lines.append(r"\end{array}")
+    return "\n".join(lines)
 
 
 def known_token_forms() -> dict[str, str]:

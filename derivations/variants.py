@@ -808,7 +808,8 @@ _pm, _pgamma, _pa = sp.symbols("m_admissible gamma_admissible a_admissible", pos
 _ADMISSIBLE = {gw.eps_l: 1 / (1 + _pm), gw.c: 1 + gw.eps_h + _pgamma}
 """0 < eps_l < 1 and c > 1 + eps_h, written with positive symbols (eps_h is positive itself)."""
 
-_KNOWN = {"ppo": "PPO", "dual_clip": "dual-clip PPO", "cispo": "CISPO", "is": "token IS", "reinforce": "on-policy REINFORCE"}
+# keys: the forms of derivations.methods.FORMS (known_token_forms() lists every form with the registry's label)
+_KNOWN = {"ppo": "PPO", "ppo_dual_clip": "dual-clip PPO", "cispo_cap": "CISPO", "is": "token IS", "reinforce": "on-policy REINFORCE"}
 _TOKEN_SYMBOLS = {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}
 
 

@@ -31,13 +31,24 @@ from derivations import gradient_weights as gw
 from derivations import variants as derived
 from derivations.group_baselines import GRAD_J, GRAD_P, P
 from derivations.iid_groups import Expect
+from derivations.methods import FORMS, METHODS
 
 from ._validate import like, require_finite, require_int, to_tensor
 from .checks import check, suite
 from .expectations import expected_score_sum
-from .group_baselines import exact_group_gradient
 from .gradient_weights import gradient_weight as _known_weight_numeric
+from .group_baselines import exact_group_gradient
 from .tinylm import TinyLM, default_reward, perturb, token_score_tensor
+
+
+def _form_parameters(form: str, values: dict) -> dict:
+    """The policy_loss parameters that select the registry form ``form``, at the constants ``values`` ({eps_l, eps_h, c: number})."""
+    f = FORMS[form]
+    taken = METHODS[f.method].parameters
+    params = {k: values[sym] for k, sym in (("eps_low", gw.eps_l), ("eps_high", gw.eps_h)) if k in taken}
+    params.update({k: (None if v is None else values[v]) for k, v in f.options.items()})
+    return params
+
 
 __all__ = [
     "advantage_values",
@@ -468,7 +479,7 @@ def token_report_from_callable(fn, constants: dict):
             ok = True
             for s in (1, -1):
                 known = torch.ones_like(r) if method == "reinforce" else torch.as_tensor(_known_weight_numeric(
-                    method, r, torch.full_like(r, float(s)), (values[gw.eps_l], values[gw.eps_h]), values[gw.c]), dtype=F64)
+                    FORMS[method].method, r, torch.full_like(r, float(s)), **_form_parameters(method, values)), dtype=F64)
                 ok &= bool((known - w[s])[away].abs().max() <= 1e-12)
             if ok:
                 matches = label
@@ -592,7 +603,7 @@ def cross_checks() -> None:
 
     mismatches = 0
     worst = 0.0
-    for method, label in (("ppo", "PPO"), ("dual_clip", "dual-clip PPO"), ("cispo", "CISPO"), ("is", "token IS")):
+    for method, label in (("ppo", "PPO"), ("ppo_dual_clip", "dual-clip PPO"), ("cispo_cap", "CISPO"), ("is", "token IS")):
         rep = derived.check_token_loss(gw.token_loss(method))
         mismatches += rep.matches != label
         worst = max(worst, rep.numeric[1])
