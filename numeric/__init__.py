@@ -60,7 +60,9 @@ from .expectations import (
 from .tinylm import EOS, TinyLM, default_reward, perturb, score_matrix, token_score_tensor
 
 # topic modules, in lecture order; importing them registers their cross-check suites
-from . import score_function, baselines, group_baselines, returns, gradient_weights, trust_region, off_policy, losses, variants  # noqa: I001
+from . import score_function, baselines, group_baselines, returns, gradient_weights, trust_region, off_policy, losses  # noqa: I001
+from .losses import certificates as _losses_suite  # noqa: F401  (registers the suite "losses" after off_policy's)
+from . import variants  # noqa: E402, I001
 from .baselines import *  # noqa: F403
 from .gradient_weights import *  # noqa: F403
 from .group_baselines import *  # noqa: F403
