@@ -36,10 +36,16 @@ import time
 
 import torch
 
+from derivations.methods import METHODS
 from numeric import POLICY_LOSSES, policy_loss
 
 B, T = 64, 1024
 EPS = (0.2, 0.28)
+
+
+def _clip(method):
+    """eps_low, eps_high for the methods that take them (the registry lists each method's parameters)."""
+    return {k: v for k, v in zip(("eps_low", "eps_high"), EPS) if k in METHODS[method].parameters}
 
 
 def batch(dtype, device, seed=0):
@@ -62,6 +68,8 @@ def shortest(method, lp, old, A, m):
         return -(torch.min(r * At, r.clamp(0.8, 1.28) * At) * m).sum() / m.sum()
     if method == "cispo":
         return -(r.clamp(0.8, 1.28).detach() * At * lp * m).sum() / m.sum()
+    if method == "is":
+        return -(r.detach() * At * lp * m).sum() / m.sum()
     if method == "sapo":
         tau = torch.where(At > 0, 1.0, 1.05).to(lp)
         return -(torch.sigmoid(tau * (r - 1)) * 4 / tau * At * m).sum() / m.sum()
@@ -111,6 +119,8 @@ def naive(method, lp, old, A, m):
                 piece = -torch.minimum(r * A[i], r.clamp(0.8, 1.28) * A[i])
             elif method == "cispo":
                 piece = -r.clamp(0.8, 1.28).detach() * A[i] * lp[i, t]
+            elif method == "is":
+                piece = -r.detach() * A[i] * lp[i, t]
             elif method == "sapo":
                 tau = 1.0 if A[i] > 0 else 1.05
                 piece = -torch.sigmoid(tau * (r - 1)) * 4 / tau * A[i]
@@ -197,7 +207,7 @@ def main() -> None:
         lp, old, A, m = batch(dtype, device)
         lp_inf = torch.where(m > 0, lp, -torch.inf)
         for method in POLICY_LOSSES:
-            ours = lambda x, o=old, a=A, mk=m, meth=method: policy_loss(meth, x, o, a, mk, clip_epsilon=EPS)  # noqa: E731
+            ours = lambda x, o=old, a=A, mk=m, meth=method: policy_loss(meth, x, o, a, mk, **_clip(meth))  # noqa: E731
             short = lambda x, o=old, a=A, mk=m, meth=method: shortest(meth, x, o, a, mk)  # noqa: E731
             safe = lambda x, o=old, a=A, mk=m, meth=method: guarded(meth, x, o, a, mk)  # noqa: E731
             runs = [lambda f=f: fwd_bwd(f, lp) for f in (ours, short, safe)] + [lambda: fwd_bwd(ours, lp_inf)]

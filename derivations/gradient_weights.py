@@ -13,11 +13,15 @@ advantage :math:`A`, every method's per-token loss has a derivative of the form
 The *gradient weight* :math:`w` is obtained here by differentiating each loss:
 
 ========================  ==================================================================
-PPO / GRPO                :math:`-\min\bigl(rA,\ \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)A\bigr)`
-dual-clip PPO             for :math:`A < 0`: :math:`-\max\bigl(\min(rA, \mathrm{clip}(r)A),\ cA\bigr)`, :math:`c > 1+\varepsilon_h`
-CISPO                     :math:`-\,\mathrm{sg}\bigl(\min(r, 1+\varepsilon_h)\bigr)\, A\, \ell`
-token IS                  :math:`-\,\mathrm{sg}(r)\, A\, \ell`
+``ppo``                   :math:`-\min\bigl(rA,\ \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)A\bigr)`
+``ppo_dual_clip``         for :math:`A < 0`: :math:`-\max\bigl(\min(rA, \mathrm{clip}(r)A),\ cA\bigr)`, :math:`c > 1+\varepsilon_h`
+``cispo_cap``             :math:`-\,\mathrm{sg}\bigl(\min(r, 1+\varepsilon_h)\bigr)\, A\, \ell` (CISPO with ``eps_low=None``)
+``is``                    :math:`-\,\mathrm{sg}(r)\, A\, \ell`
 ========================  ==================================================================
+
+The losses are the forms of :data:`derivations.methods.FORMS`: PPO with and
+without ``dual_clip``, CISPO with ``eps_low=None`` (the one-sided cap of
+MiniMax-M1, where the paper leaves :math:`\varepsilon_l` unset), token IS.
 
 **Stop-gradient.** :math:`\mathrm{sg}(x)` has the value of :math:`x` and zero
 derivative.  The CAS models it by a fresh symbol: every :math:`\mathrm{sg}(x)`
@@ -57,6 +61,17 @@ from functools import lru_cache
 import sympy as sp
 
 from .derivation import Derivation, is_zero
+from .methods import (  # the registry's symbols; sg: stop-gradient (d_dell holds it constant)
+    FORMS,
+    A,
+    c,
+    ell,
+    ell0,
+    eps_h,
+    eps_l,
+    r,
+    sg,
+)
 from .proofs import holds, limit_along, on_regions, same_solutions
 from .regions import resolve
 
@@ -74,27 +89,15 @@ __all__ = [
     "weight_table",
 ]
 
-ell, ell0 = sp.symbols("ell ell_0", real=True)
-r = sp.Symbol("r", positive=True)
-A = sp.Symbol("A", real=True)
-eps_l, eps_h = sp.symbols("varepsilon_l varepsilon_h", positive=True)
-c = sp.Symbol("c", positive=True)
-sg = sp.Function("sg")
-"""Stop-gradient in notation; :func:`d_dell` gives it zero derivative."""
+METHODS = ("ppo", "ppo_dual_clip", "cispo_cap", "is")
+"""The forms (:data:`derivations.methods.FORMS`) whose gradient weights are derived region by region, in the order of the table."""
 
-METHODS = ("ppo", "dual_clip", "cispo", "is")
-"""The methods whose gradient weights are derived, in the order of the table."""
-
-_NAMES = {"ppo": "PPO/GRPO", "dual_clip": "dual-clip PPO", "cispo": "CISPO", "is": "token IS"}
-_SUBSCRIPTS = {"ppo": r"\mathrm{PPO}", "dual_clip": r"\mathrm{dual}", "cispo": r"\mathrm{CISPO}", "is": r"\mathrm{IS}"}
+_NAMES = {name: FORMS[name].label for name in METHODS}
+_SUBSCRIPTS = {"ppo": r"\mathrm{PPO}", "ppo_dual_clip": r"\mathrm{dual}", "cispo_cap": r"\mathrm{CISPO}", "is": r"\mathrm{IS}"}
 
 # positive symbols that parametrise the admissible constants and the regions
 _m, _gamma, _a, _d = sp.symbols("m gamma a d", positive=True)
 _CONSTANTS = {eps_l: 1 / (1 + _m), c: 1 + eps_h + _gamma}  # 0 < eps_l < 1, c > 1 + eps_h
-
-
-def _clip(x):
-    return sp.Min(sp.Max(x, 1 - eps_l), 1 + eps_h)
 
 
 def token_loss(method: str) -> sp.Expr:
@@ -113,17 +116,10 @@ def token_loss(method: str) -> sp.Expr:
     Examples
     --------
     >>> from derivations.gradient_weights import token_loss
-    >>> token_loss("cispo")
+    >>> token_loss("cispo_cap")
     -A*ell*sg(Min(r, varepsilon_h + 1))
     """
-    ppo = -sp.Min(r * A, _clip(r) * A)
-    losses = {
-        "ppo": ppo,
-        "dual_clip": sp.Piecewise((ppo, A >= 0), (-sp.Max(sp.Min(r * A, _clip(r) * A), c * A), True)),
-        "cispo": -sg(sp.Min(r, 1 + eps_h)) * A * ell,
-        "is": -sg(r) * A * ell,
-    }
-    return losses[_method(method)]
+    return FORMS[_method(method)].loss()
 
 
 def _method(method) -> str:
@@ -180,7 +176,7 @@ def _resolve(expr, point: dict):
 
 
 def _breakpoints(method: str) -> list:
-    return {"ppo": [1 - eps_l, 1 + eps_h], "dual_clip": [1 - eps_l, 1 + eps_h, c], "cispo": [1 + eps_h], "is": []}[method]
+    return {"ppo": [1 - eps_l, 1 + eps_h], "ppo_dual_clip": [1 - eps_l, 1 + eps_h, c], "cispo_cap": [1 + eps_h], "is": []}[method]
 
 
 def _regions(breaks: list) -> list[tuple]:
@@ -215,9 +211,9 @@ def _region(sign, lo, hi) -> tuple:
     return tuple(conditions)
 
 
-def _admissible(method: str = "dual_clip") -> list:
+def _admissible(method: str = "ppo_dual_clip") -> list:
     """The premises on the clip constants: :math:`\\varepsilon_l < 1` (and :math:`c > 1 + \\varepsilon_h` for dual-clip)."""
-    return [eps_l < 1] + ([c > 1 + eps_h] if method == "dual_clip" else [])
+    return [eps_l < 1] + ([c > 1 + eps_h] if method == "ppo_dual_clip" else [])
 
 
 def _region_latex(sign, lo, hi) -> str:
@@ -257,7 +253,7 @@ def weight_derivation(method: str) -> Derivation:
         assumptions=[
             f"${sp.latex(name)} = {sp.latex(loss)}$",
             r"$r = e^{\ell - \ell_0}$",
-            r"$\varepsilon_l, \varepsilon_h > 0$" + (r", $c > 0$" if method == "dual_clip" else ""),
+            r"$\varepsilon_l, \varepsilon_h > 0$" + (r", $c > 0$" if method == "ppo_dual_clip" else ""),
             *_admissible(method),
             r"$\partial\,\mathrm{loss}/\partial\ell = -A\,w$",
             "on each region every min/max is decided by the sign of the difference of its arguments",
@@ -331,7 +327,7 @@ def gradient_weight(method: str) -> sp.Piecewise:
     Examples
     --------
     >>> from derivations.gradient_weights import A, eps_h, eps_l, gradient_weight, r
-    >>> gradient_weight("cispo")
+    >>> gradient_weight("cispo_cap")
     Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True))
     >>> w = gradient_weight("ppo").subs({eps_l: 0.2, eps_h: 0.28})
     >>> [w.subs({A: a, r: x}) for a in (1, -1) for x in (0.5, 1.0, 2.0)]
@@ -383,9 +379,9 @@ def silenced_set() -> Derivation:
     )
     d.step(sp.Derivative(unified, ell), -A * rhat * M_, r"differentiate the unified loss")
     d.step(-A * r * M_, -A * w_, r"$\hat r = r$; equal on every region and at every kink",
-           proof=on_regions((A, [0]), (r, _breakpoints("dual_clip")), label="every region and kink"))
+           proof=on_regions((A, [0]), (r, _breakpoints("ppo_dual_clip")), label="every region and kink"))
     d.step(sp.Eq(w_, 0), sp.Eq(M_, 0), r"$A \ne 0$: $w_{\mathrm{PPO}} = r M$ and $r > 0$; on every region and kink",
-           relation="<=>", proof=on_regions((A, [0]), (r, _breakpoints("dual_clip")), label="every region and kink, A ≠ 0"), given=(sp.Ne(A, 0),))
+           relation="<=>", proof=on_regions((A, [0]), (r, _breakpoints("ppo_dual_clip")), label="every region and kink, A ≠ 0"), given=(sp.Ne(A, 0),))
     return d
 
 
@@ -405,7 +401,7 @@ def on_policy_limit() -> Derivation:
     """
     w = {m: gradient_weight(m) for m in METHODS}
     d = Derivation("CISPO without a clip, and every method at the old policy", assumptions=_admissible())
-    d.step(sp.Limit(w["cispo"], eps_h, sp.oo), w["is"], r"$r \le 1 + \varepsilon_h$ eventually, for every $r$",
+    d.step(sp.Limit(w["cispo_cap"], eps_h, sp.oo), w["is"], r"$r \le 1 + \varepsilon_h$ eventually, for every $r$",
            proof=limit_along(eps_h, r))
     each_sign = on_regions((A, [0]), label="each sign of A")
     for m in METHODS:
@@ -424,12 +420,12 @@ def weight_table() -> str:
     --------
     >>> from derivations.gradient_weights import weight_table
     >>> print(weight_table().splitlines()[1])
-    \text{region} & \text{PPO/GRPO} & \text{dual-clip PPO} & \text{CISPO} & \text{token IS} \\ \hline
+    \text{region} & \text{PPO/GRPO} & \text{dual-clip PPO} & \text{CISPO (one-sided)} & \text{token IS} \\ \hline
     """
     w = {m: gradient_weight(m) for m in METHODS}
     lines = [r"\begin{array}{l|cccc}", r"\text{region} & " + " & ".join(rf"\text{{{_NAMES[m]}}}" for m in METHODS) + r" \\ \hline"]
     for sign, _ in _SIGNS:
-        for lo, hi, inside in _regions(_breakpoints("dual_clip")):
+        for lo, hi, inside in _regions(_breakpoints("ppo_dual_clip")):
             point = {r: inside, A: sign * _a}
             cells = [_resolve(w[m], point) for m in METHODS]
             entries = [r"0\ (\text{silenced})" if x == 0 else sp.latex(x) for x in cells]

@@ -45,6 +45,7 @@ from functools import lru_cache
 import sympy as sp
 
 from . import gradient_weights as gw
+from . import methods
 from .derivation import Derivation
 
 __all__ = [
@@ -61,36 +62,23 @@ __all__ = [
     "weight_derivation",
 ]
 
-ell, ell0, r, A, eps_l, eps_h, c, sg = gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c, gw.sg
-kappa = sp.Symbol("kappa", positive=True)
-tau = sp.Symbol("tau", positive=True)
+ell, ell0, r, A, eps_l, eps_h, c, sg, tau = methods.ell, methods.ell0, methods.r, methods.A, methods.eps_l, methods.eps_h, methods.c, methods.sg, methods.tau
 
-TOKEN_METHODS = ("reinforce", "gpg", "ppo", "dual_clip", "cispo", "cispo_cap", "sapo")
-"""Per-token methods; ``cispo`` is the two-sided clip of the stopped weight (verl), ``cispo_cap`` the absolute cap (TRL)."""
+TOKEN_METHODS = methods.TOKEN_FORMS
+"""The per-token forms of :data:`derivations.methods.FORMS`: ``cispo`` is CISPO's two-sided clip, ``cispo_cap`` CISPO with ``eps_low=None``."""
 
-_NAMES = {
-    "reinforce": "REINFORCE",
-    "gpg": "GPG",
-    "ppo": "PPO",
-    "dual_clip": "dual-clip PPO",
-    "cispo": "CISPO (two-sided clip)",
-    "cispo_cap": "CISPO (cap)",
-    "sapo": "SAPO",
-}
-
-
-def _sigmoid(x):
-    return 1 / (1 + sp.exp(-x))
+_NAMES = {name: f.label for name, f in methods.FORMS.items()}
+_PPO_FORMS = ("ppo", "ppo_dual_clip")  # clipped in the ratio: derived region by region in derivations.gradient_weights
 
 
 def token_loss(method: str) -> sp.Expr:
-    r"""The per-token loss of a token method, in :math:`r = e^{\ell - \ell_0}`, :math:`\ell` and :math:`A`.
+    r"""The per-token loss of a token form (:data:`derivations.methods.FORMS`), in :math:`r = e^{\ell - \ell_0}`, :math:`\ell` and :math:`A`.
 
     .. math::
 
         \mathcal L_{\mathrm{REINFORCE}} = -A\ell,\quad
         \mathcal L_{\mathrm{CISPO}} = -\mathrm{sg}\bigl(\mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\bigr)A\ell,\quad
-        \mathcal L_{\mathrm{cap}} = -\mathrm{sg}(\min(r, \kappa))A\ell,\quad
+        \mathcal L_{\mathrm{cap}} = -\mathrm{sg}(\min(r, 1+\varepsilon_h))A\ell,\quad
         \mathcal L_{\mathrm{SAPO}} = -\tfrac{4}{\tau}\,\sigma\bigl(\tau(r - 1)\bigr)A;
 
     PPO and dual-clip PPO are :func:`derivations.gradient_weights.token_loss`.
@@ -100,19 +88,11 @@ def token_loss(method: str) -> sp.Expr:
     --------
     >>> from derivations.losses import token_loss
     >>> token_loss("cispo_cap")
-    -A*ell*sg(Min(kappa, r))
+    -A*ell*sg(Min(r, varepsilon_h + 1))
     """
     if method not in TOKEN_METHODS:
         raise ValueError(f"method must be one of {TOKEN_METHODS}, got {method!r}")
-    if method in ("ppo", "dual_clip"):
-        return gw.token_loss(method)
-    return {
-        "reinforce": -A * ell,
-        "gpg": -A * ell,
-        "cispo": -sg(sp.Min(sp.Max(r, 1 - eps_l), 1 + eps_h)) * A * ell,
-        "cispo_cap": -sg(sp.Min(r, kappa)) * A * ell,
-        "sapo": -4 / tau * _sigmoid(tau * (r - 1)) * A,
-    }[method]
+    return methods.FORMS[method].loss()
 
 
 def _unfold(expr):
@@ -135,7 +115,7 @@ def weight_derivation(method: str) -> Derivation:
     >>> d.steps[-1].rhs
     -4*A*r*exp(-tau)*exp(r*tau)/(1 + exp(-tau)*exp(r*tau))**2
     """
-    if method in ("ppo", "dual_clip"):
+    if method in _PPO_FORMS:
         return gw.weight_derivation(method)
     loss = token_loss(method)
     d = Derivation(
@@ -156,7 +136,7 @@ def weight(method: str) -> sp.Expr:
 
         w_{\mathrm{REINFORCE}} = 1,\quad
         w_{\mathrm{CISPO}} = \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h),\quad
-        w_{\mathrm{cap}} = \min(r, \kappa),\quad
+        w_{\mathrm{cap}} = \min(r, 1+\varepsilon_h),\quad
         w_{\mathrm{SAPO}} = 4\,\sigma(1-\sigma)\,r,\ \sigma = \sigma(\tau(r-1)),
 
     and PPO's and dual-clip PPO's from :func:`derivations.gradient_weights.gradient_weight`.
@@ -172,7 +152,7 @@ def weight(method: str) -> sp.Expr:
     >>> sp.simplify(weight("sapo").subs(r, 1))
     1
     """
-    if method in ("ppo", "dual_clip"):
+    if method in _PPO_FORMS:
         return gw.gradient_weight(method)
     d = weight_derivation(method).verify()
     return sp.simplify(-d.steps[-1].rhs / A)
@@ -288,7 +268,12 @@ def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
         \kappa^{\text{token-mean}}_1 = \frac{1}{\sum_j n_j},\quad
         \kappa^{\text{seq-mean-token-mean}}_1 = \frac{1}{B\,n_1},\quad
         \kappa^{\text{seq-mean-token-sum}}_1 = \frac1B,\quad
-        \kappa^{\text{seq-mean-token-sum-norm}}_1 = \frac{1}{B\,C}.
+        \kappa^{\text{seq-mean-token-sum-norm}}_1 = \frac{1}{C}.
+
+    seq-mean-token-sum-norm is verl's: the token sum of the whole batch over a
+    constant :math:`C` (``loss_scale_factor``, by default :math:`T`), with no
+    mean over the :math:`B` rows (verl's tracker, issue #3741, disputes that the
+    mode's name promises one).
 
     Examples
     --------
@@ -305,7 +290,7 @@ def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
         "token-mean": (sum(S) / sum(n), 1 / sum(n)),
         "seq-mean-token-mean": (sum(s / k for s, k in zip(S, n)) / B, 1 / (B * n[0])),
         "seq-mean-token-sum": (sum(S) / B, sp.Rational(1, B)),
-        "seq-mean-token-sum-norm": (sum(S) / (B * C), 1 / (B * C)),
+        "seq-mean-token-sum-norm": (sum(S) / C, 1 / C),
     }
     out = {}
     for mode, (agg, kappa_1) in modes.items():
@@ -337,7 +322,7 @@ def length_bias() -> dict[str, str]:
     identity gives :math:`\mathbb{E}[\kappa_i A_i\nabla\log\pi(o_i)] = \nabla\mathbb{E}[\kappa_i A_i]`:
 
     * seq-mean-token-sum: :math:`\mathbb{E}[A] = J - b`: the gradient of :math:`J`, no length bias;
-    * seq-mean-token-sum-norm: :math:`(J - b)/C`: the same direction, scaled by :math:`1/C`;
+    * seq-mean-token-sum-norm: :math:`B(J - b)/C`: the same direction, scaled by :math:`B/C`;
     * seq-mean-token-mean: :math:`\mathbb{E}[(R - b)/|o|]`: reward per token, so short
       answers weigh more, and with :math:`b \ne 0` the baseline term no longer vanishes.
 
@@ -362,7 +347,7 @@ def length_bias() -> dict[str, str]:
         "token-mean": r"B\,\nabla\,\mathbb{E}\bigl[\bar\kappa(|o|)(R - b)\bigr],\ \bar\kappa(n) = \mathbb{E}\bigl[1/(n + \textstyle\sum_{j\ne i}|o_j|)\bigr]\ \text{frozen}",
         "seq-mean-token-mean": r"\nabla\,\mathbb{E}\Bigl[\frac{R - b}{|o|}\Bigr]",
         "seq-mean-token-sum": r"\nabla J",
-        "seq-mean-token-sum-norm": r"\frac{1}{C}\nabla J",
+        "seq-mean-token-sum-norm": r"\frac{B}{C}\nabla J",
     }
 
 
@@ -371,7 +356,7 @@ def loss_table() -> str:
 
     The last column is computed from the derived weight: :math:`w(1, A) = 1`
     (at the trainers' constants :math:`\varepsilon_l = 0.2`, :math:`\varepsilon_h = 0.28`,
-    :math:`c = 3`, :math:`\kappa = 2`) makes a method the REINFORCE estimator on
+    :math:`c = 3`) makes a method the REINFORCE estimator on
     policy, unbiased for :math:`\nabla J` with an admissible advantage and
     seq-mean-token-sum (other modes: :func:`length_bias`); :math:`w = r` keeps it
     unbiased off policy as well (token importance sampling).  GSPO and GMPO are
@@ -383,7 +368,7 @@ def loss_table() -> str:
     >>> print(loss_table().splitlines()[1])
     \text{method} & \text{per-token loss} & w(r, A) & \text{aggregation} & \text{unbiased for } \nabla J \\ \hline
     """
-    constants = {eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3, kappa: 2}
+    constants = {eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3}
     lines = [r"\begin{array}{l|l|l|l|l}", r"\text{method} & \text{per-token loss} & w(r, A) & \text{aggregation} & \text{unbiased for } \nabla J \\ \hline"]
     for method in TOKEN_METHODS:
         w = weight(method)

@@ -31,16 +31,20 @@ Topics, in lecture order, each with its cross-check suite:
 :mod:`numeric.returns`
     :func:`reward_to_go`, :func:`discounted_score_weights`, :func:`gae_advantages`, :func:`lambda_returns`.
 :mod:`numeric.gradient_weights`
-    :func:`ppo_clipped_terms`, :func:`ppo_diagnostics`, :func:`ppo_loss`, :func:`cispo_loss`.
+    :func:`gradient_weight`, :func:`ppo_clipped_terms`, :func:`ppo_diagnostics`, :func:`ppo_loss`
+    (``policy_loss("ppo", ...)`` by name), :func:`fork_token`.
 :mod:`numeric.trust_region`
-    The KL estimators :func:`kl_k1`, :func:`kl_k2`, :func:`kl_k3` and the clip bias.
+    The clip bias, and the KL estimators :func:`kl_k1`, :func:`kl_k2`, :func:`kl_k3`
+    (:func:`kl_penalty` with its ``estimator``; the one definition is :func:`kl_estimate`).
 :mod:`numeric.off_policy`
     Samplers that lag the policy and multi-turn agents, enumerated exactly; the
     sampler-correction weights trainers ship (:func:`token_ratio`, :func:`sequence_ratio`,
     truncated and masked IS, :func:`geometric_sequence_mask`, :func:`kl_rejection_mask`).
 :mod:`numeric.losses`
-    The losses trainers ship: :func:`policy_loss`, :func:`aggregate`, :func:`kl_penalty`,
-    :func:`value_loss`, the advantage estimators, and the course's token bookkeeping.
+    The losses trainers ship (a package: tokens, aggregation, policy, penalties, advantages):
+    :func:`policy_loss` for every method of the registry :data:`derivations.methods.METHODS`,
+    :func:`aggregate`, :func:`kl_penalty`, :func:`value_loss`, the advantage estimators, and
+    the course's token bookkeeping.
 :mod:`numeric.variants`
     The numeric half of the variant checker: trainer-style callables evaluated, and every
     verdict of :mod:`derivations.variants` confirmed on the toy LM.
@@ -56,7 +60,9 @@ from .expectations import (
 from .tinylm import EOS, TinyLM, default_reward, perturb, score_matrix, token_score_tensor
 
 # topic modules, in lecture order; importing them registers their cross-check suites
-from . import score_function, baselines, group_baselines, returns, gradient_weights, trust_region, off_policy, losses, variants  # noqa: I001
+from . import score_function, baselines, group_baselines, returns, gradient_weights, trust_region, off_policy, losses  # noqa: I001
+from .losses import certificates as _losses_suite  # noqa: F401  (registers the suite "losses" after off_policy's)
+from . import variants  # noqa: E402, I001
 from .baselines import *  # noqa: F403
 from .gradient_weights import *  # noqa: F403
 from .group_baselines import *  # noqa: F403

@@ -60,7 +60,7 @@ def _dtype_name(value) -> str:
     return str(value.dtype).removeprefix("torch.")
 
 
-def _raw_tensor(name: str, value) -> tuple[torch.Tensor, str]:
+def raw_tensor(name: str, value) -> tuple[torch.Tensor, str]:
     """A tensor view of a numpy array or torch tensor, with its kind; complex and object input refused."""
     if isinstance(value, torch.Tensor):
         kind, tensor = "torch", value
@@ -74,6 +74,8 @@ def _raw_tensor(name: str, value) -> tuple[torch.Tensor, str]:
         raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(value).__name__}")
     if tensor.is_complex():
         raise TypeError(f"{name} must hold real numbers, got {_dtype_name(value)} values")
+    if tensor.device.type == "meta":
+        require_same_device(**{name: tensor})
     return tensor, kind
 
 
@@ -83,7 +85,7 @@ def to_tensor(name: str, value, dtype: torch.dtype | None = None) -> tuple[torch
     Integers become float64; floating tensors keep their dtype and device.
     ``dtype=torch.bool`` demands boolean input (flags are not guessed from numbers).
     """
-    tensor, kind = _raw_tensor(name, value)
+    tensor, kind = raw_tensor(name, value)
     if dtype is not None:
         if dtype == torch.bool and tensor.dtype != torch.bool:
             raise TypeError(f"{name} must be boolean, got {_dtype_name(value)} values")
@@ -95,6 +97,11 @@ def to_tensor(name: str, value, dtype: torch.dtype | None = None) -> tuple[torch
     return tensor, kind
 
 
+def result_dtype(value) -> torch.dtype:
+    """The dtype a result is returned in: the input's, float64 for integers."""
+    return to_tensor("value", value)[0].dtype
+
+
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype to compute in: the caller's, but at least float32 (bf16 and fp16 accumulate in fp32)."""
     return torch.promote_types(dtype, torch.float32)
@@ -102,7 +109,7 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def as_mask(name: str, value, like_name: str, like: torch.Tensor) -> torch.Tensor:
     """A boolean mask, on ``like``'s device, from a boolean or 0/1 numeric array of ``like``'s shape."""
-    m, _ = _raw_tensor(name, value)
+    m, _ = raw_tensor(name, value)
     if m.shape != like.shape:
         raise ValueError(f"{name} must have the shape of {like_name} {tuple(like.shape)}, got {tuple(m.shape)}")
     m = m.to(like.device)
@@ -123,12 +130,19 @@ def masked_inputs(mask, mask_name: str = "mask", **arrays) -> tuple[dict[str, to
     replaced by 0 with ``torch.where``, so neither the value nor the gradient
     of a loss ever sees them.
     """
-    tensors, kind, first = {}, None, None
+    tensors, kind, first, torch_inputs = {}, None, None, {}
     for name, value in arrays.items():
         t, k = to_tensor(name, value)
+        if k == "torch":
+            torch_inputs[name] = t
         if first is None:
             kind, first, first_name = k, t, name
-        tensors[name] = t.to(device=first.device, dtype=compute_dtype(first.dtype))
+        tensors[name] = t
+    if isinstance(mask, torch.Tensor):
+        torch_inputs[mask_name] = mask
+    device = require_same_device(**torch_inputs) if torch_inputs else first.device
+    tensors = {name: t.to(device=device, dtype=compute_dtype(first.dtype)) for name, t in tensors.items()}
+    first = tensors[first_name]
     require_same_shape(**tensors)
     m = None if mask is None else as_mask(mask_name, mask, first_name, first)
     if m is not None:
@@ -175,6 +189,125 @@ def like(kind: str, tensor: torch.Tensor):
     if kind == "numpy":
         return tensor.detach().cpu().numpy()
     return tensor
+
+
+# ---------------------------------------------------------------- options: one validator per kind
+
+
+def require_bool(name: str, value) -> bool:
+    """A Python or numpy bool (``np.bool_`` counts); anything else, ``None`` and ``"yes"`` included, is refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def require_positive(name: str, value, finite: bool = True) -> float:
+    """A real number > 0 (and finite unless ``finite=False``)."""
+    value = require_real(name, value)
+    if not value > 0 or (finite and math.isinf(value)):
+        raise ValueError(f"{name} must be {'a finite number ' if finite else ''}> 0, got {value}")
+    return value
+
+
+def require_pair(name: str, value, check) -> tuple:
+    """A pair ``(x, y)``, each element checked by ``check(name[i], x)``."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError(f"{name} must be a pair of numbers, got {value!r}")
+    return tuple(check(f"{name}[{i}]", x) for i, x in enumerate(value))
+
+
+def require_finite_nonnegative(name: str, value) -> float:
+    value = require_nonnegative(name, value)
+    if math.isinf(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    return value
+
+
+def require_eps_low(name: str, value, allow_none: bool = False) -> float | None:
+    r""":math:`\varepsilon_l \in [0, 1]` (the clip's lower edge :math:`1 - \varepsilon_l \ge 0`); ``None`` where a method allows no lower clip."""
+    if value is None and allow_none:
+        return None
+    value = require_nonnegative(name, value)
+    if value > 1:
+        raise ValueError(f"{name} must be <= 1 so that 1 - {name} >= 0, got {value}")
+    return value
+
+
+def require_dual_clip(name: str, value) -> float | None:
+    """PPO's dual-clip constant :math:`c > 1` (verl ``clip_ratio_c``, OpenRLHF ``dual_clip``), or ``None``."""
+    if value is None:
+        return None
+    value = require_real(name, value)
+    if not value > 1:
+        raise ValueError(f"{name} must be > 1, got {value}")
+    return value
+
+
+_OPTION_CHECKS = {
+    "eps_low": lambda name, v, method: require_eps_low(name, v, allow_none=method == "cispo"),
+    "eps_high": lambda name, v, method: require_nonnegative(name, v),
+    "dual_clip": lambda name, v, method: require_dual_clip(name, v),
+    "sapo_tau": lambda name, v, method: require_pair(name, v, require_positive),
+    "gmpo_clip": lambda name, v, method: require_pair(name, v, require_finite_nonnegative),
+}
+
+
+def method_options(method: str, options: dict) -> dict:
+    """Every parameter of a registered policy-loss ``method``, the given ones checked and the rest at their defaults.
+
+    A parameter the method does not take is refused by name
+    (:data:`derivations.methods.METHODS` lists each method's parameters).
+    """
+    from derivations.methods import method as registered
+
+    entry = registered(method)
+    for name in options:
+        if name not in entry.parameters:
+            taken = ", ".join(entry.parameters) or "none"
+            raise ValueError(f"{name} is not a parameter of {method!r} (it takes: {taken})")
+    merged = {**entry.parameters, **options}
+    return {name: _OPTION_CHECKS[name](name, value, method) for name, value in merged.items()}
+
+
+def require_group_rewards(name: str, value, minimum: int = 1) -> tuple[torch.Tensor, str]:
+    """Rewards with the group last, ``[..., G]``, finite, ``G >= minimum``, in the compute dtype; with their kind."""
+    r, kind = to_tensor(name, value)
+    if r.ndim < 1:
+        raise ValueError(f"{name} must have a group dimension (the last one), got a scalar")
+    if r.shape[-1] < minimum:
+        raise ValueError(f"{name} must hold G >= {minimum} answers per group (last dimension), got G = {r.shape[-1]}")
+    return require_finite(name, r).to(compute_dtype(r.dtype)), kind
+
+
+def require_same_device(**tensors: torch.Tensor | None) -> torch.device:
+    """The one device of the given tensors; a named error if one is on another device or on the meta device."""
+    first = None
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if t.device.type == "meta":
+            raise ValueError(f"{name} is on the meta device: it holds no values to compute with")
+        if first is None:
+            first = (name, t.device)
+        elif t.device != first[1]:
+            raise ValueError(f"{name} is on {t.device}, but {first[0]} is on {first[1]}: pass tensors on one device")
+    return first[1] if first else torch.device("cpu")
+
+
+def require_mask(mask, name: str = "mask"):
+    """``mask`` itself; a named error for ``None`` where a function needs to know which tokens count."""
+    if mask is None:
+        raise ValueError(f"{name} is required: a 0/1 or boolean response mask (None is not 'all kept' here)")
+    return mask
+
+
+def require_ratio(name: str, t: torch.Tensor) -> torch.Tensor:
+    """Ratios of probabilities: >= 0, never NaN; 0 and ``inf`` (an under- or overflowed exp) are allowed."""
+    if bool(torch.isnan(t).any()):
+        raise ValueError(f"{name} must not be NaN")
+    if bool((t < 0).any()):
+        raise ValueError(f"{name} must be >= 0 (a ratio of probabilities), got min {float(t.min())}")
+    return t
 
 
 # ----------------------------------------------------------------------------------------------

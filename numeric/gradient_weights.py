@@ -10,11 +10,12 @@ vectorised masked loss against a per-token loop.
 
 Clip ranges
 -----------
-``clip_epsilon`` is either one number :math:`\varepsilon` (symmetric:
-:math:`\varepsilon_l = \varepsilon_h = \varepsilon`) or a pair
-``(eps_low, eps_high)``; the clip interval is
-:math:`[1-\varepsilon_l,\ 1+\varepsilon_h]`.  :math:`0 \le \varepsilon_l \le 1`,
-:math:`\varepsilon_h \ge 0`, and :math:`\varepsilon_h = \infty` is allowed (no upper clip).
+``eps_low`` and ``eps_high`` are :math:`\varepsilon_l` and :math:`\varepsilon_h`; the
+clip interval is :math:`[1-\varepsilon_l,\ 1+\varepsilon_h]`,
+:math:`0 \le \varepsilon_l \le 1`, :math:`\varepsilon_h \ge 0`, and
+:math:`\varepsilon_h = \infty` is allowed (no upper clip).  CISPO's
+``eps_low=None`` is its one-sided cap.  Every function checks them with the
+validators :func:`numeric.policy_loss` uses.
 
 Batched helpers take numpy arrays or torch tensors ``[batch, time]`` (any shape,
 all aligned) and return the caller's kind.
@@ -24,34 +25,37 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache, lru_cache
-from typing import NamedTuple
+from functools import lru_cache
 
-import numpy as np
 import sympy as sp
 import torch
 
 from derivations import gradient_weights as gw
-from derivations import trust_region as tr
+from derivations.methods import FORMS, form
 
 from ._validate import (
+    compute_dtype,
     like,
     masked_inputs,
-    require_finite,
+    method_options,
     require_int,
     require_nonnegative,
+    require_ratio,
     require_real,
+    require_same_device,
     require_same_shape,
+    result_dtype,
     to_tensor,
 )
 from .checks import check, maxabs, suite
+from .losses.penalties import kl_estimate
+from .losses.policy import derived_weight, policy_loss, token_terms
 from .tinylm import TinyLM, default_reward, perturb
 
 __all__ = [
     "ForkTrajectory",
     "PPODiagnostics",
     "PPOTerms",
-    "cispo_loss",
     "fork_token",
     "gradient_weight",
     "ppo_clipped_terms",
@@ -63,50 +67,27 @@ __all__ = [
 # ------------------------------------------------------------------ inputs
 
 
-def clip_bounds(clip_epsilon) -> tuple[float, float]:
-    """``(eps_low, eps_high)`` from a number or a pair; raise on a negative or NaN value.
-
-    Examples
-    --------
-    >>> from numeric.gradient_weights import clip_bounds
-    >>> clip_bounds(0.2), clip_bounds((0.2, 0.28))
-    ((0.2, 0.2), (0.2, 0.28))
-    """
-    if isinstance(clip_epsilon, (tuple, list)):
-        if len(clip_epsilon) != 2:
-            raise ValueError(f"clip_epsilon must be a number or a pair (eps_low, eps_high), got {clip_epsilon!r}")
-        low, high = clip_epsilon
-    else:
-        low = high = clip_epsilon
-    low = require_nonnegative("clip_epsilon (eps_low)", low)
-    high = require_nonnegative("clip_epsilon (eps_high)", high)
-    if low > 1:
-        raise ValueError(f"clip_epsilon (eps_low) must be <= 1 so that 1 - eps_low >= 0, got {low}")
-    return low, high
-
-
 def _aligned(**arrays) -> tuple[dict[str, torch.Tensor], str]:
     """Tensors of the same shape, all finite, on the first one's device and in its compute dtype; the first one's kind."""
     tensors, _, kind = masked_inputs(None, **arrays)
     return tensors, kind
 
 
-def _positive(name: str, t: torch.Tensor) -> torch.Tensor:
-    if not bool((t > 0).all()):
-        raise ValueError(f"{name} must be positive (a ratio of probabilities), got min {float(t.min())}")
-    return t
+def _ratio_and_advantages(ratio, advantages) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """Aligned ratios (>= 0, 0 and ``inf`` allowed: an exp that under- or overflowed) and finite advantages."""
+    r, kind = to_tensor("ratio", ratio)
+    require_ratio("ratio", r)
+    (a,) = _aligned(advantages=advantages)[0].values()
+    require_same_shape(ratio=r, advantages=a)
+    require_same_device(ratio=r, advantages=a)
+    return r.to(compute_dtype(r.dtype)), a.to(compute_dtype(r.dtype)), kind
 
 
 # ----------------------------------------------------------------- weights
 
 
-@cache
-def _weight_fn(method: str):
-    return sp.lambdify((gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c), gw.gradient_weight(method), "numpy")
-
-
-def gradient_weight(method: str, ratio, advantage, clip_epsilon=0.2, dual_clip: float = 3.0):
-    r"""The derived gradient weight :math:`w(r, A)`, elementwise.
+def gradient_weight(method: str, ratio, advantages, **params):
+    r"""The derived gradient weight :math:`w(r, A)` of a per-token ``method``, elementwise.
 
     The per-token loss gradient is :math:`-\,w(r, A)\, A\, \nabla_\theta\log\pi_\theta`:
 
@@ -114,26 +95,29 @@ def gradient_weight(method: str, ratio, advantage, clip_epsilon=0.2, dual_clip: 
 
         w_{\mathrm{PPO}} = r\,\mathbb 1\bigl[(A > 0,\ r \le 1+\varepsilon_h) \lor (A < 0,\ r \ge 1-\varepsilon_l)\bigr],
         \quad
-        w_{\mathrm{CISPO}} = \min(r, 1+\varepsilon_h),
+        w_{\mathrm{CISPO}} = \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\ \ (\min(r, 1+\varepsilon_h) \text{ with } \varepsilon_l = \texttt{None}),
         \quad
         w_{\mathrm{IS}} = r;
 
-    dual-clip PPO also silences :math:`A < 0,\ r > c`.  The formula is
-    :func:`derivations.gradient_weights.gradient_weight`, lambdified.
+    PPO with ``dual_clip`` :math:`c` also silences :math:`A < 0,\ r > c`.  The
+    formula is :func:`derivations.losses.weight` of the form
+    :func:`derivations.methods.form` picks, lambdified once
+    (:func:`numeric.losses.policy.derived_weight`, which :func:`numeric.policy_weight` uses too).
 
     Parameters
     ----------
-    method : {"ppo", "dual_clip", "cispo", "is"}
-    ratio, advantage : numpy array or torch tensor
-        Aligned; ratios positive, both finite.
-    clip_epsilon : float or (float, float)
-        :math:`\varepsilon` or :math:`(\varepsilon_l, \varepsilon_h)`.
-    dual_clip : float
-        The dual-clip constant :math:`c > 1 + \varepsilon_h` (used by ``"dual_clip"`` only).
+    method : str
+        A per-token method of :data:`derivations.methods.METHODS` (not GSPO or GMPO).
+    ratio, advantages : numpy array or torch tensor
+        Aligned; ratios :math:`\ge 0` (0 and ``inf``, an exp that under- or
+        overflowed, are ratios too), advantages finite.
+    **params
+        The method's parameters, as :func:`numeric.policy_loss` takes them
+        (``eps_low``, ``eps_high``, ``dual_clip``, ``sapo_tau``), checked the same way.
 
     Returns
     -------
-    Same kind and shape as ``ratio``.
+    Same kind, shape and dtype as ``ratio``.
 
     References
     ----------
@@ -145,28 +129,23 @@ def gradient_weight(method: str, ratio, advantage, clip_epsilon=0.2, dual_clip: 
     >>> from numeric import gradient_weight
     >>> r = np.array([0.5, 1.0, 2.0])
     >>> A = np.array([1.0, 1.0, 1.0])
-    >>> gradient_weight("ppo", r, A, (0.2, 0.28)).tolist()
+    >>> gradient_weight("ppo", r, A, eps_low=0.2, eps_high=0.28).tolist()
     [0.5, 1.0, 0.0]
-    >>> gradient_weight("cispo", r, -A, (0.2, 0.28)).tolist()
+    >>> gradient_weight("cispo", r, -A, eps_low=None, eps_high=0.28).tolist()
     [0.5, 1.0, 1.28]
     """
-    if method not in gw.METHODS:
-        raise ValueError(f"method must be one of {gw.METHODS}, got {method!r}")
-    t, kind = _aligned(ratio=ratio, advantage=advantage)
-    _positive("ratio", t["ratio"])
-    low, high = clip_bounds(clip_epsilon)
-    c = require_real("dual_clip", dual_clip)
-    if method == "dual_clip" and not c > 1 + high:
-        raise ValueError(f"dual_clip must exceed 1 + eps_high = {1 + high}, got {c}")
-    r_np, a_np = (t[k].detach().to(torch.float64).cpu().numpy() for k in ("ratio", "advantage"))
-    w = np.broadcast_to(_weight_fn(method)(r_np, a_np, low, high, c), r_np.shape).astype(np.float64)
-    return like(kind, torch.from_numpy(np.ascontiguousarray(w)).to(t["ratio"].device, _dtype_of(ratio)))
+    options = method_options(method, params)
+    name = form(method, **params)
+    r, a, kind = _ratio_and_advantages(ratio, advantages)
+    w = derived_weight(name, r, a, options)
+    return like(kind, w.to(r.device, result_dtype(ratio)))
 
 
 # -------------------------------------------------------------- PPO terms
 
 
-class PPOTerms(NamedTuple):
+@dataclass(frozen=True)
+class PPOTerms:
     r"""The three PPO terms, elementwise: :math:`rA`, :math:`\mathrm{clip}(r)A`, and their minimum."""
 
     unclipped: object
@@ -174,7 +153,7 @@ class PPOTerms(NamedTuple):
     pessimistic: object
 
 
-def ppo_clipped_terms(ratio, advantage, clip_epsilon=0.2) -> PPOTerms:
+def ppo_clipped_terms(ratio, advantages, *, eps_low: float = 0.2, eps_high: float = 0.2) -> PPOTerms:
     r"""PPO's unclipped, clipped and pessimistic terms (objective, to be maximised).
 
     .. math::
@@ -185,15 +164,17 @@ def ppo_clipped_terms(ratio, advantage, clip_epsilon=0.2) -> PPOTerms:
 
     Parameters
     ----------
-    ratio, advantage : numpy array or torch tensor
-        Aligned; ratios positive; all finite.  Differentiable in ``ratio``.
-    clip_epsilon : float or (float, float)
-        :math:`\varepsilon`, or :math:`(\varepsilon_l, \varepsilon_h)` for asymmetric clipping.
+    ratio, advantages : numpy array or torch tensor
+        Aligned; ratios :math:`\ge 0` (0 and ``inf`` allowed: :math:`u = rA` is
+        then 0 where :math:`A = 0`, its exact value), advantages finite.
+        Differentiable in ``ratio``.
+    eps_low, eps_high : float
+        :math:`\varepsilon_l \in [0, 1]`, :math:`\varepsilon_h \ge 0`, checked as :func:`numeric.policy_loss` checks them.
 
     Returns
     -------
     PPOTerms
-        ``(unclipped, clipped, pessimistic)``, each of ``ratio``'s kind, device and dtype.
+        ``unclipped``, ``clipped``, ``pessimistic``, each of ``ratio``'s kind, device and dtype.
 
     References
     ----------
@@ -203,17 +184,17 @@ def ppo_clipped_terms(ratio, advantage, clip_epsilon=0.2) -> PPOTerms:
     --------
     >>> import numpy as np
     >>> from numeric import ppo_clipped_terms
-    >>> terms = ppo_clipped_terms(np.array([1.5, 0.5, 1.5, 0.5]), np.array([1.0, 1.0, -1.0, -1.0]), 0.2)
+    >>> terms = ppo_clipped_terms(np.array([1.5, 0.5, 1.5, 0.5]), np.array([1.0, 1.0, -1.0, -1.0]), eps_low=0.2, eps_high=0.2)
     >>> terms.pessimistic.round(6).tolist()
     [1.2, 0.5, -1.5, -0.8]
     """
-    t, kind = _aligned(ratio=ratio, advantage=advantage)
-    r, a = _positive("ratio", t["ratio"]), t["advantage"]
-    low, high = clip_bounds(clip_epsilon)
-    unclipped = r * a
+    options = method_options("ppo", {"eps_low": eps_low, "eps_high": eps_high})
+    low, high = options["eps_low"], options["eps_high"]
+    r, a, kind = _ratio_and_advantages(ratio, advantages)
+    unclipped = torch.where(a == 0, torch.zeros_like(r), r) * a  # 0 * inf would be NaN; the exact value is 0
     clipped = torch.clamp(r, min=1 - low, max=1 + high) * a
     pessimistic = torch.minimum(unclipped, clipped)
-    dtype = _dtype_of(ratio)
+    dtype = result_dtype(ratio)
     return PPOTerms(*(like(kind, x.to(dtype)) for x in (unclipped, clipped, pessimistic)))
 
 
@@ -239,12 +220,7 @@ class PPODiagnostics:
     mean_log_ratio: float
 
 
-def _k3(delta: torch.Tensor) -> torch.Tensor:
-    r""":math:`k_3(\Delta) = e^{-\Delta} - 1 + \Delta` (:data:`derivations.trust_region.k3`), with ``expm1`` for small :math:`\Delta`."""
-    return torch.expm1(-delta) + delta
-
-
-def ppo_diagnostics(log_prob, old_log_prob, advantage, clip_epsilon=0.2, mask=None) -> PPODiagnostics:
+def ppo_diagnostics(log_prob, old_log_prob, advantages, mask=None, *, eps_low: float = 0.2, eps_high: float = 0.2) -> PPODiagnostics:
     r"""Clip fractions and KL estimates of one PPO batch.
 
     With :math:`r = e^{\log\pi_\theta - \log\pi_{\text{old}}}` over the masked tokens:
@@ -256,20 +232,20 @@ def ppo_diagnostics(log_prob, old_log_prob, advantage, clip_epsilon=0.2, mask=No
         \mathtt{kl} = \overline{(r - 1) - \log r},\quad
         \mathtt{mean\_log\_ratio} = \overline{\log r}.
 
-    ``kl`` uses :math:`k_3` from :mod:`derivations.trust_region` (lambdified): it is
-    non-negative for every batch and unbiased for
+    ``kl`` is :math:`k_3` (:func:`numeric.losses.kl_estimate`, the one definition of
+    the estimators): non-negative for every batch and unbiased for
     :math:`\mathrm{KL}(\pi_{\text{old}}\,\|\,\pi_\theta)` when the tokens are
     drawn from :math:`\pi_{\text{old}}`; a finite batch gives an estimate, not a bound.
 
     Parameters
     ----------
-    log_prob, old_log_prob, advantage : numpy array or torch tensor
+    log_prob, old_log_prob, advantages : numpy array or torch tensor
         Aligned; finite where ``mask`` is 1.
-    clip_epsilon : float or (float, float)
     mask : numpy array or torch tensor, optional
-        0/1 or boolean, aligned; at least one token must be unmasked (a mean
-        over no token has no value, so an all-masked batch raises).  Masked
-        slots may hold anything.
+        0/1 or boolean, aligned; ``None`` keeps every token.  At least one token
+        must be kept (a mean over no token has no value, so an all-masked batch
+        raises).  Masked slots may hold anything.
+    eps_low, eps_high : float
 
     Returns
     -------
@@ -285,21 +261,21 @@ def ppo_diagnostics(log_prob, old_log_prob, advantage, clip_epsilon=0.2, mask=No
     >>> from numeric import ppo_diagnostics
     >>> old = np.log(np.full(4, 0.2))
     >>> new = old + np.log([1.5, 0.5, 1.5, 0.5])
-    >>> d = ppo_diagnostics(new, old, np.array([1.0, 1.0, -1.0, -1.0]), 0.2)
+    >>> d = ppo_diagnostics(new, old, np.array([1.0, 1.0, -1.0, -1.0]))
     >>> d.ratio_outside_fraction, d.active_clip_fraction, round(d.kl, 6), round(d.mean_log_ratio, 6)
     (1.0, 0.5, 0.143841, -0.143841)
     """
-    t, m, _ = masked_inputs(mask, log_prob=log_prob, old_log_prob=old_log_prob, advantage=advantage)
-    m = torch.ones_like(t["advantage"]) if m is None else _mask01(m).to(t["advantage"])
+    t, m, _ = masked_inputs(mask, log_prob=log_prob, old_log_prob=old_log_prob, advantages=advantages)
+    m = torch.ones_like(t["advantages"]) if m is None else _mask01(m).to(t["advantages"])
     log_ratio = (t["log_prob"] - t["old_log_prob"]).detach()
     ratio = log_ratio.exp()
-    low, high = clip_bounds(clip_epsilon)
-    unclipped, _, pessimistic = ppo_clipped_terms(ratio, t["advantage"].detach(), (low, high))
+    terms = ppo_clipped_terms(ratio, t["advantages"].detach(), eps_low=eps_low, eps_high=eps_high)
+    unclipped, pessimistic = terms.unclipped, terms.pessimistic
     mean = lambda x: float((x.to(m.dtype) * m).sum() / m.sum())
     return PPODiagnostics(
-        ratio_outside_fraction=mean((ratio < 1 - low) | (ratio > 1 + high)),
+        ratio_outside_fraction=mean((ratio < 1 - eps_low) | (ratio > 1 + eps_high)),
         active_clip_fraction=mean(pessimistic < unclipped),
-        kl=mean(_k3(-log_ratio)),
+        kl=mean(kl_estimate(-log_ratio, "k3")),
         mean_log_ratio=mean(log_ratio),
     )
 
@@ -311,37 +287,28 @@ def _mask01(m: torch.Tensor) -> torch.Tensor:
     return m
 
 
-def _dtype_of(x) -> torch.dtype:
-    """The dtype a result is returned in: the input's, float64 for integers."""
-    return to_tensor("x", x)[0].dtype
+# --------------------------------------------------------------- the loss
 
 
-def _token_mean(per_token: torch.Tensor, m: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    r""":math:`\sum m x / \max(1, \sum m)` in the caller's dtype: 0 with a zero gradient when nothing is unmasked."""
-    return ((per_token * m).sum() / m.sum().clamp(min=1)).to(dtype)
-
-
-# --------------------------------------------------------------- the losses
-
-
-def ppo_loss(log_prob, old_log_prob, advantage, mask, clip_epsilon=0.2):
+def ppo_loss(log_prob, old_log_prob, advantages, mask, *, eps_low: float = 0.2, eps_high: float = 0.2, dual_clip: float | None = None):
     r"""Token-level PPO/GRPO loss: :math:`-\frac{1}{\sum m}\sum_{i,t} m_{it}\min(r_{it}A_{it}, \mathrm{clip}(r_{it})A_{it})`.
 
-    The batched, trainer-facing form: the caller's kind, device and dtype
-    (fp32, bf16, fp64) in and out, computed in at least fp32; ``old_log_prob``
-    and ``advantage`` are detached.  Masked slots may hold anything
-    (``-inf``, padding sentinels) and enter neither the loss nor its gradient;
-    a batch with no unmasked token gives 0 with a zero gradient (verl's
-    ``masked_mean`` convention).  :func:`numeric.losses.policy_loss` has every
-    variant and aggregation mode.
+    ``policy_loss("ppo", ...)`` with token-mean, by name: one code path
+    (:func:`numeric.policy_loss` has every method and aggregation mode).  The
+    caller's kind, device and dtype (fp32, bf16, fp64) in and out, computed in
+    at least fp32; ``old_log_prob`` and ``advantages`` are detached.  Masked
+    slots may hold anything (``-inf``, padding sentinels) and enter neither the
+    loss nor its gradient; a batch with no unmasked token gives 0 with a zero
+    gradient (verl's ``masked_mean`` convention).
 
     Parameters
     ----------
     log_prob : numpy array or torch tensor
         ``[batch, time]`` :math:`\log\pi_\theta`; the loss is differentiable in it.
-    old_log_prob, advantage, mask : same shape
-        :math:`\log\pi_{\text{old}}`, advantages broadcast over tokens, 0/1 or boolean mask.
-    clip_epsilon : float or (float, float)
+    old_log_prob, advantages, mask : same shape
+        :math:`\log\pi_{\text{old}}`, advantages (``[batch]`` or aligned), 0/1 or boolean mask (required).
+    eps_low, eps_high, dual_clip : float
+        As in :func:`numeric.policy_loss`.
 
     Examples
     --------
@@ -349,42 +316,11 @@ def ppo_loss(log_prob, old_log_prob, advantage, mask, clip_epsilon=0.2):
     >>> from numeric import ppo_loss
     >>> lp = torch.log(torch.tensor([[0.3, 0.6]])).requires_grad_(True)
     >>> old = torch.log(torch.tensor([[0.2, 0.5]]))
-    >>> loss = ppo_loss(lp, old, torch.tensor([[1.0, 1.0]]), torch.tensor([[1.0, 1.0]]), 0.2)
+    >>> loss = ppo_loss(lp, old, torch.tensor([[1.0, 1.0]]), torch.tensor([[1.0, 1.0]]))
     >>> round(loss.item(), 6), torch.autograd.grad(loss, lp)[0].round(decimals=6).tolist()
     (-1.2, [[0.0, -0.6]])
     """
-    t, m, kind = masked_inputs(mask, log_prob=log_prob, old_log_prob=old_log_prob, advantage=advantage)
-    ratio = (t["log_prob"] - t["old_log_prob"].detach()).exp()
-    pessimistic = ppo_clipped_terms(ratio, t["advantage"].detach(), clip_epsilon).pessimistic
-    return like(kind, _token_mean(-pessimistic, m, _dtype_of(log_prob)))
-
-
-def cispo_loss(log_prob, old_log_prob, advantage, mask, clip_epsilon=0.28):
-    r"""Token-level CISPO loss: :math:`-\frac{1}{\sum m}\sum_{i,t} m_{it}\,\mathrm{sg}(\min(r_{it}, 1+\varepsilon_h))\,A_{it}\log\pi_\theta`.
-
-    Only :math:`\varepsilon_h` is used (CISPO clips the weight from above); a
-    pair ``(eps_low, eps_high)`` is accepted for symmetry with :func:`ppo_loss`,
-    whose conventions (dtype, device, padding, empty batch) it shares.
-
-    References
-    ----------
-    MiniMax, "MiniMax-M1", arXiv:2506.13585 (2025), Eq. 4.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from numeric import cispo_loss
-    >>> lp = torch.log(torch.tensor([[0.3, 0.6]])).requires_grad_(True)
-    >>> old = torch.log(torch.tensor([[0.2, 0.5]]))
-    >>> loss = cispo_loss(lp, old, torch.tensor([[1.0, 1.0]]), torch.tensor([[1.0, 1.0]]), 0.28)
-    >>> torch.autograd.grad(loss, lp)[0].round(decimals=6).tolist()   # -min(r, 1.28) A / 2
-    [[-0.64, -0.6]]
-    """
-    t, m, kind = masked_inputs(mask, log_prob=log_prob, old_log_prob=old_log_prob, advantage=advantage)
-    _, high = clip_bounds(clip_epsilon)
-    lp = t["log_prob"]
-    weight = torch.clamp((lp - t["old_log_prob"]).exp(), max=1 + high).detach()
-    return like(kind, _token_mean(-weight * t["advantage"].detach() * lp, m, _dtype_of(log_prob)))
+    return policy_loss("ppo", log_prob, old_log_prob, advantages, mask, agg="token-mean", eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip)
 
 
 # -------------------------------------------------------------- fork token
@@ -398,7 +334,7 @@ class ForkTrajectory:
     rare_weight: torch.Tensor
 
 
-def fork_token(method: str, steps: int = 16, lr: float = 30.0, clip_epsilon=(0.2, 0.28), p_rare: float = 0.01) -> ForkTrajectory:
+def fork_token(method: str, *, steps: int = 16, lr: float = 30.0, p_rare: float = 0.01, eps_low: float | None = 0.2, eps_high: float = 0.28) -> ForkTrajectory:
     r"""The fork-token experiment: many off-policy updates on one decision.
 
     One state with three tokens, :math:`\pi_{\text{old}} = (0.6, 0.39, 0.01)`
@@ -406,7 +342,9 @@ def fork_token(method: str, steps: int = 16, lr: float = 30.0, clip_epsilon=(0.2
     token, advantage :math:`A = R - \mathbb{E}_{\pi_{\text{old}}}[R]`.  Each of
     ``steps`` updates is a gradient-ascent step of size ``lr`` on the logits of
     the exact objective :math:`\sum_a \pi_{\text{old}}(a)\,(-\mathrm{loss}_a)`
-    (PPO: the pessimistic term; CISPO: :math:`\mathrm{sg}(\min(r, 1+\varepsilon_h)) A \log\pi`).
+    (the per-token losses of :func:`numeric.policy_loss`, one code path: PPO's
+    pessimistic term; CISPO's :math:`\mathrm{sg}(\mathrm{clip}(r)) A \log\pi`, or with
+    ``eps_low=None`` :math:`\mathrm{sg}(\min(r, 1+\varepsilon_h)) A \log\pi`).
     Once the rare token's ratio passes :math:`1+\varepsilon_h`, PPO gives it
     weight 0; CISPO keeps :math:`1+\varepsilon_h`.
 
@@ -415,9 +353,10 @@ def fork_token(method: str, steps: int = 16, lr: float = 30.0, clip_epsilon=(0.2
     method : {"ppo", "cispo"}
     steps : int
     lr : float
-    clip_epsilon : float or (float, float)
     p_rare : float
         :math:`\pi_{\text{old}}` of the rare token, in (0, 1).
+    eps_low, eps_high : float
+        The clip range, checked as :func:`numeric.policy_loss` checks it (``eps_low=None``: CISPO's cap).
 
     Returns
     -------
@@ -448,7 +387,8 @@ def fork_token(method: str, steps: int = 16, lr: float = 30.0, clip_epsilon=(0.2
     p_rare = require_real("p_rare", p_rare)
     if not 0 < p_rare < 1:
         raise ValueError(f"p_rare must lie in (0, 1), got {p_rare}")
-    low, high = clip_bounds(clip_epsilon)
+    params = {"eps_low": eps_low, "eps_high": eps_high}
+    options = method_options(method, params)
     pi_old = torch.tensor([0.6, 0.39, p_rare], dtype=torch.float64)
     pi_old = pi_old / pi_old.sum()
     reward = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
@@ -457,13 +397,10 @@ def fork_token(method: str, steps: int = 16, lr: float = 30.0, clip_epsilon=(0.2
     probs, weights = [], []
     for _ in range(steps):
         log_pi = torch.log_softmax(z, 0)
-        ratio = (log_pi - pi_old.log()).exp()
-        if method == "ppo":
-            per_token = ppo_clipped_terms(ratio, adv, (low, high)).pessimistic
-        else:
-            per_token = torch.clamp(ratio, max=1 + high).detach() * adv * log_pi
+        delta = log_pi - pi_old.log()
+        per_token = -token_terms(method, log_pi, delta, adv, None, options)  # the objective, to be maximised
         grad = torch.autograd.grad(pi_old @ per_token, z)[0]
-        weights.append(gradient_weight(method, ratio.detach(), adv, (low, high))[2])
+        weights.append(gradient_weight(method, delta.detach().exp(), adv, **params)[2])
         with torch.no_grad():
             z += lr * grad
         probs.append(torch.softmax(z.detach(), 0)[2])
@@ -496,11 +433,11 @@ class _Setting:
         """Exact expected loss over the old policy's sequences (autograd-able)."""
         r, lp = self.ratio(theta)
         A, m, q = self.A, self.lm.mask, self.q[:, None]
-        if method in ("ppo", "dual_clip"):
-            f = ppo_clipped_terms(r, A, (EPS_LOW, eps_high)).pessimistic
-            if method == "dual_clip":
+        if method in ("ppo", "ppo_dual_clip"):
+            f = ppo_clipped_terms(r, A, eps_low=EPS_LOW, eps_high=eps_high).pessimistic
+            if method == "ppo_dual_clip":
                 f = torch.where(A < 0, torch.maximum(f, DUAL_CLIP * A), f)
-        elif method == "cispo":
+        elif method == "cispo_cap":
             f = torch.clamp(r, max=1 + eps_high).detach() * A * lp
         else:
             f = r.detach() * A * lp
@@ -517,8 +454,26 @@ class _Setting:
         return -torch.autograd.grad((self.q[:, None] * w * self.A * lp * self.lm.mask).sum(), th)[0]
 
     def weights(self, method: str, theta):
+        """The derived weights of the form ``method`` (:data:`derivations.gradient_weights.METHODS`) at every token."""
         r, _ = self.ratio(theta)
-        return gradient_weight(method, r.detach(), self.A, (EPS_LOW, EPS_HIGH), DUAL_CLIP)
+        return gradient_weight(FORMS[method].method, r.detach(), self.A, **form_parameters(method))
+
+
+def form_parameters(name: str) -> dict:
+    """The parameters of :func:`numeric.policy_loss` that select the form ``name`` at the setting's constants (eps_low 0.2, eps_high 0.28, dual_clip 3).
+
+    Examples
+    --------
+    >>> from numeric.gradient_weights import form_parameters
+    >>> form_parameters("ppo_dual_clip"), form_parameters("cispo_cap")
+    ({'eps_low': 0.2, 'eps_high': 0.28, 'dual_clip': 3.0}, {'eps_low': None, 'eps_high': 0.28})
+    """
+    f = FORMS[name]
+    values = {gw.eps_l: EPS_LOW, gw.c: DUAL_CLIP}
+    taken = method_options(f.method, {})
+    params = {k: v for k, v in {"eps_low": EPS_LOW, "eps_high": EPS_HIGH, "dual_clip": None}.items() if k in taken}
+    params.update({k: (None if v is None else values[v]) for k, v in f.options.items()})
+    return params
 
 
 @lru_cache(maxsize=1)
@@ -576,7 +531,7 @@ def cross_checks() -> None:
     # 2. silenced tokens
     r, _ = s.ratio(th)
     live = lm.mask > 0
-    w_ppo, w_cispo = s.weights("ppo", th), s.weights("cispo", th)
+    w_ppo, w_cispo = s.weights("ppo", th), s.weights("cispo_cap", th)
     cells = silenced_cells(s)
     silenced = cells["A>0, r>1+eps_h (PPO silences)"] | cells["A<0, r<1-eps_l (PPO silences)"]
     check("{PPO weight 0, CISPO weight > 0} == the two silenced cells (symmetric difference size)",
@@ -595,7 +550,7 @@ def cross_checks() -> None:
     r_is, _ = s.ratio(thr)
     g_ratio = torch.autograd.grad(-(s.q[:, None] * r_is * s.A * lm.mask).sum(), thr)[0]  # the ratio itself, no sg, no log
     check("CISPO with eps_high = inf == autograd of the unclipped ratio objective -E_old[sum_t r_t A] (sg(r) grad log pi = grad r)",
-          maxabs(s.grad("cispo", th, eps_high=math.inf), g_ratio), 1e-14)
+          maxabs(s.grad("cispo_cap", th, eps_high=math.inf), g_ratio), 1e-14)
     th0 = s.theta_old.detach().clone().requires_grad_(True)
     gJ = torch.autograd.grad(lm.probs(th0) @ default_reward(lm), th0)[0]
     worst = max(maxabs(-s.grad(m, s.theta_old), gJ) for m in gw.METHODS)
@@ -603,14 +558,22 @@ def cross_checks() -> None:
     # 5. stop-gradient semantics
     _look_alike_checks()
     # 6. fork token
-    ppo, cispo = fork_token("ppo"), fork_token("cispo")
+    ppo, cispo = fork_token("ppo"), fork_token("cispo", eps_low=None)
     ratio_before = torch.cat([torch.tensor([0.01], dtype=torch.float64), ppo.rare_prob[:-1]]) / 0.01
     mismatches = int(((ppo.rare_weight == 0) != (ratio_before > 1 + EPS_HIGH)).sum()) + int((cispo.rare_weight == 0).sum())
     check("fork token: PPO silences the rare token exactly when its ratio before the update exceeds 1 + eps_h (in > 8 of 16), CISPO never (mismatches)",
           mismatches + int((ppo.rare_weight == 0).sum() <= 8), 0.0)
     # 7. naive loop vs vectorised masked loss
     check("naive per-token loop == vectorised masked CISPO loss (gradient)", naive_vs_vectorised(), 1e-14)
-    check("advantage that requires grad (baseline E_theta[R]): ppo_loss and cispo_loss stop it (gradient gap)", _stopped_advantage_gap(), 1e-15)
+    check("advantage that requires grad (baseline E_theta[R]): PPO and CISPO (eps_low=None) stop it (gradient gap)", _stopped_advantage_gap(), 1e-15)
+
+
+def _ppo(log_prob, old_log_prob, advantages, mask):
+    return policy_loss("ppo", log_prob, old_log_prob, advantages, mask, eps_low=EPS_LOW, eps_high=EPS_HIGH)
+
+
+def _cispo_cap(log_prob, old_log_prob, advantages, mask):
+    return policy_loss("cispo", log_prob, old_log_prob, advantages, mask, eps_low=None, eps_high=EPS_HIGH)
 
 
 def _stopped_advantage_gap(group: int = 8, seed: int = 5) -> float:
@@ -621,13 +584,13 @@ def _stopped_advantage_gap(group: int = 8, seed: int = 5) -> float:
     idx = torch.multinomial(s.q, group, replacement=True, generator=gen)
     R = default_reward(lm)
     worst = 0.0
-    for loss in (ppo_loss, cispo_loss):
+    for loss in (_ppo, _cispo_cap):
         grads = []
         for stop in (False, True):
             th = perturb(s.theta_old, 0.8, seed=2).requires_grad_(True)
             adv = (R[idx] - lm.probs(th) @ R)[:, None] * lm.mask[idx]  # carries a gradient
             adv = adv.detach() if stop else adv
-            grads.append(torch.autograd.grad(loss(lm.token_log_probs(th)[idx], s.lp_old[idx], adv, lm.mask[idx], (EPS_LOW, EPS_HIGH)), th)[0])
+            grads.append(torch.autograd.grad(loss(lm.token_log_probs(th)[idx], s.lp_old[idx], adv, lm.mask[idx]), th)[0])
         worst = max(worst, maxabs(*grads))
     return worst
 
@@ -677,7 +640,7 @@ def _look_alike_checks() -> None:
 
 
 def naive_vs_vectorised(group: int = 8, seed: int = 5) -> float:
-    """Max gradient difference, per-token Python loop vs :func:`cispo_loss`, on a sampled group.
+    """Max gradient difference, per-token Python loop vs the batched CISPO loss (``eps_low=None``), on a sampled group.
 
     Examples
     --------
@@ -700,5 +663,5 @@ def naive_vs_vectorised(group: int = 8, seed: int = 5) -> float:
             total = total + min(r, 1 + EPS_HIGH) * adv[i, t] * lp[i, t]
             n += 1
     g_loop = torch.autograd.grad(-total / n, th, retain_graph=True)[0]
-    g_vec = torch.autograd.grad(cispo_loss(lp, lp_old, adv, mask, EPS_HIGH), th)[0]
+    g_vec = torch.autograd.grad(_cispo_cap(lp, lp_old, adv, mask), th)[0]
     return maxabs(g_loop, g_vec)

@@ -19,26 +19,19 @@ import torch
 
 from derivations import trust_region as tr
 
-from ._validate import like, masked_inputs, require_finite, to_tensor
+from ._validate import (
+    like,
+    require_nonnegative,
+    require_ratio,
+    to_tensor,
+)
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, token_score_sqnorms
-from .gradient_weights import EPS_HIGH, clip_bounds, setting
+from .gradient_weights import EPS_HIGH, setting
+from .losses.penalties import kl_penalty
 from .tinylm import check_theta, token_score_tensor
 
 __all__ = ["clip_excess", "kl_k1", "kl_k2", "kl_k3"]
-
-_TORCH = [{"exp": torch.exp, "log": torch.log}]
-_K = {name: sp.lambdify(tr.delta, getattr(tr, name), modules=_TORCH) for name in ("k1", "k2")}
-# k3 = e^{-Delta} - 1 + Delta (derivations.trust_region.k3) loses every digit to cancellation for
-# small Delta when written with exp; expm1 keeps them (relative error ~ 2u/|Delta| instead of u/Delta^2).
-_K["k3"] = lambda delta: torch.expm1(-delta) + delta
-
-
-def _estimator(name: str, log_prob, ref_log_prob, mask):
-    t, m, kind = masked_inputs(mask, log_prob=log_prob, ref_log_prob=ref_log_prob)
-    delta = t["log_prob"] - t["ref_log_prob"]
-    out = _K[name](delta) + 0 * delta  # masked slots: Delta = 0, so every k is 0 there
-    return like(kind, out.to(to_tensor("log_prob", log_prob)[0].dtype))
 
 
 def kl_k1(log_prob, ref_log_prob, mask=None):
@@ -56,7 +49,8 @@ def kl_k1(log_prob, ref_log_prob, mask=None):
     mask : numpy array or torch tensor, optional
         0/1 or boolean, aligned.  Masked slots may hold anything (``-inf``,
         padding sentinels); the estimate there is 0, with a zero gradient.
-        :func:`kl_k2` and :func:`kl_k3` take the same arguments.
+        :func:`kl_k2` and :func:`kl_k3` take the same arguments; each is
+        :func:`numeric.kl_penalty` with its ``estimator`` (one definition of the estimators).
 
     References
     ----------
@@ -69,7 +63,7 @@ def kl_k1(log_prob, ref_log_prob, mask=None):
     >>> kl_k1(np.log([0.5, 0.5]), np.log([0.25, 0.75])).round(6).tolist()
     [0.693147, -0.405465]
     """
-    return _estimator("k1", log_prob, ref_log_prob, mask)
+    return kl_penalty(log_prob, ref_log_prob, mask, estimator="k1")
 
 
 def kl_k2(log_prob, ref_log_prob, mask=None):
@@ -85,7 +79,7 @@ def kl_k2(log_prob, ref_log_prob, mask=None):
     >>> kl_k2(np.log([0.5, 0.5]), np.log([0.25, 0.75])).round(6).tolist()
     [0.240227, 0.082201]
     """
-    return _estimator("k2", log_prob, ref_log_prob, mask)
+    return kl_penalty(log_prob, ref_log_prob, mask, estimator="k2")
 
 
 def kl_k3(log_prob, ref_log_prob, mask=None):
@@ -107,10 +101,10 @@ def kl_k3(log_prob, ref_log_prob, mask=None):
     >>> k.round(6).tolist(), round(float(pi @ k), 6), round(float(pi @ np.log(pi / ref)), 6)
     ([0.193147, 0.094535], 0.143841, 0.143841)
     """
-    return _estimator("k3", log_prob, ref_log_prob, mask)
+    return kl_penalty(log_prob, ref_log_prob, mask, estimator="k3")
 
 
-def clip_excess(ratio, clip_epsilon=EPS_HIGH):
+def clip_excess(ratio, *, eps_high=EPS_HIGH):
     r""":math:`(r - 1 - \varepsilon_h)_+`, the weight CISPO's clip removes from a token (elementwise).
 
     CISPO's weight is :math:`\min(r, 1+\varepsilon_h) = r - (r - 1 - \varepsilon_h)_+`
@@ -120,14 +114,14 @@ def clip_excess(ratio, clip_epsilon=EPS_HIGH):
     --------
     >>> import numpy as np
     >>> from numeric import clip_excess
-    >>> clip_excess(np.array([0.5, 1.28, 2.0]), 0.28).round(6).tolist()
+    >>> clip_excess(np.array([0.5, 1.28, 2.0]), eps_high=0.28).round(6).tolist()
     [0.0, 0.0, 0.72]
+
+    A ratio that underflowed to 0 or overflowed to ``inf`` is a ratio: its excess is 0 or ``inf``.
     """
     t, kind = to_tensor("ratio", ratio)
-    require_finite("ratio", t)
-    if not bool((t > 0).all()):
-        raise ValueError(f"ratio must be positive, got min {float(t.min())}")
-    _, high = clip_bounds(clip_epsilon)
+    require_ratio("ratio", t)
+    high = require_nonnegative("eps_high", eps_high)
     return like(kind, _EXCESS(t, high))
 
 
@@ -160,7 +154,7 @@ def cispo_bias(eps: float) -> tuple[torch.Tensor, float]:
     s = setting()
     lm, th = s.lm, s.theta
     r, _ = s.ratio(th)
-    excess = clip_excess(r.detach(), eps) * lm.mask
+    excess = clip_excess(r.detach(), eps_high=eps) * lm.mask
     p = lm.probs(th)
     bias = -expected_score_sum(lm, th, (s.q / p)[:, None] * excess * s.A)  # E_q via reweighting E_p
     bound = float((s.q[:, None] * excess * s.A.abs() * token_score_sqnorms(lm, th).sqrt()).sum())
@@ -221,17 +215,17 @@ def cross_checks() -> None:
     bound_gap = 0.0
     for eps in (0.05, 0.1, 0.28):
         bias, bound = cispo_bias(eps)
-        autograd_bias = -(s.grad("cispo", th, eps_high=eps) - s.grad("is", th))
+        autograd_bias = -(s.grad("cispo_cap", th, eps_high=eps) - s.grad("is", th))
         check(f"CISPO bias -E[sum_t (r-1-eps)+ A s_t] == autograd (eps_high = {eps})", maxabs(bias, autograd_bias), 1e-15)
         check(f"||bias|| <= sum_t E[(r-1-eps)+ |A| ||s_t||] (eps_high = {eps}; excess)", max(0.0, float(bias.norm()) - bound), 0.0)
-        dense = float((s.q[:, None] * clip_excess(r_now.detach(), eps) * lm.mask * s.A.abs() * norms).sum())
+        dense = float((s.q[:, None] * clip_excess(r_now.detach(), eps_high=eps) * lm.mask * s.A.abs() * norms).sum())
         bound_gap = max(bound_gap, abs(bound - dense))
     check("the bound == the dense sum over (o, t) with ||s_t|| of the [N, L, P] token scores (eps_high = 0.05, 0.1, 0.28)", bound_gap, 1e-15)
-    check("CISPO weights bounded by 1 + eps_high (excess)", max(0.0, float(s.weights("cispo", th).max()) - (1 + EPS_HIGH)), 0.0)
+    check("CISPO weights bounded by 1 + eps_high (excess)", max(0.0, float(s.weights("cispo_cap", th).max()) - (1 + EPS_HIGH)), 0.0)
     # per-state TV bound at every prefix
     pi, mu = per_prefix(th, s.theta_old)
     tv = 0.5 * (pi - mu).abs().sum(-1)
-    at_one = (mu * clip_excess(pi / mu, 0.0)).sum(-1)
+    at_one = (mu * clip_excess(pi / mu, eps_high=0.0)).sum(-1)
     check("c = 1: E_mu[(r-1)+] == TV(pi, mu) = sum|pi - mu| / 2 at every prefix (the bound is tight)", maxabs(at_one, tv), 1e-15)
     for c in (1.05, 1.28, 2.0):
         _, violation = tv_gap(c)
@@ -246,7 +240,7 @@ def cross_checks() -> None:
     check("k3 >= 0 at every (prefix, token) (most negative value)", max(0.0, -float(kl_k3(pi.log(), rho.log()).min())), 0.0)
     delta = pi.log() - rho.log()
     for name, k in (("k1", kl_k1), ("k2", kl_k2), ("k3", kl_k3)):
-        derived = sp.lambdify(tr.delta, getattr(tr, name), modules=_TORCH)(delta) + 0 * delta
+        derived = sp.lambdify(tr.delta, getattr(tr, name), modules=[{"exp": torch.exp, "log": torch.log}])(delta) + 0 * delta
         gap = float(((k(pi.log(), rho.log()) - derived).abs() / (1 + derived.abs())).max())
         check(f"kl_{name} == derivations.trust_region.{name} lambdified, at every (prefix, token) (error relative to 1 + |k|)", gap, 1e-15)
     seq = lm.probs(th)

@@ -20,7 +20,6 @@ import torch
 import numeric
 from derivations import trust_region as dtr
 from numeric import (
-    cispo_loss,
     discounted_score_weights,
     gae_advantages,
     gradient_weight,
@@ -38,6 +37,18 @@ from numeric import (
     rloo_advantages,
 )
 from numeric.baselines import reinforce_loss
+
+
+def _clip(method):
+    """DAPO's clip range (0.2, 0.28) for the methods that take one (the registry names each method's parameters)."""
+    from derivations.methods import METHODS
+
+    return {k: v for k, v in {"eps_low": 0.2, "eps_high": 0.28}.items() if k in METHODS[method].parameters}
+
+
+def cispo_loss(log_prob, old_log_prob, advantages, mask, eps_high=0.28):
+    """CISPO's one-sided cap (``eps_low=None``), through the one code path, ``policy_loss``."""
+    return numeric.policy_loss("cispo", log_prob, old_log_prob, advantages, mask, eps_low=None, eps_high=eps_high)
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float64]
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float64: 1e-14}
@@ -95,10 +106,10 @@ def _token_helpers():
     clean = lambda x: x.clone()  # noqa: E731
     return {
         "reinforce_loss": (lambda c: reinforce_loss(c(lp), c(adv[:, 0]), mask)),
-        "ppo_loss": (lambda c: ppo_loss(c(lp), c(old), c(adv), mask, (0.2, 0.28))),
+        "ppo_loss": (lambda c: ppo_loss(c(lp), c(old), c(adv), mask, eps_low=0.2, eps_high=0.28)),
         "cispo_loss": (lambda c: cispo_loss(c(lp), c(old), c(adv), mask, 0.28)),
-        "ppo_clipped_terms": (lambda c: ppo_clipped_terms(c((lp - old).exp()), c(adv), 0.2).pessimistic),
-        "gradient_weight": (lambda c: gradient_weight("ppo", c((lp - old).exp()), c(adv), 0.2)),
+        "ppo_clipped_terms": (lambda c: ppo_clipped_terms(c((lp - old).exp()), c(adv)).pessimistic),
+        "gradient_weight": (lambda c: gradient_weight("ppo", c((lp - old).exp()), c(adv))),
         "kl_k1": (lambda c: kl_k1(c(lp), c(old), mask)),
         "kl_k2": (lambda c: kl_k2(c(lp), c(old), mask)),
         "kl_k3": (lambda c: kl_k3(c(lp), c(old), mask)),
@@ -134,7 +145,7 @@ SENTINELS = [-math.inf, math.inf, math.nan, -1e30, 1e4]
 def _masked_losses():
     return {
         "reinforce_loss": lambda lp, old, adv, m: reinforce_loss(lp, adv[:, 0], m),
-        "ppo_loss": lambda lp, old, adv, m: ppo_loss(lp, old, adv, m, (0.2, 0.28)),
+        "ppo_loss": lambda lp, old, adv, m: ppo_loss(lp, old, adv, m, eps_low=0.2, eps_high=0.28),
         "cispo_loss": lambda lp, old, adv, m: cispo_loss(lp, old, adv, m, 0.28),
         "kl_k3 (sum)": lambda lp, old, adv, m: kl_k3(lp, old, m).sum(),
         "kl_k2 (sum)": lambda lp, old, adv, m: kl_k2(lp, old, m).sum(),
@@ -166,8 +177,8 @@ def test_masked_slots_are_neutral_in_value_and_gradient(name, sentinel):
 def test_ppo_diagnostics_ignore_masked_slots():
     lp, old, adv, mask = _batch()
     pad = mask == 0
-    clean = ppo_diagnostics(lp, old, adv, 0.2, mask)
-    dirty = ppo_diagnostics(torch.where(pad, -math.inf, lp), torch.where(pad, math.nan, old), adv, 0.2, mask.bool())
+    clean = ppo_diagnostics(lp, old, adv, mask)
+    dirty = ppo_diagnostics(torch.where(pad, -math.inf, lp), torch.where(pad, math.nan, old), adv, mask.bool())
     assert clean == dirty
 
 
@@ -233,18 +244,37 @@ def test_zscore_bessel_matches_the_trainers_formula(eps):
 # the lead's vocabulary is ``advantages`` / ``rewards``; the singular spellings stay allowed until every module has moved
 CANONICAL = {"log_prob", "old_log_prob", "ref_log_prob", "advantage", "advantages", "mask", "reward", "rewards", "value", "next_value", "terminated", "trace_cut", "ratio"}
 RETIRED = {"logprobs", "log_probs", "new_log_prob", "values", "next_values", "trace_cuts", "response_mask"}
+# the lead's convention for the losses house (brief L): plural advantages and rewards, mask after the tensors
+HOUSE_CANONICAL = {"log_prob", "old_log_prob", "ref_log_prob", "advantages", "mask", "rewards", "ratio"}
+HOUSE_RETIRED = {"logprobs", "log_probs", "new_log_prob", "advantage", "reward", "token_reward", "response_mask", "clip_epsilon", "cispo_cap"}
 
 
 @pytest.mark.parametrize(
     "fn",
     [reinforce_loss, leave_one_out_baselines, group_mean_advantages, rloo_advantages, group_zscore_advantages, reward_to_go,
-     discounted_score_weights, gae_advantages, lambda_returns, ppo_clipped_terms, ppo_diagnostics, ppo_loss, cispo_loss,
-     gradient_weight, kl_k1, kl_k2, kl_k3],
+     discounted_score_weights, gae_advantages, lambda_returns],
 )
 def test_one_spelling_of_every_tensor_argument(fn):
     names = set(inspect.signature(fn).parameters)
     assert not names & RETIRED
     assert names & CANONICAL
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [numeric.ppo_clipped_terms, numeric.ppo_diagnostics, numeric.ppo_loss, numeric.gradient_weight, numeric.policy_loss,
+     numeric.policy_weight, numeric.kl_k1, numeric.kl_k2, numeric.kl_k3, numeric.kl_penalty, numeric.masked_whiten,
+     numeric.reinforce_pp_advantages, numeric.reinforce_pp_baseline_advantages, numeric.remax_advantages,
+     numeric.opo_advantages, numeric.gpg_advantages, numeric.passk_advantages, numeric.clip_excess],
+)
+def test_one_spelling_in_the_losses_house(fn):
+    """Tensors first (log_prob, old_log_prob, advantages), then mask, then keyword-only options; no retired spelling."""
+    params = inspect.signature(fn).parameters
+    assert not set(params) & HOUSE_RETIRED
+    assert set(params) & HOUSE_CANONICAL
+    positional = [n for n, p in params.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if "mask" in positional:  # nothing but tensors before the mask, and no option after it
+        assert positional[-1] == "mask", positional
 
 
 def test_numpy_views_with_negative_strides():
@@ -305,7 +335,7 @@ def test_an_advantage_that_requires_grad_is_stopped(name):
     ratio = (lp - old).exp()
     leaky = {
         "reinforce_loss": lambda A: -(A[:, 0] * (lp * m).sum(1)).mean(),
-        "ppo_loss": lambda A: -(ppo_clipped_terms(ratio, A, (0.2, 0.28)).pessimistic * m).sum() / m.sum(),
+        "ppo_loss": lambda A: -(ppo_clipped_terms(ratio, A, eps_low=0.2, eps_high=0.28).pessimistic * m).sum() / m.sum(),
         "cispo_loss": lambda A: -(ratio.clamp(max=1.28) * A * lp * m).sum() / m.sum(),
     }[name]
     assert abs(leaky(a_live).item() - fn(lp, old, a_live.detach(), m).item()) <= 1e-15
@@ -415,7 +445,7 @@ def test_sequence_log_prob_and_broadcast():
     dirty = torch.where(mask > 0, lp, -math.inf)
     assert (sequence_log_prob(dirty, mask) - (lp * mask).sum(1)).abs().max().item() <= 1e-15
     assert torch.equal(broadcast_advantage(A, mask.bool()), A[:, None] * mask)
-    with pytest.raises(ValueError, match="advantage must have shape"):
+    with pytest.raises(ValueError, match="advantages must have shape"):
         broadcast_advantage(A[:2], mask)
 
 
@@ -445,7 +475,7 @@ def test_every_trainer_mode_is_reproduced_by_arguments(key):
     x = lp * 1.7 + 0.2
     T, L, N = x.shape[1], 11, 97
     mode, args, _ = TRAINER_MODES[key]
-    args = {k: {"T": T, "max_completion_length": L, "num_items_in_batch": N}[v] for k, v in args.items()}
+    args = {k: {"T": T, "B * max_completion_length": x.shape[0] * L, "num_items_in_batch": N}[v] for k, v in args.items()}
     theirs = _their_aggregation(*key, x, mask, T, L, N).item()
     assert abs(aggregate(x, mask, mode, **args).item() - theirs) <= 1e-15 * (1 + abs(theirs))  # relative: summation order
 
@@ -460,7 +490,7 @@ def test_aggregation_edge_cases_are_stated():
     with pytest.raises(ValueError, match="norm is used by token-mean and seq-mean-token-sum-norm only"):
         aggregate(x, m, "seq-mean-token-mean", norm=3)
     w = token_weights(np.array([[1, 1, 1], [1, 0, 0]]), "seq-mean-token-sum-norm", norm=4)
-    assert np.array_equal(w, np.array([[1, 1, 1], [1, 0, 0]]) / 8)
+    assert np.array_equal(w, np.array([[1, 1, 1], [1, 0, 0]]) / 4)  # verl's: no mean over the B = 2 rows (was / 8)
 
 
 # ------------------------------------------------------------------ policy losses: each trainer's formula, written out
@@ -501,7 +531,7 @@ def _their_policy_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28, **kw):
 
 CONVENTIONS = [
     ("ppo", {}, {}), ("ppo", {"dual_clip": 3.0}, {"dual_clip": 3.0}), ("gspo", {}, {}), ("gspo_token", {}, {}),
-    ("cispo", {}, {}), ("cispo", {"cispo_cap": 1.1}, {"cispo_cap": 1.1}), ("sapo", {"agg": "seq-mean-token-mean"}, {}),
+    ("cispo", {}, {}), ("cispo", {"eps_low": None, "eps_high": 0.1}, {"cispo_cap": 1.1}), ("sapo", {"agg": "seq-mean-token-mean"}, {}),
     ("gmpo", {}, {}), ("reinforce", {}, {}), ("gpg", {}, {}),
 ]
 
@@ -510,7 +540,7 @@ CONVENTIONS = [
 def test_policy_loss_reproduces_each_trainer_convention_value_and_gradient(method, ours, theirs):
     lp0, old, A, mask = _trainer_batch()
     lp = lp0.clone().requires_grad_(True)
-    a = policy_loss(method, lp, old, A, mask, clip_epsilon=(0.2, 0.28), **ours)
+    a = policy_loss(method, lp, old, A, mask, **{**_clip(method), **ours})
     b = _their_policy_loss(method, lp, old, A, mask, **theirs)
     (ga,), (gb,) = torch.autograd.grad(a, lp), torch.autograd.grad(b, lp)
     assert abs(a.item() - b.item()) <= 1e-15 * (1 + abs(b.item()))
@@ -557,6 +587,8 @@ def _naive_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28):
             elif method == "sapo":
                 tau = 1.0 if A[i] > 0 else 1.05
                 piece = -torch.sigmoid(tau * (r - 1)) * 4 / tau * A[i]
+            elif method == "is":
+                piece = -r.detach() * A[i] * lp[i, t]
             else:
                 piece = -A[i] * lp[i, t]
             total = total + piece / m.sum()
@@ -568,8 +600,8 @@ def test_batched_gradient_equals_derived_weight_and_a_naive_token_loop(method):
     """autograd of the batched loss == -kappa w A grad(log pi) with the derived w == a naive per-token loop."""
     lp0, old, A, mask = _trainer_batch(B=4, T=5, seed=2)
     lp = lp0.clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(policy_loss(method, lp, old, A, mask, clip_epsilon=(0.2, 0.28)), lp)
-    w = policy_weight(method, lp0, old, A, mask, clip_epsilon=(0.2, 0.28))
+    (g,) = torch.autograd.grad(policy_loss(method, lp, old, A, mask, **_clip(method)), lp)
+    w = policy_weight(method, lp0, old, A, mask, **_clip(method))
     mode = "seq-mean-token-mean" if method in ("gspo", "gspo_token", "gmpo") else "token-mean"
     derived = -token_weights(mask, mode) * w * A[:, None]
     lp_loop = lp0.clone().requires_grad_(True)
@@ -583,7 +615,7 @@ def test_policy_weight_mistakes_would_be_caught():
     """The certificate is not vacuous: a weight off by the clip, or missing r, gives a different gradient."""
     lp0, old, A, mask = _trainer_batch(B=4, T=5, seed=2)
     lp = lp0.clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(policy_loss("ppo", lp, old, A, mask, clip_epsilon=(0.2, 0.28)), lp)
+    (g,) = torch.autograd.grad(policy_loss("ppo", lp, old, A, mask, **_clip("ppo")), lp)
     kappa = token_weights(mask)
     wrong = {"no clip (IS weight)": (lp0 - old).exp(), "no ratio (REINFORCE)": torch.ones_like(lp0)}
     for w in wrong.values():
@@ -618,7 +650,7 @@ def test_policy_loss_bad_input_is_named():
         policy_loss("trpo", lp, old, A, mask)
     with pytest.raises(ValueError, match="dual_clip must be > 1"):
         policy_loss("ppo", lp, old, A, mask, dual_clip=0.5)
-    with pytest.raises(ValueError, match="dual_clip is a PPO option"):
+    with pytest.raises(ValueError, match=r"dual_clip is not a parameter of 'cispo' \(it takes: eps_low, eps_high\)"):
         policy_loss("cispo", lp, old, A, mask, dual_clip=3.0)
     with pytest.raises(ValueError, match="agg must be None for gmpo"):
         policy_loss("gmpo", lp, old, A, mask, agg="token-mean")
@@ -638,13 +670,13 @@ def test_kl_penalty_and_verls_clamped_low_var_kl():
     ref = torch.tensor([[-1.2, -0.1, -28.0]], dtype=torch.float64)
     m = torch.ones(1, 3)
     for k, fn in (("k1", kl_k1), ("k2", kl_k2), ("k3", kl_k3)):
-        assert torch.equal(kl_penalty(lp, ref, m, k), fn(lp, ref))
+        assert torch.equal(kl_penalty(lp, ref, m, estimator=k), fn(lp, ref))
     kl = torch.clamp(ref - lp, -20, 20)  # verl low_var_kl, written out
     theirs = torch.clamp(kl.exp() - kl - 1, -10, 10)
-    assert (kl_penalty(lp, ref, m, "k3", clamp=True) - theirs).abs().max().item() <= 1e-15
-    assert kl_penalty(lp, ref, m, "k3").max().item() > 1e9  # unclamped k3 explodes there
+    assert (kl_penalty(lp, ref, m, estimator="k3", clamp=True) - theirs).abs().max().item() <= 1e-15
+    assert kl_penalty(lp, ref, m, estimator="k3").max().item() > 1e9  # unclamped k3 explodes there
     with pytest.raises(ValueError, match=r"estimator must be one of \('k1', 'k2', 'k3'\)"):
-        kl_penalty(lp, ref, m, "k4")
+        kl_penalty(lp, ref, m, estimator="k4")
 
 
 def test_value_loss_matches_the_clipped_formula():
@@ -703,7 +735,7 @@ def test_estimators_against_loops_of_the_trainers_formulas():
             run = (r[i, t] + 0.9 * run) * m[i, t]
             ret[i, t] = run
     vals = ret[m > 0]
-    assert (reinforce_pp_advantages(r, m, 0.9)[m > 0] - ((vals - vals.mean()) / torch.sqrt(vals.var() + 1e-8))).abs().max().item() <= 1e-14
+    assert (reinforce_pp_advantages(r, m, gamma=0.9)[m > 0] - ((vals - vals.mean()) / torch.sqrt(vals.var() + 1e-8))).abs().max().item() <= 1e-14
     # REINFORCE++ baseline: group-centred reward on each token, whitened over the batch
     mm = torch.ones(5, 4, 3)
     mm[0, 0, 1:] = 0
@@ -742,7 +774,7 @@ def test_length_bias_on_tinylm_is_what_was_derived(lm):
 
 def test_the_losses_suite_passes():
     checks, errors = numeric.run_suites(["losses"])
-    assert errors == {} and len(checks) == 27 and all(c.passed for c in checks)
+    assert errors == {} and len(checks) == 28 and all(c.passed for c in checks)  # 27 before token IS joined the registry
 
 
 # ------------------------------------------------------------------ derivations.losses
@@ -771,7 +803,9 @@ def test_derived_weights_are_the_known_closed_forms():
     sigma = 1 / (1 + sp.exp(-tau * (r - 1)))
     assert sp.simplify(dl.weight("sapo") - 4 * sigma * (1 - sigma) * r) == 0
     assert dl.weight("reinforce") == 1 and dl.weight("gpg") == 1
-    assert dl.weight("cispo_cap") == sp.Min(r, dl.kappa)
+    assert dl.weight("cispo_cap") == sp.Min(r, 1 + dl.eps_h)
+    assert dl.weight("cispo") == sp.Min(sp.Max(r, 1 - dl.eps_l), 1 + dl.eps_h)
+    assert dl.weight("is") == r
     assert dl.weight("ppo") == dtr_weight("ppo")
 
 
@@ -794,7 +828,6 @@ def test_derivations_reject_bad_arguments():
 
 # ------------------------------------------------------------------ every public function of numeric.losses: bad input, dtype
 
-from numeric import advantage_scale  # noqa: E402
 
 _lp, _old, _A, _m = _trainer_batch()
 _R = torch.tensor([[1.0, 0.0, 0.5, 0.5]], dtype=torch.float64)
@@ -807,18 +840,17 @@ BAD_INPUT = [
     (lambda: response_mask(np.zeros((2, 4)), np.ones(2, int), 0, 2), TypeError, "input_ids must hold integers"),
     (lambda: sequence_log_prob(_lp, _m * 3), ValueError, "mask must hold only 0 and 1"),
     (lambda: token_weights(np.ones(3), "token-mean"), ValueError, "mask must have at least 2 dimensions"),
-    (lambda: aggregate(_lp, _m, "token-mean", norm=0.0), ValueError, "norm must be > 0"),
-    (lambda: policy_weight("ppo", _lp, _old, _A[:2], _m), ValueError, r"advantage must have shape \[B\] = \(6,\) or the shape of log_prob"),
-    (lambda: kl_penalty(_lp, _old, _m, "k3", clamp=1), TypeError, "clamp must be a bool"),
+    (lambda: aggregate(_lp, _m, "token-mean", norm=0.0), ValueError, "norm must be a finite number > 0"),
+    (lambda: policy_weight("ppo", _lp, _old, _A[:2], _m), ValueError, r"advantages must have shape \[B\] = \(6,\) or the shape of log_prob"),
+    (lambda: kl_penalty(_lp, _old, _m, clamp=1), TypeError, "clamp must be a bool"),
     (lambda: value_loss(_lp, _old, _lp, _m, clip=-0.1), ValueError, "clip must be >= 0"),
     (lambda: masked_whiten(_lp, torch.zeros_like(_m)), ValueError, "mask must select at least 2 entries"),
-    (lambda: reinforce_pp_advantages(_lp, _m, gamma=-1.0), ValueError, "gamma must be >= 0"),
+    (lambda: reinforce_pp_advantages(_lp, _m, gamma=-1.0), ValueError, r"gamma must lie in \[0, 1\]"),
     (lambda: reinforce_pp_baseline_advantages(_R, torch.ones(1, 3, 2)), ValueError, r"mask must have shape \[..., G, T\]"),
     (lambda: remax_advantages(_lp, _A[:2], _m), ValueError, "baseline_reward must have shape"),
     (lambda: opo_advantages(_R, torch.zeros_like(_R)), ValueError, "length must be positive"),
     (lambda: gpg_advantages(_R, valid="score"), ValueError, "valid must be 'advantage' or 'reward'"),
-    (lambda: passk_advantages(torch.ones(3, 1)), ValueError, "reward must hold G >= 2"),
-    (lambda: advantage_scale(rloo_advantages, 1.5, 4), ValueError, r"p must lie in \[0, 1\]"),
+    (lambda: passk_advantages(torch.ones(3, 1)), ValueError, "rewards must hold G >= 2"),
     (lambda: policy_loss("ppo", _lp, _old, _A, _m, agg="mean"), ValueError, r"agg must be one of \('token-mean'"),
 ]
 
@@ -901,8 +933,8 @@ def test_parameter_gradient_is_derived_weight_times_advantage_times_score(method
     R = (lm.tokens == 1).double().mul(lm.mask).sum(1) / lm.lengths
     A, mask = R[idx] - 0.4, lm.mask[idx]
     th = theta.clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(policy_loss(method, lm.token_log_probs(th)[idx], old, A, mask, clip_epsilon=(0.2, 0.28)), th)
-    w = policy_weight(method, lm.token_log_probs(theta)[idx], old, A, mask, clip_epsilon=(0.2, 0.28))
+    (g,) = torch.autograd.grad(policy_loss(method, lm.token_log_probs(th)[idx], old, A, mask, **_clip(method)), th)
+    w = policy_weight(method, lm.token_log_probs(theta)[idx], old, A, mask, **_clip(method))
     mode = "seq-mean-token-mean" if method in ("gspo", "gspo_token", "gmpo") else "token-mean"
     coef = -token_weights(mask, mode) * w * A[:, None]  # [n, L]
     scores = token_score_tensor(lm, theta)[idx]  # [n, L, P]
@@ -914,14 +946,14 @@ def test_parameter_gradient_is_derived_weight_times_advantage_times_score(method
 # mask 0/1, and with torch.where otherwise.  These tests drive both paths with the same numbers.
 
 PAD_SENTINELS = [-math.inf, math.inf, math.nan, -1e30, 1e4, 3e38]
-PAD_ARGS = ["log_prob", "old_log_prob", "advantage", "weight"]
+PAD_ARGS = ["log_prob", "old_log_prob", "advantages", "weight"]
 
 
 def _pad_case(method, dirty_arg, sentinel):
     """Clean inputs with [B, T] advantages and sampler weights, and the same with ``sentinel`` in the padding of one argument."""
     lp, old, A, mask = _trainer_batch()
     gen = torch.Generator().manual_seed(5)
-    args = {"log_prob": lp, "old_log_prob": old, "advantage": A[:, None] * (1 + torch.rand(lp.shape, generator=gen, dtype=torch.float64)),
+    args = {"log_prob": lp, "old_log_prob": old, "advantages": A[:, None] * (1 + torch.rand(lp.shape, generator=gen, dtype=torch.float64)),
             "weight": 0.5 + torch.rand(lp.shape, generator=gen, dtype=torch.float64)}
     dirty = dict(args)
     dirty[dirty_arg] = torch.where(mask > 0, args[dirty_arg], sentinel)
@@ -930,7 +962,7 @@ def _pad_case(method, dirty_arg, sentinel):
 
 def _loss_and_grad(method, args, mask):
     lp = args["log_prob"].clone().requires_grad_(True)
-    loss = policy_loss(method, lp, args["old_log_prob"], args["advantage"], mask, weight=args["weight"])
+    loss = policy_loss(method, lp, args["old_log_prob"], args["advantages"], mask, weight=args["weight"])
     (g,) = torch.autograd.grad(loss, lp)
     return loss, g
 
@@ -961,8 +993,8 @@ def test_an_empty_row_may_hold_a_nan_advantage(method):
     mask, A_nan = mask.clone(), A.clone()
     mask[2] = 0
     A_nan[2] = math.nan
-    ref, ref_grad = _loss_and_grad(method, {"log_prob": lp, "old_log_prob": old, "advantage": A, "weight": None}, mask)
-    loss, g = _loss_and_grad(method, {"log_prob": lp, "old_log_prob": old, "advantage": A_nan, "weight": None}, mask)
+    ref, ref_grad = _loss_and_grad(method, {"log_prob": lp, "old_log_prob": old, "advantages": A, "weight": None}, mask)
+    loss, g = _loss_and_grad(method, {"log_prob": lp, "old_log_prob": old, "advantages": A_nan, "weight": None}, mask)
     assert torch.isfinite(g).all() and g[2].abs().max().item() == 0.0
     assert loss.item() == ref.item() and torch.equal(g, ref_grad)
 
@@ -976,7 +1008,7 @@ def test_a_non_finite_kept_value_is_named(method, arg, bad):
     args[arg][1, 0] = bad
     for m in (mask, mask.bool()):
         with pytest.raises(ValueError, match=f"^{arg} must be finite .*where mask is 1"):
-            policy_loss(method, args["log_prob"], args["old_log_prob"], args["advantage"], m, weight=args["weight"])
+            policy_loss(method, args["log_prob"], args["old_log_prob"], args["advantages"], m, weight=args["weight"])
 
 
 def test_reinforce_and_gpg_never_read_old_log_prob():
@@ -988,7 +1020,7 @@ def test_reinforce_and_gpg_never_read_old_log_prob():
 @pytest.mark.parametrize("mask_dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
 def test_the_one_sum_mask_test_is_exact_on_every_16_bit_value_and_near_0_and_1(mask_dtype):
     """sum |m - m^2| == 0 exactly when m is 0 or 1: every fp16/bf16 value, and the floats next to 0 and 1 in fp32/fp64."""
-    from numeric.losses import _float_mask
+    from numeric.losses.policy import _float_mask
 
     if mask_dtype in (torch.float16, torch.bfloat16):
         values = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(mask_dtype)
@@ -1018,3 +1050,256 @@ def test_a_float64_mask_that_rounds_to_1_in_float32_is_refused():
     assert (cancelling - cancelling**2).sum().item() == 0.0
     with pytest.raises(ValueError, match="mask must hold only 0 and 1"):
         policy_loss("ppo", lp, old, A, cancelling)
+
+
+# ------------------------------------------------------------------ the registry: torch forms == SymPy formulas
+
+from derivations import methods as registry  # noqa: E402
+from derivations.gradient_weights import d_dell  # noqa: E402
+
+_CONSTANTS = {"eps_low": 0.2, "eps_high": 0.28, "dual_clip": 3.0, "sapo_tau": (1.0, 1.05), "gmpo_clip": (0.4, 0.4)}
+# every edge of every method: 1 - eps_l, 1 + eps_h, c, GMPO's e^{-0.4}, e^{0.4}, and r = 1; each crossed on both sides
+_EDGES = [0.8, 1.28, 3.0, math.exp(-0.4), math.exp(0.4), 1.0]
+_GRID = sorted({e * (1 + s) for e in _EDGES for s in (-1e-3, 1e-3)} | {0.05, 0.5, 1.1, 2.0, 5.0, 40.0})
+
+
+def _forms():
+    """(method, the optional parameters that select a formula, the SymPy value of those parameters)."""
+    for name, m in registry.METHODS.items():
+        variants = {"ppo": [({}, {}), ({"dual_clip": 3.0}, {"dual_clip": registry.c})],
+                    "cispo": [({}, {}), ({"eps_low": None}, {"eps_low": None})]}.get(name, [({}, {})])
+        for given, symbolic in variants:
+            yield name, given, symbolic
+
+
+def _sympy_value_and_gradient(name, symbolic, r, A, ell0=-1.5):
+    """The registry's per-token loss and its derivative in ell (sg held constant), lambdified, at ell = ell0 + log r."""
+    loss = registry.METHODS[name].loss(**symbolic)
+    grad = d_dell(loss)
+    plain = lambda e: e.replace(registry.sg, lambda x: x)  # noqa: E731  (the value of sg(x) is x)
+    tau = sp.Piecewise((_CONSTANTS["sapo_tau"][0], registry.A > 0), (_CONSTANTS["sapo_tau"][1], True))
+    values = {registry.eps_l: 0.2, registry.eps_h: 0.28, registry.c: 3.0, registry.delta_l: 0.4, registry.delta_h: 0.4, registry.tau: tau}
+    heaviside = {"Heaviside": lambda x, h0=0.5: np.heaviside(np.asarray(x, dtype=float), 0.5)}  # off the kinks: never 0.5
+    out = []
+    for expr in (loss, grad):
+        e = plain(expr).subs(values).subs(registry.ell, registry.ell0 + sp.log(registry.r)).subs(registry.ell0, ell0)
+        f = sp.lambdify((registry.r, registry.A), e, modules=[heaviside, "numpy"])
+        out.append(np.array([float(f(x, a)) for x, a in zip(r, A)]))
+    return out
+
+
+@pytest.mark.parametrize("name, given, symbolic", list(_forms()), ids=[f"{n}{'-' + '-'.join(f'{k}={v}' for k, v in g.items()) if g else ''}" for n, g, _ in _forms()])
+def test_every_registered_method_is_its_sympy_formula_values_and_gradients(name, given, symbolic):
+    """Each torch form against the registry's formula on a grid crossing every clip edge, both signs of A:
+    catches a wrong clip edge, a missing stop-gradient, the wrong sign, or a form that drifted from the registry."""
+    r = np.array([x for x in _GRID for _ in (1, -1)])
+    A = np.array([a for _ in _GRID for a in (1.3, -0.7)])
+    params = {k: _CONSTANTS[k] for k in registry.METHODS[name].parameters if k != "dual_clip"}  # dual_clip: only where given
+    params.update(given)
+    old = torch.full((len(r), 1), -1.5, dtype=torch.float64)
+    lp = (old + torch.from_numpy(np.log(r))[:, None]).requires_grad_(True)  # one token per row: s_i = r_i
+    loss = policy_loss(name, lp, old, torch.from_numpy(A), torch.ones_like(old), **params)
+    (g,) = torch.autograd.grad(loss, lp)
+    value, grad = _sympy_value_and_gradient(name, symbolic, r, A)
+    assert abs(loss.item() - value.mean()) <= 1e-13 * (1 + np.abs(value).max())  # every method averages the one-token rows
+    assert np.abs(g[:, 0].numpy() * len(r) - grad).max() <= 1e-12 * (1 + np.abs(grad).max())
+    w = policy_weight(name, lp.detach(), old, torch.from_numpy(A), torch.ones_like(old), **params)[:, 0].numpy()
+    assert np.abs(-w * A - grad).max() <= 1e-12 * (1 + np.abs(grad).max())  # the derived weight says the same
+    assert len({np.sign(x) for x in grad}) > 1 or name in ("reinforce", "gpg")  # the grid exercises both signs
+
+
+def test_the_registry_is_complete_and_each_name_means_one_thing():
+    assert POLICY_LOSSES == tuple(registry.METHODS)
+    assert set(registry.FORMS) & set(registry.METHODS) == {f for f in registry.FORMS if registry.FORMS[f].method == f}
+    assert registry.form("ppo", dual_clip=3.0) == "ppo_dual_clip" and registry.form("cispo", eps_low=None) == "cispo_cap"
+    assert registry.form("cispo", eps_low=0.2) == registry.form("cispo") == "cispo"
+    for name, f in registry.FORMS.items():  # a form is its method's loss with its options: one formula per name
+        assert f.loss() == registry.METHODS[f.method].loss(**f.options)
+    with pytest.raises(ValueError, match="sequence-level"):
+        registry.form("gmpo")
+    with pytest.raises(ValueError, match="method must be one of"):
+        registry.method("dual_clip")
+
+
+# ------------------------------------------------------------------ numbers at the edges (issue 16)
+
+_EDGE_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+# log-ratios at and past where exp overflows: fp32 88.72, fp64 709.78 (fp16 and bf16 are computed in fp32), and far below 0
+_LOG_RATIOS = [0.0, 0.1, 5.0, 88.0, 88.7, 89.0, 700.0, 709.8, 710.0, 6.0e4, -6.0e4, -1.0e3, -104.0]
+# where the exact loss itself exceeds the dtype, so inf is its value: an unclipped ratio times a negative advantage
+_MAY_BE_INF = {("ppo", -1), ("gspo", -1), ("gspo_token", -1), ("gmpo", -1), ("is", -1), ("is", 1)}
+
+
+def _edge_batch(dtype, sign):
+    delta = torch.tensor(_LOG_RATIOS, dtype=torch.float64)
+    old = torch.full((len(_LOG_RATIOS), 1), -1.5, dtype=torch.float64)
+    lp = (old + delta[:, None]).to(dtype)
+    return lp, old.to(dtype), torch.full((len(_LOG_RATIOS),), float(sign), dtype=dtype), torch.ones(len(_LOG_RATIOS), 1)
+
+
+@pytest.mark.parametrize("dtype", _EDGE_DTYPES, ids=str)
+@pytest.mark.parametrize("method", POLICY_LOSSES)
+def test_no_nan_gradient_for_any_finite_input_at_any_dtype(method, dtype):
+    """A log-ratio past 88.7 (fp32) or 709.8 (fp64) made exp(.) = inf, and a clipped branch's zero gradient times
+    inf gave NaN (PPO, dual clip, SAPO, GSPO): one such token poisoned a whole step.  Now: no NaN, and inf only
+    where the exact value exceeds the dtype."""
+    for sign in (1, -1):
+        for params in ({}, {"dual_clip": 3.0}) if method == "ppo" else ({},):
+            lp, old, A, m = _edge_batch(dtype, sign)
+            lp = lp.clone().requires_grad_(True)
+            loss = policy_loss(method, lp, old, A, m, **params)
+            (g,) = torch.autograd.grad(loss, lp)
+            assert not torch.isnan(loss) and not torch.isnan(g).any(), (sign, params, g)
+            if (method, sign) not in _MAY_BE_INF or params:
+                assert torch.isfinite(loss) and torch.isfinite(g).all(), (sign, params, loss, g)
+
+
+@pytest.mark.parametrize("dtype", _EDGE_DTYPES, ids=str)
+def test_a_clipped_or_capped_token_has_gradient_exactly_zero_however_large_its_ratio(dtype):
+    """PPO with A > 0 beyond 1 + eps_h, A < 0 below 1 - eps_l, dual clip beyond c: exactly 0, also where r = inf or 0."""
+    delta = torch.tensor(_LOG_RATIOS, dtype=torch.float64)
+    for sign, params, silenced in (
+        (1, {}, delta > math.log(1.2)),
+        (-1, {}, delta < math.log(0.8)),
+        (-1, {"dual_clip": 3.0}, (delta < math.log(0.8)) | (delta > math.log(3.0))),
+    ):
+        lp, old, A, m = _edge_batch(dtype, sign)
+        lp = lp.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(policy_loss("ppo", lp, old, A, m, **params), lp)
+        assert bool((g[silenced] == 0).all()) and bool((g[~silenced & (delta.abs() < 5)] != 0).all())
+        w = policy_weight("ppo", lp.detach(), old, A, m, **params)
+        assert bool((w[silenced] == 0).all())
+
+
+def test_sapo_saturates_without_overflow():
+    """SAPO's sigmoid(tau (r - 1)) is 1 in every format beyond tau (r - 1) = 200: the value is exact, the gradient 0."""
+    lp = torch.tensor([[0.0], [10.0], [100.0], [800.0]], dtype=torch.float64).requires_grad_(True)
+    old, A, m = torch.zeros(4, 1, dtype=torch.float64), torch.ones(4, dtype=torch.float64), torch.ones(4, 1)
+    per_row = [policy_loss("sapo", lp[i:i + 1], old[i:i + 1], A[i:i + 1], m[i:i + 1]).item() for i in range(4)]
+    assert per_row[1:] == [-4.0, -4.0, -4.0]
+    (g,) = torch.autograd.grad(policy_loss("sapo", lp, old, A, m), lp)
+    assert g[2:].abs().max().item() == 0.0 and g[0].item() != 0.0
+    assert policy_weight("sapo", lp.detach(), old, A, m)[2:].abs().max().item() == 0.0
+
+
+def test_verls_log_ratio_clamp_is_an_argument_off_by_default():
+    """verl (vanilla) and OpenRLHF clamp log pi - log pi_old to [-20, 20] before exp; here only when asked."""
+    lp = torch.tensor([[25.0, 0.1]], dtype=torch.float64).requires_grad_(True)
+    old, A, m = torch.zeros(1, 2, dtype=torch.float64), torch.tensor([-1.0], dtype=torch.float64), torch.ones(1, 2)
+    exact = policy_loss("ppo", lp, old, A, m)
+    clamped = policy_loss("ppo", lp, old, A, m, log_ratio_clamp=20.0)
+    theirs = (torch.exp(torch.clamp(lp - old, -20.0, 20.0)) * 1.0).mean()  # verl: -A * ratio with A = -1, live
+    assert exact.item() == pytest.approx((math.exp(25.0) + math.exp(0.1)) / 2, rel=1e-15)
+    assert clamped.item() == pytest.approx(theirs.item(), rel=1e-15)
+    (g,) = torch.autograd.grad(clamped, lp)
+    assert g[0, 0].item() == 0.0  # the clamp stops the gradient
+    assert policy_weight("ppo", lp.detach(), old, A, m, log_ratio_clamp=20.0)[0, 0].item() == 0.0
+    with pytest.raises(ValueError, match="log_ratio_clamp"):
+        policy_loss("ppo", lp, old, A, m, log_ratio_clamp=-1.0)
+
+
+def test_ratios_that_under_or_overflowed_are_ratios_everywhere():
+    """ppo_clipped_terms, gradient_weight, ppo_loss and fork_token refused r = 0 or inf ('ratio must be positive')."""
+    r = torch.tensor([0.0, 1.0, math.inf, math.inf, 0.0], dtype=torch.float64)
+    A = torch.tensor([1.0, 1.0, 1.0, -1.0, 0.0], dtype=torch.float64)
+    terms = ppo_clipped_terms(r, A, eps_low=0.2, eps_high=0.28)
+    assert terms.pessimistic.tolist() == [0.0, 1.0, 1.28, -math.inf, 0.0]
+    assert gradient_weight("ppo", r, A, eps_low=0.2, eps_high=0.28).tolist() == [0.0, 1.0, 0.0, math.inf, 0.0]
+    assert gradient_weight("cispo", r, A, eps_low=None, eps_high=0.28).tolist() == [0.0, 1.0, 1.28, 1.28, 0.0]
+    lp = torch.tensor([[-800.0, 0.0, 800.0]], dtype=torch.float64).requires_grad_(True)  # r = 0, 1, inf
+    loss = ppo_loss(lp, torch.zeros(1, 3, dtype=torch.float64), torch.ones(1, 3, dtype=torch.float64), torch.ones(1, 3))
+    (g,) = torch.autograd.grad(loss, lp)
+    assert torch.isfinite(loss) and g.tolist() == [[0.0, -1 / 3, 0.0]]
+    run = numeric.fork_token("ppo", lr=1e5)  # the common tokens' probabilities underflow to 0
+    assert bool(torch.isfinite(run.rare_weight).all())
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: policy_weight("sapo", *_trainer_batch(), sapo_tau=(math.nan, math.nan)), ValueError, r"sapo_tau\[0\] must not be NaN"),
+    (lambda: policy_loss("sapo", *_trainer_batch(), sapo_tau=(1.0, -1.0)), ValueError, r"sapo_tau\[1\] must be a finite number > 0"),
+    (lambda: policy_weight("cispo", *_trainer_batch(), eps_low=None, eps_high=-1.0), ValueError, "eps_high must be >= 0"),
+    (lambda: policy_weight("ppo", *_trainer_batch(), dual_clip=0.5), ValueError, "dual_clip must be > 1"),
+    (lambda: gradient_weight("ppo", np.ones(2), np.ones(2), dual_clip=0.5), ValueError, "dual_clip must be > 1"),
+    (lambda: policy_loss("ppo", *_trainer_batch(), cispo_cap=1.1), ValueError, r"cispo_cap is not a parameter of 'ppo' \(it takes: eps_low, eps_high, dual_clip\)"),
+    (lambda: policy_weight("cispo", *_trainer_batch(), dual_clip=3.0), ValueError, "dual_clip is not a parameter of 'cispo'"),
+    (lambda: policy_loss("ppo", *_trainer_batch(), eps_low=None), TypeError, "eps_low must be a real number, got NoneType"),
+    (lambda: reinforce_pp_advantages(torch.ones(2, 2), torch.ones(2, 2), gamma=1.5), ValueError, r"gamma must lie in \[0, 1\]"),
+    (lambda: passk_advantages(torch.tensor([1.0, 0.0]), std="yes"), TypeError, "std must be a bool"),
+    (lambda: passk_advantages(torch.tensor([1.0, 0.0]), std=None), TypeError, "std must be a bool"),
+    (lambda: masked_whiten(torch.ones(1, 3), torch.ones(1, 3), unbiased=1), TypeError, "unbiased must be a bool"),
+    (lambda: aggregate(torch.ones(1, 2), torch.ones(1, 2), "token-mean", norm=math.inf), ValueError, "norm must be a finite number > 0"),
+    (lambda: gpg_advantages(torch.ones(1, 2), f_norm=math.inf), ValueError, "f_norm must be a finite number > 0"),
+    (lambda: value_loss(*_trainer_batch()[:2], _trainer_batch()[0], _trainer_batch()[3], clip=math.inf), ValueError, "clip must be finite"),
+    (lambda: policy_loss("ppo", *_trainer_batch()[:4], weight=-torch.ones(6, 7)), ValueError, "weight must be >= 0 where mask is 1"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_every_option_is_checked_the_same_way_wherever_accepted(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_numpy_bools_are_bools():
+    lp, old, _, m = _trainer_batch()
+    assert torch.equal(kl_penalty(lp, old, m, clamp=np.bool_(True)), kl_penalty(lp, old, m, clamp=True))
+    R = torch.tensor([[0.2, 0.9, 0.5]], dtype=torch.float64)
+    assert torch.equal(passk_advantages(R, std=np.bool_(True)), passk_advantages(R, std=True))
+    assert torch.equal(masked_whiten(lp, m, unbiased=np.bool_(False)), masked_whiten(lp, m, unbiased=False))
+
+
+def test_whitening_is_cancellation_safe():
+    """masked_whiten and passk's std used x - mean: 60 % and 26 % wrong on a group 1 ulp apart, REINFORCE++ 2.6 % off on
+    rewards 1000 +- 1e-3, and NaN on a constant batch with eps = 0 (the z-score gives 0)."""
+    one = torch.tensor([[1.0, 1.0 + 2.0**-52]], dtype=torch.float64)
+    assert masked_whiten(one, torch.ones(1, 2), eps=0.0)[0].tolist() == pytest.approx([-math.sqrt(0.5), math.sqrt(0.5)], rel=1e-15)
+    ulp = torch.tensor([1.0, 1.0 + 2.0**-52, 1.0], dtype=torch.float64)
+    assert passk_advantages(ulp, eps=0.0, std=True).tolist() == pytest.approx([0.0, math.sqrt(3.0), 0.0], rel=1e-12)
+    assert masked_whiten(torch.full((2, 3), 0.7), torch.ones(2, 3), eps=0.0).abs().max().item() == 0.0
+    assert passk_advantages(torch.full((3,), 0.7, dtype=torch.float64), eps=0.0, std=True).tolist() == [0.0, 0.0, 0.0]
+    # REINFORCE++ on rewards 1000 +- 1e-3: whitening the returns, against exact rational arithmetic
+    r = torch.tensor([[0.0, 1000.001], [0.0, 999.999], [0.0, 1000.0005]], dtype=torch.float64)
+    m = torch.tensor([[0, 1], [0, 1], [0, 1]])
+    got = reinforce_pp_advantages(r, m, gamma=1.0)[:, 1]
+    vals = [Fraction(float(x)) for x in r[:, 1]]
+    mean = sum(vals) / 3
+    var = sum((v - mean) ** 2 for v in vals) / 2
+    exact = [float((v - mean) / Fraction(math.sqrt(float(var) + 1e-8))) for v in vals]
+    assert max(abs(a - b) / abs(b) for a, b in zip(got.tolist(), exact)) <= 1e-13  # x - mean: 1.1e-10
+
+
+@pytest.mark.parametrize("call", [
+    lambda lp, old, A, m: aggregate(lp, None),
+    lambda lp, old, A, m: ppo_loss(lp, old, A, None),
+    lambda lp, old, A, m: policy_loss("cispo", lp, old, A, None),
+    lambda lp, old, A, m: masked_whiten(lp, None),
+    lambda lp, old, A, m: value_loss(lp, old, lp, None),
+    lambda lp, old, A, m: remax_advantages(lp, A, None),
+    lambda lp, old, A, m: reinforce_pp_advantages(lp, None),
+])
+def test_mask_none_is_refused_by_name(call):
+    """mask=None reached aggregate, ppo_loss, masked_whiten, value_loss, remax and reinforce_pp and failed inside
+    with AttributeError; where None means 'all kept' (kl_penalty, ppo_diagnostics, kl_k*) the docstring says so."""
+    with pytest.raises(ValueError, match="mask is required"):
+        call(*_trainer_batch())
+
+
+def test_mask_none_means_all_kept_where_documented():
+    lp, old, A, m = _trainer_batch()
+    full = torch.ones_like(lp)
+    assert torch.equal(kl_penalty(lp, old), kl_penalty(lp, old, full))
+    assert ppo_diagnostics(lp, old, A[:, None].expand_as(lp)) == ppo_diagnostics(lp, old, A[:, None].expand_as(lp), full)
+
+
+def test_tensors_on_the_meta_device_or_on_two_devices_get_a_named_error():
+    lp, old, A, m = _trainer_batch()
+    meta = torch.empty(lp.shape, device="meta")
+    for call in (lambda: policy_loss("ppo", meta, old, A, m), lambda: policy_loss("ppo", lp, meta, A, m),
+                 lambda: aggregate(meta, m), lambda: kl_penalty(lp, meta, m), lambda: masked_whiten(meta, m),
+                 lambda: gradient_weight("ppo", meta, A[:, None].expand_as(lp))):
+        with pytest.raises(ValueError, match="is on the meta device"):
+            call()
+    from types import SimpleNamespace
+
+    from numeric._validate import require_same_device
+
+    other = SimpleNamespace(device=torch.device("cuda", 1))  # no second device here: the check reads only .device
+    with pytest.raises(ValueError, match=r"log_prob is on cuda:1, but mask is on cpu: pass tensors on one device"):
+        require_same_device(mask=m, log_prob=other)

@@ -51,6 +51,7 @@ from numeric.checks import Check
 import sympy as sp
 from derivations import derivation as d_derivation
 from derivations import losses as d_losses
+from derivations import methods as d_methods
 from derivations import off_policy as d_off
 from derivations import canonical as d_canonical
 from derivations import kernel as d_kernel
@@ -231,21 +232,33 @@ ROWS = [
     Row(numeric.lambda_returns, (R_BT, NV_BT, TERM, CUT, 0.9, 0.8), {0: "array", 1: "array", 2: "flags", 3: "flags", 4: "real", 5: "real"},
         ranges={4: [-0.1, 1.1], 5: [-0.1, 1.1]}, unusual=("fp32", "grad", "neg_stride")),
     # -- gradient weights
-    Row(numeric.gradient_weight, ("ppo", RATIO, ADV, (0.2, 0.28), 3.0), {0: "choice", 1: "ratio", 2: "array", 3: "clip", 4: "real"}, unusual=("fp32", "grad", "0d", "neg_stride"), empty_ok=True),
-    Row(numeric.ppo_clipped_terms, (RATIO, ADV, 0.2), {0: "ratio", 1: "array", 2: "clip"}, unusual=("fp32", "grad", "0d", "neg_stride"), empty_ok=True),
-    Row(numeric.ppo_diagnostics, (LOGP, OLD_LOGP, ADV, 0.2, MASK), {0: "array", 1: "array", 2: "array", 3: "clip", 4: "mask"}, unusual=("fp32", "neg_stride")),
-    Row(numeric.ppo_loss, (LOGP, OLD_LOGP, ADV, MASK, 0.2), {0: "array", 1: "array", 2: "array", 3: "loss_mask", 4: "clip"}, unusual=("fp32", "grad", "neg_stride")),
-    Row(numeric.cispo_loss, (LOGP, OLD_LOGP, ADV, MASK, 0.28), {0: "array", 1: "array", 2: "array", 3: "loss_mask", 4: "clip"}, unusual=("fp32", "grad", "neg_stride")),
-    Row(numeric.fork_token, ("ppo", 2, 30.0, (0.2, 0.28), 0.01), {0: "choice", 1: "int", 2: "real", 3: "clip", 4: "real"}, ranges={1: [0], 2: [-1.0], 4: [0.0, 1.0, 1.5]}),
+    Row(_positional(numeric.gradient_weight, 3, ("eps_low", "eps_high"), "gradient_weight"), ("ppo", RATIO, ADV, 0.2, 0.28),
+        {0: "choice", 1: "ratio", 2: "array", 3: "real", 4: "real"}, ranges={3: [-0.1, 1.5], 4: [-0.1]}, unusual=("fp32", "grad", "0d", "neg_stride"), empty_ok=True),
+    Row(_positional(numeric.gradient_weight, 3, ("dual_clip",), "gradient_weight[dual_clip]"), ("ppo", RATIO, ADV, 3.0), {3: "real"}, ranges={3: [0.5, 1.0]},
+        valid=("dual_clip:none",)),
+    Row(_positional(numeric.ppo_clipped_terms, 2, ("eps_low", "eps_high"), "ppo_clipped_terms"), (RATIO, ADV, 0.2, 0.28),
+        {0: "ratio", 1: "array", 2: "real", 3: "real"}, ranges={2: [-0.1, 1.5], 3: [-0.1]}, unusual=("fp32", "grad", "0d", "neg_stride"), empty_ok=True),
+    Row(_positional(numeric.ppo_diagnostics, 4, ("eps_low", "eps_high"), "ppo_diagnostics"), (LOGP, OLD_LOGP, ADV, MASK, 0.2, 0.28),
+        {0: "array", 1: "array", 2: "array", 3: "mask", 4: "real", 5: "real"}, ranges={4: [-0.1, 1.5], 5: [-0.1]}, unusual=("fp32", "neg_stride")),
+    Row(_positional(numeric.ppo_loss, 4, ("eps_low", "eps_high", "dual_clip"), "ppo_loss"), (LOGP, OLD_LOGP, ADV, MASK, 0.2, 0.28, 3.0),
+        {0: "array", 1: "array", 2: "array", 3: "loss_mask", 4: "real", 5: "real", 6: "real"}, ranges={4: [-0.1, 1.5], 5: [-0.1], 6: [0.5]},
+        unusual=("fp32", "grad", "neg_stride"), valid=("dual_clip:none",)),
+    Row(_positional(numeric.fork_token, 1, ("steps", "lr", "p_rare", "eps_low", "eps_high"), "fork_token"), ("ppo", 2, 30.0, 0.01, 0.2, 0.28),
+        {0: "choice", 1: "int", 2: "real", 3: "real", 4: "real", 5: "real"}, ranges={1: [0], 2: [-1.0], 3: [0.0, 1.0, 1.5], 4: [-0.1, 1.5], 5: [-0.1]}),
     # -- trust region
     *[Row(f, (LOGP, OLD_LOGP), {0: "array", 1: "array"}, unusual=("fp32", "grad", "0d", "neg_stride"), empty_ok=True) for f in (numeric.kl_k1, numeric.kl_k2, numeric.kl_k3)],
-    Row(numeric.clip_excess, (RATIO, 0.28), {0: "ratio", 1: "clip"}, unusual=("fp32", "grad", "0d", "neg_stride"), empty_ok=True),
+    Row(_positional(numeric.clip_excess, 1, ("eps_high",), "clip_excess"), (RATIO, 0.28), {0: "ratio", 1: "real"}, ranges={1: [-0.1]},
+        unusual=("fp32", "grad", "0d", "neg_stride"), empty_ok=True),
     Row(n_trust.per_prefix, (n_weights.setting().theta, n_weights.setting().theta_old), {0: "theta_setting", 1: "theta_setting"}, unusual=("fp32",)),
     # -- losses (issue 10) and off-policy corrections (issue 9): trainer-facing batched helpers
     Row(n_losses.aggregate, (ADV, MASK, "token-mean"), {0: "array", 1: "loss_mask", 2: "choice"}, unusual=("fp32", "grad", "neg_stride")),
     Row(n_losses.broadcast_advantage, (ADV[:, 0], MASK), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride"), valid=("mask:shape",)),
     Row(n_losses.gpg_advantages, (GROUP,), {0: "array"}, unusual=("fp32", "grad", "neg_stride")),
-    Row(n_losses.kl_penalty, (LOGP, OLD_LOGP, MASK, "k3"), {0: "array", 1: "array", 2: "loss_mask", 3: "choice"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_losses.gpg_advantages, 1, ("f_norm", "valid"), "gpg_advantages[options]"), (GROUP, 1.0, "advantage"), {1: "real", 2: "choice"},
+        ranges={1: [0.0, -1.0, math.inf]}),
+    Row(n_losses.kl_penalty, (LOGP, OLD_LOGP, MASK), {0: "array", 1: "array", 2: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_losses.kl_penalty, 3, ("estimator", "clamp"), "kl_penalty[options]"), (LOGP, OLD_LOGP, MASK, "k3", False), {3: "choice", 4: "bool"}),
+    Row(n_losses.kl_estimate, (torch.zeros(3, dtype=torch.float64), "k3"), {1: "choice"}),
     Row(n_losses.masked_whiten, (ADV, MASK), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
     Row(n_losses.opo_advantages, (GROUP, GROUP + 3.0), {0: "array", 1: "array"}, unusual=("fp32", "grad", "neg_stride")),
     Row(n_losses.passk_advantages, ((GROUP > 0.7).astype(float),), {0: "array"}, unusual=("fp32", "grad", "neg_stride")),
@@ -253,6 +266,11 @@ ROWS = [
     Row(_positional(n_losses.policy_loss, 5, ("agg",), "policy_loss[agg]"), ("ppo", LOGP, OLD_LOGP, ADV, MASK, "seq-mean-token-mean"), {5: "choice"}, valid=("agg:none",)),
     Row(n_losses.policy_weight, ("ppo", LOGP, OLD_LOGP, ADV, MASK), {0: "choice", 1: "array", 2: "array", 3: "array", 4: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
     Row(n_losses.reinforce_pp_advantages, (ADV, MASK), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_losses.reinforce_pp_advantages, 2, ("gamma",), "reinforce_pp_advantages[gamma]"), (ADV, MASK, 0.9), {2: "real"}, ranges={2: [-0.1, 1.5]}),
+    Row(_positional(n_losses.masked_whiten, 2, ("shift_mean", "unbiased", "eps"), "masked_whiten[options]"), (ADV, MASK, True, True, 1e-8),
+        {2: "bool", 3: "bool", 4: "real"}, ranges={4: [-1e-8]}),
+    Row(_positional(n_losses.passk_advantages, 1, ("eps", "std"), "passk_advantages[options]"), ((GROUP > 0.7).astype(float), 1e-6, True),
+        {1: "real", 2: "bool"}, ranges={1: [-1e-6]}),
     Row(n_losses.reinforce_pp_baseline_advantages, (GROUP, np.ones(GROUP.shape + (3,))), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride"), valid=("mask:shape",)),
     Row(n_losses.remax_advantages, (ADV, ADV[:, 0], MASK), {0: "array", 1: "array", 2: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
     Row(n_losses.sequence_log_prob, (LOGP, MASK), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
@@ -262,7 +280,6 @@ ROWS = [
     Row(n_losses.token_log_probs, (LOGITS, TOKENS), {0: "array", 1: "index"}, unusual=("fp32", "grad", "neg_stride")),
     Row(n_losses.token_weights, (MASK, "token-mean"), {0: "loss_mask", 1: "choice"}, valid=("mask:shape",)),
     Row(n_losses.value_loss, (V_BT, NV_BT, R_BT, MASK), {0: "array", 1: "array", 2: "array", 3: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
-    Row(n_losses.advantage_scale, (n_losses.passk_advantages, 0.3, 4), {0: "callable", 1: "real", 2: "int"}, ranges={1: [-0.1, 1.5], 2: [0]}),
     *[Row(getattr(n_off, f), (LOGP, OLD_LOGP, MASK), {0: "array", 1: "array", 2: "loss_mask"}, unusual=("fp32", "grad", "neg_stride"))
       for f in ("token_ratio", "sequence_ratio", "masked_token_ratio", "masked_sequence_ratio", "truncated_token_ratio",
                 "truncated_sequence_ratio", "geometric_sequence_mask", "kl_rejection_mask")],
@@ -313,6 +330,7 @@ ROWS = [
     Row(d_losses.aggregation_weights, (3,), {0: "int"}, ranges={0: [1]}),
     Row(d_losses.gspo_derivation, (3,), {0: "int"}, ranges={0: [1]}),
     Row(d_losses.weight, ("ppo",), {0: "choice"}),
+    *[Row(f, ("ppo",), {0: "choice"}) for f in (d_methods.method, d_methods.form, d_methods.form_of)],
     *[Row(f, (2,), {0: "int"}, ranges={0: [1]}) for f in (d_off.martingale_orthogonality, d_off.turn1_decomposition, d_off.unmasked_feedback_term)],
     # -- derivations: the step machinery and the proofs
     Row(d_derivation.Claim, (X + 1, "=", 1 + X, None, None, (), ()), {0: "expr", 1: "choice", 2: "expr", 3: "optional_callable", 4: "mapping", 5: "premises", 6: "premises"}),
@@ -388,8 +406,8 @@ def bad_variants(kind: str, valid):
         out = [("complex", x.astype(np.complex128) + 1j), ("string dtype", x.astype(str)), ("string", "abc"), ("object", x.astype(object))]
         if kind != "array_any":  # maxabs takes lists and returns NaN for NaN, which no check passes
             out += [("nan", _poison(x, nan)), ("inf", _poison(x, inf)), ("-inf", _poison(x, -inf)), ("list", x.tolist()), ("bool", x > 0), ("none", None)]
-        if kind == "ratio":
-            out += [("zero", _poison(x, 0.0)), ("negative", _poison(x, -1.0))]
+        if kind == "ratio":  # 0 and inf are ratios (an exp that under- or overflowed); negative and NaN are not
+            out = [(label, v) for label, v in out if label != "inf"] + [("negative", _poison(x, -1.0))]
         return out
     if kind == "flags":
         x = np.asarray(valid)
@@ -558,6 +576,7 @@ NOT_SWEPT = {
     "Episodes": "a record built by two_turn_agent / tinylm_episodes", "CreditAssignment": "a result record", "ChainMoments": "a result record", "TruncationBias": "a result record", "GroupReport": "a result record", "TokenReport": "a result record",
     "Expect": "SymPy notation (an unevaluated function; SymPy checks its arity)", "Argmin": "SymPy notation (an unevaluated function; SymPy checks its arity)",
     "suite": "registry plumbing (tests/test_checks.py)", "run_suites": "registry plumbing (tests/test_checks.py)",
+    "Method": "a registry record (derivations.methods)", "Form": "a registry record (derivations.methods)",
 }
 
 
@@ -567,9 +586,9 @@ def _public_callables():
     import pkgutil
 
     for pkg in (numeric, derivations):
-        for info in pkgutil.walk_packages(pkg.__path__, f"{pkg.__name__}."):  # into subpackages (numeric.off_policy.weights)
-            last = info.name.rsplit(".", 1)[-1]
-            if last.startswith("_") or last == "course":  # numeric.course sets torch's default dtype on import
+        for info in pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg.__name__}."):  # into subpackages (numeric.losses)
+            parts = info.name.split(".")[1:]
+            if any(p.startswith("_") for p in parts) or parts[0] == "course":  # numeric.course sets torch's default dtype on import
                 continue
             mod = importlib.import_module(info.name)
             for n in getattr(mod, "__all__", []):
@@ -697,8 +716,7 @@ BATCHED = {
     "group_zscore_advantages": (numeric.group_zscore_advantages, 1),
     "leave_one_out_baselines": (numeric.leave_one_out_baselines, 2),
     "kl_k3": (lambda x: numeric.kl_k3(x, np.zeros_like(x)), 0),
-    "clip_excess": (lambda x: numeric.clip_excess(abs(x) + 0.5), 0),
-}
+}  # clip_excess takes inf (an overflowed ratio): its NaN and negative entries are in the table (kind "ratio")
 
 
 @SWEEP

@@ -224,13 +224,13 @@ def _agree(weight, method, values):
             assert abs(float(ours.subs({gw.r: x, gw.A: a})) - float(known.subs({gw.r: x, gw.A: a}))) < 1e-15
 
 
-@pytest.mark.parametrize(("method", "name"), [("ppo", "PPO"), ("dual_clip", "dual-clip PPO"), ("cispo", "CISPO"), ("is", "token IS")])
+@pytest.mark.parametrize(("method", "name"), [("ppo", "PPO"), ("ppo_dual_clip", "dual-clip PPO"), ("cispo_cap", "CISPO"), ("is", "token IS")])
 def test_the_known_losses_are_recognised_with_their_derived_weights(method, name):
     rep = check_token_loss(gw.token_loss(method), constants={gw.eps_l: 0.2, gw.eps_h: 0.28})  # DAPO's asymmetric clip
     assert rep.matches == name and rep.is_policy_gradient and rep.on_policy_at_ratio_one
     _agree(rep.weight, method, {gw.eps_l: 0.2, gw.eps_h: 0.28, gw.c: 3})
     assert rep.numeric[0] > 30 and rep.numeric[1] < 1e-12
-    assert rep.bounded == {"ppo": {1: True, -1: False}, "dual_clip": {1: True, -1: True}, "cispo": {1: True, -1: True}, "is": {1: False, -1: False}}[method]
+    assert rep.bounded == {"ppo": {1: True, -1: False}, "ppo_dual_clip": {1: True, -1: True}, "cispo_cap": {1: True, -1: True}, "is": {1: False, -1: False}}[method]
 
 
 def test_ppo_silences_exactly_the_clipped_side():
@@ -322,7 +322,7 @@ def test_reports_are_frozen_and_render():
         rep.verdict = "biased"
     assert rep._repr_latex_().startswith("$$") and "unbiased" in rep._repr_latex_()
     assert "unbiased" in str(rep) and "G" in rep.table()
-    tok = check_token_loss(gw.token_loss("cispo"))
+    tok = check_token_loss(gw.token_loss("cispo_cap"))
     assert "CISPO" in str(tok) and tok._repr_latex_().startswith("$$")
 
 
@@ -346,18 +346,18 @@ def test_the_readme_variant_example_runs_as_written(tmp_path):
 
 def test_a_batch_normalised_advantage_is_refused_not_misjudged():
     """GPG's B/|valid| couples the rows of a batch: neither engine may mix the reward patterns into one batch."""
-    from numeric import advantage_scale, gpg_advantages
+    from numeric import binary_reward_weight, gpg_advantages
 
     with pytest.raises(ValueError, match="each row of its \\[B, G\\] input as one group"):
         check_group_advantage(gpg_advantages, G=4, rewards="binary")
     with pytest.raises(ValueError, match="each row of \\[B, G\\] rewards as one group"):
-        advantage_scale(gpg_advantages, 0.3, 4)
+        binary_reward_weight(0.3, 4, gpg_advantages)
 
 
 @pytest.mark.parametrize("G", [3, 4, 6])
 def test_the_losses_advantage_estimators_get_the_scale_the_group_engine_computes(G):
     """Issue 10's estimators, as verdicts of the checker: pass@k reweights by (1 - p)^(G-1); GPG, one group a batch, scales by (G-1)/G."""
-    from numeric import advantage_scale, gpg_advantages, passk_advantages
+    from numeric import binary_reward_weight, gpg_advantages, passk_advantages
 
     one_group = lambda r: torch.cat([gpg_advantages(g[None]) for g in r]) if isinstance(r, torch.Tensor) else np.concatenate([gpg_advantages(g[None]) for g in r])
     p = sp.Symbol("p")
@@ -367,7 +367,7 @@ def test_the_losses_advantage_estimators_get_the_scale_the_group_engine_computes
         c = rep.scale.subs({s: p for s in rep.scale.free_symbols})
         assert sp.simplify(c - scale) == 0
         for q in (0.2, 0.7):
-            assert abs(float(c.subs(p, q)) - advantage_scale(fn, q, G)) <= 1e-12
+            assert abs(float(c.subs(p, q)) - binary_reward_weight(q, G, fn)) <= 1e-12
 
 
 # ------------------------------------------------------------------ the symbolic core: values on the count patterns

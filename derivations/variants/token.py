@@ -41,7 +41,7 @@ class KnownMethod:
     weight: sp.Expr
 
 
-_LABELS = {"ppo": "PPO", "dual_clip": "dual-clip PPO", "cispo": "CISPO", "is": "token IS"}
+_LABELS = {"ppo": "PPO", "ppo_dual_clip": "dual-clip PPO", "cispo_cap": "CISPO", "is": "token IS"}
 
 
 @cache
@@ -277,7 +277,7 @@ def derive_token_loss(loss, *, constants=None) -> TokenReport:
     --------
     >>> from derivations.gradient_weights import A, ell, eps_h, r, sg, token_loss
     >>> from derivations.variants import derive_token_loss
-    >>> rep = derive_token_loss(token_loss("cispo"))
+    >>> rep = derive_token_loss(token_loss("cispo_cap"))
     >>> rep.weight, rep.matches, rep.bounded
     (Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True)), 'CISPO', {1: True, -1: True})
     >>> derive_token_loss(-r * A * ell).is_policy_gradient   # forgot sg(r)

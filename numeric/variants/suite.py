@@ -67,7 +67,7 @@ def cross_checks() -> None:
 
     mismatches = 0
     worst = 0.0
-    for method, label in (("ppo", "PPO"), ("dual_clip", "dual-clip PPO"), ("cispo", "CISPO"), ("is", "token IS")):
+    for method, label in (("ppo", "PPO"), ("ppo_dual_clip", "dual-clip PPO"), ("cispo_cap", "CISPO"), ("is", "token IS")):
         rep = check_token_loss(gw.token_loss(method))
         mismatches += rep.matches != label
         worst = max(worst, rep.numeric[1])

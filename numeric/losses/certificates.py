@@ -1,0 +1,126 @@
+r"""The ``losses`` cross-check suite: gradient certificates, the length bias of every mode, exact scales."""
+
+from __future__ import annotations
+
+import torch
+
+from derivations.methods import METHODS
+
+from ..checks import check, maxabs, suite
+from ..expectations import expected_score_sum
+from ..group_baselines import (
+    binary_reward_weight,
+    exact_group_gradient,
+    group_zscore_advantages,
+    rloo_advantages,
+)
+from ..tinylm import TinyLM, default_reward
+from .advantages import gpg_advantages, passk_advantages
+from .aggregation import AGGREGATIONS, aggregate, token_weights
+from .policy import POLICY_LOSSES, policy_loss, policy_weight
+
+__all__: list[str] = []  # the suite; certificate_gap and length_bias_gradients are its helpers (numeric.losses exports them)
+
+
+def _batch_on(lm, theta, idx: torch.Tensor):
+    """Token log-probs, mask and a non-binary per-sequence advantage for sequences ``idx`` of ``lm``."""
+    R = (lm.tokens == 1).to(torch.float64).mul(lm.mask).sum(1) / lm.lengths  # fraction of 1-tokens: non-binary
+    lp = lm.token_log_probs(theta)[idx]
+    return lp, lm.mask[idx], R[idx] - 0.3
+
+
+def certificate_gap(method: str, agg: str | None = None, seed: int = 3, **options) -> float:
+    r"""Largest gap between autograd of :func:`policy_loss` and :math:`-\kappa\,w\,A` (derived weights) on a TinyLM batch.
+
+    Twelve answers drawn from the old policy of the gradient-weights setting
+    (variable lengths), a non-binary advantage, the setting's current policy.
+    """
+    from ..gradient_weights import setting
+
+    s = setting()
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.multinomial(s.q, 12, replacement=True, generator=gen)
+    old, mask, A = _batch_on(s.lm, s.theta_old, idx)
+    old = old.detach()
+    lp = s.lm.token_log_probs(s.theta)[idx].detach().requires_grad_(True)
+    params = {k: v for k, v in {"eps_low": 0.2, "eps_high": 0.28}.items() if k in METHODS[method].parameters}
+    params.update(options)
+    loss = policy_loss(method, lp, old, A, mask, agg=agg, **params)
+    (g,) = torch.autograd.grad(loss, lp)
+    w = policy_weight(method, lp.detach(), old, A, mask, **params)
+    mode = agg or METHODS[method].aggregation or "seq-mean-token-mean"
+    return float((g + token_weights(mask, mode) * w * A[:, None]).abs().max())
+
+
+def length_bias_gradients(lm, theta, b: float = 0.3):
+    r"""Each mode's expected REINFORCE update over batches of two answers, and the gradient of the objective it follows.
+
+    Every pair of responses is enumerated with its probability; the reward is
+    the (non-binary) fraction of 1-tokens and :math:`A_i = R(o_i) - b`.  The
+    update is :math:`\mathbb{E}[\sum_i \kappa_i A_i \nabla\log\pi(o_i)]`.  When
+    :math:`\kappa_i` depends on :math:`o_i` alone (every mode but token-mean) it
+    equals :math:`\nabla\mathbb{E}[\sum_i\kappa_iA_i]`; token-mean's
+    :math:`\kappa_i = 1/(n_1 + n_2)` depends on the other answer too, and its
+    update is :math:`2\nabla\mathbb{E}[\bar\kappa(n)\,A]` with
+    :math:`\bar\kappa(n) = \mathbb{E}_{o'}[1/(n + |o'|)]` frozen at the current policy.
+
+    Returns ``({mode: (expected update, gradient of its objective)}, grad J)``.
+    """
+    N = lm.N
+    R = (lm.tokens == 1).to(torch.float64).mul(lm.mask).sum(1) / lm.lengths
+    i, j = torch.meshgrid(torch.arange(N), torch.arange(N), indexing="ij")
+    pairs = torch.stack([i.reshape(-1), j.reshape(-1)], 1)  # [N^2, 2]
+    mask, A = lm.mask[pairs], (R - b)[pairs]  # [P, 2, L], [P, 2]
+    th = theta.detach().clone().requires_grad_(True)
+    lp, p = lm.token_log_probs(th), lm.probs(th)
+    pair_prob = p[pairs].prod(1)
+    grad = lambda f: torch.autograd.grad(f, th, retain_graph=True)[0]
+    n = lm.lengths.to(torch.float64)
+    kappa_bar = (p.detach()[None, :] / (n[:, None] + n[None, :])).sum(1)  # E_{o'}[1 / (n + |o'|)], frozen
+    out = {}
+    for mode in AGGREGATIONS:
+        loss = aggregate(-A[..., None] * lp[pairs], mask, mode)  # [P], one loss per batch of two
+        update = -grad((pair_prob.detach() * loss).sum())
+        if mode == "token-mean":
+            objective = 2 * (p * kappa_bar * (R - b)).sum()
+        else:
+            kappa = token_weights(mask, mode)[..., 0]  # kappa_i: the same on every token of row i
+            objective = (pair_prob * (kappa * A).sum(-1)).sum()
+        out[mode] = (update, grad(objective))
+    return out, grad(p @ R)
+
+
+@suite("losses")
+def cross_checks() -> None:
+    """Gradient certificates of every loss, the length bias of every mode, and exact scales of the estimators."""
+    for method in POLICY_LOSSES:
+        check(f"{method}: autograd of policy_loss == -kappa w A with the derived weight w", certificate_gap(method), 1e-15)
+    check("dual-clip PPO (c = 3): autograd == -kappa w A", certificate_gap("ppo", dual_clip=3.0), 1e-15)
+    check("CISPO with eps_low=None (TRL's cap, 1 + eps_high = 1.1): autograd == -kappa w A", certificate_gap("cispo", eps_low=None, eps_high=0.1), 1e-15)
+    for agg in AGGREGATIONS[1:]:
+        check(f"PPO aggregated with {agg}: autograd == -kappa w A", certificate_gap("ppo", agg=agg), 1e-15)
+    lm = TinyLM()
+    out, gJ = length_bias_gradients(lm, lm.theta0)
+    for mode, (update, objective) in out.items():
+        check(f"{mode}: expected update over every batch of two == gradient of its derived objective", maxabs(update, objective), 1e-15)
+    check("seq-mean-token-sum: expected update == grad J (no length bias)", maxabs(out["seq-mean-token-sum"][0], gJ), 1e-15)
+    check("seq-mean-token-sum-norm (C = T; verl: no mean over the B = 2 rows): expected update == B grad J / T", maxabs(out["seq-mean-token-sum-norm"][0], 2 * gJ / lm.L), 1e-15)
+    for mode in ("token-mean", "seq-mean-token-mean"):
+        update = out[mode][0]
+        residual = float((update - (update @ gJ) / (gJ @ gJ) * gJ).norm() / update.norm())
+        check(f"{mode}: expected update is not a multiple of grad J (1 if it is; relative residual {residual:.3f})", float(residual < 1e-6), 0.0)
+    R = default_reward(lm)
+    p, G = float(lm.probs(lm.theta0) @ R), 4
+    grad_J = expected_score_sum(lm, lm.theta0, R)
+    estimators = {
+        "RLOO": rloo_advantages,
+        "GRPO (Bessel std, eps 1e-6)": lambda r: group_zscore_advantages(r, 1e-6, "bessel"),
+        "pass@k": passk_advantages,
+        "GPG (one group per batch)": lambda r: gpg_advantages(r[:, None, :])[:, 0, :],
+    }
+    for name, est in estimators.items():
+        c = binary_reward_weight(p, G, est)
+        check(f"{name}: exact E[A s] (group engine, G = {G}) == c grad J, c = {c:.6f}", maxabs(exact_group_gradient(lm, lm.theta0, R, G, est), c * grad_J), 1e-15)
+    check("pass@k: c == (1 - p)^(G - 1), so the update is grad pass@G / G", abs(binary_reward_weight(p, G, passk_advantages) - (1 - p) ** (G - 1)), 1e-15)
+    gpg = estimators["GPG (one group per batch)"]
+    check("GPG, one group per batch: c == (G - 1)/G (alpha = 1 in every mixed group: the mean-including-self scale)", abs(binary_reward_weight(p, G, gpg) - (G - 1) / G), 1e-15)

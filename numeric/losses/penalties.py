@@ -1,0 +1,109 @@
+r"""Penalties: the per-token KL estimates of a KL penalty, and the clipped value loss."""
+
+from __future__ import annotations
+
+import sympy as sp
+import torch
+
+from derivations import trust_region as tr
+
+from .._validate import (
+    like,
+    masked_inputs,
+    require_bool,
+    require_finite_nonnegative,
+    require_mask,
+    result_dtype,
+)
+from .aggregation import check_mode, reduce_tokens
+
+__all__ = ["KL_ESTIMATORS", "kl_estimate", "kl_penalty", "value_loss"]
+
+
+KL_ESTIMATORS = ("k1", "k2", "k3")
+r"""Schulman's estimators of :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})` from :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}}`."""
+
+_K = {name: sp.lambdify(tr.delta, getattr(tr, name), modules=[{"exp": torch.exp, "log": torch.log}]) for name in ("k1", "k2")}
+# k3 = e^{-Delta} - 1 + Delta (derivations.trust_region.k3) loses every digit to cancellation for
+# small Delta when written with exp; expm1 keeps them (relative error ~ 2u/|Delta| instead of u/Delta^2).
+_K["k3"] = lambda delta: torch.expm1(-delta) + delta
+
+
+def kl_estimate(delta: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
+    r"""The KL estimate :math:`k_1 = \Delta`, :math:`k_2 = \Delta^2/2` or :math:`k_3 = e^{-\Delta} - 1 + \Delta` of a log-ratio tensor.
+
+    The one definition of the estimators (:mod:`derivations.trust_region`
+    derives them; :func:`kl_penalty`, :func:`numeric.kl_k1` to :func:`numeric.kl_k3`
+    and :func:`numeric.ppo_diagnostics` call it).  :math:`k_3` is computed as
+    :math:`\operatorname{expm1}(-\Delta) + \Delta`, so a float32 :math:`\Delta`
+    of :math:`10^{-3}` keeps about four digits of :math:`k_3 \approx \Delta^2/2`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numeric.losses import kl_estimate
+    >>> [round(float(kl_estimate(torch.tensor(0.5, dtype=torch.float64), k)), 6) for k in ("k1", "k2", "k3")]
+    [0.5, 0.125, 0.106531]
+    """
+    if estimator not in KL_ESTIMATORS:
+        raise ValueError(f"estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
+    if not isinstance(delta, torch.Tensor):
+        raise TypeError(f"delta must be a torch tensor, got {type(delta).__name__}")
+    return _K[estimator](delta) + 0 * delta
+
+
+def kl_penalty(log_prob, ref_log_prob, mask=None, *, estimator: str = "k3", clamp: bool = False):
+    r"""Per-token KL estimates :math:`k_1, k_2, k_3` of :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`, 0 on masked tokens.
+
+    With :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}}`: :math:`k_1 = \Delta`,
+    :math:`k_2 = \Delta^2/2`, :math:`k_3 = e^{-\Delta} - 1 + \Delta`
+    (:mod:`numeric.trust_region`).  ``clamp=True`` is verl's ``low_var_kl``:
+    :math:`\Delta` clamped to :math:`[-20, 20]` and :math:`k_3` to
+    :math:`[-10, 10]` (TRL's :math:`k_3` is unclamped).  As a loss term,
+    :math:`\beta` times :func:`aggregate` of it (verl ``use_kl_loss``, TRL
+    ``beta``); as a reward penalty, :math:`-\beta k_1` added to the token
+    rewards (verl ``compute_rewards``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import kl_penalty
+    >>> lp, ref = np.log([[0.5, 0.5]]), np.log([[0.25, 0.75]])
+    >>> [kl_penalty(lp, ref, np.ones((1, 2)), estimator=k).round(6).tolist() for k in ("k1", "k3")]
+    [[[0.693147, -0.405465]], [[0.193147, 0.094535]]]
+    """
+    if estimator not in KL_ESTIMATORS:
+        raise ValueError(f"estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
+    clamp = require_bool("clamp", clamp)
+    t, m, kind = masked_inputs(mask, log_prob=log_prob, ref_log_prob=ref_log_prob)
+    delta = t["log_prob"] - t["ref_log_prob"]
+    if clamp:
+        delta = delta.clamp(-20, 20)
+    k = kl_estimate(delta, estimator)
+    if clamp and estimator == "k3":
+        k = k.clamp(-10, 10)
+    return like(kind, k.to(result_dtype(log_prob)))
+
+
+def value_loss(value, old_value, returns, mask, *, clip: float | None = None, agg: str = "token-mean", norm: float | None = None):
+    r"""The clipped value loss :math:`\frac12 \max\bigl((V - G)^2, (V_{\mathrm{clip}} - G)^2\bigr)`, aggregated.
+
+    :math:`V_{\mathrm{clip}} = V_{\mathrm{old}} + \mathrm{clamp}(V - V_{\mathrm{old}}, -\epsilon, \epsilon)`;
+    without ``clip``, :math:`\frac12 (V - G)^2`.  verl ``compute_value_loss``
+    (``cliprange_value``) and OpenRLHF ``ValueLoss`` (``clip_eps``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import value_loss
+    >>> V, V0, G = np.array([[1.0, 0.0]]), np.array([[0.5, 0.0]]), np.array([[0.0, 1.0]])
+    >>> round(float(value_loss(V, V0, G, np.ones((1, 2)), clip=0.2)), 6)
+    0.5
+    """
+    t, m, kind = masked_inputs(require_mask(mask), value=value, old_value=old_value, returns=returns)
+    v, v0, g = t["value"], t["old_value"].detach(), t["returns"].detach()
+    sq = (v - g) ** 2
+    if clip is not None:
+        clip = require_finite_nonnegative("clip", clip)
+        sq = torch.maximum(sq, (v0 + (v - v0).clamp(-clip, clip) - g) ** 2)
+    return like(kind, (0.5 * reduce_tokens(sq, m, check_mode(agg, "agg"), norm)).to(result_dtype(value)))
