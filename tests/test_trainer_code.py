@@ -1,4 +1,4 @@
-"""numeric.trainer_code: a trainer's policy loss and advantage estimator certified as written.
+"""numeric.variants (check_policy_loss, check_grouped_advantage): a trainer's policy loss and advantage estimator certified as written.
 
 The trainer-style functions live in tests/trainer_style/ (written from the papers and the peers'
 signatures).  Every expected kappa is computed here from the mode's definition, never read back
@@ -16,7 +16,7 @@ import torch
 
 from derivations.group_baselines import P
 from numeric import opo_advantages
-from numeric.trainer_code import (
+from numeric.variants import (
     assert_group_advantage,
     assert_policy_loss,
     check_grouped_advantage,

@@ -11,7 +11,7 @@ A trainer's loss takes ``[B, T]`` batches and returns one scalar,
 where :math:`\kappa_{it}` is the factor the aggregation gives token :math:`t` of
 row :math:`i` (a function of its row's length :math:`n_i`, the batch's lengths,
 :math:`B` and :math:`T`) and :math:`w` is the per-token gradient weight of
-:func:`~derivations.variants.check_token_loss`.  :func:`check_policy_loss`
+:func:`~numeric.variants.check_token_loss`.  :func:`check_policy_loss`
 measures both by autograd:
 
 * :math:`\kappa` at :math:`r = 1`, :math:`A = 1` (where :math:`w = 1` for a
@@ -53,7 +53,9 @@ from derivations.gradient_weights import c as _c
 from derivations.gradient_weights import eps_h as _eps_h
 from derivations.gradient_weights import eps_l as _eps_l
 
-from .checkers import TokenReport, check_token_loss
+from derivations.variants import TokenReport
+
+from .checker import check_token_loss
 
 __all__ = ["KAPPA_RTOL", "LOSS_VERDICTS", "PolicyLossReport", "check_policy_loss"]
 
@@ -553,7 +555,7 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed) ->
     Examples
     --------
     >>> import torch
-    >>> from numeric.trainer_code import check_policy_loss
+    >>> from numeric.variants import check_policy_loss
     >>> def loss_fn(old_log_prob, log_prob, advantages, response_mask):
     ...     ratio = torch.exp(log_prob - old_log_prob)
     ...     per_token = -torch.minimum(ratio * advantages, ratio.clamp(0.8, 1.28) * advantages)

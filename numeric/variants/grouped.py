@@ -1,7 +1,7 @@
 r"""A trainer's advantage estimator as written: flat scores and a group index, groups of any sizes in any order.
 
 Trainers compute group advantages on a flat batch of responses.  The check of
-:func:`~derivations.variants.check_group_advantage` wants a ``[B, G]`` callable;
+:func:`~numeric.variants.check_group_advantage` wants a ``[B, G]`` callable;
 :func:`check_grouped_advantage` builds one for each group size :math:`G` from a
 function in one of the trainers' calling conventions (:data:`CONVENTIONS`):
 
@@ -49,7 +49,9 @@ import sympy as sp
 import torch
 
 from .._validate import require_int
-from .checkers import VERDICTS, check_group_advantage
+from derivations.variants import VERDICTS
+
+from .checker import check_group_advantage
 
 __all__ = ["CONVENTIONS", "GroupedAdvantageReport", "check_grouped_advantage"]
 
@@ -215,7 +217,7 @@ def check_grouped_advantage(fn: Callable, *, G, convention: str = "batch", rewar
     r"""Certify a trainer's group-advantage estimator as written, for each group size.
 
     For each :math:`G` the function is turned into the ``[B, G]`` callable that
-    :func:`~derivations.variants.check_group_advantage` takes (see the module
+    :func:`~numeric.variants.check_group_advantage` takes (see the module
     notes for the conventions) and checked under the reward law ``rewards``:
     :math:`\mathbb{E}[A_i s_i] = c\,\nabla_\theta J + \text{residual}`, with the
     verdict ``unbiased``, ``scaled``, ``reweighted``, ``biased`` or ``undecided``.
@@ -250,7 +252,7 @@ def check_grouped_advantage(fn: Callable, *, G, convention: str = "batch", rewar
     Examples
     --------
     >>> import torch
-    >>> from numeric.trainer_code import check_grouped_advantage
+    >>> from numeric.variants import check_grouped_advantage
     >>> def rloo(scores, index):   # flat scores and a group index
     ...     out = torch.empty_like(scores)
     ...     for g in set(index.tolist()):
