@@ -233,6 +233,22 @@ def test_the_known_losses_are_recognised_with_their_derived_weights(method, name
     assert rep.bounded == {"ppo": {1: True, -1: False}, "dual_clip": {1: True, -1: True}, "cispo": {1: True, -1: True}, "is": {1: False, -1: False}}[method]
 
 
+def test_the_checker_known_weights_are_the_verified_weights_and_the_probe_reads_them():
+    """The checker derives a known method's weight on first use, by its own region split: it must be
+    the kernel-verified weight of derivations.gradient_weights; the probe that picks the candidate
+    without deriving must give that weight's value at every ratio off the kinks, each sign of A."""
+    from derivations.variants import known_methods
+
+    values = {gw.eps_l: 0.2, gw.eps_h: 0.28, gw.c: 3}
+    exact = {k: sp.Rational(v) for k, v in values.items()}
+    for method in known_methods():
+        weight = gw.gradient_weight(method.method) if method.method in gw.METHODS else sp.Integer(1)
+        assert method.weight == weight
+        for a in (1, -1):
+            for x in (0.3, 0.79, 0.95, 1.0, 1.1, 1.27, 1.5, 2.9, 3.5, 10.0):
+                assert method.weight_at(x, a, values) == weight.subs({**exact, gw.r: sp.Rational(x), gw.A: a})
+
+
 def test_ppo_silences_exactly_the_clipped_side():
     rep = check_token_loss(gw.token_loss("ppo"))
     at = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(7, 25)}
