@@ -8,6 +8,7 @@ derived weights of derivations.gradient_weights; and every report must survive
 """
 
 import dataclasses
+from html.parser import HTMLParser
 from functools import partial
 
 import numpy as np
@@ -342,6 +343,36 @@ def test_reports_are_frozen_and_render():
     assert "CISPO" in str(tok) and tok._repr_latex_().startswith("$$")
 
 
+def test_reports_render_as_html_with_one_verdict_a_table_and_escaped_text():
+    rep = check_group_advantage(rloo_advantages, G=3, rewards="binary", name="<b>mine</b>")
+    page = html_outline(rep._repr_html_())
+    assert [t for t in page.tags if t[1] == "pgi-verdict"] == [("p", "pgi-verdict")]
+    assert page.th == ["G", "|symbolic update|", "|exact update|", "discrepancy"]
+    assert ("table", "pgi-table") in page.tags and ("div", "pgi-derivation") in page.tags
+    assert "".join(page.text).count("$$") == 2 and "unbiased: c = 1" in page.text
+    assert all(tag in {"div", "p", "strong", "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "details", "summary"} for tag, _ in page.tags)
+    table = rep.table()  # prints as the aligned text it always did; renders as a table
+    assert isinstance(table, str) and table.splitlines()[0] == "   G   |symbolic update|   |exact update|   discrepancy"
+    assert repr(table) == str(table) and html_outline(table._repr_html_()).th == list(table.header)
+    tok = check_token_loss(gw.token_loss("cispo"), confirm=False)
+    page = html_outline(tok._repr_html_())
+    assert page.text[0] == "policy gradient: the weight of CISPO" and page.th == ["property", "value"]
+    assert ("div", "pgi-derivation") in page.tags and "r <= varepsilon_h + 1" in "".join(page.text)  # the '<' escaped, then read back
+    assert "<=" not in tok._repr_html_().replace("&lt;=", "")
+    assert check_token_loss(-gw.r * gw.A * gw.ell, confirm=False).headline() == "not a policy gradient"
+
+
+def test_report_table_bad_input_and_escaping():
+    from derivations.variants import ReportTable, report_html
+
+    with pytest.raises(ValueError, match="rows must each have 2 cells"):
+        ReportTable(("a", "b"), [("1",)])
+    page = report_html("<script>x</script>", reason="a < b & c", table=ReportTable(("<i>",), [("<td>",)]), notes=["<li>"])
+    outline = html_outline(page)
+    assert ("script", None) not in outline.tags and ("i", None) not in outline.tags and outline.tags.count(("li", None)) == 1
+    assert outline.text[0] == "<script>x</script>" and outline.th == ["<i>"] and "a < b & c" in outline.text
+
+
 def test_the_readme_variant_example_runs_as_written(tmp_path):
     import os
     import re
@@ -512,3 +543,31 @@ def test_a_scale_with_only_a_first_degree_term_depends_on_the_policy():
     assert (binary.verdict, binary.scale) == ("reweighted", P)
     general = check_group_advantage(expr)
     assert general.verdict == "reweighted" and general.scale.atoms(sp.Function)
+
+
+class _Outline(HTMLParser):
+    """What a report's HTML holds: each element's tag and class, the header cells, the text."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.th, self.text, self._in_th = [], [], [], False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs).get("class")))
+        self._in_th = tag == "th"
+
+    def handle_endtag(self, tag):
+        self._in_th = False
+
+    def handle_data(self, data):
+        if data.strip():
+            self.text.append(data)
+        if self._in_th:
+            self.th.append(data)
+
+
+def html_outline(page: str) -> _Outline:
+    out = _Outline()
+    out.feed(page)
+    out.close()
+    return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from derivations.variants import VERDICTS
+
 from .grouped import GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import PolicyLossReport, check_policy_loss
 

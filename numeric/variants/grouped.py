@@ -40,7 +40,6 @@ f2cd57710ae345ea6428ae95363267fcf38a3dc8 (``trl/trainer/grpo_trainer.py``); Open
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -48,9 +47,9 @@ import numpy as np
 import sympy as sp
 import torch
 
-from .._validate import require_int
-from derivations.variants import VERDICTS
+from derivations.variants import VERDICTS, ReportTable, report_html
 
+from .._validate import require_int
 from .checker import check_group_advantage
 
 __all__ = ["CONVENTIONS", "GroupedAdvantageReport", "check_grouped_advantage"]
@@ -171,10 +170,11 @@ class GroupedAdvantageReport:
                 "groups": [{"G": G, "verdict": rep.verdict, "scale": sp.sstr(rep.scale), "residual": sp.sstr(rep.residual),
                             "reason": rep.reason} for G, rep in self.reports]}
 
-    def table(self) -> str:
+    def table(self) -> ReportTable:
+        """The verdict and :math:`c` per group size: aligned text, or an HTML table."""
         lines = ["   G  verdict     c"]
         lines += [f"{G:4d}  {rep.verdict:10s}  {sp.sstr(rep.scale)}" for G, rep in self.reports]
-        return "\n".join(lines)
+        return ReportTable(("G", "verdict", "c"), [(G, rep.verdict, sp.sstr(rep.scale)) for G, rep in self.reports], text="\n".join(lines))
 
     def __repr__(self) -> str:
         return f"GroupedAdvantageReport(convention={self.convention!r}, verdict={self.verdict!r}, G={[G for G, _ in self.reports]})"
@@ -183,11 +183,11 @@ class GroupedAdvantageReport:
         return f"{self.verdict} ({self.convention} convention): {self.reason}\n{self.table()}"
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><td>{G}</td><td>{html.escape(rep.verdict)}</td><td>{html.escape(sp.sstr(rep.scale))}</td></tr>"
-                       for G, rep in self.reports)
-        return (f"<div style='max-width:900px'><p><b>{html.escape(self.verdict)}</b> ({html.escape(self.convention)} convention)</p>"
-                f"<p>{html.escape(self.reason)}</p><table><thead><tr><th>G</th><th>verdict</th><th>c</th></tr></thead>"
-                f"<tbody>{rows}</tbody></table></div>")
+        more = [(f"derivation at G = {G}", "$$" + rep.derivation.to_latex() + "$$") for G, rep in self.reports if rep.derivation is not None]
+        return report_html(f"{self.verdict} ({self.convention} convention)", reason=self.reason, table=self.table(), more=more)
+
+    def _repr_latex_(self) -> str:
+        return "$$" + r",\quad ".join(f"c_{{G={G}}} = {sp.latex(rep.scale)}" for G, rep in self.reports if rep.scale is not None) + "$$"
 
 
 def _sizes(G) -> tuple:
