@@ -8,7 +8,7 @@ r"""``pg-identities``: the checks of a trainer's own code, from its CI.
 
 Prints the report (or its JSON) and exits with 0 when the function is what
 ``--expect`` says (without it: a policy gradient up to a positive constant, see
-:meth:`~numeric.trainer_code.PolicyLossReport.holds`), 1 when it is not, 2 on a
+:meth:`~numeric.variants.PolicyLossReport.holds`), 1 when it is not, 2 on a
 usage error or a function that cannot be loaded or called.  ``--fixed`` values
 are Python literals (``0.2``, ``'token-mean'``, ``True``) or, failing that, strings;
 ``--names`` maps a loss's roles to its own argument names (``log_prob=logprobs``).
@@ -30,8 +30,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .trainer_code import GroupedAdvantageReport, PolicyLossReport, check_grouped_advantage, check_policy_loss
-from .trainer_code.checkers import NotPermutationEquivariant
+from derivations.variants import NotPermutationEquivariant
+
+from .variants import GroupedAdvantageReport, PolicyLossReport, check_grouped_advantage, check_policy_loss
 
 __all__ = ["load_function", "main", "parse_fixed"]
 

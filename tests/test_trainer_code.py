@@ -1,4 +1,4 @@
-"""numeric.trainer_code: a trainer's policy loss and advantage estimator certified as written.
+"""numeric.variants (check_policy_loss, check_grouped_advantage): a trainer's policy loss and advantage estimator certified as written.
 
 The trainer-style functions live in tests/trainer_style/ (written from the papers and the peers'
 signatures).  Every expected kappa is computed here from the mode's definition, never read back
@@ -6,6 +6,7 @@ from the module's own fit.
 """
 
 import importlib.util
+from html.parser import HTMLParser
 from functools import cache
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import torch
 
 from derivations.group_baselines import P
 from numeric import opo_advantages
-from numeric.trainer_code import (
+from numeric.variants import (
     assert_group_advantage,
     assert_policy_loss,
     check_grouped_advantage,
@@ -182,8 +183,11 @@ def test_report_renders():
     rep = loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None)
     assert repr(rep).startswith("PolicyLossReport(verdict='scaled', method='PPO'") and "\n" not in repr(rep)
     page = rep._repr_html_()
-    assert page.count("<table>") == 1 and "<b>scaled: PPO, token-mean, no length bias</b>" in page and page.count("<tr>") == len(rep.kappa) + 1
-    assert rep.table().count("\n") == len(rep.kappa)
+    outline = html_outline(page)
+    assert [t for t in outline.tags if t[1] == "pgi-verdict"] == [("p", "pgi-verdict")] and outline.text[0] == "scaled: PPO, token-mean, no length bias"
+    assert outline.tags.count(("table", "pgi-table")) == 1 and page.count("<tr>") == len(rep.kappa) + 1
+    assert outline.th == ["design", "row", "n_i", "κ measured", "κ model"]
+    assert rep.table().count("\n") == len(rep.kappa) and rep.table().header == tuple(outline.th)
 
 
 def test_policy_loss_bad_input():
@@ -268,6 +272,10 @@ def test_grouped_report_renders():
     rep = check_grouped_advantage(ADV.rloo_advantage, G=[2], convention="verl")
     assert repr(rep) == "GroupedAdvantageReport(convention='verl', verdict='unbiased', G=[2])"
     assert rep._repr_html_().count("<tr>") == 2 and rep.as_dict()["groups"][0]["scale"] == "1"
+    outline = html_outline(rep._repr_html_())
+    assert outline.text[0] == "unbiased (verl convention)" and outline.th == ["G", "verdict", "c"]
+    assert [t for t in outline.tags if t[1] == "pgi-verdict"] == [("p", "pgi-verdict")] and outline.tags.count(("details", None)) == 1
+    assert rep._repr_latex_() == "$$c_{G=2} = 1$$" and str(rep.table()).splitlines()[1] == "   2  unbiased    1"
 
 
 def test_grouped_advantage_bad_input():
@@ -304,3 +312,31 @@ def test_assertions():
         assert_group_advantage(ADV.grpo_advantage, "unbiased", G=[4], convention="verl")
     with pytest.raises(ValueError, match="expect must be one of"):
         assert_group_advantage(ADV.rloo_advantage, "PPO", G=2, convention="verl")
+
+
+class _Outline(HTMLParser):
+    """What a report's HTML holds: each element's tag and class, the header cells, the text."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.th, self.text, self._in_th = [], [], [], False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs).get("class")))
+        self._in_th = tag == "th"
+
+    def handle_endtag(self, tag):
+        self._in_th = False
+
+    def handle_data(self, data):
+        if data.strip():
+            self.text.append(data)
+        if self._in_th:
+            self.th.append(data)
+
+
+def html_outline(page: str) -> _Outline:
+    out = _Outline()
+    out.feed(page)
+    out.close()
+    return out

@@ -577,6 +577,8 @@ NOT_SWEPT = {
     "Expect": "SymPy notation (an unevaluated function; SymPy checks its arity)", "Argmin": "SymPy notation (an unevaluated function; SymPy checks its arity)",
     "suite": "registry plumbing (tests/test_checks.py)", "run_suites": "registry plumbing (tests/test_checks.py)",
     "Method": "a registry record (derivations.methods)", "Form": "a registry record (derivations.methods)",
+    "load_function": "the command's FILE.py:FUNCTION loader (bad input: tests/test_cli.py)",
+    "parse_fixed": "the command's --fixed parser (bad input: tests/test_cli.py)",
 }
 
 

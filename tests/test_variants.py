@@ -8,6 +8,7 @@ derived weights of derivations.gradient_weights; and every report must survive
 """
 
 import dataclasses
+from html.parser import HTMLParser
 from functools import partial
 
 import numpy as np
@@ -233,6 +234,22 @@ def test_the_known_losses_are_recognised_with_their_derived_weights(method, name
     assert rep.bounded == {"ppo": {1: True, -1: False}, "ppo_dual_clip": {1: True, -1: True}, "cispo_cap": {1: True, -1: True}, "is": {1: False, -1: False}}[method]
 
 
+def test_the_checker_known_weights_are_the_verified_weights_and_the_probe_reads_them():
+    """The checker derives a known method's weight on first use, by its own region split: it must be
+    the kernel-verified weight of derivations.gradient_weights; the probe that picks the candidate
+    without deriving must give that weight's value at every ratio off the kinks, each sign of A."""
+    from derivations.variants import known_methods
+
+    values = {gw.eps_l: 0.2, gw.eps_h: 0.28, gw.c: 3}
+    exact = {k: sp.Rational(v) for k, v in values.items()}
+    for method in known_methods():
+        weight = gw.gradient_weight(method.method) if method.method in gw.METHODS else sp.Integer(1)
+        assert method.weight == weight
+        for a in (1, -1):
+            for x in (0.3, 0.79, 0.95, 1.0, 1.1, 1.27, 1.5, 2.9, 3.5, 10.0):
+                assert method.weight_at(x, a, values) == weight.subs({**exact, gw.r: sp.Rational(x), gw.A: a})
+
+
 def test_ppo_silences_exactly_the_clipped_side():
     rep = check_token_loss(gw.token_loss("ppo"))
     at = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(7, 25)}
@@ -324,6 +341,36 @@ def test_reports_are_frozen_and_render():
     assert "unbiased" in str(rep) and "G" in rep.table()
     tok = check_token_loss(gw.token_loss("cispo_cap"))
     assert "CISPO" in str(tok) and tok._repr_latex_().startswith("$$")
+
+
+def test_reports_render_as_html_with_one_verdict_a_table_and_escaped_text():
+    rep = check_group_advantage(rloo_advantages, G=3, rewards="binary", name="<b>mine</b>")
+    page = html_outline(rep._repr_html_())
+    assert [t for t in page.tags if t[1] == "pgi-verdict"] == [("p", "pgi-verdict")]
+    assert page.th == ["G", "|symbolic update|", "|exact update|", "discrepancy"]
+    assert ("table", "pgi-table") in page.tags and ("div", "pgi-derivation") in page.tags
+    assert "".join(page.text).count("$$") == 2 and "unbiased: c = 1" in page.text
+    assert all(tag in {"div", "p", "strong", "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "details", "summary"} for tag, _ in page.tags)
+    table = rep.table()  # prints as the aligned text it always did; renders as a table
+    assert isinstance(table, str) and table.splitlines()[0] == "   G   |symbolic update|   |exact update|   discrepancy"
+    assert repr(table) == str(table) and html_outline(table._repr_html_()).th == list(table.header)
+    tok = check_token_loss(gw.token_loss("cispo"), confirm=False)
+    page = html_outline(tok._repr_html_())
+    assert page.text[0] == "policy gradient: the weight of CISPO" and page.th == ["property", "value"]
+    assert ("div", "pgi-derivation") in page.tags and "r <= varepsilon_h + 1" in "".join(page.text)  # the '<' escaped, then read back
+    assert "<=" not in tok._repr_html_().replace("&lt;=", "")
+    assert check_token_loss(-gw.r * gw.A * gw.ell, confirm=False).headline() == "not a policy gradient"
+
+
+def test_report_table_bad_input_and_escaping():
+    from derivations.variants import ReportTable, report_html
+
+    with pytest.raises(ValueError, match="rows must each have 2 cells"):
+        ReportTable(("a", "b"), [("1",)])
+    page = report_html("<script>x</script>", reason="a < b & c", table=ReportTable(("<i>",), [("<td>",)]), notes=["<li>"])
+    outline = html_outline(page)
+    assert ("script", None) not in outline.tags and ("i", None) not in outline.tags and outline.tags.count(("li", None)) == 1
+    assert outline.text[0] == "<script>x</script>" and outline.th == ["<i>"] and "a < b & c" in outline.text
 
 
 def test_the_readme_variant_example_runs_as_written(tmp_path):
@@ -496,3 +543,31 @@ def test_a_scale_with_only_a_first_degree_term_depends_on_the_policy():
     assert (binary.verdict, binary.scale) == ("reweighted", P)
     general = check_group_advantage(expr)
     assert general.verdict == "reweighted" and general.scale.atoms(sp.Function)
+
+
+class _Outline(HTMLParser):
+    """What a report's HTML holds: each element's tag and class, the header cells, the text."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.th, self.text, self._in_th = [], [], [], False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs).get("class")))
+        self._in_th = tag == "th"
+
+    def handle_endtag(self, tag):
+        self._in_th = False
+
+    def handle_data(self, data):
+        if data.strip():
+            self.text.append(data)
+        if self._in_th:
+            self.th.append(data)
+
+
+def html_outline(page: str) -> _Outline:
+    out = _Outline()
+    out.feed(page)
+    out.close()
+    return out

@@ -30,6 +30,7 @@ and confirms the verdict by exact numbers on :class:`numeric.TinyLM` (a
 disagreement raises :class:`SymbolicNumericMismatch`).  The modules:
 :mod:`~derivations.variants.inputs` (vocabulary and input checks),
 :mod:`~derivations.variants.reports` (reports and verdicts),
+:mod:`~derivations.variants.render` (how a report shows itself in a notebook),
 :mod:`~derivations.variants.group` (expressions, any law),
 :mod:`~derivations.variants.patterns` (finite laws, count patterns),
 :mod:`~derivations.variants.token` (per-token losses).
@@ -88,6 +89,7 @@ from ..derivation import Derivation
 from .group import derive_group_advantage
 from .inputs import G_SYMBOL, GROUP, I, J, R
 from .patterns import CountPattern, count_patterns
+from .render import ReportTable, report_html
 from .reports import VERDICTS, GroupReport, NotPermutationEquivariant, SymbolicNumericMismatch, TokenReport
 from .token import KnownMethod, breakpoints, derive_token_loss, known_methods, token_loss_expression
 
@@ -97,6 +99,7 @@ __all__ = [
     "GroupReport",
     "KnownMethod",
     "NotPermutationEquivariant",
+    "ReportTable",
     "SymbolicNumericMismatch",
     "TokenReport",
     "breakpoints",
@@ -104,6 +107,7 @@ __all__ = [
     "derive_group_advantage",
     "derive_token_loss",
     "known_methods",
+    "report_html",
     "token_loss_expression",
     "tutorial_derivation",
     "tutorial_variant",

@@ -13,6 +13,7 @@ import sympy as sp
 
 from ..derivation import Derivation, is_zero
 from ..iid_groups import Expect
+from .render import ReportTable, report_html
 
 __all__ = [
     "GroupReport",
@@ -76,13 +77,18 @@ class GroupReport:
     zero_on_equal_rewards: bool | None = None
     numeric: tuple = field(default=(), compare=False)
 
-    def table(self) -> str:
-        """The numeric confirmation as a plain-text table."""
+    def table(self) -> ReportTable:
+        """The numeric confirmation: prints as aligned text, renders as an HTML table."""
+        header = ("G", "|symbolic update|", "|exact update|", "discrepancy")
         if not self.numeric:
-            return "(no numeric confirmation)"
+            return ReportTable(header, [], text="(no numeric confirmation)")
         lines = ["   G   |symbolic update|   |exact update|   discrepancy"]
         lines += [f"{g:4d}   {s:16.12f}   {e:14.12f}   {d:9.1e}" for g, s, e, d in self.numeric]
-        return "\n".join(lines)
+        return ReportTable(header, [(g, f"{s:.12f}", f"{e:.12f}", f"{d:.1e}") for g, s, e, d in self.numeric], text="\n".join(lines))
+
+    def headline(self) -> str:
+        """The verdict on one line, with :math:`c` when there is one."""
+        return self.verdict + ("" if self.scale is None else f": c = {sp.sstr(self.scale)}")
 
     def __str__(self) -> str:
         c = "-" if self.scale is None else sp.sstr(self.scale)
@@ -96,6 +102,10 @@ class GroupReport:
         if self.derivation is None:
             return "$$" + head + "$$"
         return "$$" + head + r"\\" + self.derivation.to_latex() + "$$"
+
+    def _repr_html_(self) -> str:
+        return report_html(self.headline(), reason=self.reason, table=self.table() if self.numeric else None,
+                           latex=None if self.derivation is None else "$$" + self.derivation.to_latex() + "$$")
 
 
 @dataclass(frozen=True)
@@ -143,6 +153,24 @@ class TokenReport:
         return (f"w = {w}\nsilenced: {self.silenced}\nbounded: {self.bounded}\n"
                 f"on-policy at r = 1: {self.on_policy_at_ratio_one}; policy gradient: {self.is_policy_gradient}; "
                 f"matches: {self.matches}\n{self.reason}")
+
+    def headline(self) -> str:
+        """The verdict on one line: a policy gradient or not, and the known method it is."""
+        if not self.is_policy_gradient:
+            return "not a policy gradient"
+        return "policy gradient" + (f": the weight of {self.matches}" if self.matches else ", no known method")
+
+    def properties(self) -> ReportTable:
+        """What the weight implies, one row each: prints as aligned text, renders as an HTML table."""
+        w = "(tabulated by autograd)" if self.weight is None else sp.sstr(self.weight)
+        return ReportTable(("property", "value"), [
+            ("w", w), ("silenced", self.silenced), ("bounded for A > 0", self.bounded.get(1)),
+            ("bounded for A < 0", self.bounded.get(-1)), ("on-policy at r = 1", self.on_policy_at_ratio_one),
+            ("policy gradient", self.is_policy_gradient), ("known method", self.matches)])
+
+    def _repr_html_(self) -> str:
+        return report_html(self.headline(), reason=self.reason, table=self.properties(),
+                           latex=None if self.derivation is None else "$$" + self.derivation.to_latex() + "$$")
 
     def _repr_latex_(self) -> str:
         head = r"w = " + ("\\text{(table)}" if self.weight is None else sp.latex(self.weight))

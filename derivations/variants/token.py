@@ -34,11 +34,32 @@ _TOKEN_SYMBOLS = {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}
 
 @dataclass(frozen=True)
 class KnownMethod:
-    """A per-token loss the checker can name: its method key, the label a report shows, and its derived gradient weight."""
+    """A per-token loss the checker can name: its method key and the label a report shows.
+
+    Its gradient weight (:attr:`weight`) is derived on first use and cached, from
+    the registry's loss (:func:`derivations.gradient_weights.token_loss`) by the
+    same region split as :func:`derive_token_loss`; :meth:`weight_at` evaluates
+    it at one ratio and numeric constants without deriving it, so a check pays
+    only for the method its weight matches.
+    """
 
     method: str
     label: str
-    weight: sp.Expr
+
+    @property
+    def weight(self) -> sp.Expr:
+        """The gradient weight :math:`w(r, A)`, a ``Piecewise`` (the weights of :func:`derivations.gradient_weights.gradient_weight`)."""
+        return _known_weight(self.method)
+
+    def weight_at(self, ratio, sign: int, constants: dict) -> sp.Expr:
+        """:math:`w` at ``ratio`` for :math:`A` of sign ``sign``, the constants numbers: an exact value off the kinks (a kink takes either side)."""
+        exact = {k: _exact(v) for k, v in constants.items()}
+        return _known_weight_at(self.method, _exact(ratio), sign, tuple(sorted(exact.items(), key=lambda kv: kv[0].name)))
+
+
+def _exact(x) -> sp.Expr:
+    """A float as the exact rational it stores (so branches are decided exactly), anything else sympified."""
+    return sp.Rational(x) if isinstance(x, float) else sp.sympify(x)
 
 
 _LABELS = {"ppo": "PPO", "ppo_dual_clip": "dual-clip PPO", "cispo_cap": "CISPO", "is": "token IS"}
@@ -48,16 +69,40 @@ _LABELS = {"ppo": "PPO", "ppo_dual_clip": "dual-clip PPO", "cispo_cap": "CISPO",
 def known_methods() -> tuple[KnownMethod, ...]:
     """The methods the checker recognises, in the order they are tried: every method of the gradient weights, then on-policy REINFORCE.
 
-    The one place where the checker reads the method table.
+    The one place where the checker reads the method table.  Nothing is derived
+    here (see :class:`KnownMethod`).
 
     Examples
     --------
     >>> from derivations.variants import known_methods
     >>> [m.label for m in known_methods()]
     ['PPO', 'dual-clip PPO', 'CISPO', 'token IS', 'on-policy REINFORCE']
+    >>> from derivations.gradient_weights import eps_h, eps_l
+    >>> ppo = known_methods()[0]
+    >>> [float(ppo.weight_at(x, 1, {eps_l: 0.2, eps_h: 0.28})) for x in (0.5, 2.0)]
+    [0.5, 0.0]
     """
-    table = tuple(KnownMethod(m, _LABELS.get(m, m), gw.gradient_weight(m)) for m in gw.METHODS)
-    return (*table, KnownMethod("reinforce", "on-policy REINFORCE", sp.Integer(1)))
+    return (*(KnownMethod(m, _LABELS.get(m, m)) for m in gw.METHODS), KnownMethod("reinforce", "on-policy REINFORCE"))
+
+
+_registry_loss = cache(gw.token_loss)
+
+
+@cache
+def _known_weight(method: str) -> sp.Expr:
+    if method == "reinforce":
+        return sp.Integer(1)
+    loss = _registry_loss(method)
+    return gw.piecewise_weight({sign: [(lo, hi, _piece_weight(loss, sign, inside)[1]) for lo, hi, inside in _regions(_order(breakpoints(loss)))]
+                                for sign in (1, -1)})
+
+
+@cache
+def _known_weight_at(method: str, ratio: sp.Expr, sign: int, constants: tuple) -> sp.Expr:
+    if method == "reinforce":
+        return sp.Integer(1)
+    loss = _registry_loss(method).subs({gw.A: sign, **dict(constants)})
+    return (-gw.d_dell(_piece(loss, {gw.r: ratio})) / sign).subs(gw.r, ratio)
 
 
 @cache
@@ -178,6 +223,14 @@ def _piece(expr, point: dict):
                 return cand
         raise _Unordered(sp.sstr(expr))
     return expr.func(*args)
+
+
+def _piece_weight(loss, sign: int, inside) -> tuple:
+    """The smooth piece of ``loss`` on the region holding ``inside`` (for A of sign ``sign``) and its gradient weight."""
+    point = {gw.r: inside, gw.A: sign * _pa}
+    at = {**{k: sp.sympify(v).subs(_ADMISSIBLE) for k, v in point.items()}, **_ADMISSIBLE}
+    piece = _branch_at(loss, at)
+    return piece, sp.factor(-gw.d_dell(piece) / gw.A)
 
 
 def _regions(breaks: list) -> list:
@@ -305,13 +358,10 @@ def _token_symbolic(loss) -> TokenReport:
         for sign in (1, -1):
             pieces[sign] = []
             for lo, hi, inside in _regions(breaks):
-                point = {gw.r: inside, gw.A: sign * _pa}
-                at = {**{k: sp.sympify(v).subs(_ADMISSIBLE) for k, v in point.items()}, **_ADMISSIBLE}
-                piece = _branch_at(loss, at)
+                piece, w = _piece_weight(loss, sign, inside)
                 where = ("A > 0" if sign > 0 else "A < 0") + r",\ " + (sp.latex(lo) + " < " if lo != 0 else "0 < ") + "r" + ("" if hi == sp.oo else " < " + sp.latex(hi))
                 region = (gw.A > 0 if sign > 0 else gw.A < 0, *([gw.r > lo] if lo != 0 else []), *([gw.r < hi] if hi != sp.oo else []))
                 d.step(name, piece, f"on ${where}$", proof=holds, given=region)
-                w = sp.factor(-gw.d_dell(piece) / gw.A)
                 d.step(sp.Derivative(piece, gw.ell), -gw.A * w, r"differentiate, $\mathrm{sg}$ held constant")
                 pieces[sign].append((lo, hi, w))
     except _Unordered as err:
@@ -341,15 +391,14 @@ def _at_ratio_one(weight) -> bool | None:
     return all(answers)
 
 
-def _agree_at(pieces: dict, known, probe: dict, ratios: list) -> bool:
+def _agree_at(pieces: dict, method: KnownMethod, probe: dict, ratios: list) -> bool:
     """Equal at a few exact ratios (off the probe's kinks), each sign of A; other constants set to 3/2."""
     for sign in (1, -1):
         ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]])
         ours = ours.subs(probe)
         ours = ours.subs({x: sp.Rational(3, 2) for x in ours.free_symbols - {gw.r, gw.ell, gw.ell0, gw.A}})
-        theirs = sp.sympify(known).subs(probe).subs(gw.A, sign)
         for x in ratios:
-            a, b = ours.subs(gw.r, x), theirs.subs(gw.r, x)
+            a, b = ours.subs(gw.r, x), method.weight_at(x, sign, probe)
             if a.free_symbols or b.free_symbols or a != b:
                 return False
     return True
@@ -360,9 +409,9 @@ def _match(pieces: dict) -> str | None:
     probe = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(2, 7), gw.c: 3}
     ratios = [sp.Rational(k, 10) for k in (1, 6, 9, 11, 15, 25, 50)]
     for method in known_methods():
-        known, label = method.weight, method.label
-        if not _agree_at(pieces, known, probe, ratios):  # a cheap exact probe first
+        if not _agree_at(pieces, method, probe, ratios):  # a cheap exact probe first: nothing derived
             continue
+        known, label = method.weight, method.label
         ok = True
         for sign in (1, -1):  # compare at the interior points of the common refinement of both partitions
             breaks = _order(list({*[b for b in (p[0] for p in pieces[sign]) if b != 0], *_known_breakpoints(known)}))

@@ -16,6 +16,14 @@ torch function — and
   :math:`G = 2..8` (or the given :math:`G`), and autograd on TinyLM's tokens
   for token losses (:func:`confirm_group`, :func:`confirm_token`).  A
   disagreement raises :class:`derivations.variants.SymbolicNumericMismatch`;
+* certifies a trainer's own code as written: a policy loss over ``[B, T]``
+  batches with its aggregation :math:`\kappa` and length bias
+  (:func:`check_policy_loss`, :mod:`~numeric.variants.policy_loss`), an
+  advantage estimator in verl's, TRL's or OpenRLHF's calling convention with
+  ragged groups (:func:`check_grouped_advantage`,
+  :mod:`~numeric.variants.grouped`), and the same as assertions for a trainer's
+  tests (:func:`assert_policy_loss`, :func:`assert_group_advantage`); the
+  command ``pg-identities check`` (:mod:`numeric.cli`) runs them in its CI;
 * reproduces three trainers' group advantages
   (:mod:`~numeric.variants.trainers`) and runs the chapter's suite of the
   check report (:mod:`~numeric.variants.suite`).
@@ -23,17 +31,29 @@ torch function — and
 Everything is computed in float64, passed explicitly; nothing global is changed.
 """
 
+from .assertions import assert_group_advantage, assert_policy_loss
 from .callables import advantage_table, advantage_values, require_advantage_callable
 from .checker import check_group_advantage, check_token_loss
 from .confirm import confirm_group, confirm_token
+from .grouped import CONVENTIONS, GroupedAdvantageReport, check_grouped_advantage
+from .policy_loss import KAPPA_RTOL, LOSS_VERDICTS, PolicyLossReport, check_policy_loss
 from .token_callables import token_report_from_callable
 from .trainers import openrlhf_rloo_advantages, trl_grpo_advantages, verl_dr_grpo_advantages
 from . import suite  # noqa: F401  (registers the suite "variants")
 
 __all__ = [
+    "CONVENTIONS",
+    "GroupedAdvantageReport",
+    "KAPPA_RTOL",
+    "LOSS_VERDICTS",
+    "PolicyLossReport",
     "advantage_table",
     "advantage_values",
+    "assert_group_advantage",
+    "assert_policy_loss",
     "check_group_advantage",
+    "check_grouped_advantage",
+    "check_policy_loss",
     "check_token_loss",
     "confirm_group",
     "confirm_token",

@@ -103,10 +103,19 @@ def _callable_on_tokens(fn) -> tuple:
 
 
 def _match(w: dict, values: dict) -> str | None:
-    """The first known method whose weight, evaluated on the grid with the constants ``values``, equals the tabulated one to 1e-12 (off its kinks)."""
+    r"""The first known method whose weight, evaluated on the grid with the constants ``values``, equals the tabulated one to 1e-12 (off its kinks).
+
+    A method is derived only if it passes a probe first: its exact weight at
+    :data:`_PROBES` ratios (nothing derived) against the table.  A known weight
+    has at most three kinks (:math:`1-\varepsilon_l`, :math:`1+\varepsilon_h`,
+    :math:`c`), so a true match disagrees at no more than three of the seven
+    probe ratios; a method that disagrees at more is not it.
+    """
     r = _GRID
     env = {gw.r: r, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
     for method in known_methods():
+        if sum(any(_probe_disagrees(method, w, values, i, s) for s in (1, -1)) for i in _PROBES) > 3:
+            continue
         away = ~near_kink(r, breakpoints(method.weight), values)
         ok = True
         for s in (1, -1):
@@ -115,3 +124,12 @@ def _match(w: dict, values: dict) -> str | None:
         if ok:
             return method.label
     return None
+
+
+_PROBES = tuple(int(i) for i in torch.linspace(10, len(_GRID) - 10, 7))
+"""Indices into :data:`_GRID` of the ratios the cheap probe of :func:`_match` reads."""
+
+
+def _probe_disagrees(method, w: dict, values: dict, i: int, sign: int) -> bool:
+    known = float(method.weight_at(float(_GRID[i]), sign, values))
+    return abs(known - float(w[sign][i])) > 1e-9 * max(1.0, abs(known))

@@ -2,7 +2,7 @@
 
 verl convention: ``fn(token_level_rewards [N, T], response_mask [N, T], index, epsilon=1e-6, ...)
 -> (advantages [N, T], returns [N, T])`` with groups found through a dict keyed by the index.
-Written for the tests of :mod:`numeric.trainer_code`; no trainer's code is copied.
+Written for the tests of :mod:`numeric.variants`; no trainer's code is copied.
 """
 
 from collections import defaultdict

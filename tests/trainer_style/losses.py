@@ -1,7 +1,7 @@
 """Policy losses written the way trainers write them, from the papers and the peers' signatures.
 
 ``loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode=...) -> (loss, metrics)``
-over ``[B, T]`` batches.  Written for the tests of :mod:`numeric.trainer_code`; no trainer's code
+over ``[B, T]`` batches.  Written for the tests of :mod:`numeric.variants`; no trainer's code
 is copied.  The broken ones carry their defect in their name.
 """
 

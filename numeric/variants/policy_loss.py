@@ -11,7 +11,7 @@ A trainer's loss takes ``[B, T]`` batches and returns one scalar,
 where :math:`\kappa_{it}` is the factor the aggregation gives token :math:`t` of
 row :math:`i` (a function of its row's length :math:`n_i`, the batch's lengths,
 :math:`B` and :math:`T`) and :math:`w` is the per-token gradient weight of
-:func:`~derivations.variants.check_token_loss`.  :func:`check_policy_loss`
+:func:`~numeric.variants.check_token_loss`.  :func:`check_policy_loss`
 measures both by autograd:
 
 * :math:`\kappa` at :math:`r = 1`, :math:`A = 1` (where :math:`w = 1` for a
@@ -40,7 +40,6 @@ Z. Liu et al., "Understanding R1-Zero-like training" (Dr. GRPO), arXiv:2503.2078
 from __future__ import annotations
 
 import dataclasses
-import html
 import inspect
 import math
 from collections.abc import Callable, Mapping
@@ -52,8 +51,9 @@ import torch
 from derivations.gradient_weights import c as _c
 from derivations.gradient_weights import eps_h as _eps_h
 from derivations.gradient_weights import eps_l as _eps_l
+from derivations.variants import ReportTable, TokenReport, report_html
 
-from .checkers import TokenReport, check_token_loss
+from .checker import check_token_loss
 
 __all__ = ["KAPPA_RTOL", "LOSS_VERDICTS", "PolicyLossReport", "check_policy_loss"]
 
@@ -471,13 +471,14 @@ class PolicyLossReport:
         agg = self.aggregation + ("" if self.normaliser is None else f" (C = {self.normaliser})")
         return f"{self.verdict}: {method}, {agg}, {'length-biased' if self.length_biased else 'no length bias'}"
 
-    def table(self) -> str:
-        """The measured kappa against the identified mode's, one row per (design, row)."""
+    def table(self) -> ReportTable:
+        """The measured kappa against the identified mode's, one row per (design, row): aligned text, or an HTML table."""
         lines = ["design                     row  n_i  kappa measured    kappa model"]
         for design, i, n, _, _, k, model in self.kappa:
             lines.append(f"{design:25s}  {i:3d}  {n:3d}  {k:14.10g}  {model:14.10g}" if model is not None
                          else f"{design:25s}  {i:3d}  {n:3d}  {k:14.10g}  {'-':>14s}")
-        return "\n".join(lines)
+        rows = [(design, i, n, f"{k:.10g}", "-" if model is None else f"{model:.10g}") for design, i, n, _, _, k, model in self.kappa]
+        return ReportTable(("design", "row", "n_i", "κ measured", "κ model"), rows, text="\n".join(lines))
 
     def __repr__(self) -> str:
         return (f"PolicyLossReport(verdict={self.verdict!r}, method={self.method!r}, aggregation={self.aggregation!r}, "
@@ -487,12 +488,9 @@ class PolicyLossReport:
         return "\n".join([self.headline(), self.reason, *("  - " + n for n in self.notes)])
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><td>{html.escape(d)}</td><td>{i}</td><td>{n}</td><td>{k:.6g}</td><td>{'-' if m is None else f'{m:.6g}'}</td></tr>"
-                       for d, i, n, _, _, k, m in self.kappa)
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        return (f"<div style='max-width:900px'><p><b>{html.escape(self.headline())}</b></p><p>{html.escape(self.reason)}</p>"
-                f"<ul>{notes}</ul><table><thead><tr><th>design</th><th>row</th><th>n_i</th><th>κ measured</th><th>κ model</th></tr></thead>"
-                f"<tbody>{rows}</tbody></table></div>")
+        token = self.token
+        latex = None if token is None or token.derivation is None else "$$" + token.derivation.to_latex() + "$$"
+        return report_html(self.headline(), reason=self.reason, notes=self.notes, table=self.table(), latex=latex)
 
 
 def _verdict(pg, on_policy: bool, fit: _Fit | None, length_biased: bool, leak: bool) -> str:
@@ -553,7 +551,7 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed) ->
     Examples
     --------
     >>> import torch
-    >>> from numeric.trainer_code import check_policy_loss
+    >>> from numeric.variants import check_policy_loss
     >>> def loss_fn(old_log_prob, log_prob, advantages, response_mask):
     ...     ratio = torch.exp(log_prob - old_log_prob)
     ...     per_token = -torch.minimum(ratio * advantages, ratio.clamp(0.8, 1.28) * advantages)

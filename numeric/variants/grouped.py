@@ -1,7 +1,7 @@
 r"""A trainer's advantage estimator as written: flat scores and a group index, groups of any sizes in any order.
 
 Trainers compute group advantages on a flat batch of responses.  The check of
-:func:`~derivations.variants.check_group_advantage` wants a ``[B, G]`` callable;
+:func:`~numeric.variants.check_group_advantage` wants a ``[B, G]`` callable;
 :func:`check_grouped_advantage` builds one for each group size :math:`G` from a
 function in one of the trainers' calling conventions (:data:`CONVENTIONS`):
 
@@ -40,7 +40,6 @@ f2cd57710ae345ea6428ae95363267fcf38a3dc8 (``trl/trainer/grpo_trainer.py``); Open
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -48,8 +47,10 @@ import numpy as np
 import sympy as sp
 import torch
 
+from derivations.variants import VERDICTS, ReportTable, report_html
+
 from .._validate import require_int
-from .checkers import VERDICTS, check_group_advantage
+from .checker import check_group_advantage
 
 __all__ = ["CONVENTIONS", "GroupedAdvantageReport", "check_grouped_advantage"]
 
@@ -169,10 +170,11 @@ class GroupedAdvantageReport:
                 "groups": [{"G": G, "verdict": rep.verdict, "scale": sp.sstr(rep.scale), "residual": sp.sstr(rep.residual),
                             "reason": rep.reason} for G, rep in self.reports]}
 
-    def table(self) -> str:
+    def table(self) -> ReportTable:
+        """The verdict and :math:`c` per group size: aligned text, or an HTML table."""
         lines = ["   G  verdict     c"]
         lines += [f"{G:4d}  {rep.verdict:10s}  {sp.sstr(rep.scale)}" for G, rep in self.reports]
-        return "\n".join(lines)
+        return ReportTable(("G", "verdict", "c"), [(G, rep.verdict, sp.sstr(rep.scale)) for G, rep in self.reports], text="\n".join(lines))
 
     def __repr__(self) -> str:
         return f"GroupedAdvantageReport(convention={self.convention!r}, verdict={self.verdict!r}, G={[G for G, _ in self.reports]})"
@@ -181,11 +183,11 @@ class GroupedAdvantageReport:
         return f"{self.verdict} ({self.convention} convention): {self.reason}\n{self.table()}"
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><td>{G}</td><td>{html.escape(rep.verdict)}</td><td>{html.escape(sp.sstr(rep.scale))}</td></tr>"
-                       for G, rep in self.reports)
-        return (f"<div style='max-width:900px'><p><b>{html.escape(self.verdict)}</b> ({html.escape(self.convention)} convention)</p>"
-                f"<p>{html.escape(self.reason)}</p><table><thead><tr><th>G</th><th>verdict</th><th>c</th></tr></thead>"
-                f"<tbody>{rows}</tbody></table></div>")
+        more = [(f"derivation at G = {G}", "$$" + rep.derivation.to_latex() + "$$") for G, rep in self.reports if rep.derivation is not None]
+        return report_html(f"{self.verdict} ({self.convention} convention)", reason=self.reason, table=self.table(), more=more)
+
+    def _repr_latex_(self) -> str:
+        return "$$" + r",\quad ".join(f"c_{{G={G}}} = {sp.latex(rep.scale)}" for G, rep in self.reports if rep.scale is not None) + "$$"
 
 
 def _sizes(G) -> tuple:
@@ -215,7 +217,7 @@ def check_grouped_advantage(fn: Callable, *, G, convention: str = "batch", rewar
     r"""Certify a trainer's group-advantage estimator as written, for each group size.
 
     For each :math:`G` the function is turned into the ``[B, G]`` callable that
-    :func:`~derivations.variants.check_group_advantage` takes (see the module
+    :func:`~numeric.variants.check_group_advantage` takes (see the module
     notes for the conventions) and checked under the reward law ``rewards``:
     :math:`\mathbb{E}[A_i s_i] = c\,\nabla_\theta J + \text{residual}`, with the
     verdict ``unbiased``, ``scaled``, ``reweighted``, ``biased`` or ``undecided``.
@@ -250,7 +252,7 @@ def check_grouped_advantage(fn: Callable, *, G, convention: str = "batch", rewar
     Examples
     --------
     >>> import torch
-    >>> from numeric.trainer_code import check_grouped_advantage
+    >>> from numeric.variants import check_grouped_advantage
     >>> def rloo(scores, index):   # flat scores and a group index
     ...     out = torch.empty_like(scores)
     ...     for g in set(index.tolist()):

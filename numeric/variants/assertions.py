@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from .checkers import VERDICTS
-from .grouped_advantage import GroupedAdvantageReport, check_grouped_advantage
+from derivations.variants import VERDICTS
+
+from .grouped import GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import PolicyLossReport, check_policy_loss
 
 __all__ = ["assert_group_advantage", "assert_policy_loss"]
@@ -36,7 +37,7 @@ def assert_policy_loss(fn: Callable, expect: str | None = None, *, names: Mappin
     Examples
     --------
     >>> import torch
-    >>> from numeric.trainer_code import assert_policy_loss
+    >>> from numeric.variants import assert_policy_loss
     >>> def loss_fn(old_log_prob, log_prob, advantages, response_mask):
     ...     per_token = torch.exp(log_prob - old_log_prob) * advantages   # the minus sign forgotten
     ...     return (per_token * response_mask).sum() / response_mask.sum()
@@ -58,12 +59,12 @@ def assert_group_advantage(fn: Callable, expect: str | None = None, *, G, conven
     r"""Assert that a group-advantage estimator is what ``expect`` says, at every group size in ``G``.
 
     ``expect`` is one of the checker's verdicts, or ``None``: unbiased, or scaled by a positive
-    constant.  ``convention`` is one of :data:`~numeric.trainer_code.CONVENTIONS` (default: a
+    constant.  ``convention`` is one of :data:`~numeric.variants.CONVENTIONS` (default: a
     ``[B, G]`` callable).
 
     Examples
     --------
-    >>> from numeric.trainer_code import assert_group_advantage
+    >>> from numeric.variants import assert_group_advantage
     >>> assert_group_advantage(lambda r: r - r.mean(-1, keepdims=True), "scaled", G=4).verdict
     'scaled'
     """
