@@ -1,6 +1,7 @@
 r"""Returns: reward-to-go, discounting, λ-returns and GAE with two flags.
 
-With per-step rewards :math:`r_1, \dots, r_T` and token scores
+With per-step rewards :math:`r_0, \dots, r_{T-1}` (steps and array positions
+counted from 0, step :math:`t` discounted by :math:`\gamma^t`) and token scores
 :math:`s_t = \nabla_\theta \log \pi_\theta(o_t \mid o_{<t})`,
 
 .. math::
@@ -68,17 +69,18 @@ lam = sp.Symbol("lambda", nonnegative=True)
 
 
 def past_reward_score_vanishes(K: int = 2) -> Derivation:
-    r"""A reward that came before a step is uncorrelated with that step's score: :math:`\mathbb{E}[r_1 s_2] = 0`.
+    r"""A reward that came before a step is uncorrelated with that step's score: :math:`\mathbb{E}[r_0 s_1] = 0`.
 
-    Two decisions: :math:`a \sim \pi_\theta`, then :math:`b \sim \pi_\phi(\cdot \mid a)`
-    (softmax policies over ``K`` actions, logits :math:`\phi^{(a)}` for each
-    :math:`a`); the reward :math:`r(a)` is known after the first.  The score of the
-    second decision with respect to the block :math:`\phi^{(1)}` is
-    :math:`s_2 = \mathbb{1}[a = 1](e_b - \pi_\phi(\cdot \mid 1))`.
+    Two decisions, at steps 0 and 1: :math:`a \sim \pi_\theta`, then
+    :math:`b \sim \pi_\phi(\cdot \mid a)` (softmax policies over ``K`` actions; the
+    second decision has its own block of logits :math:`\phi^{(a)}` for each first
+    action :math:`a`); the reward :math:`r(a)` is known after the first.  The score of
+    the second decision with respect to the block :math:`\phi^{(1)}` (the logits
+    used after :math:`a = 1`) is :math:`s_1 = \mathbb{1}[a = 1](e_b - \pi_\phi(\cdot \mid 1))`.
 
     .. math::
 
-        \mathbb{E}[r(a)\, s_2] = \sum_a \pi(a)\, r(a) \sum_b \pi(b \mid a)\, s_2(a, b)
+        \mathbb{E}[r(a)\, s_1] = \sum_a \pi(a)\, r(a) \sum_b \pi(b \mid a)\, s_1(a, b)
         = \sum_a \pi(a)\, r(a) \cdot 0 = 0.
 
     Examples
@@ -95,14 +97,18 @@ def past_reward_score_vanishes(K: int = 2) -> Derivation:
     inner = sum((second.probs[b] * s2[b] for b in range(K)), sp.zeros(K, 1))
     d = Derivation(
         f"A past reward times a later score has mean zero (K = {K})",
-        assumptions=[r"$a \sim \pi_\theta$, then $b \sim \pi_\phi(\cdot \mid a)$", r"$r$ depends on $a$ only"],
+        assumptions=[
+            r"$a \sim \pi_\theta$, then $b \sim \pi_\phi(\cdot \mid a)$",
+            r"$\phi^{(a)}$: the logits of the second decision after the first action $a$",
+            r"$r$ depends on $a$ only",
+        ],
     )
     d.step(
         sum((first.probs[a] * second.probs[b] * r[a] * (s2[b] if a == 0 else sp.zeros(K, 1)) for a in range(K) for b in range(K)), sp.zeros(K, 1)),
         first.probs[0] * r[0] * inner,
         r"only $a = 1$ touches $\phi^{(1)}$",
     )
-    d.then(sp.zeros(K, 1), r"$\mathbb{E}[s_2 \mid a] = 0$")
+    d.then(sp.zeros(K, 1), r"$\mathbb{E}[s_1 \mid a] = 0$, $s_1$ the second decision's score")
     return d
 
 
@@ -132,7 +138,7 @@ def reward_to_go_unbiased(T: int = 3) -> Derivation:
     past = {Expect(r[u] * s[t]): 0 for t in range(T) for u in range(t)}
     d = Derivation(
         f"Reward-to-go is unbiased (T = {T})",
-        assumptions=[r"$r_u$ is known once $o_{\le u}$ is", r"$s_t$: score of step $t$",
+        assumptions=[r"steps counted from 1 in this derivation (array position $u - 1$ holds step $u$)", r"$r_u$ is known once $o_{\le u}$ is", r"$s_t$: score of step $t$",
                      r"past rewards are uncorrelated with later scores (the lemma above):", *[sp.Eq(k, v) for k, v in past.items()]],
         unfold=_plain_linearity,
     )
@@ -196,8 +202,11 @@ def outcome_reward_to_go() -> Derivation:
 def discounted_objective_weights() -> Derivation:
     r"""The literal discounted objective weights the score of step :math:`t` by :math:`\gamma^{t-1} G^\gamma_t`.
 
-    Steps are counted from 1, and step :math:`u` is discounted by
-    :math:`\gamma^{u-1}` (array position :math:`u - 1` holds step :math:`u`).
+    This derivation counts steps from 1, and step :math:`u` is discounted by
+    :math:`\gamma^{u-1}` (array position :math:`u - 1` holds step :math:`u`); with
+    steps from 0, as in the rest of the book and in
+    :func:`numeric.discounted_score_weights`, the same identity reads
+    :math:`\sum_{u \ge t} \gamma^u r_u = \gamma^t G^\gamma_t`.
     After dropping past rewards (:func:`reward_to_go_unbiased`), the score of
     step :math:`t` multiplies :math:`\sum_{u \ge t} \gamma^{u-1} r_u`, which is
 
@@ -216,7 +225,7 @@ def discounted_objective_weights() -> Derivation:
     g = sp.Symbol("gamma", positive=True)
     d = Derivation(
         "The literal discounted objective weights step t by γᵗ⁻¹ Gₜ",
-        assumptions=[r"$J_\gamma = \mathbb{E}[\sum_{u=1}^{T} \gamma^{u-1} r_u]$", r"$0 < \gamma \le 1$"],
+        assumptions=[r"steps counted from 1 in this derivation (array position $u - 1$ holds step $u$)", r"$J_\gamma = \mathbb{E}[\sum_{u=1}^{T} \gamma^{u-1} r_u]$", r"$0 < \gamma \le 1$"],
     )
     d.step(sp.Sum(g ** (u - 1) * r[u], (u, t, T)), g ** (t - 1) * sp.Sum(g ** (u - t) * r[u], (u, t, T)), r"take out $\gamma^{t-1}$")
     return d
@@ -225,9 +234,10 @@ def discounted_objective_weights() -> Derivation:
 def dropping_discount_turns_gradient() -> Derivation:
     r"""Weighting by :math:`G^\gamma_t` instead of :math:`\gamma^t G^\gamma_t` changes the direction.
 
-    Two decisions with separate parameter blocks: the literal gradient is
-    :math:`(a, \gamma b)` and the one without :math:`\gamma^t` is :math:`(a, b)`,
-    with :math:`a = \mathbb{E}[s_1 G^\gamma_1]`, :math:`b = \mathbb{E}[s_2 G^\gamma_2]`.
+    Two decisions, at steps 0 and 1, with separate parameter blocks: the literal
+    gradient is :math:`(\gamma^0 a, \gamma^1 b) = (a, \gamma b)` and the one without
+    :math:`\gamma^t` is :math:`(a, b)`, with :math:`a = \mathbb{E}[s_0 G^\gamma_0]`,
+    :math:`b = \mathbb{E}[s_1 G^\gamma_1]`.
     They are parallel only if their determinant vanishes:
 
     .. math::
@@ -245,7 +255,7 @@ def dropping_discount_turns_gradient() -> Derivation:
     M = sp.Matrix([[a, a], [gamma * b, b]])
     d = Derivation(
         "Dropping γᵗ turns the gradient",
-        assumptions=[r"step 1 and step 2 have separate parameters", r"columns: literal $(a, \gamma b)$ and dropped $(a, b)$"],
+        assumptions=[r"step 0 and step 1 have separate parameters", r"columns: literal $(a, \gamma b)$ and dropped $(a, b)$"],
     )
     d.step(sp.Determinant(M), a * b * (1 - gamma), "determinant")
     return d
@@ -322,6 +332,9 @@ def _consistent(T: int) -> dict:
 def gae_unrolled(T: int = 3) -> Derivation:
     r"""The recursion unrolled: :math:`A_1 = \sum_{u=1}^{T} (\gamma\lambda)^{u-1} \delta_u` (one trajectory, no cut before :math:`T`).
 
+    Steps are counted from 1 here (step :math:`u` at array position :math:`u - 1`);
+    from 0, as in the rest of the book, :math:`A_0 = \sum_{u=0}^{T-1} (\gamma\lambda)^u \delta_u`.
+
     Examples
     --------
     >>> from derivations.returns import gae_unrolled
@@ -331,7 +344,7 @@ def gae_unrolled(T: int = 3) -> Derivation:
     T = require_int("T", T, minimum=1)
     A = _gae_recursion(T)
     deltas = [_r[u] + gamma * _Vn[u] - _V[u] for u in range(1, T + 1)]
-    d = Derivation(f"GAE unrolled (T = {T})", assumptions=[r"trace cut only at $T$, not terminated", *[sp.Eq(_delta[u], deltas[u - 1]) for u in range(1, T + 1)]])
+    d = Derivation(f"GAE unrolled (T = {T})", assumptions=[r"steps counted from 1 in this derivation (array position $u - 1$ holds step $u$)", r"trace cut only at $T$, not terminated", *[sp.Eq(_delta[u], deltas[u - 1]) for u in range(1, T + 1)]])
     d.step(A[0], sp.Add(*[(gamma * lam) ** (u - 1) * _delta[u] for u in range(1, T + 1)]), "unroll", facts={_delta[u]: deltas[u - 1] for u in range(1, T + 1)})
     return d
 
@@ -346,7 +359,7 @@ def gae_lambda_zero(T: int = 3) -> Derivation:
     gamma*V'[1] - V[1] + r[1]
     """
     T = require_int("T", T, minimum=1)
-    d = Derivation(f"GAE(λ = 0) is the TD error (T = {T})")
+    d = Derivation(f"GAE(λ = 0) is the TD error (T = {T})", assumptions=[r"steps counted from 1 in this derivation (array position $u - 1$ holds step $u$)"])
     d.step(_gae_recursion(T)[0], _gae_recursion(T, lam_value=0)[0], r"$\lambda = 0$", given=(sp.Eq(lam, 0),))
     return d
 
@@ -369,7 +382,7 @@ def gae_lambda_one(T: int = 3) -> Derivation:
     A1 = _gae_recursion(T)[0]
     d = Derivation(
         f"GAE(λ = 1) is the discounted return minus V (T = {T})",
-        assumptions=[r"one trajectory:", *[sp.Eq(k, v) for k, v in _consistent(T).items()], "bootstrap from $V'_T$ at the end"],
+        assumptions=[r"steps counted from 1 in this derivation (array position $u - 1$ holds step $u$)", r"one trajectory:", *[sp.Eq(k, v) for k, v in _consistent(T).items()], "bootstrap from $V'_T$ at the end"],
     )
     telescoped = sp.Add(*[gamma ** (u - 1) * _r[u] for u in range(1, T + 1)]) + gamma**T * _Vn[T] - _V[1]
     d.step(A1, telescoped, r"$\lambda = 1$", facts=_consistent(T), given=(sp.Eq(lam, 1),))
@@ -396,7 +409,7 @@ def one_done_for_both(T: int = 3) -> Derivation:
     one_done = _gae_recursion(T, terminated=[0] * (T - 1) + [1])
     d = Derivation(
         f"One done flag for both drops the bootstrap at a time limit (T = {T})",
-        assumptions=[r"time limit at step $T$: truncated, not terminated"],
+        assumptions=[r"steps counted from 1 in this derivation (array position $u - 1$ holds step $u$)", r"time limit at step $T$: truncated, not terminated"],
     )
     d.step(one_done[0] - two_flags[0], -((gamma * lam) ** (T - 1)) * gamma * _Vn[T], r"only $\delta_T$ differs")
     return d
