@@ -82,7 +82,7 @@ def _entries(expr) -> list[sp.Expr]:
     return [sp.sympify(expr)]
 
 
-def is_zero(expr: sp.Basic | sp.MatrixBase, facts: Mapping | None = None, unfold: Callable | None = None) -> str | None:
+def is_zero(expr: sp.Basic | sp.MatrixBase | float, facts: Mapping | None = None, unfold: Callable | None = None) -> str | None:
     """Name of the canonicaliser that reduces ``expr`` (scalar or matrix) to 0, else ``None``.
 
     ``unfold`` rewrites display notation into definitions (``pi[a]`` into

@@ -284,7 +284,7 @@ def _holds_under(rel, claim: Claim) -> bool:
 # ---------------------------------------------------------------- deciding
 
 
-def relation_holds(left: sp.Basic, relation: str, right: sp.Basic) -> bool:
+def relation_holds(left: sp.Basic | float, relation: str, right: sp.Basic | float) -> bool:
     """Whether ``left <relation> right`` is established: equalities by :func:`~derivations.is_zero`, orders by signs.
 
     Every ``Min``/``Max``/``Abs``/``Piecewise`` is resolved first

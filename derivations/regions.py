@@ -57,7 +57,7 @@ def _signs(expr) -> frozenset | None:
     return None
 
 
-def decide_sign(expr: sp.Basic) -> int | None:
+def decide_sign(expr: sp.Basic | float) -> int | None:
     """``1``, ``0`` or ``-1`` when SymPy can decide the sign of ``expr``, else ``None``.
 
     The expression is brought to one fraction and factored first, so that
@@ -152,7 +152,7 @@ def _resolve(e, at: Mapping, keep: bool):
     return e
 
 
-def resolve(expr: sp.Basic, at: Mapping[sp.Basic, sp.Basic] | None = None, *, keep_variables: bool = False) -> sp.Basic | None:
+def resolve(expr: sp.Basic | float, at: Mapping[sp.Basic, sp.Basic] | None = None, *, keep_variables: bool = False) -> sp.Basic | None:
     """``expr`` with every ``Piecewise``, ``Min``, ``Max``, ``Abs``, ``sign``, ``Heaviside`` and relation decided.
 
     Each branch is chosen by the sign of a factored difference (:func:`decide_sign`).
