@@ -82,7 +82,7 @@ def _entries(expr) -> list[sp.Expr]:
     return [sp.sympify(expr)]
 
 
-def is_zero(expr, facts: Mapping | None = None, unfold: Callable | None = None) -> str | None:
+def is_zero(expr: sp.Basic | sp.MatrixBase | float, facts: Mapping | None = None, unfold: Callable | None = None) -> str | None:
     """Name of the canonicaliser that reduces ``expr`` (scalar or matrix) to 0, else ``None``.
 
     ``unfold`` rewrites display notation into definitions (``pi[a]`` into
@@ -130,7 +130,7 @@ def is_zero(expr, facts: Mapping | None = None, unfold: Callable | None = None) 
     return max(used, key=order.index) if used else "expand"
 
 
-def reject_vacuous_derivatives(expr) -> None:
+def reject_vacuous_derivatives(expr: sp.Basic) -> None:
     """Refuse a displayed derivative of an undefined function with respect to a variable not among its arguments.
 
     SymPy evaluates ``Derivative(pi(theta), theta_j)`` to 0 when ``theta_j`` is

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 import sympy as sp
 
@@ -37,6 +38,10 @@ from .canonical import CANONICALISERS, DerivationError, is_zero
 from .kernel import Claim
 
 __all__ = ["CANONICALISERS", "Claim", "Derivation", "DerivationError", "Step", "is_zero", "reason_to_latex"]
+
+
+Side: TypeAlias = sp.Basic | sp.MatrixBase | float | list | tuple
+"""One side of a displayed step: a SymPy expression or matrix, a number, or a nested list (read as a matrix)."""
 
 
 def reason_to_latex(reason: str) -> str:
@@ -199,7 +204,7 @@ class Derivation:
     derivations.canonical.DerivationError: wrong: step 1 (a slip) does not hold: x = x + 1 (the CAS does not reduce lhs - rhs to 0)
     """
 
-    def __init__(self, title: str, start=None, assumptions: Sequence[str] = (), unfold: Callable | None = None):
+    def __init__(self, title: str, start: Side | None = None, assumptions: Sequence[str | sp.Basic] = (), unfold: Callable[[sp.Basic], sp.Basic] | None = None) -> None:
         if not isinstance(title, str) or not title:
             raise TypeError(f"title must be a non-empty str, got {title!r}")
         if unfold is not None and not callable(unfold):
@@ -220,30 +225,31 @@ class Derivation:
         self._cursor = None if start is None else _sympify(start)
         self.verified = False
 
-    def step(self, lhs, rhs, reason: str, *, relation: str = "=", proof=None, facts=None, given=()) -> Derivation:
+    def step(self, lhs: Side, rhs: Side, reason: str, *, relation: str = "=", proof: kernel.Proof | None = None,
+             facts: Mapping[sp.Basic, sp.Basic] | None = None, given: tuple[sp.Basic, ...] | list[sp.Basic] = ()) -> Derivation:
         """Add a step ``lhs <relation> rhs``; later :meth:`then` steps continue from ``rhs``."""
         self.steps.append(Step(_sympify(lhs), _sympify(rhs), reason, relation, proof, facts, tuple(given) if isinstance(given, list) else given))
         self._cursor = self.steps[-1].rhs
         self.verified = False
         return self
 
-    def then(self, rhs, reason: str, **kwargs) -> Derivation:
+    def then(self, rhs: Side, reason: str, **kwargs: Any) -> Derivation:
         """Continue the chain: ``<last rhs> = rhs`` because ``reason``."""
         if self._cursor is None:
             raise ValueError("then() needs a start expression or an earlier step")
         return self.step(self._cursor, rhs, reason, **kwargs)
 
     @property
-    def lhs(self):
+    def lhs(self) -> sp.Basic:
         """The first left-hand side."""
         return self.steps[0].lhs
 
     @property
-    def rhs(self):
+    def rhs(self) -> sp.Basic:
         """The last right-hand side: the result."""
         return self.steps[-1].rhs
 
-    def subs(self, mapping, title: str | None = None) -> Derivation:
+    def subs(self, mapping: Mapping[sp.Basic, sp.Basic], title: str | None = None) -> Derivation:
         """The same chain with ``mapping`` substituted into every step (an instance of it)."""
         unfold = self.unfold
         out = Derivation(
@@ -294,7 +300,7 @@ class Derivation:
         strict = relations == {direction}
         return self.lhs, direction if strict else direction + "=", self.rhs
 
-    def replaced(self, index: int, rhs=None, lhs=None) -> Derivation:
+    def replaced(self, index: int, rhs: Side | None = None, lhs: Side | None = None) -> Derivation:
         """A copy whose step ``index`` (from 0) displays another ``rhs`` (or ``lhs``), with the same reason and proof.
 
         Assumptions, premises and ``unfold`` are kept, so a sceptic's test that

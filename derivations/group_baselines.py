@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
+from collections.abc import Sequence
 from functools import cache
 
 import sympy as sp
@@ -282,7 +283,7 @@ def _enumerated_at_fixed_G(lhs, rhs) -> tuple:
     return lhs.xreplace(p_is), rhs.xreplace(p_is)
 
 
-def grpo_conditioning(G_checked=(2, 3, 4)) -> Derivation:
+def grpo_conditioning(G_checked: Sequence[int] = (2, 3, 4)) -> Derivation:
     r"""A binary-reward group advantage has expected update :math:`w(p, G)\,\nabla_\theta p`.
 
     Any advantage that depends on the rewards only through the answer's own
@@ -386,7 +387,7 @@ def _explicit_rewards(rewards) -> list[sp.Expr]:
     return out
 
 
-def zscore_advantage(rewards, std: str = "population") -> sp.Expr:
+def zscore_advantage(rewards: Sequence[sp.Expr | float], std: str = "population") -> sp.Expr:
     r"""The std-normalised advantage of the first answer of an explicit group, in the limit :math:`\varepsilon \to 0`.
 
     .. math::
@@ -544,7 +545,7 @@ def _reward_patterns(G: int, std: str):
     return evaluate
 
 
-def grpo_weight_closed_forms(G_values=(2, 3, 4, 5), std: str = "population") -> Derivation:
+def grpo_weight_closed_forms(G_values: Sequence[int] = (2, 3, 4, 5), std: str = "population") -> Derivation:
     r"""The GRPO weight :math:`w(p, G)` in closed form for each ``G`` in ``G_values``, simplified and labelled.
 
     :math:`w` is symmetric under :math:`p \leftrightarrow 1 - p` (a success

@@ -68,7 +68,7 @@ class Expect(sp.Function):
     nargs = 1
 
     @classmethod
-    def eval(cls, x):
+    def eval(cls, x: sp.Basic) -> sp.Basic | None:
         if x.is_number:
             return x
         return None
@@ -110,7 +110,7 @@ class IIDGroup:
     -(G - 1)*(Expect(R)*Expect(s) - Expect(R*s))/G
     """
 
-    def __init__(self, names: Sequence[str] = ("R", "s"), G=None):
+    def __init__(self, names: Sequence[str] = ("R", "s"), G: int | None = None) -> None:
         if isinstance(names, str) or not isinstance(names, Sequence):
             raise TypeError(f"names must be a sequence of quantity names such as ('R', 's'), got {names!r}")
         names = tuple(names)
@@ -144,11 +144,11 @@ class IIDGroup:
         r"""Group mean including every answer, :math:`\frac1G \sum_{j=1}^{G} X_j`."""
         return self.total(name) / self.G
 
-    def mean_others(self, i, name: str = "R") -> sp.Expr:
+    def mean_others(self, i: sp.Basic | int, name: str = "R") -> sp.Expr:
         r"""Mean of the other answers, :math:`\frac{1}{G-1}\bigl(\sum_{j=1}^{G} X_j - X_i\bigr)`."""
         return (self.total(name) - self._base(name)[i]) / (self.G - 1)
 
-    def moment(self, expr) -> sp.Expr:
+    def moment(self, expr: sp.Basic) -> sp.Expr:
         r"""The single-sample moment :math:`\mathbb{E}[x]` of a plain expression (``R*s``)."""
         return Expect(sp.sympify(expr))
 
@@ -158,7 +158,7 @@ class IIDGroup:
         return self.bases[name]
 
     # -- the expectation operator ---------------------------------------------------------
-    def expect(self, expr) -> sp.Expr:
+    def expect(self, expr: sp.Basic) -> sp.Expr:
         r""":math:`\mathbb{E}[\text{expr}]` in single-sample moments.
 
         ``expr`` is a polynomial in the indexed quantities, possibly with sums
@@ -191,7 +191,8 @@ class IIDGroup:
             base, exp = f.as_base_exp()
             if isinstance(base, sp.Sum) and exp.is_Integer and exp > 0:
                 return self._expect_sum(term, base, bound)
-        const, per_answer = sp.Integer(1), {}
+        const: sp.Expr = sp.Integer(1)
+        per_answer: dict[sp.Basic, sp.Expr] = {}
         for f in sp.Mul.make_args(term):
             base, exp = f.as_base_exp()
             if isinstance(base, sp.Indexed) and base.base in self._plain_of:
@@ -221,7 +222,7 @@ class IIDGroup:
         return any(a.base in self._plain_of for a in expr.atoms(sp.Indexed))
 
     # -- notation -> definitions, for Derivation(unfold=...) ------------------------------
-    def unfold(self, expr) -> sp.Expr:
+    def unfold(self, expr: sp.Basic) -> sp.Expr:
         r"""Evaluate every :class:`Expect` of indexed quantities; expand plain moments by linearity.
 
         A ``Sum`` of expectations is first moved inside the expectation
@@ -258,7 +259,7 @@ class IIDGroup:
         return out
 
     # -- the independent check ------------------------------------------------------------
-    def brute_force(self, expr, G: int, outcomes: Sequence[Mapping[str, sp.Expr]], probs: Sequence) -> sp.Expr:
+    def brute_force(self, expr: sp.Basic, G: int, outcomes: Sequence[Mapping[str, sp.Expr]], probs: Sequence[sp.Expr | float]) -> sp.Expr:
         r""":math:`\mathbb{E}[\text{expr}]` at a concrete ``G`` by enumerating all :math:`K^G` outcomes.
 
         Parameters
@@ -298,7 +299,7 @@ class IIDGroup:
             total += weight * concrete.xreplace(values)
         return sp.expand(total)
 
-    def evaluate(self, result, outcomes, probs, G: int | None = None) -> sp.Expr:
+    def evaluate(self, result: sp.Basic, outcomes: Sequence[Mapping[str, sp.Expr]], probs: Sequence[sp.Expr | float], G: int | None = None) -> sp.Expr:
         """Substitute the moments of a distribution (and a concrete ``G``) into a result of :meth:`expect`."""
         probs = self._check_distribution(outcomes, probs)
         if G is not None:

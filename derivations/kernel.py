@@ -39,10 +39,11 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import pairwise
+from typing import TypeVar, dataclass_transform
 
 import sympy as sp
 
@@ -115,11 +116,11 @@ class Claim:
         """The derivation's premises and the step's ``given`` conditions."""
         return self.premises + self.given
 
-    def parametrisation(self, exclude=()) -> dict:
+    def parametrisation(self, exclude: Iterable[sp.Symbol] = ()) -> dict[sp.Symbol, sp.Expr]:
         """:func:`parametrisation` of the premises, then of the ``given`` conditions."""
         return parametrisation(self.premises, exclude, self.given)
 
-    def content(self, expr) -> sp.Basic:
+    def content(self, expr: sp.Basic) -> sp.Basic:
         """``expr`` as the CAS checks it: unfolded, evaluated, facts substituted."""
         if self.unfold is not None:
             expr = self.unfold(expr)
@@ -137,7 +138,7 @@ class Claim:
     def right(self) -> sp.Basic:
         return self.content(self.rhs)
 
-    def subs(self, mapping) -> Claim:
+    def subs(self, mapping: Mapping[sp.Basic, sp.Basic]) -> Claim:
         """The claim with ``mapping`` substituted into both sides, the facts and the premises."""
         facts = None if not self.facts else {sp.sympify(k).subs(mapping): sp.sympify(v).subs(mapping) for k, v in self.facts.items()}
         return Claim(sp.sympify(self.lhs).subs(mapping), self.relation, sp.sympify(self.rhs).subs(mapping),
@@ -182,7 +183,7 @@ def _bounds(s: sp.Symbol, premises: Sequence) -> tuple[list, list]:
     return lows, highs
 
 
-def parametrisation(premises: Sequence, exclude=(), given: Sequence = ()) -> dict:
+def parametrisation(premises: Sequence[sp.Basic], exclude: Iterable[sp.Symbol] = (), given: Sequence[sp.Basic] = ()) -> dict[sp.Symbol, sp.Expr]:
     r"""Each plain symbol that a premise bounds strictly, written as the image of fresh positive symbols.
 
     :math:`s > b` gives :math:`s = b + \eta`, :math:`s < c` gives :math:`s = c - \eta`,
@@ -199,7 +200,8 @@ def parametrisation(premises: Sequence, exclude=(), given: Sequence = ()) -> dic
         first = parametrisation(premises, set(exclude) | bounded)
         second = parametrisation([sp.sympify(g).xreplace(first) for g in given], set(exclude) | set(first))
         return {**{k: v.xreplace(second) for k, v in first.items()}, **second}
-    out, used = {}, set()
+    out: dict[sp.Symbol, sp.Expr] = {}
+    used: set[sp.Basic] = set()
     for s in sorted({a for p in premises for a in p.free_symbols if isinstance(a, sp.Symbol)} - set(exclude), key=sp.default_sort_key):
         mine = [p for p in premises if p.has(s) and p not in used]  # a premise a < b bounds one of its symbols, not both
         lows, highs = _bounds(s, mine)
@@ -218,6 +220,7 @@ def parametrisation(premises: Sequence, exclude=(), given: Sequence = ()) -> dic
         elif low:
             out[s] = low[0] + eta
         else:
+            assert high is not None  # no bound at all was skipped above
             out[s] = high[0] - eta
     for _ in range(len(out)):  # bounds written in other bounded symbols
         out = {s: v.xreplace(out) for s, v in out.items()}
@@ -281,7 +284,7 @@ def _holds_under(rel, claim: Claim) -> bool:
 # ---------------------------------------------------------------- deciding
 
 
-def relation_holds(left, relation: str, right) -> bool:
+def relation_holds(left: sp.Basic | float, relation: str, right: sp.Basic | float) -> bool:
     """Whether ``left <relation> right`` is established: equalities by :func:`~derivations.is_zero`, orders by signs.
 
     Every ``Min``/``Max``/``Abs``/``Piecewise`` is resolved first
@@ -335,12 +338,16 @@ class Proof:
 _KINDS: set[type] = set()
 
 
-def _kind(cls):
+_K = TypeVar("_K", bound=Proof)
+
+
+@dataclass_transform(frozen_default=True)
+def _kind(cls: type[_K]) -> type[_K]:
     _KINDS.add(cls)
     return dataclass(frozen=True)(cls)
 
 
-def is_proof(obj) -> bool:
+def is_proof(obj: object) -> bool:
     """Whether ``obj`` is one of the kernel's proof objects (a bare function never is)."""
     return type(obj) in _KINDS
 
@@ -354,7 +361,7 @@ def _same(a, b) -> bool:
 # ---------------------------------------------------------------- the check
 
 
-def justify_facts(facts: Mapping, premises: Sequence, unfold) -> None:
+def justify_facts(facts: Mapping[sp.Basic, sp.Basic], premises: Sequence[sp.Basic], unfold: Callable[[sp.Basic], sp.Basic] | None) -> None:
     """Each fact ``k -> v`` is a premise ``Eq(k, v)`` shown on the page, or the CAS verifies ``k = v``; else refused."""
     for k, v in facts.items():
         k, v = sp.sympify(k), sp.sympify(v)
@@ -414,7 +421,7 @@ class Decide(Proof):
 
     name = "sign decided"
 
-    def establish(self, claim):
+    def establish(self, claim: Claim) -> Established | None:
         param = claim.parametrisation()
         left, right = (sp.sympify(x).subs(param) if param else x for x in (claim.left, claim.right))
         return Established(claim.lhs, claim.relation, claim.rhs) if relation_holds(left, claim.relation, right) else None
@@ -422,7 +429,7 @@ class Decide(Proof):
 
 def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = ()) -> list[dict]:
     """The kernel's own partition: for each cut ``(x, breakpoints)``, every breakpoint and an interior point of every gap of ``x``'s admissible domain."""
-    points = [{}]
+    points: list[dict[sp.Symbol, sp.Basic]] = [{}]
     param = parametrisation(premises, [x for x, _ in cuts], given)
     premises = tuple(premises) + tuple(given)
     for x, breaks in cuts:
@@ -434,7 +441,7 @@ def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = (
             lows, highs = _bounds(x, premises)
             lo, lo_closed = (at(lows[0][0]), lows[0][1]) if lows else (-sp.oo, False)
             hi, hi_closed = (at(highs[0][0]), highs[0][1]) if highs else (sp.oo, False)
-            cut = []
+            cut: list[sp.Basic] = []
             for b in (at(b) for b in breaks):
                 if cut and is_zero(b - cut[-1]) is not None:
                     continue  # breakpoints that coincide at this point
@@ -467,10 +474,10 @@ class Regions(Proof):
     inner: Proof | None = None
 
     @property
-    def name(self):
+    def name(self) -> str:  # type: ignore[override]  # a kind whose name is its label shadows Proof.name
         return self.label
 
-    def establish(self, claim):
+    def establish(self, claim: Claim) -> Established | None:
         points = covering_points(self.cuts, claim.premises, claim.given)
         for p in points:
             if any(truth(sp.sympify(q).subs(p)) is False for q in claim.conditions):
@@ -505,7 +512,7 @@ class Lemma(Proof):
     termwise: bool = False
     name = "lemma"
 
-    def establish(self, claim):
+    def establish(self, claim: Claim) -> Established | None:
         from .derivation import Derivation
 
         if not isinstance(self.lemma, Derivation):
@@ -544,7 +551,7 @@ class Minimum(Proof):
     domain: sp.Set
     name = "minimum"
 
-    def establish(self, claim):
+    def establish(self, claim: Claim) -> Established | None:
         _require_domain(self.var, self.domain, claim.conditions)
         if claim.relation not in (">=", "<="):
             return None
@@ -571,10 +578,10 @@ class Numerically(Proof):
     digits: int = 30
 
     @property
-    def name(self):
+    def name(self) -> str:  # type: ignore[override]  # a kind whose name is its label shadows Proof.name
         return f"numeric ({self.digits} digits)"
 
-    def establish(self, claim):
+    def establish(self, claim: Claim) -> Established | None:
         left, right = claim.left, claim.right
         if left.free_symbols or right.free_symbols:
             return None
@@ -606,7 +613,7 @@ class SameSolutions(Proof):
     domain: sp.Set
     name = "solution sets"
 
-    def establish(self, claim):
+    def establish(self, claim: Claim) -> Established | None:
         _require_domain(self.var, self.domain, claim.conditions)
         param = claim.parametrisation(exclude=[self.var])
         left, right = (_solution_set(sp.sympify(c).subs(param), self.var, self.domain) for c in (claim.left, claim.right))
@@ -631,7 +638,7 @@ class IsArgmin(Proof):
 
     name = "unique stationary point, f'' > 0"
 
-    def establish(self, claim):
+    def establish(self, claim: Claim) -> Established | None:
         if not isinstance(claim.lhs, Argmin):
             return None
         f, v = (claim.content(a) for a in claim.lhs.args)
@@ -656,11 +663,11 @@ class Instances(Proof):
     inner: Proof = field(default_factory=Decide)
 
     @property
-    def name(self):
+    def name(self) -> str:  # type: ignore[override]  # a kind whose name is its label shadows Proof.name
         return f"instances {self.symbol} = {', '.join(map(str, self.values))}"
 
-    def establish(self, claim):
-        inner = {check(claim.subs({self.symbol: v}), self.inner).badge for v in self.values} - {None}
+    def establish(self, claim: Claim) -> Established | None:
+        inner = {b for v in self.values if (b := check(claim.subs({self.symbol: v}), self.inner).badge) is not None}
         shown = ", ".join(sp.latex(v) for v in self.values)
         badge = "; ".join([f"checked at ${sp.latex(self.symbol)} = {shown}$ only", *sorted(inner)])
         return Established(claim.lhs, claim.relation, claim.rhs, badge)
@@ -674,7 +681,7 @@ class LimitAlong(Proof):
     base: sp.Basic
     name = "limit along the tail"
 
-    def establish(self, claim):
+    def establish(self, claim: Claim) -> Established | None:
         lim = claim.lhs
         if not isinstance(lim, sp.Limit) or lim.args[1:3] != (self.var, sp.oo) or self.base.has(self.var):
             return None
@@ -698,10 +705,10 @@ class Evaluated(Proof):
     tol: float | None = None
 
     @property
-    def name(self):
+    def name(self) -> str:  # type: ignore[override]  # a kind whose name is its label shadows Proof.name
         return self.label
 
-    def establish(self, claim):
+    def establish(self, claim: Claim) -> Established | None:
         left, right = (sp.sympify(x) for x in self.evaluate(claim.lhs, claim.rhs))
         badge = f"evaluated by {self.label}"
         if relation_holds(left, claim.relation, right):

@@ -42,8 +42,8 @@ import sympy as sp
 
 from ._validate import require_int
 from .derivation import Derivation
-from .proofs import at_values, by_lemma, evaluated_by, holds, on_regions
 from .policy import IndexedSoftmax
+from .proofs import at_values, by_lemma, evaluated_by, holds, on_regions
 
 __all__ = [
     "constant_baseline_adds_zero",
@@ -360,7 +360,7 @@ class Inner(sp.Function):
     nargs = 2
 
     @classmethod
-    def eval(cls, t, u):
+    def eval(cls, t: sp.Basic, u: sp.Basic) -> sp.Basic | None:
         if t.is_Integer and u.is_Integer and t > u:
             return cls(u, t)
         return None
@@ -376,7 +376,7 @@ class Before(sp.Function):
     nargs = 2
 
     @classmethod
-    def eval(cls, t, u):
+    def eval(cls, t: sp.Basic, u: sp.Basic) -> sp.Basic | None:
         if t.is_Integer and u.is_Integer:
             return sp.Integer(1 if bool(t < u) else 0)
         return None

@@ -48,13 +48,13 @@ class SoftmaxPolicy:
     Matrix([[1 - exp(theta_1)/(exp(theta_1) + exp(theta_2) + exp(theta_3)), -exp(theta_2)/(exp(theta_1) + exp(theta_2) + exp(theta_3)), -exp(theta_3)/(exp(theta_1) + exp(theta_2) + exp(theta_3))]])
     """
 
-    def __init__(self, K: int, logit: str = "theta"):
+    def __init__(self, K: int, logit: str = "theta") -> None:
         self.K = require_int("K", K, minimum=2)
         self.theta = sp.Matrix(sp.symbols(f"{require_name('logit', logit)}_1:{K + 1}", real=True))
         self.Z = sum(sp.exp(t) for t in self.theta)
         self.probs = sp.Matrix([sp.exp(t) / self.Z for t in self.theta])
 
-    def symbols(self, name: str, **assumptions) -> sp.Matrix:
+    def symbols(self, name: str, **assumptions: bool) -> sp.Matrix:
         """A column of ``K`` symbols ``name_1 .. name_K`` (per-action rewards, say)."""
         return sp.Matrix(sp.symbols(f"{name}_1:{self.K + 1}", **assumptions))
 
@@ -109,7 +109,7 @@ class IndexedSoftmax:
     (pi[a], exp(theta[a])/Sum(exp(theta[b]), (b, 1, j + n)))
     """
 
-    def __init__(self, logit: str = "theta"):
+    def __init__(self, logit: str = "theta") -> None:
         self.j = sp.Symbol("j", integer=True, positive=True)
         self.n = sp.Symbol("n", integer=True, nonnegative=True)
         self.K = self.j + self.n
@@ -118,11 +118,11 @@ class IndexedSoftmax:
         self.pi = sp.IndexedBase("pi", positive=True)
         self.Z = sp.Sum(sp.exp(self.theta[self.b]), (self.b, 1, self.K))
 
-    def prob(self, a) -> sp.Expr:
+    def prob(self, a: sp.Basic | int) -> sp.Expr:
         r""":math:`\pi_a` in notation; :meth:`unfold` turns it into :math:`e^{\theta_a} / Z`."""
         return self.pi[a]
 
-    def softmax(self, a) -> sp.Expr:
+    def softmax(self, a: sp.Basic | int) -> sp.Expr:
         r""":math:`e^{\theta_a} / Z` with :math:`Z = \sum_{b=1}^{K} e^{\theta_b}`."""
         return sp.exp(self.theta[a]) / self.Z
 
@@ -133,7 +133,7 @@ class IndexedSoftmax:
             lambda e: self.softmax(e.indices[0]),
         )
 
-    def score(self, a) -> sp.Expr:
+    def score(self, a: sp.Basic | int) -> sp.Expr:
         r"""Coordinate :math:`j` of the closed-form score: :math:`\delta_{aj} - \pi_j`."""
         return sp.KroneckerDelta(a, self.j) - self.prob(self.j)
 

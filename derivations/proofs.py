@@ -94,7 +94,7 @@ def _set(name: str, value) -> sp.Set:
     return value
 
 
-def interval_points(x: sp.Symbol, breakpoints: Sequence, lower=-sp.oo) -> list[dict]:
+def interval_points(x: sp.Symbol, breakpoints: Sequence[sp.Basic], lower: sp.Basic | float = -sp.oo) -> list[dict]:
     r"""Points that cover ``(lower, oo)`` cut at ``breakpoints``: each breakpoint and a symbolic interior point of each gap.
 
     The interior of :math:`(b_i, b_{i+1})` is :math:`b_i + (b_{i+1} - b_i)\,t/(1+t)`
@@ -134,7 +134,7 @@ def interval_points(x: sp.Symbol, breakpoints: Sequence, lower=-sp.oo) -> list[d
     return [{x: p} for p in points]
 
 
-def on_regions(*cuts, label: str = "regions", inner: _k.Proof | None = None) -> _k.Proof:
+def on_regions(*cuts: tuple[sp.Symbol, Sequence[sp.Basic]], label: str = "regions", inner: _k.Proof | None = None) -> _k.Proof:
     r"""Proof by cases: the kernel cuts each variable's domain at the given points and decides the claim on every piece.
 
     Each cut is ``(x, breakpoints)``.  The domain of ``x`` is read off its
@@ -236,7 +236,7 @@ def same_solutions(var: sp.Symbol, domain: sp.Set = sp.S.Reals) -> _k.Proof:
     return _k.SameSolutions(require_symbol("var", var), _set("domain", domain))
 
 
-def limit_along(var: sp.Symbol, base) -> _k.Proof:
+def limit_along(var: sp.Symbol, base: sp.Basic | float) -> _k.Proof:
     r"""Proof of ``Limit(f, var, oo) = L``: on the tail ``var = base + t``, :math:`t > 0`, ``f`` resolves and tends to ``L``."""
     return _k.LimitAlong(require_symbol("var", var), sp.sympify(require_expr("base", base)))
 

@@ -57,7 +57,7 @@ def _signs(expr) -> frozenset | None:
     return None
 
 
-def decide_sign(expr) -> int | None:
+def decide_sign(expr: sp.Basic | float) -> int | None:
     """``1``, ``0`` or ``-1`` when SymPy can decide the sign of ``expr``, else ``None``.
 
     The expression is brought to one fraction and factored first, so that
@@ -76,13 +76,13 @@ def decide_sign(expr) -> int | None:
     return next(iter(s)) if s is not None and len(s) == 1 else None
 
 
-def at_least(expr, strict: bool) -> bool:
+def at_least(expr: sp.Basic, strict: bool) -> bool:
     """``expr > 0`` (``strict``) or ``expr >= 0`` is established by SymPy's sign decision."""
     s = _signs(expr)
     return s is not None and s <= ({1} if strict else {0, 1})
 
 
-def truth(rel) -> bool | None:
+def truth(rel: sp.Basic | bool) -> bool | None:
     """The truth value of a relation (or ``And``/``Or``/``Not`` of relations), decided by signs; ``None`` if undecided."""
     if rel in (sp.true, sp.false) or isinstance(rel, bool):
         return bool(rel)
@@ -152,7 +152,7 @@ def _resolve(e, at: Mapping, keep: bool):
     return e
 
 
-def resolve(expr, at: Mapping | None = None, *, keep_variables: bool = False):
+def resolve(expr: sp.Basic | float, at: Mapping[sp.Basic, sp.Basic] | None = None, *, keep_variables: bool = False) -> sp.Basic | None:
     """``expr`` with every ``Piecewise``, ``Min``, ``Max``, ``Abs``, ``sign``, ``Heaviside`` and relation decided.
 
     Each branch is chosen by the sign of a factored difference (:func:`decide_sign`).

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cache
+from typing import overload
 
 import numpy as np
 import sympy as sp
@@ -28,11 +29,21 @@ import torch
 from derivations import baselines as derived
 from derivations.score_function import instances
 
-from ._validate import compute_dtype, like, masked_inputs, require_finite, require_int, require_one_device, require_real, to_tensor
+from ._types import Array, ArrayT
+from ._validate import (
+    compute_dtype,
+    like,
+    masked_inputs,
+    require_finite,
+    require_int,
+    require_one_device,
+    require_real,
+    to_tensor,
+)
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum, token_score_sqnorms
 from .score_function import autograd_gradient
-from .tinylm import TinyLM, check_lm, check_theta, real_tensor, check_rewards, default_reward, score_matrix
+from .tinylm import TinyLM, check_lm, check_rewards, check_theta, default_reward, real_tensor, score_matrix
 
 __all__ = [
     "action_dependent_bias",
@@ -50,7 +61,7 @@ __all__ = [
 ]
 
 
-def baseline_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, baseline) -> torch.Tensor:
+def baseline_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, baseline: float | torch.Tensor) -> torch.Tensor:
     r"""``[P]`` exact :math:`\mathbb{E}_{\pi_\theta}\bigl[\sum_t (R(o) - b_t(o))\, s_t(o)\bigr]`.
 
     Parameters
@@ -225,7 +236,13 @@ def _optimal_formula():
     return sp.lambdify(A, b_star, "numpy")
 
 
-def baseline_variance(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, b) -> float:
+@overload
+def baseline_variance(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, b: float) -> float: ...
+@overload
+def baseline_variance(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, b: np.ndarray) -> np.ndarray: ...
+
+
+def baseline_variance(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, b: float | np.ndarray) -> float | np.ndarray:
     r"""Exact trace variance of :math:`(R - b)\, s`, from the derived quadratic.
 
     .. math::
@@ -317,7 +334,7 @@ def improvement_interval(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor)
     return float(lo), float(hi)
 
 
-def reinforce_loss(log_prob, advantages, mask=None):
+def reinforce_loss(log_prob: ArrayT, advantages: Array, mask: Array | None = None) -> ArrayT:
     r"""The REINFORCE surrogate loss :math:`-\frac1n\sum_i \operatorname{sg}(A_i) \sum_t m_{it} \log \pi_\theta(o_{it} \mid o_{i,<t})`.
 
     Its gradient is minus the REINFORCE estimate

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from ._types import Array
 from ._validate import require_nonnegative
 
 __all__ = ["CHECKS", "Check", "CheckFailed", "SUITES", "check", "maxabs", "run_suites", "suite"]
@@ -60,7 +61,7 @@ SUITES: dict[str, Callable[[], None]] = {}
 _current_suite: list[str] = []
 
 
-def check(name: str, value, tol: float, kind: str = "exact", *, quiet: bool = False) -> float:
+def check(name: str, value: float | np.floating | torch.Tensor | np.ndarray, tol: float, kind: str = "exact", *, quiet: bool = False) -> float:
     r"""Record that the discrepancy ``value`` is at most ``tol`` in absolute value.
 
     The check compares :math:`|\text{value}|`, so a signed difference passes
@@ -126,7 +127,7 @@ def check(name: str, value, tol: float, kind: str = "exact", *, quiet: bool = Fa
     return value
 
 
-def maxabs(a, b) -> float:
+def maxabs(a: Array | float, b: Array | float) -> float:
     """Largest absolute elementwise difference of two arrays or tensors (shapes must match).
 
     NaN or an infinity in either gives NaN or inf, which no :func:`check` passes.
@@ -185,7 +186,7 @@ def suite(name: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
     return register
 
 
-def run_suites(names=None, *, quiet: bool = True) -> tuple[list[Check], dict[str, str]]:
+def run_suites(names: Sequence[str] | None = None, *, quiet: bool = True) -> tuple[list[Check], dict[str, str]]:
     """Run registered suites; return their checks and the errors of suites that broke.
 
     A suite stops at its first failing check (recorded in the checks) or at

@@ -33,7 +33,7 @@ from numeric import TinyLM as _TinyLM  # noqa: E402
 from numeric import __all__ as _numeric_all  # noqa: E402
 
 
-class TinyLM(_TinyLM):
+class TinyLM(_TinyLM):  # type: ignore[no-redef]  # shadows the star import's numeric.TinyLM on purpose
     """:class:`numeric.TinyLM` that also answers to the course helper's method names ``token_logprobs`` and ``seq_logprob``."""
 
     def token_logprobs(self, theta: torch.Tensor) -> torch.Tensor:

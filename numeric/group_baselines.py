@@ -24,12 +24,14 @@ import itertools
 import math
 from collections.abc import Callable
 from functools import cache, partial
+from typing import overload
 
 import numpy as np
 import torch
 
 from derivations import group_baselines as derived
 
+from ._types import Array, ArrayT
 from ._validate import (
     compute_dtype,
     like,
@@ -42,7 +44,7 @@ from ._validate import (
 )
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum
-from .tinylm import TinyLM, check_lm, check_theta, check_rewards, default_reward, score_matrix
+from .tinylm import TinyLM, check_lm, check_rewards, check_theta, default_reward, score_matrix
 
 __all__ = [
     "binary_reward_weight",
@@ -63,7 +65,7 @@ MAX_ENTRIES = 50_000_000
 # -- batched helpers ---------------------------------------------------------------------------
 
 
-def _rewards(rewards, minimum: int = 1):
+def _rewards(rewards: Array, minimum: int = 1) -> tuple[torch.Tensor, torch.dtype, str]:
     require_one_device(rewards=rewards)
     r, kind = to_tensor("rewards", rewards)
     if r.ndim < 1:
@@ -74,7 +76,7 @@ def _rewards(rewards, minimum: int = 1):
     return r.to(compute_dtype(r.dtype)), r.dtype, kind
 
 
-def leave_one_out_baselines(rewards):
+def leave_one_out_baselines(rewards: ArrayT) -> ArrayT:
     r"""Mean reward of the *other* answers of each group.
 
     .. math::
@@ -107,7 +109,7 @@ def leave_one_out_baselines(rewards):
     return like(kind, ((r.sum(-1, keepdim=True) - r) / (G - 1)).to(dtype))
 
 
-def group_mean_advantages(rewards):
+def group_mean_advantages(rewards: ArrayT) -> ArrayT:
     r"""Centred advantages :math:`R_i - \bar R`, the mean including the answer itself.
 
     Their expected update is :math:`\frac{G-1}{G} \nabla_\theta J`
@@ -125,7 +127,7 @@ def group_mean_advantages(rewards):
     return like(kind, centred_rewards(r).to(dtype))
 
 
-def rloo_advantages(rewards):
+def rloo_advantages(rewards: ArrayT) -> ArrayT:
     r"""RLOO advantages :math:`R_i - b_i` with the leave-one-out baseline.
 
     .. math::
@@ -171,7 +173,7 @@ def centred_rewards(r: torch.Tensor) -> torch.Tensor:
 _centred = centred_rewards  # the old private name, for numeric.losses until it imports centred_rewards
 
 
-def group_zscore_advantages(rewards, eps: float = 1e-8, std: str = "population"):
+def group_zscore_advantages(rewards: ArrayT, eps: float = 1e-8, std: str = "population") -> ArrayT:
     r"""Std-normalised (GRPO) advantages :math:`(R_i - \bar R) / (\sigma + \varepsilon)`.
 
     .. math::
@@ -279,7 +281,7 @@ def _multinomial_pmf(counts: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     return log.exp()
 
 
-def group_advantage_weights(values, probs, G: int, advantages: Advantages):
+def group_advantage_weights(values: ArrayT, probs: Array, G: int, advantages: Advantages) -> ArrayT:
     r"""Exact :math:`a(v) = \mathbb{E}[A_1 \mid R_1 = v]` for a group of :math:`G` i.i.d. answers.
 
     The other :math:`G-1` answers' rewards take the distinct values
@@ -425,7 +427,13 @@ def _grpo_coefficients(G: int, std: str) -> np.ndarray:
     return np.array([float(c) for c in derived.grpo_weight_coefficients(G, std)])
 
 
-def grpo_weight(p, G: int, std: str = "population"):
+@overload
+def grpo_weight(p: float, G: int, std: str = ...) -> float: ...
+@overload
+def grpo_weight(p: np.ndarray, G: int, std: str = ...) -> np.ndarray: ...
+
+
+def grpo_weight(p: float | np.ndarray, G: int, std: str = "population") -> float | np.ndarray:
     r"""The GRPO weight :math:`w(p, G)` from the closed form of :func:`derivations.group_baselines.grpo_weight`.
 
     For a binary reward with success probability :math:`p`, the std-normalised

@@ -97,8 +97,8 @@ def format_report(checks: list[Check], errors: dict[str, str], width: int | None
         else:
             lines.append(f"{head}  {name[0]}".rstrip())
             lines += [" " * indent + part for part in name[1:]]
-    for name, err in errors.items():
-        lines += textwrap.wrap(f"suite {name} stopped: {err}", width or 10**9, subsequent_indent="    ")
+    for suite, err in errors.items():
+        lines += textwrap.wrap(f"suite {suite} stopped: {err}", width or 10**9, subsequent_indent="    ")
     passed, failed = _summary(checks, errors)
     lines += ["", f"{passed} passed, {failed} failed"]
     return "\n".join(lines)

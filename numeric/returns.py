@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import torch
 
+from ._types import Array, ArrayT
 from ._validate import (
     compute_dtype,
     like,
@@ -39,7 +40,7 @@ from .tinylm import TinyLM, token_score_tensor
 __all__ = ["discounted_score_weights", "gae_advantages", "lambda_returns", "reward_to_go"]
 
 
-def _series(name: str, x):
+def _series(name: str, x: Array) -> tuple[torch.Tensor, str]:
     require_one_device(**{name: x})
     t, kind = to_tensor(name, x)
     if t.ndim < 1 or t.shape[-1] < 1:
@@ -57,7 +58,7 @@ def _backward_scan(x: torch.Tensor, carry: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def reward_to_go(rewards, gamma: float = 1.0):
+def reward_to_go(rewards: ArrayT, gamma: float = 1.0) -> ArrayT:
     r"""Discounted reward-to-go :math:`G^\gamma_t = \sum_{u \ge t} \gamma^{u-t} r_u`.
 
     Backward: :math:`G_t = r_t + \gamma G_{t+1}`, :math:`G_{T+1} = 0`.
@@ -86,7 +87,7 @@ def reward_to_go(rewards, gamma: float = 1.0):
     return like(kind, _backward_scan(r, torch.full_like(r, gamma)).to(_dtype(rewards)))
 
 
-def discounted_score_weights(rewards, gamma: float):
+def discounted_score_weights(rewards: ArrayT, gamma: float) -> ArrayT:
     r"""Weights :math:`\gamma^t G^\gamma_t` of the token scores in the gradient of the literal discounted objective.
 
     .. math::
@@ -132,7 +133,9 @@ def _flagged_inputs(rewards, next_value, terminated, trace_cut, gamma, lam, valu
     return r, as_r(nv), as_r(d), as_r(c), gamma, lam, kind
 
 
-def gae_advantages(rewards, value, next_value, terminated, trace_cut, gamma: float, lam: float):
+def gae_advantages(
+    rewards: ArrayT, value: Array, next_value: Array, terminated: Array, trace_cut: Array, gamma: float, lam: float
+) -> ArrayT:
     r"""Generalised advantage estimates with separate ``terminated`` and ``trace_cut`` flags.
 
     .. math::
@@ -182,7 +185,7 @@ def gae_advantages(rewards, value, next_value, terminated, trace_cut, gamma: flo
     return like(kind, _backward_scan(deltas, gamma * lam * (1 - c)).to(_dtype(rewards)))
 
 
-def lambda_returns(rewards, next_value, terminated, trace_cut, gamma: float, lam: float):
+def lambda_returns(rewards: ArrayT, next_value: Array, terminated: Array, trace_cut: Array, gamma: float, lam: float) -> ArrayT:
     r"""λ-returns with the two flags.
 
     .. math::

@@ -21,7 +21,7 @@ import torch
 from ._validate import require_finite, require_int, require_real
 from .checks import check, maxabs, suite
 from .expectations import expected_score_sum
-from .tinylm import TinyLM, check_lm, check_theta, check_rewards, default_reward, perturb, token_score_tensor
+from .tinylm import TinyLM, check_lm, check_rewards, check_theta, default_reward, perturb, token_score_tensor
 
 __all__ = ["TwoStepMDP", "autograd_gradient", "finite_difference_gradient", "log_ratio", "product_rule_terms"]
 
@@ -172,7 +172,7 @@ class TwoStepMDP:
     True
     """
 
-    def __init__(self, K: int = 2, M: int = 2, coupling: float = 0.0, seed: int = 0):
+    def __init__(self, K: int = 2, M: int = 2, coupling: float = 0.0, seed: int = 0) -> None:
         self.K = require_int("K", K, minimum=2)
         self.M = require_int("M", M, minimum=2)
         self.coupling = require_real("coupling", coupling)

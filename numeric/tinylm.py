@@ -30,6 +30,7 @@ differentiable by autograd.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 
 import numpy as np
@@ -105,7 +106,7 @@ class TinyLM:
     1.0
     """
 
-    def __init__(self, V: int = 4, L: int = 4, seed: int = 0, scale: float = 1.0):
+    def __init__(self, V: int = 4, L: int = 4, seed: int = 0, scale: float = 1.0) -> None:
         self.V = require_int("V", V, minimum=2)
         self.L = require_int("L", L, minimum=1)
         if (n := count_sequences(self.V, self.L)) > MAX_SEQUENCES:
@@ -173,7 +174,7 @@ class TinyLM:
         """The non-terminal prefixes, in the order of the rows of ``theta.view(-1, V)``."""
         return [tuple(p) for pre in self._depth_prefixes for p in pre.tolist()]
 
-    def prefix_row(self, prefix) -> int:
+    def prefix_row(self, prefix: Sequence[int]) -> int:
         """Row of ``theta.view(-1, V)`` that holds the logits after ``prefix``.
 
         Raises
@@ -203,7 +204,7 @@ class TinyLM:
         """``[N, L]`` token log-probabilities from an (unchecked) ``[n_prefixes, V]`` table of logits."""
         return torch.log_softmax(logits, -1)[self.prefix_rows, self.tokens] * self.mask
 
-    def cond_probs(self, theta: torch.Tensor, prefix) -> torch.Tensor:
+    def cond_probs(self, theta: torch.Tensor, prefix: Sequence[int]) -> torch.Tensor:
         r""":math:`\pi_\theta(\cdot \mid \text{prefix})`, a ``[V]`` tensor.
 
         Examples
@@ -231,7 +232,7 @@ class TinyLM:
         return f"TinyLM(V={self.V}, L={self.L}, N={self.N}, P={self.P})"
 
 
-def check_theta(lm: TinyLM, theta, name: str = "theta") -> torch.Tensor:
+def check_theta(lm: TinyLM, theta: object, name: str = "theta") -> torch.Tensor:
     r"""``theta`` validated for ``lm``: a finite real ``[P]`` torch tensor, returned in float64 on the CPU.
 
     Every function of the toy-LM layer calls it first.  A float32 (or
@@ -272,14 +273,14 @@ def check_theta(lm: TinyLM, theta, name: str = "theta") -> torch.Tensor:
     return theta.to(device="cpu", dtype=torch.float64)
 
 
-def check_lm(lm) -> TinyLM:
+def check_lm(lm: object) -> TinyLM:
     """``lm`` if it is a :class:`TinyLM`, else a ``TypeError`` naming ``lm``."""
     if not isinstance(lm, TinyLM):
         raise TypeError(f"lm must be a TinyLM, got {type(lm).__name__}")
     return lm
 
 
-def real_tensor(name: str, value) -> torch.Tensor:
+def real_tensor(name: str, value: object) -> torch.Tensor:
     """``value`` if it is a real (not complex) torch tensor, else a ``TypeError`` naming ``name``."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
@@ -288,7 +289,7 @@ def real_tensor(name: str, value) -> torch.Tensor:
     return value
 
 
-def check_rewards(lm: TinyLM, rewards, name: str = "rewards") -> torch.Tensor:
+def check_rewards(lm: TinyLM, rewards: object, name: str = "rewards") -> torch.Tensor:
     """``rewards`` validated for ``lm``: a finite real ``[N]`` torch tensor (one number per sequence), returned in float64."""
     rewards = real_tensor(name, rewards)
     if rewards.shape != (lm.N,):

@@ -55,26 +55,17 @@ thinking model", arXiv:2510.18855 (2025) (IcePop).
 
 from . import suite  # noqa: F401  (registers the ``off_policy`` check suite)
 from .models import (
-    ACTIONS,
-    BAND,
-    CAP,
-    GEO_BAND,
-    KL_THRESHOLD,
-    REWARD_VALUES,
     SCHEMES,
-    Episodes,
-    SchemeMoments,
     ChainMoments,
     CreditAssignment,
+    Episodes,
+    SchemeMoments,
     TruncationBias,
-    agent_logits,
-    agent_states,
     chain_score_moments,
     credit_assignment,
     estimator_samples,
     feedback_term,
-    feedback_token,
-    graded_reward,
+    feedback_token,  # noqa: F401  (not in __all__; tests read it as numeric.off_policy.feedback_token)
     sampler_moments,
     scheme_moments,
     tinylm_episodes,
@@ -82,7 +73,6 @@ from .models import (
     truncation_bias,
     two_turn_agent,
 )
-from .suite import batched_vs_loop, cross_checks, padding_leak
 from .weights import (
     CORRECTION_WEIGHTS,
     geometric_sequence_mask,

@@ -24,6 +24,7 @@ import torch
 
 from derivations import off_policy as dop
 
+from .._types import Array
 from .._validate import require_cap, require_finite, require_finite_real, require_int, to_tensor
 from ..tinylm import TinyLM, perturb, token_score_tensor
 from .weights import (
@@ -126,7 +127,7 @@ def _f64(name: str, value) -> torch.Tensor:
     return require_finite(name, to_tensor(name, value)[0].detach().to(F64))
 
 
-def estimator_samples(episodes: Episodes, weights, advantages=None) -> torch.Tensor:
+def estimator_samples(episodes: Episodes, weights: Array, advantages: Array | None = None) -> torch.Tensor:
     r"""``[E, P]`` per-episode estimates :math:`\hat g = \sum_t w_t A\, s_t`.
 
     ``weights`` is ``[E, T]``; ``advantages`` is ``[E]`` or ``[E, T]`` (default the reward).
@@ -217,7 +218,7 @@ def _agent_tables():
     return success, theta, lag
 
 
-def agent_logits(theta: torch.Tensor):
+def agent_logits(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""``(turn1 [K], feedback [K, K], turn2 [K, K])`` logits; a shared block :math:`u` enters all three.
 
     Layout of :math:`\theta` (``4K + 2K^2 = 40`` entries): :math:`u` (shared), :math:`a`
@@ -263,7 +264,7 @@ def _agent_objective(theta, success):
     return (p1[:, None] * p2 * (lo + (hi - lo) * success)).sum()
 
 
-def two_turn_agent(mismatch: float = 1.0, *, theta=None) -> Episodes:
+def two_turn_agent(mismatch: float = 1.0, *, theta: torch.Tensor | None = None) -> Episodes:
     r"""Every episode :math:`(y_1, f, y_2, R)` of the two-turn agent under a stale sampler.
 
     Turn 1 picks :math:`y_1` of 4 actions; the environment answers with the

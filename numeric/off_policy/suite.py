@@ -63,12 +63,12 @@ def _naive_weights(name: str, lp: list, lmu: list, m: list) -> list:
 _PRIMITIVES = {
     "token": token_ratio,
     "sequence": sequence_ratio,
-    "truncated_token": lambda *a: truncated_token_ratio(*a, CAP),
-    "truncated_sequence": lambda *a: truncated_sequence_ratio(*a, CAP),
-    "masked_token": lambda *a: masked_token_ratio(*a, *BAND),
-    "masked_sequence": lambda *a: masked_sequence_ratio(*a, 0.0, CAP),
-    "geometric": lambda *a: geometric_sequence_mask(*a, *GEO_BAND),
-    "kl": lambda *a: kl_rejection_mask(*a, KL_THRESHOLD, "k3"),
+    "truncated_token": lambda lp, lmu, m: truncated_token_ratio(lp, lmu, m, CAP),
+    "truncated_sequence": lambda lp, lmu, m: truncated_sequence_ratio(lp, lmu, m, CAP),
+    "masked_token": lambda lp, lmu, m: masked_token_ratio(lp, lmu, m, *BAND),
+    "masked_sequence": lambda lp, lmu, m: masked_sequence_ratio(lp, lmu, m, 0.0, CAP),
+    "geometric": lambda lp, lmu, m: geometric_sequence_mask(lp, lmu, m, *GEO_BAND),
+    "kl": lambda lp, lmu, m: kl_rejection_mask(lp, lmu, m, KL_THRESHOLD, "k3"),
 }
 
 
@@ -156,8 +156,8 @@ def cross_checks() -> None:
         check(f"TinyLM: {level} TIS minus IS == -E_mu[(rho - C)+ A s] (C = {CAP})", maxabs(t.difference, t.closed_form), 1e-15)
         check(f"TinyLM: ||{level} TIS bias vs IS|| <= its bound (excess)", max(float(t.difference.norm()) - t.bound, 0.0), 0.0)
     args = (lm_off.log_prob, lm_off.sampler_log_prob, lm_off.mask)
-    seq = sequence_ratio(*args)
-    dropped = lm_off.prob @ estimator_samples(lm_off, seq * (seq > CAP))
+    rho_seq = sequence_ratio(*args)
+    dropped = lm_off.prob @ estimator_samples(lm_off, rho_seq * (rho_seq > CAP))
     check(f"TinyLM: sequence mask bias == -E_mu[rho 1[rho > {CAP}] A sum_t s_t]", maxabs(lm_off.prob @ estimator_samples(lm_off, masked_sequence_ratio(*args, 0.0, CAP)) - lm_off.grad_J, -dropped), 1e-15)
     check("batched weight functions == per-sequence loop (8 functions, TinyLM m = 0.3; relative)", batched_vs_loop(lm_off), 1e-14)
     check("batched weight functions == per-sequence loop (8 functions, agent m = 1; relative)", batched_vs_loop(off), 1e-14)

@@ -36,8 +36,11 @@ the cap is the cap on either reading, so it has no edge to choose.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
+from .._types import Array, ArrayT
 from .._validate import (
     like,
     masked_inputs,
@@ -65,7 +68,7 @@ __all__ = [
 # ------------------------------------------------------------------ inputs
 
 
-def _log_ratio(log_prob, sampler_log_prob, mask):
+def _log_ratio(log_prob: Array, sampler_log_prob: Array, mask: Array) -> tuple[torch.Tensor, torch.Tensor, str, torch.dtype]:
     r"""``(d, m, kind, dtype)``: :math:`d_t = \log\pi - \log\mu` on the mask and 0 elsewhere (detached, compute dtype), the boolean mask, the caller's kind and dtype."""
     require_mask_given("mask", mask)
     require_one_device(log_prob=log_prob, sampler_log_prob=sampler_log_prob, mask=mask)
@@ -76,16 +79,16 @@ def _log_ratio(log_prob, sampler_log_prob, mask):
     return (t["log_prob"] - t["sampler_log_prob"]).detach(), m, kind, lp.dtype
 
 
-def _out(kind: str, dtype: torch.dtype, values: torch.Tensor):
-    """The caller's kind and dtype."""
+def _out(kind: str, dtype: torch.dtype, values: torch.Tensor) -> Any:
+    """The caller's kind (numpy or torch, so typed ``Any``) and dtype."""
     return like(kind, values.to(dtype))
 
 
-def _on_mask(m: torch.Tensor, values: torch.Tensor):
+def _on_mask(m: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     return torch.where(m, values, torch.zeros((), dtype=values.dtype, device=values.device))
 
 
-def _per_sequence(m: torch.Tensor, values: torch.Tensor):
+def _per_sequence(m: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """``[..., 1]`` per-sequence values broadcast over the sequence's masked tokens."""
     return _on_mask(m, values.expand(m.shape))
 
@@ -93,7 +96,7 @@ def _per_sequence(m: torch.Tensor, values: torch.Tensor):
 # ----------------------------------------------------------------- weights
 
 
-def token_ratio(log_prob, sampler_log_prob, mask):
+def token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array) -> ArrayT:
     r"""Token-level importance ratio :math:`\rho_t = \pi(y_t \mid y_{<t}) / \mu(y_t \mid y_{<t})` on the mask.
 
     Unbiased per token only when the sampler equals the policy: it drops the
@@ -124,7 +127,7 @@ def token_ratio(log_prob, sampler_log_prob, mask):
     return _out(kind, dtype, _on_mask(m, d.exp()))
 
 
-def sequence_ratio(log_prob, sampler_log_prob, mask):
+def sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array) -> ArrayT:
     r"""Sequence-level ratio :math:`\rho = \prod_{t: m_t = 1} \rho_t = \pi(y)/\mu(y)`, broadcast over the sequence's tokens.
 
     The only weight here that is unbiased for :math:`\nabla J` under any sampler:
@@ -154,7 +157,7 @@ def sequence_ratio(log_prob, sampler_log_prob, mask):
     return _out(kind, dtype, _per_sequence(m, d.sum(-1, keepdim=True).exp()))
 
 
-def truncated_token_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0, floor: float = 0.0):
+def truncated_token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, cap: float = 2.0, floor: float = 0.0) -> ArrayT:
     r"""Truncated importance sampling per token, :math:`\min(\max(\rho_t, l), C)` (TIS; TRL ``token_truncate``).
 
     :math:`\min(\rho, C) = \rho - (\rho - C)_+`, so it removes
@@ -185,7 +188,7 @@ def truncated_token_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0, fl
     return _out(kind, dtype, _on_mask(m, d.exp().clamp(min=floor, max=cap)))
 
 
-def truncated_sequence_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0):
+def truncated_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, cap: float = 2.0) -> ArrayT:
     r"""Truncated sequence ratio :math:`\min(\rho, C)` broadcast over the tokens (TRL ``sequence_truncate``; verl sequence IS).
 
     Its bias is exactly :math:`-\mathbb E_\mu[(\rho - C)_+ A \sum_t s_t]`.  A
@@ -204,7 +207,7 @@ def truncated_sequence_ratio(log_prob, sampler_log_prob, mask, cap: float = 2.0)
     return _out(kind, dtype, _per_sequence(m, d.sum(-1, keepdim=True).exp().clamp(max=require_cap("cap", cap))))
 
 
-def masked_token_ratio(log_prob, sampler_log_prob, mask, low: float = 0.5, high: float = 2.0):
+def masked_token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, low: float = 0.5, high: float = 2.0) -> ArrayT:
     r"""Masked importance sampling per token, :math:`\rho_t\,\mathbb 1[l \le \rho_t \le h]` (IcePop; TRL ``token_mask``; verl ``token_k1``).
 
     A token whose ratio leaves the band is dropped from the gradient; the bias is
@@ -228,7 +231,7 @@ def masked_token_ratio(log_prob, sampler_log_prob, mask, low: float = 0.5, high:
     return _out(kind, dtype, _on_mask(m & (r >= low) & (r <= high), r))
 
 
-def masked_sequence_ratio(log_prob, sampler_log_prob, mask, low: float = 0.0, high: float = 2.0):
+def masked_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, low: float = 0.0, high: float = 2.0) -> ArrayT:
     r"""Masked sequence ratio :math:`\rho\,\mathbb 1[l \le \rho \le h]` (TRL ``sequence_mask``; verl ``seq_sum_k1`` rejection times sequence IS).
 
     Edges: the band is closed, a sequence ratio exactly at ``low`` or ``high``
@@ -250,7 +253,7 @@ def masked_sequence_ratio(log_prob, sampler_log_prob, mask, low: float = 0.0, hi
     return _out(kind, dtype, _per_sequence(m, torch.where((r >= low) & (r <= high), r, torch.zeros_like(r))))
 
 
-def geometric_sequence_mask(log_prob, sampler_log_prob, mask, low: float = 0.5, high: float = 2.0):
+def geometric_sequence_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, low: float = 0.5, high: float = 2.0) -> ArrayT:
     r"""Keep a sequence when its geometric-mean ratio :math:`\rho^{1/|y|} = \exp(\frac1{|y|}\sum_t \log\rho_t)` lies in :math:`[l, h]`.
 
     A 0/1 mask, broadcast over the sequence's tokens; multiply it into another
@@ -281,7 +284,7 @@ def geometric_sequence_mask(log_prob, sampler_log_prob, mask, low: float = 0.5, 
 _KL = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
 
 
-def kl_rejection_mask(log_prob, sampler_log_prob, mask, threshold: float = 0.05, estimator: str = "k3"):
+def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, threshold: float = 0.05, estimator: str = "k3") -> ArrayT:
     r"""Keep a sequence when its estimate of :math:`\mathrm{KL}(\mu\,\|\,\pi)` is at most ``threshold``.
 
     The tokens come from :math:`\mu`, so with :math:`\Delta_t = \log\mu - \log\pi`
