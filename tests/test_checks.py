@@ -135,3 +135,13 @@ def test_every_topic_suite_passes(name, count, suite_run):
 def test_the_report_lists_every_topic_in_lecture_order():
     assert list(SUITES) == ["score_function", "baselines", "group_baselines", "returns", "gradient_weights", "trust_region", "off_policy", "losses", "variants"]
 
+
+
+@pytest.mark.xdist_group("suite score_function")
+def test_a_shared_suite_run_is_handed_out_fresh(suite_run):
+    """The per-worker cache of suite runs (tests/conftest.py) shares no mutable state between its readers."""
+    checks, errors = suite_run("score_function")
+    checks.clear()
+    errors["x"] = "a reader's edit"
+    again, errors_again = suite_run("score_function")
+    assert len(again) == 13 and errors_again == {}
