@@ -1,5 +1,7 @@
 """Fixtures shared by the tests."""
 
+import functools
+
 import pytest
 
 from numeric import TinyLM
@@ -24,3 +26,28 @@ def fails_to_verify():
         return False
 
     return fails
+
+
+@functools.cache
+def _suite_once(name: str) -> tuple:
+    from numeric import run_suites
+
+    checks, errors = run_suites([name])
+    return tuple(checks), tuple(errors.items())
+
+
+@pytest.fixture(scope="session")
+def suite_run():
+    """``suite_run(name)``: ``(checks, errors)`` of one registered suite, as ``run_suites([name])`` returns them.
+
+    Each suite runs once per worker, however many tests read it; every call hands out a
+    fresh list and dict.  A test that reads a suite carries the mark ``xdist_group("suite <name>")``
+    so that, under ``--dist loadgroup``, all its readers share one worker.
+    """
+
+    def run(name: str) -> tuple[list, dict]:
+        checks, errors = _suite_once(name)
+        return list(checks), dict(errors)
+
+    return run
+

@@ -119,11 +119,14 @@ def test_bad_suite_arguments():
 
 @pytest.mark.parametrize(
     ("name", "count"),
-    [("score_function", 13), ("baselines", 26), ("group_baselines", 16), ("returns", 16), ("gradient_weights", 15), ("trust_region", 24), ("off_policy", 38), ("losses", 28), ("variants", 12)],
+    [
+        pytest.param(name, count, marks=pytest.mark.xdist_group(f"suite {name}"))  # shares the run with test_report
+        for name, count in [("score_function", 13), ("baselines", 26), ("group_baselines", 16), ("returns", 16), ("gradient_weights", 15), ("trust_region", 24), ("off_policy", 38), ("losses", 28), ("variants", 12)]
+    ],
 )
-def test_every_topic_suite_passes(name, count):
+def test_every_topic_suite_passes(name, count, suite_run):
     """Each chapter's cross-checks, as the report runs them (the count guards against a suite that silently shrinks)."""
-    checks, errors = run_suites([name])
+    checks, errors = suite_run(name)
     assert errors == {}
     assert len(checks) == count
     assert all(c.passed for c in checks), [c.line() for c in checks if not c.passed]
@@ -132,3 +135,13 @@ def test_every_topic_suite_passes(name, count):
 def test_the_report_lists_every_topic_in_lecture_order():
     assert list(SUITES) == ["score_function", "baselines", "group_baselines", "returns", "gradient_weights", "trust_region", "off_policy", "losses", "variants"]
 
+
+
+@pytest.mark.xdist_group("suite score_function")
+def test_a_shared_suite_run_is_handed_out_fresh(suite_run):
+    """The per-worker cache of suite runs (tests/conftest.py) shares no mutable state between its readers."""
+    checks, errors = suite_run("score_function")
+    checks.clear()
+    errors["x"] = "a reader's edit"
+    again, errors_again = suite_run("score_function")
+    assert len(again) == 13 and errors_again == {}

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from numeric.checks import SUITES, Check, run_suites
+from numeric.checks import SUITES, Check
 from numeric.report import format_report, main, report_json
 
 
@@ -31,11 +31,14 @@ def test_list_names_every_suite_in_order(capsys):
     assert capsys.readouterr().out.split() == list(SUITES)
 
 
+@pytest.mark.xdist_group("suite score_function")  # shares the suite's one run with test_checks
 @pytest.mark.parametrize("columns", [60, 80, 120])
-def test_the_report_fits_the_terminal(capsys, monkeypatch, columns):
-    checks, errors = run_suites(["score_function"])
+def test_the_report_fits_the_terminal(capsys, monkeypatch, columns, suite_run):
+    checks, errors = suite_run("score_function")
     assert max(len(line) for line in format_report(checks, errors).splitlines()) > 60  # would overflow unwrapped
     monkeypatch.setenv("COLUMNS", str(columns))
+    # main formats the suite's run of this worker (main running the suites itself: the JSON test below, and test_checks)
+    monkeypatch.setattr("numeric.report.run_suites", lambda names: suite_run(*names))
     assert main(["score_function"]) == 0
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= columns
@@ -73,8 +76,9 @@ def test_format_report_rejects_a_bad_width(width):
         format_report([], {}, width=width)
 
 
-def test_json_output_is_strict_json_with_every_check(capsys):
-    checks, _ = run_suites(["returns"])
+@pytest.mark.xdist_group("suite returns")
+def test_json_output_is_strict_json_with_every_check(capsys, suite_run):
+    checks, _ = suite_run("returns")
     assert main(["--json", "returns"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["failed"] == 0 and out["errors"] == {}
