@@ -18,6 +18,12 @@ The exit status is 0 when every applicable mutant is killed.  ``--why`` names th
 test or check that killed each one.
 
 Last measured (2026-12-01, 46 mutants, about 7 minutes on 2 shared cores): 46/46 killed.
+Not measured since as a whole (68 mutants).  Re-pointed and new (issue 17 item 10, issue 16 item 4,
+2026-12-01, run in three batches, pytest with ``-n 0``): the 14 mutants the split of ``numeric/losses``
+and the registry made stale, 14/14 killed; the registry's clip edges, every masking band's inclusive
+edge and the checker's tolerance and binary constancy test, 11/11 killed, 11-82 s each on 2 shared
+cores.  ``registry_clip_*_edge`` first survived ``tests/test_losses.py`` (its registry grid steps 1e-3
+off every edge) until ``tests/test_mutant_gaps.py`` hit the edges exactly.
 Kernel mutants (issue 16, 2026-12-01, ``kernel_*``, ``resolver_*``, ``lemma_*``, ``regions_*``,
 ``argmin_*``, ``premises_*``, ``chain_*``, ``facts_*``, ``numeric_*``; 11 mutants, about 40-70 s each on
 2 shared cores): 11/11 killed by ``tests/test_kernel.py``; ``resolver_strict_as_weak`` first survived
