@@ -18,6 +18,12 @@ The exit status is 0 when every applicable mutant is killed.  ``--why`` names th
 test or check that killed each one.
 
 Last measured (2026-12-01, 46 mutants, about 7 minutes on 2 shared cores): 46/46 killed.
+Not measured since as a whole (68 mutants).  Re-pointed and new (issue 17 item 10, issue 16 item 4,
+2026-12-01, run in three batches, pytest with ``-n 0``): the 14 mutants the split of ``numeric/losses``
+and the registry made stale, 14/14 killed; the registry's clip edges, every masking band's inclusive
+edge and the checker's tolerance and binary constancy test, 11/11 killed, 11-82 s each on 2 shared
+cores.  ``registry_clip_*_edge`` first survived ``tests/test_losses.py`` (its registry grid steps 1e-3
+off every edge) until ``tests/test_mutant_gaps.py`` hit the edges exactly.
 Kernel mutants (issue 16, 2026-12-01, ``kernel_*``, ``resolver_*``, ``lemma_*``, ``regions_*``,
 ``argmin_*``, ``premises_*``, ``chain_*``, ``facts_*``, ``numeric_*``; 11 mutants, about 40-70 s each on
 2 shared cores): 11/11 killed by ``tests/test_kernel.py``; ``resolver_strict_as_weak`` first survived
@@ -61,7 +67,22 @@ def _topic(name: str, *extra: str) -> tuple[str, ...]:
     return (f"tests/test_{name}.py", suites(name), f"numeric/{name}.py", *extra)
 
 
+def _losses(module: str) -> tuple[str, ...]:
+    """The losses tests, suite and the doctests of one module of the package ``numeric/losses/``."""
+    return ("tests/test_losses.py", suites("losses"), f"numeric/losses/{module}.py")
+
+
 _KERNEL = ("tests/test_kernel.py",)
+# the registry's formulas feed the derived weights (gradient weights) and the torch forms (losses)
+_REGISTRY = ("tests/test_gradient_weights.py", "tests/test_losses.py", suites("gradient_weights", "losses"),
+             "derivations/methods.py", "derivations/gradient_weights.py")
+# the torch forms: the losses' own tests, and the gradient-weights checks that read policy_loss
+_LOSS_FORMS = (*_losses("policy"), "tests/test_gradient_weights.py", suites("gradient_weights"))
+_OFF_POLICY = ("tests/test_off_policy.py", "numeric/off_policy/weights.py")
+# the two tests that pin these edges (the variant suite as a whole takes minutes)
+_VARIANTS = ("tests/test_variants.py::test_the_verdict_tolerance_is_1e12_not_looser",
+             "tests/test_variants.py::test_binary_constancy_compares_every_coefficient_including_p_to_the_first",
+             "derivations/variants/reports.py", "derivations/variants/patterns.py")
 
 MUTANTS = [
     # -- the check registry and the toy LM
@@ -124,16 +145,16 @@ MUTANTS = [
     # -- gradient weights
     Mutant("clip_bound", "numeric/gradient_weights.py", "torch.clamp(r, min=1 - low, max=1 + high)", "torch.clamp(r, min=1 - low, max=1 + low)",
            _topic("gradient_weights"), "PPO upper clip at 1 + eps_low"),
-    Mutant("ppo_detach", "numeric/gradient_weights.py", 'ppo_clipped_terms(ratio, t["advantage"].detach(), clip_epsilon)',
-           'ppo_clipped_terms(ratio, t["advantage"], clip_epsilon)', _topic("gradient_weights"), "PPO loss without the stop-gradient on the advantage"),
-    Mutant("cispo_weight_detach", "numeric/gradient_weights.py", "max=1 + high).detach()\n", "max=1 + high)\n",
-           _topic("gradient_weights"), "CISPO weight not stopped (gradient through min(r, 1+eps))"),
-    Mutant("cispo_eps_low", "derivations/gradient_weights.py", '"cispo": -sg(sp.Min(r, 1 + eps_h)) * A * ell', '"cispo": -sg(sp.Min(r, 1 + eps_l)) * A * ell',
-           _topic("gradient_weights"), "derived CISPO weight capped at 1 + eps_low"),
-    Mutant("ppo_max", "derivations/gradient_weights.py", "    ppo = -sp.Min(r * A, _clip(r) * A)", "    ppo = -sp.Max(r * A, _clip(r) * A)",
-           _topic("gradient_weights"), "derived PPO takes the optimistic term: every region's sign flips"),
-    Mutant("clip_low_sign", "derivations/gradient_weights.py", "sp.Min(sp.Max(x, 1 - eps_l), 1 + eps_h)", "sp.Min(sp.Max(x, 1 + eps_l), 1 + eps_h)",
-           _topic("gradient_weights"), "derived lower clip at 1 + eps_low"),
+    Mutant("ppo_detach", "numeric/losses/policy.py", "    neg_A = -A.detach()\n", "    neg_A = -A\n",
+           _LOSS_FORMS, "PPO loss without the stop-gradient on the advantage"),
+    Mutant("cispo_weight_detach", "numeric/losses/policy.py", "        r = delta.detach().exp()\n", "        r = delta.exp()\n",
+           _LOSS_FORMS, "CISPO weight not stopped (gradient through clip(r))"),
+    Mutant("cispo_eps_low", "derivations/methods.py", "weight = sp.Min(r, 1 + eps_h) if eps_low is None", "weight = sp.Min(r, 1 + eps_l) if eps_low is None",
+           _REGISTRY, "derived CISPO cap at 1 + eps_low"),
+    Mutant("ppo_max", "derivations/methods.py", "    ppo = -sp.Min(r * A, _clip(r) * A)", "    ppo = -sp.Max(r * A, _clip(r) * A)",
+           _REGISTRY, "derived PPO takes the optimistic term: every region's sign flips"),
+    Mutant("clip_low_sign", "derivations/methods.py", "def _clip(x, low=1 - eps_l,", "def _clip(x, low=1 + eps_l,",
+           _REGISTRY, "derived lower clip at 1 + eps_low"),
     # -- trust region
     Mutant("k3_sign", "derivations/trust_region.py", "k3 = sp.exp(-delta) - 1 + delta", "k3 = sp.exp(delta) - 1 - delta",
            _topic("trust_region"), "k3 with the ratio inverted"),
@@ -146,24 +167,49 @@ MUTANTS = [
     Mutant("tv_bound_constant", "derivations/trust_region.py", "d.then(S(sp.Abs(pi[a] - mu[a])) / 2,", "d.then(S(sp.Abs(pi[a] - mu[a])) / 4,",
            ("tests/test_trust_region.py", "derivations/trust_region.py", "tests/test_derivation.py"), "displayed TV bound halved (needs steps verified against their display)"),
     # -- losses
-    Mutant("loss_witness_no_advantage", "numeric/losses.py", "    witness = A.detach().sum() + (0 if delta is None else delta.detach().sum())",
-           "    witness = 0 if delta is None else delta.detach().sum()", _topic("losses"), "a NaN advantage of an empty row leaks NaN into GSPO's gradient"),
-    Mutant("loss_witness_no_delta", "numeric/losses.py", "    witness = A.detach().sum() + (0 if delta is None else delta.detach().sum())",
-           "    witness = A.detach().sum()", _topic("losses"), "an infinite log-ratio clipped away by PPO goes unreported"),
-    Mutant("loss_mask_test_no_abs", "numeric/losses.py", "torch.addcmul(numbers, numbers, numbers, value=-1).abs().sum()",
-           "torch.addcmul(numbers, numbers, numbers, value=-1).sum()", _topic("losses"), "a mask of 2 and eight 0.5s passes the 0/1 test"),
-    Mutant("loss_mask_test_rounded", "numeric/losses.py", "    numbers = m if m.is_floating_point() else m.to(like_t.dtype)",
-           "    numbers = m.to(like_t.dtype)", _topic("losses"), "a float64 mask entry 1 + 1e-10 passes after rounding to float32"),
-    Mutant("loss_padding_read", "numeric/losses.py", '    zero_outside = keep.is_floating_point() and method in ("reinforce", "gpg", "cispo")',
-           '    zero_outside = method in ("reinforce", "gpg", "cispo")', _topic("losses"), "the careful path sums padding it never zeroed"),
-    Mutant("loss_empty_row_read", "numeric/losses.py", "        live = torch.where(n > 0, x, 0)", "        live = x",
-           _topic("losses"), "an empty row's sequence loss is read"),
-    Mutant("sapo_tau_swapped", "numeric/losses.py", "tau = torch.where(neg_A < 0,", "tau = torch.where(neg_A > 0,",
-           _topic("losses"), "SAPO's tau+ used for negative advantages"),
-    Mutant("gspo_token_not_straight_through", "numeric/losses.py", "log_s = log_s.detach() + (delta - delta.detach())",
-           "log_s = log_s + (delta - delta.detach())", _topic("losses"), "GSPO-token's gradient adds the sequence ratio's"),
-    Mutant("dual_clip_side", "numeric/losses.py", "loss = torch.where(neg_A > 0, torch.minimum(loss, neg_A * dual_clip), loss)",
-           "loss = torch.where(neg_A < 0, torch.minimum(loss, neg_A * dual_clip), loss)", _topic("losses"), "dual clip applied to positive advantages"),
+    Mutant("loss_witness_no_advantage", "numeric/losses/policy.py", "    witness = A.detach().sum() + (0 if delta is None else delta.detach().sum())",
+           "    witness = 0 if delta is None else delta.detach().sum()", _losses("policy"), "a NaN advantage of an empty row leaks NaN into GSPO's gradient"),
+    Mutant("loss_witness_no_delta", "numeric/losses/policy.py", "    witness = A.detach().sum() + (0 if delta is None else delta.detach().sum())",
+           "    witness = A.detach().sum()", _losses("policy"), "an infinite log-ratio clipped away by PPO goes unreported"),
+    Mutant("loss_mask_test_no_abs", "numeric/losses/policy.py", "torch.addcmul(numbers, numbers, numbers, value=-1).abs().sum()",
+           "torch.addcmul(numbers, numbers, numbers, value=-1).sum()", _losses("policy"), "a mask of 2 and eight 0.5s passes the 0/1 test"),
+    Mutant("loss_mask_test_rounded", "numeric/losses/policy.py", "    numbers = m if m.is_floating_point() else m.to(like_t.dtype)",
+           "    numbers = m.to(like_t.dtype)", _losses("policy"), "a float64 mask entry 1 + 1e-10 passes after rounding to float32"),
+    Mutant("loss_padding_read", "numeric/losses/policy.py", '    zero_outside = keep.is_floating_point() and method in ("reinforce", "gpg", "cispo", "is")',
+           '    zero_outside = method in ("reinforce", "gpg", "cispo", "is")', _losses("policy"), "the careful path sums padding it never zeroed"),
+    Mutant("loss_empty_row_read", "numeric/losses/aggregation.py", "        live = torch.where(n > 0, x, 0)", "        live = x",
+           _losses("aggregation"), "an empty row's sequence loss is read"),
+    Mutant("sapo_tau_swapped", "numeric/losses/policy.py", "tau = torch.where(neg_A < 0,", "tau = torch.where(neg_A > 0,",
+           _losses("policy"), "SAPO's tau+ used for negative advantages"),
+    Mutant("gspo_token_not_straight_through", "numeric/losses/policy.py", "log_s = log_s.detach() + (delta - delta.detach())",
+           "log_s = log_s + (delta - delta.detach())", _losses("policy"), "GSPO-token's gradient adds the sequence ratio's"),
+    Mutant("dual_clip_side", "numeric/losses/policy.py", "beyond = (neg_A > 0) & (r > dual_clip)", "beyond = (neg_A < 0) & (r > dual_clip)",
+           _losses("policy"), "dual clip applied to positive advantages"),
+    # -- the registry's torch forms: the clip's edges (closed live sets, as derived; issue 16)
+    Mutant("registry_clip_high_edge", "numeric/losses/policy.py", "live = torch.where(positive, r <= 1 + high, r >= 1 - low)",
+           "live = torch.where(positive, r < 1 + high, r >= 1 - low)", (*_losses("policy"), "tests/test_mutant_gaps.py"), "PPO's torch form drops the gradient of A > 0 at r = 1 + eps_high exactly"),
+    Mutant("registry_clip_low_edge", "numeric/losses/policy.py", "live = torch.where(positive, r <= 1 + high, r >= 1 - low)",
+           "live = torch.where(positive, r <= 1 + high, r > 1 - low)", (*_losses("policy"), "tests/test_mutant_gaps.py"), "PPO's torch form drops the gradient of A < 0 at r = 1 - eps_low exactly"),
+    # -- sampler-correction weights: every masking band's inclusive edge (issue 16)
+    Mutant("token_mask_low_strict", "numeric/off_policy/weights.py", "_on_mask(m & (r >= low) &", "_on_mask(m & (r > low) &",
+           _OFF_POLICY, "masked_token_ratio drops a ratio exactly at low"),
+    Mutant("token_mask_high_strict", "numeric/off_policy/weights.py", "(r <= high), r))", "(r < high), r))",
+           _OFF_POLICY, "masked_token_ratio (IcePop) drops a ratio exactly at high"),
+    Mutant("sequence_mask_low_strict", "numeric/off_policy/weights.py", "torch.where((r >= low) &", "torch.where((r > low) &",
+           _OFF_POLICY, "masked_sequence_ratio drops a sequence ratio exactly at low"),
+    Mutant("sequence_mask_high_strict", "numeric/off_policy/weights.py", "(r <= high), r, torch.zeros_like(r))", "(r < high), r, torch.zeros_like(r))",
+           _OFF_POLICY, "masked_sequence_ratio drops a sequence ratio exactly at high"),
+    Mutant("geometric_mask_low_strict", "numeric/off_policy/weights.py", "keep = ((g >= low) &", "keep = ((g > low) &",
+           _OFF_POLICY, "geometric_sequence_mask drops a geometric mean exactly at low"),
+    Mutant("geometric_mask_high_strict", "numeric/off_policy/weights.py", "(g <= high)).to(d.dtype)", "(g < high)).to(d.dtype)",
+           _OFF_POLICY, "geometric_sequence_mask drops a geometric mean exactly at high"),
+    Mutant("kl_rejection_strict", "numeric/off_policy/weights.py", "keepdim=True) <= threshold)", "keepdim=True) < threshold)",
+           _OFF_POLICY, "kl_rejection_mask drops a sum exactly at threshold (threshold=0 rejects pi = mu)"),
+    # -- the variant checker's edges (issue 16)
+    Mutant("verdict_tolerance_loosened", "derivations/variants/reports.py", "tol = sp.Float(10) ** (-12 if floats else -25)",
+           "tol = sp.Float(10) ** (-6 if floats else -25)", _VARIANTS, "an RLOO scaled by 1 + 1e-9 reads 'unbiased'"),
+    Mutant("binary_constancy_skips_p1", "derivations/variants/patterns.py", "equal = [nonzero(x - diffs[0]) for x in diffs[1:]]",
+           "equal = [nonzero(x - diffs[0]) for x in diffs[2:]]", _VARIANTS, "c(p) = 1 + p at G = 2 reads as a constant"),
 
     # -- the proof kernel: each of its decisions (issue 16)
     Mutant("kernel_strict_as_weak", "derivations/kernel.py", 'return at_least(left - right, relation in ("<", ">"))',
@@ -205,7 +251,7 @@ def _run(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float
     if names:
         commands.append([sys.executable, "-m", "numeric", *sorted(set(names))])
     if paths:
-        commands.append([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *paths])
+        commands.append([sys.executable, "-m", "pytest", "-n", "0", "-x", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *paths])
     start = time.time()
     for cmd in commands:
         try:
