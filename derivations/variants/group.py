@@ -21,11 +21,11 @@ from ..group_baselines import GRAD_J, GRAD_P, P
 from ..iid_groups import Expect, IIDGroup
 from .inputs import (
     G_SYMBOL,
+    R_PLAIN,
+    S_PLAIN,
     I,
     R,
-    R_PLAIN,
     S,
-    S_PLAIN,
     advantage_expression,
     explicit_advantage,
     require_constants,

@@ -419,7 +419,7 @@ def _match(pieces: dict) -> str | None:
                 ok = False
                 break
             ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]]) if len(pieces[sign]) > 1 else pieces[sign][0][2]
-            for lo, hi, inside in _regions(breaks):
+            for _, _, inside in _regions(breaks):
                 at = {gw.r: sp.sympify(inside).subs(_ADMISSIBLE), gw.A: sign * _pa, **_ADMISSIBLE}
                 a, b = resolve(sp.sympify(ours).subs(at)), resolve(sp.sympify(known).subs(at))
                 if a is None or b is None or is_zero(a - b) is None:

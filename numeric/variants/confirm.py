@@ -23,7 +23,7 @@ from derivations import gradient_weights as gw
 from derivations.group_baselines import GRAD_J, GRAD_P, P
 from derivations.iid_groups import Expect
 from derivations.variants import GroupReport, SymbolicNumericMismatch, TokenReport, breakpoints
-from derivations.variants.inputs import G_SYMBOL, R, R_PLAIN, S_PLAIN, explicit_advantage, require_constants
+from derivations.variants.inputs import G_SYMBOL, R_PLAIN, S_PLAIN, R, explicit_advantage, require_constants
 
 from ..expectations import expected_score_sum
 from ..group_baselines import exact_group_gradient
