@@ -283,7 +283,7 @@ def _pieces(method: str) -> dict[int, list[tuple]]:
 
 def merged_runs(pieces: list[tuple]) -> list[tuple]:
     """Consecutive regions whose weights are equal (by the canonicaliser, not only in form) merged into one ``(lo, hi, w)``."""
-    out = []
+    out: list[tuple] = []
     for lo, hi, w in pieces:
         if out and is_zero(out[-1][2] - w) is not None:
             out[-1] = (out[-1][0], hi, out[-1][2])

@@ -235,7 +235,8 @@ def gmpo_derivation() -> Derivation:
         "GMPO: the derivative of the sign-clipped log-ratio",
         assumptions=[r"$g(\Delta) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\Delta, \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h))$", r"$\delta_l, \delta_h, d > 0$"],
     )
-    inside, a, b = sp.Symbol("Delta", real=True), *sp.symbols("a b", positive=True)
+    inside = sp.Symbol("Delta", real=True)
+    a, b = sp.symbols("a b", positive=True)
     regions = [  # (sign of A, Delta, its variable, (delta_l, delta_h), display, g' there)
         (1, high + dd, dd, (low, high), r"A > 0,\ \Delta = \delta_h + d", 0),
         (1, -low - dd, dd, (low, high), r"A > 0,\ \Delta = -\delta_l - d", 1),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Generic
 
 import sympy as sp
 import torch
@@ -33,6 +34,7 @@ import torch
 from derivations import gradient_weights as gw
 from derivations.methods import FORMS, form
 
+from ._types import Array, ArrayT
 from ._validate import (
     compute_dtype,
     like,
@@ -145,15 +147,15 @@ def gradient_weight(method: str, ratio, advantages, **params):
 
 
 @dataclass(frozen=True)
-class PPOTerms:
+class PPOTerms(Generic[ArrayT]):
     r"""The three PPO terms, elementwise: :math:`rA`, :math:`\mathrm{clip}(r)A`, and their minimum."""
 
-    unclipped: object
-    clipped: object
-    pessimistic: object
+    unclipped: ArrayT
+    clipped: ArrayT
+    pessimistic: ArrayT
 
 
-def ppo_clipped_terms(ratio, advantages, *, eps_low: float = 0.2, eps_high: float = 0.2) -> PPOTerms:
+def ppo_clipped_terms(ratio: ArrayT, advantages: Array, *, eps_low: float = 0.2, eps_high: float = 0.2) -> PPOTerms[ArrayT]:
     r"""PPO's unclipped, clipped and pessimistic terms (objective, to be maximised).
 
     .. math::
@@ -608,7 +610,7 @@ def look_alike_gradients_autograd(log_prob: float, advantage: float, eps: float 
     >>> [round(g, 6) for g in look_alike_gradients_autograd(-2.3, 1.0)]
     [-1.0, 1.3, -1.0]
     """
-    out = []
+    out: list[float] = []
     for build in (
         lambda r, lp: -(torch.clamp(r, max=1 + eps).detach() * advantage * lp),
         lambda r, lp: -(torch.clamp(r, max=1 + eps) * advantage * lp),
@@ -616,7 +618,7 @@ def look_alike_gradients_autograd(log_prob: float, advantage: float, eps: float 
     ):
         lp = torch.tensor(log_prob, dtype=torch.float64, requires_grad=True)
         out.append(float(torch.autograd.grad(build((lp - _LOG_PROB_OLD).exp(), lp), lp)[0]))
-    return tuple(out)
+    return out[0], out[1], out[2]
 
 
 @lru_cache(maxsize=1)
@@ -656,7 +658,7 @@ def naive_vs_vectorised(group: int = 8, seed: int = 5) -> float:
     adv = (R - R.mean())[:, None] * lm.mask[idx]
     th = perturb(s.theta_old, 0.8, seed=2).requires_grad_(True)
     lp, lp_old, mask = lm.token_log_probs(th)[idx], s.lp_old[idx], lm.mask[idx]
-    total, n = 0.0, 0
+    total, n = lp.new_zeros(()), 0
     for i in range(group):
         for t in range(int(mask[i].sum())):
             r = math.exp(float((lp[i, t] - lp_old[i, t]).detach()))

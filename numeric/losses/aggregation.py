@@ -142,14 +142,14 @@ def reduce_tokens(x: torch.Tensor, keep: torch.Tensor, mode: str, norm, n: torch
     norm = _norm(mode, norm)
     B, T = keep.shape[-2], keep.shape[-1]
     row_constant = x.shape[-1] == 1 and T != 1
-    if n is None and (row_constant or mode == "seq-mean-token-mean"):
-        n = keep.sum(-1, keepdim=True)
     if row_constant:
+        n = keep.sum(-1, keepdim=True) if n is None else n
         live = torch.where(n > 0, x, 0)  # an empty row's value is never read
         total = (live if mode == "seq-mean-token-mean" else live * n).sum((-2, -1))
     else:
         kept = x if zero_outside else zeroed(x, keep)
         if mode == "seq-mean-token-mean":
+            n = keep.sum(-1, keepdim=True) if n is None else n
             total = (kept.sum(-1, keepdim=True) / n.clamp(min=1)).sum((-2, -1))
         else:
             total = kept.sum((-2, -1))

@@ -428,7 +428,7 @@ def derived_weight(form_name: str, r: torch.Tensor, A: torch.Tensor, options: di
     """
     r64, A64 = r.detach().double().cpu(), A.detach().double().cpu()
     low = options.get("eps_low")
-    tau = 1.0
+    tau: float | np.ndarray = 1.0
     if "sapo_tau" in options:
         tau = torch.where(A64 > 0, A64.new_tensor(options["sapo_tau"][0]), A64.new_tensor(options["sapo_tau"][1])).numpy()
     args = (0.0 if low is None else low, options.get("eps_high", 0.0), options.get("dual_clip") or 0.0, tau)
