@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import TypeVar, overload
+from typing import overload
 
 import numpy as np
 import torch
 
 from ._types import Array
-
-T = TypeVar("T")
 
 
 def require_int(name: str, value, minimum: int | None = None) -> int:
@@ -305,7 +303,7 @@ def require_same_device(**tensors: torch.Tensor | None) -> torch.device:
     return first[1] if first else torch.device("cpu")
 
 
-def require_mask(mask: T | None, name: str = "mask") -> T:
+def require_mask(mask: Array | None, name: str = "mask") -> Array:
     """``mask`` itself; a named error for ``None`` where a function needs to know which tokens count."""
     if mask is None:
         raise ValueError(f"{name} is required: a 0/1 or boolean response mask (None is not 'all kept' here)")
