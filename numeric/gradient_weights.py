@@ -88,7 +88,7 @@ def _ratio_and_advantages(ratio, advantages) -> tuple[torch.Tensor, torch.Tensor
 # ----------------------------------------------------------------- weights
 
 
-def gradient_weight(method: str, ratio, advantages, **params):
+def gradient_weight(method: str, ratio: ArrayT, advantages: Array, **params: float | tuple[float, float] | None) -> ArrayT:
     r"""The derived gradient weight :math:`w(r, A)` of a per-token ``method``, elementwise.
 
     The per-token loss gradient is :math:`-\,w(r, A)\, A\, \nabla_\theta\log\pi_\theta`:
@@ -222,7 +222,7 @@ class PPODiagnostics:
     mean_log_ratio: float
 
 
-def ppo_diagnostics(log_prob, old_log_prob, advantages, mask=None, *, eps_low: float = 0.2, eps_high: float = 0.2) -> PPODiagnostics:
+def ppo_diagnostics(log_prob: Array, old_log_prob: Array, advantages: Array, mask: Array | None = None, *, eps_low: float = 0.2, eps_high: float = 0.2) -> PPODiagnostics:
     r"""Clip fractions and KL estimates of one PPO batch.
 
     With :math:`r = e^{\log\pi_\theta - \log\pi_{\text{old}}}` over the masked tokens:
@@ -292,7 +292,7 @@ def _mask01(m: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------- the loss
 
 
-def ppo_loss(log_prob, old_log_prob, advantages, mask, *, eps_low: float = 0.2, eps_high: float = 0.2, dual_clip: float | None = None):
+def ppo_loss(log_prob: ArrayT, old_log_prob: Array, advantages: Array, mask: Array, *, eps_low: float = 0.2, eps_high: float = 0.2, dual_clip: float | None = None) -> ArrayT:
     r"""Token-level PPO/GRPO loss: :math:`-\frac{1}{\sum m}\sum_{i,t} m_{it}\min(r_{it}A_{it}, \mathrm{clip}(r_{it})A_{it})`.
 
     ``policy_loss("ppo", ...)`` with token-mean, by name: one code path

@@ -20,6 +20,7 @@ from derivations import losses as derived
 from derivations import methods
 from derivations.methods import METHODS
 
+from .._types import Array, ArrayT
 from .._validate import (
     as_mask,
     compute_dtype,
@@ -210,17 +211,17 @@ def _clamp(value) -> float | None:
 
 def policy_loss(
     method: str,
-    log_prob,
-    old_log_prob,
-    advantages,
-    mask,
+    log_prob: ArrayT,
+    old_log_prob: Array,
+    advantages: Array,
+    mask: Array,
     *,
     agg: str | None = None,
     norm: float | None = None,
     weight=None,
     log_ratio_clamp: float | None = None,
     **params,
-):
+) -> ArrayT:
     r"""The policy losses trainers ship, batched: :func:`aggregate` of a per-token loss.
 
     With :math:`\ell = \log\pi_\theta`, :math:`r = e^{\ell - \ell_{\mathrm{old}}}`,
@@ -351,7 +352,7 @@ def policy_loss(
     return like(x.kind, loss.to(result_dtype(log_prob)))
 
 
-def policy_weight(method: str, log_prob, old_log_prob, advantages, mask, *, log_ratio_clamp: float | None = None, **params):
+def policy_weight(method: str, log_prob: ArrayT, old_log_prob: Array, advantages: Array, mask: Array, *, log_ratio_clamp: float | None = None, **params: float | tuple[float, float] | None) -> ArrayT:
     r"""The derived gradient weight :math:`w_{it}` of ``method``: :math:`\partial\,\mathrm{loss}/\partial\ell_{it} = -\kappa_{it} w_{it} A_{it}`.
 
     The weights are :func:`derivations.losses.weight` lambdified
