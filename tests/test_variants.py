@@ -354,7 +354,7 @@ def test_reports_render_as_html_with_one_verdict_a_table_and_escaped_text():
     table = rep.table()  # prints as the aligned text it always did; renders as a table
     assert isinstance(table, str) and table.splitlines()[0] == "   G   |symbolic update|   |exact update|   discrepancy"
     assert repr(table) == str(table) and html_outline(table._repr_html_()).th == list(table.header)
-    tok = check_token_loss(gw.token_loss("cispo"), confirm=False)
+    tok = check_token_loss(gw.token_loss("cispo_cap"), confirm=False)
     page = html_outline(tok._repr_html_())
     assert page.text[0] == "policy gradient: the weight of CISPO" and page.th == ["property", "value"]
     assert ("div", "pgi-derivation") in page.tags and "r <= varepsilon_h + 1" in "".join(page.text)  # the '<' escaped, then read back
