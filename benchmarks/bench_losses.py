@@ -210,13 +210,13 @@ def main() -> None:
             ours = lambda x, o=old, a=A, mk=m, meth=method: policy_loss(meth, x, o, a, mk, **_clip(meth))  # noqa: E731
             short = lambda x, o=old, a=A, mk=m, meth=method: shortest(meth, x, o, a, mk)  # noqa: E731
             safe = lambda x, o=old, a=A, mk=m, meth=method: guarded(meth, x, o, a, mk)  # noqa: E731
-            runs = [lambda f=f: fwd_bwd(f, lp) for f in (ours, short, safe)] + [lambda: fwd_bwd(ours, lp_inf)]
+            runs = [lambda f=f, x=lp: fwd_bwd(f, x) for f in (ours, short, safe)] + [lambda f=ours, x=lp_inf: fwd_bwd(f, x)]
             t_ours, t_short, t_safe, t_inf = timed(runs, args.repeats, sync)
             gap = float((fwd_bwd(ours, lp) - fwd_bwd(short, lp)).abs().max())
             rows = 2  # the naive loop on a slice of two rows, scaled by tokens
             sl = [x[:rows].cpu() for x in (lp, old, A, m)]
             t0 = time.perf_counter()
-            fwd_bwd(lambda x: naive(method, x, *sl[1:]), sl[0])
+            fwd_bwd(lambda x, meth=method, rest=sl[1:]: naive(meth, x, *rest), sl[0])
             t_naive = (time.perf_counter() - t0) * float(m.sum()) / float(sl[3].sum())
             peak_ours, peak_short = (peak_bytes(f, lp, device) / 2**20 for f in (ours, short))
             mib = saved_bytes(ours, lp) / 2**20

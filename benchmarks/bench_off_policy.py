@@ -11,6 +11,7 @@ Run: ``python benchmarks/bench_off_policy.py``
 """
 
 import time
+from functools import partial
 
 import torch
 
@@ -50,7 +51,7 @@ def main() -> None:
         for fn in CORRECTION_WEIGHTS:
             out = fn(lp, lmu, mask)
             ok = bool(torch.isfinite(out).all()) and bool((out[~mask] == 0).all()) and out.device == lp.device
-            ms = 1e3 * best_of(lambda: fn(lp, lmu, mask), 5, device)
+            ms = 1e3 * best_of(partial(fn, lp, lmu, mask), 5, device)
             print(f"  {fn.__name__:26s} {ms:8.2f} ms   finite, padding 0, same device: {ok}")
 
 

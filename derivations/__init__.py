@@ -22,8 +22,8 @@ One module per topic, in lecture order: :mod:`derivations.score_function`,
 :mod:`derivations.trust_region`, :mod:`derivations.off_policy`.
 """
 
-from .derivation import Claim, Derivation, DerivationError, Step, is_zero, reason_to_latex
 from . import kernel, proofs, regions
+from .derivation import Claim, Derivation, DerivationError, Step, is_zero, reason_to_latex
 from .iid_groups import Expect, IIDGroup
 from .policy import IndexedSoftmax, SoftmaxPolicy
 

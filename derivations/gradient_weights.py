@@ -56,7 +56,7 @@ Learning" (dual-clip PPO), AAAI (2020).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import sympy as sp
 
@@ -270,7 +270,7 @@ def weight_derivation(method: str) -> Derivation:
     return d
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pieces(method: str) -> dict[int, list[tuple]]:
     """``{sign of A: [(lo, hi, w), ...]}`` read off the verified derivation."""
     d = weight_derivation(method).verify()
@@ -283,7 +283,7 @@ def _pieces(method: str) -> dict[int, list[tuple]]:
 
 def merged_runs(pieces: list[tuple]) -> list[tuple]:
     """Consecutive regions whose weights are equal (by the canonicaliser, not only in form) merged into one ``(lo, hi, w)``."""
-    out = []
+    out: list[tuple] = []
     for lo, hi, w in pieces:
         if out and is_zero(out[-1][2] - w) is not None:
             out[-1] = (out[-1][0], hi, out[-1][2])
@@ -296,7 +296,7 @@ def _merged_conditions(pieces: list[tuple]) -> list[tuple]:
     """``(w, condition on r)`` with equal neighbours merged; each kink given to its live (non-zero) side."""
     merged = merged_runs(pieces)
     out = []
-    for i, (lo, hi, w) in enumerate(merged):
+    for i, (_, hi, w) in enumerate(merged):
         if hi == sp.oo:
             out.append((w, sp.true))
         else:

@@ -40,7 +40,7 @@ Liu et al., "Understanding R1-Zero-Like Training" (Dr. GRPO), arXiv:2503.20783 (
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
@@ -99,7 +99,7 @@ def _unfold(expr):
     return expr.replace(lambda e: isinstance(e, sp.Derivative), lambda e: gw.d_dell(e.expr))
 
 
-@lru_cache(maxsize=None)
+@cache
 def weight_derivation(method: str) -> Derivation:
     r"""The gradient weight of a token method, by differentiating its loss in :math:`\ell`.
 
@@ -128,7 +128,7 @@ def weight_derivation(method: str) -> Derivation:
     return d
 
 
-@lru_cache(maxsize=None)
+@cache
 def weight(method: str) -> sp.Expr:
     r"""The gradient weight :math:`w(r, A)` of a token method, read off :func:`weight_derivation`.
 
@@ -169,7 +169,7 @@ def _sequence_symbols(n: int):
     return ells, olds
 
 
-@lru_cache(maxsize=None)
+@cache
 def gspo_derivation(n: int = 3) -> Derivation:
     r"""GSPO's gradient, both forms: PPO's weight at the sequence ratio, times :math:`1/n`.
 
@@ -210,7 +210,7 @@ def _gmpo_log_ratio(sign: int, delta, low, high):
     return sign * sp.Min(sign * delta, sign * clamped)
 
 
-@lru_cache(maxsize=None)
+@cache
 def gmpo_derivation() -> Derivation:
     r"""GMPO's per-token factor :math:`g'(\Delta)`: 1 on the live side of the clip, 0 beyond it.
 
@@ -235,7 +235,8 @@ def gmpo_derivation() -> Derivation:
         "GMPO: the derivative of the sign-clipped log-ratio",
         assumptions=[r"$g(\Delta) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\Delta, \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h))$", r"$\delta_l, \delta_h, d > 0$"],
     )
-    inside, a, b = sp.Symbol("Delta", real=True), *sp.symbols("a b", positive=True)
+    inside = sp.Symbol("Delta", real=True)
+    a, b = sp.symbols("a b", positive=True)
     regions = [  # (sign of A, Delta, its variable, (delta_l, delta_h), display, g' there)
         (1, high + dd, dd, (low, high), r"A > 0,\ \Delta = \delta_h + d", 0),
         (1, -low - dd, dd, (low, high), r"A > 0,\ \Delta = -\delta_l - d", 1),

@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(ROOT, "docs", "_ext"))
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import site_layout  # noqa: E402  (docs/_ext, on the path above)
+
 # sphinx-autodoc-typehints 3.6 calls an API that Sphinx 9 deprecates; not ours to fix
 warnings.filterwarnings("ignore", category=RemovedInSphinx10Warning)
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import overload
 
 import numpy as np
 import torch
+
+from ._types import Array
 
 
 def require_int(name: str, value, minimum: int | None = None) -> int:
@@ -121,7 +124,11 @@ def as_mask(name: str, value, like_name: str, like: torch.Tensor) -> torch.Tenso
     return m
 
 
-def masked_inputs(mask, mask_name: str = "mask", **arrays) -> tuple[dict[str, torch.Tensor], torch.Tensor, str]:
+@overload
+def masked_inputs(mask: None, mask_name: str = ..., **arrays: object) -> tuple[dict[str, torch.Tensor], None, str]: ...
+@overload
+def masked_inputs(mask: Array, mask_name: str = ..., **arrays: object) -> tuple[dict[str, torch.Tensor], torch.Tensor, str]: ...
+def masked_inputs(mask: Array | None, mask_name: str = "mask", **arrays: object) -> tuple[dict[str, torch.Tensor], torch.Tensor | None, str]:
     """Aligned token tensors in the first one's device and compute dtype, masked slots set to 0.
 
     Returns ``(tensors, mask, kind)``: the mask is boolean (``None`` means all
@@ -138,6 +145,8 @@ def masked_inputs(mask, mask_name: str = "mask", **arrays) -> tuple[dict[str, to
         if first is None:
             kind, first, first_name = k, t, name
         tensors[name] = t
+    if first is None or kind is None:
+        raise TypeError("masked_inputs needs at least one array")
     if isinstance(mask, torch.Tensor):
         torch_inputs[mask_name] = mask
     device = require_same_device(**torch_inputs) if torch_inputs else first.device
@@ -150,7 +159,7 @@ def masked_inputs(mask, mask_name: str = "mask", **arrays) -> tuple[dict[str, to
         tensors = {name: torch.where(m, t, zero.to(t.dtype)) for name, t in tensors.items()}
     # one sync: a NaN or inf among the kept values makes its tensor's sum, and the total, non-finite;
     # only then is each tensor examined, to name the culprit
-    if not bool(torch.isfinite(sum(t.detach().sum() for t in tensors.values()))):
+    if not bool(torch.isfinite(sum((t.detach().sum() for t in tensors.values()), first.new_zeros(())))):
         require_finite_where(m, mask_name, **tensors)
     return tensors, m, kind
 
@@ -294,7 +303,7 @@ def require_same_device(**tensors: torch.Tensor | None) -> torch.device:
     return first[1] if first else torch.device("cpu")
 
 
-def require_mask(mask, name: str = "mask"):
+def require_mask(mask: Array | None, name: str = "mask") -> Array:
     """``mask`` itself; a named error for ``None`` where a function needs to know which tokens count."""
     if mask is None:
         raise ValueError(f"{name} is required: a 0/1 or boolean response mask (None is not 'all kept' here)")

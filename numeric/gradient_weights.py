@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Generic
 
 import sympy as sp
 import torch
@@ -33,6 +34,7 @@ import torch
 from derivations import gradient_weights as gw
 from derivations.methods import FORMS, form
 
+from ._types import Array, ArrayT
 from ._validate import (
     compute_dtype,
     like,
@@ -86,7 +88,7 @@ def _ratio_and_advantages(ratio, advantages) -> tuple[torch.Tensor, torch.Tensor
 # ----------------------------------------------------------------- weights
 
 
-def gradient_weight(method: str, ratio, advantages, **params):
+def gradient_weight(method: str, ratio: ArrayT, advantages: Array, **params: float | tuple[float, float] | None) -> ArrayT:
     r"""The derived gradient weight :math:`w(r, A)` of a per-token ``method``, elementwise.
 
     The per-token loss gradient is :math:`-\,w(r, A)\, A\, \nabla_\theta\log\pi_\theta`:
@@ -145,15 +147,15 @@ def gradient_weight(method: str, ratio, advantages, **params):
 
 
 @dataclass(frozen=True)
-class PPOTerms:
+class PPOTerms(Generic[ArrayT]):
     r"""The three PPO terms, elementwise: :math:`rA`, :math:`\mathrm{clip}(r)A`, and their minimum."""
 
-    unclipped: object
-    clipped: object
-    pessimistic: object
+    unclipped: ArrayT
+    clipped: ArrayT
+    pessimistic: ArrayT
 
 
-def ppo_clipped_terms(ratio, advantages, *, eps_low: float = 0.2, eps_high: float = 0.2) -> PPOTerms:
+def ppo_clipped_terms(ratio: ArrayT, advantages: Array, *, eps_low: float = 0.2, eps_high: float = 0.2) -> PPOTerms[ArrayT]:
     r"""PPO's unclipped, clipped and pessimistic terms (objective, to be maximised).
 
     .. math::
@@ -220,7 +222,7 @@ class PPODiagnostics:
     mean_log_ratio: float
 
 
-def ppo_diagnostics(log_prob, old_log_prob, advantages, mask=None, *, eps_low: float = 0.2, eps_high: float = 0.2) -> PPODiagnostics:
+def ppo_diagnostics(log_prob: Array, old_log_prob: Array, advantages: Array, mask: Array | None = None, *, eps_low: float = 0.2, eps_high: float = 0.2) -> PPODiagnostics:
     r"""Clip fractions and KL estimates of one PPO batch.
 
     With :math:`r = e^{\log\pi_\theta - \log\pi_{\text{old}}}` over the masked tokens:
@@ -290,7 +292,7 @@ def _mask01(m: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------- the loss
 
 
-def ppo_loss(log_prob, old_log_prob, advantages, mask, *, eps_low: float = 0.2, eps_high: float = 0.2, dual_clip: float | None = None):
+def ppo_loss(log_prob: ArrayT, old_log_prob: Array, advantages: Array, mask: Array, *, eps_low: float = 0.2, eps_high: float = 0.2, dual_clip: float | None = None) -> ArrayT:
     r"""Token-level PPO/GRPO loss: :math:`-\frac{1}{\sum m}\sum_{i,t} m_{it}\min(r_{it}A_{it}, \mathrm{clip}(r_{it})A_{it})`.
 
     ``policy_loss("ppo", ...)`` with token-mean, by name: one code path
@@ -608,7 +610,7 @@ def look_alike_gradients_autograd(log_prob: float, advantage: float, eps: float 
     >>> [round(g, 6) for g in look_alike_gradients_autograd(-2.3, 1.0)]
     [-1.0, 1.3, -1.0]
     """
-    out = []
+    out: list[float] = []
     for build in (
         lambda r, lp: -(torch.clamp(r, max=1 + eps).detach() * advantage * lp),
         lambda r, lp: -(torch.clamp(r, max=1 + eps) * advantage * lp),
@@ -616,7 +618,7 @@ def look_alike_gradients_autograd(log_prob: float, advantage: float, eps: float 
     ):
         lp = torch.tensor(log_prob, dtype=torch.float64, requires_grad=True)
         out.append(float(torch.autograd.grad(build((lp - _LOG_PROB_OLD).exp(), lp), lp)[0]))
-    return tuple(out)
+    return out[0], out[1], out[2]
 
 
 @lru_cache(maxsize=1)
@@ -656,7 +658,7 @@ def naive_vs_vectorised(group: int = 8, seed: int = 5) -> float:
     adv = (R - R.mean())[:, None] * lm.mask[idx]
     th = perturb(s.theta_old, 0.8, seed=2).requires_grad_(True)
     lp, lp_old, mask = lm.token_log_probs(th)[idx], s.lp_old[idx], lm.mask[idx]
-    total, n = 0.0, 0
+    total, n = lp.new_zeros(()), 0
     for i in range(group):
         for t in range(int(mask[i].sum())):
             r = math.exp(float((lp[i, t] - lp_old[i, t]).detach()))

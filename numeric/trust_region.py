@@ -19,6 +19,7 @@ import torch
 
 from derivations import trust_region as tr
 
+from ._types import Array, ArrayT
 from ._validate import (
     like,
     require_nonnegative,
@@ -34,7 +35,7 @@ from .tinylm import check_theta, token_score_tensor
 __all__ = ["clip_excess", "kl_k1", "kl_k2", "kl_k3"]
 
 
-def kl_k1(log_prob, ref_log_prob, mask=None):
+def kl_k1(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None) -> ArrayT:
     r""":math:`k_1 = -\log r = \log\pi - \log\pi_{\mathrm{ref}}`, elementwise.
 
     With :math:`a \sim \pi` it is unbiased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`
@@ -66,7 +67,7 @@ def kl_k1(log_prob, ref_log_prob, mask=None):
     return kl_penalty(log_prob, ref_log_prob, mask, estimator="k1")
 
 
-def kl_k2(log_prob, ref_log_prob, mask=None):
+def kl_k2(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None) -> ArrayT:
     r""":math:`k_2 = \tfrac12 (\log r)^2`, elementwise.
 
     Non-negative, biased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})` at third
@@ -82,7 +83,7 @@ def kl_k2(log_prob, ref_log_prob, mask=None):
     return kl_penalty(log_prob, ref_log_prob, mask, estimator="k2")
 
 
-def kl_k3(log_prob, ref_log_prob, mask=None):
+def kl_k3(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None) -> ArrayT:
     r""":math:`k_3 = (r - 1) - \log r`, :math:`r = \pi_{\mathrm{ref}}/\pi`, elementwise.
 
     Non-negative and unbiased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`;
@@ -104,7 +105,7 @@ def kl_k3(log_prob, ref_log_prob, mask=None):
     return kl_penalty(log_prob, ref_log_prob, mask, estimator="k3")
 
 
-def clip_excess(ratio, *, eps_high=EPS_HIGH):
+def clip_excess(ratio: ArrayT, *, eps_high: float = EPS_HIGH) -> ArrayT:
     r""":math:`(r - 1 - \varepsilon_h)_+`, the weight CISPO's clip removes from a token (elementwise).
 
     CISPO's weight is :math:`\min(r, 1+\varepsilon_h) = r - (r - 1 - \varepsilon_h)_+`
@@ -161,7 +162,7 @@ def cispo_bias(eps: float) -> tuple[torch.Tensor, float]:
     return bias, bound
 
 
-def per_prefix(theta_pi, theta_mu) -> tuple[torch.Tensor, torch.Tensor]:
+def per_prefix(theta_pi: torch.Tensor, theta_mu: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``[n_prefixes, V]`` conditional distributions of two parameter vectors of the setting's TinyLM.
 
     Examples

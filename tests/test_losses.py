@@ -1065,7 +1065,7 @@ _GRID = sorted({e * (1 + s) for e in _EDGES for s in (-1e-3, 1e-3)} | {0.05, 0.5
 
 def _forms():
     """(method, the optional parameters that select a formula, the SymPy value of those parameters)."""
-    for name, m in registry.METHODS.items():
+    for name in registry.METHODS:
         variants = {"ppo": [({}, {}), ({"dual_clip": 3.0}, {"dual_clip": registry.c})],
                     "cispo": [({}, {}), ({"eps_low": None}, {"eps_low": None})]}.get(name, [({}, {})])
         for given, symbolic in variants:
@@ -1113,7 +1113,7 @@ def test_the_registry_is_complete_and_each_name_means_one_thing():
     assert set(registry.FORMS) & set(registry.METHODS) == {f for f in registry.FORMS if registry.FORMS[f].method == f}
     assert registry.form("ppo", dual_clip=3.0) == "ppo_dual_clip" and registry.form("cispo", eps_low=None) == "cispo_cap"
     assert registry.form("cispo", eps_low=0.2) == registry.form("cispo") == "cispo"
-    for name, f in registry.FORMS.items():  # a form is its method's loss with its options: one formula per name
+    for f in registry.FORMS.values():  # a form is its method's loss with its options: one formula per name
         assert f.loss() == registry.METHODS[f.method].loss(**f.options)
     with pytest.raises(ValueError, match="sequence-level"):
         registry.form("gmpo")

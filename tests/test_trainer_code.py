@@ -6,8 +6,8 @@ from the module's own fit.
 """
 
 import importlib.util
-from html.parser import HTMLParser
 from functools import cache
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np

@@ -8,8 +8,8 @@ derived weights of derivations.gradient_weights; and every report must survive
 """
 
 import dataclasses
-from html.parser import HTMLParser
 from functools import partial
+from html.parser import HTMLParser
 
 import numpy as np
 import pytest

@@ -158,9 +158,10 @@ def tutorial_derivation(name: str) -> Derivation:
     3
     """
     what, kwargs = tutorial_variant(name)
-    if name == "clip":
-        return derive_token_loss(what).derivation
-    return derive_group_advantage(what, **kwargs).derivation
+    report = derive_token_loss(what) if name == "clip" else derive_group_advantage(what, **kwargs)
+    if report.derivation is None:
+        raise ValueError(f"the tutorial variant {name!r} has no derivation: {report.reason}")
+    return report.derivation
 
 
 for _public in (GroupReport, TokenReport, NotPermutationEquivariant, SymbolicNumericMismatch,

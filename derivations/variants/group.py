@@ -21,11 +21,11 @@ from ..group_baselines import GRAD_J, GRAD_P, P
 from ..iid_groups import Expect, IIDGroup
 from .inputs import (
     G_SYMBOL,
+    R_PLAIN,
+    S_PLAIN,
     I,
     R,
-    R_PLAIN,
     S,
-    S_PLAIN,
     advantage_expression,
     explicit_advantage,
     require_constants,
@@ -226,6 +226,7 @@ def _symbolic_G_finite(expr, law, values) -> GroupReport:
                            f"with a symbolic G {general.reason.removeprefix('under a general reward law ').removesuffix('; pass a number G or a finite reward law')}; pass a number G",
                            None, law if law == "binary" else values, G_SYMBOL, general.zero_on_equal_rewards)
     d = general.derivation
+    assert d is not None  # a decided report carries its derivation
     if law == "binary":
         moments = {e: (P if not e.args[0].has(S_PLAIN) else GRAD_P) for e in (general.scale * GRAD_J + general.residual).atoms(Expect)}
         result = sp.expand((general.scale * GRAD_J + general.residual).xreplace(moments).xreplace({GRAD_J: GRAD_P}))

@@ -57,7 +57,7 @@ def reward_law(rewards) -> tuple[str, tuple]:
         raise ValueError(f"rewards must be 'general', 'binary' or a list of at least two distinct reward values, got {rewards!r}")
     if not isinstance(rewards, Sequence) or isinstance(rewards, (bytes, Mapping)):
         raise TypeError(f"rewards must be 'general', 'binary' or a list of reward values, got {type(rewards).__name__}")
-    values = []
+    values: list[sp.Expr] = []
     for v in rewards:
         if isinstance(v, bool) or not isinstance(v, (numbers.Real, sp.Rational)):
             raise TypeError(f"rewards must hold real numbers (ints, floats, sympy rationals), got {v!r}")
@@ -66,10 +66,10 @@ def reward_law(rewards) -> tuple[str, tuple]:
         values.append(sp.nsimplify(v, rational=True) if isinstance(v, float) else sp.sympify(v))
     if len(values) < 2 or len(set(values)) != len(values):
         raise ValueError(f"rewards must list at least two distinct values, got {list(rewards)!r}")
-    values = tuple(sorted(values))
-    if values == (0, 1):
-        return "binary", values
-    return "finite", values
+    ordered = tuple(sorted(values))
+    if ordered == (0, 1):
+        return "binary", ordered
+    return "finite", ordered
 
 
 def require_bool(name: str, value) -> bool:

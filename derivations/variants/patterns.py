@@ -34,7 +34,7 @@ from ..derivation import Derivation, is_zero
 from ..group_baselines import GRAD_J, GRAD_P, P
 from ..iid_groups import Expect
 from ..proofs import evaluated_by
-from .inputs import R, R_PLAIN, S, S_PLAIN, explicit_advantage, require_group_size, reward_law
+from .inputs import R_PLAIN, S_PLAIN, R, S, explicit_advantage, require_group_size, reward_law
 from .reports import GroupReport, NotPermutationEquivariant, nonzero, verdict
 
 __all__ = ["CountPattern", "count_patterns", "exact_number", "finite_report"]

@@ -93,7 +93,10 @@ def _known_weight(method: str) -> sp.Expr:
     if method == "reinforce":
         return sp.Integer(1)
     loss = _registry_loss(method)
-    return gw.piecewise_weight({sign: [(lo, hi, _piece_weight(loss, sign, inside)[1]) for lo, hi, inside in _regions(_order(breakpoints(loss)))]
+    breaks = _order(breakpoints(loss))
+    if breaks is None:
+        raise ValueError(f"the kinks of the registry's {method!r} loss cannot be ordered with the admissible constants")
+    return gw.piecewise_weight({sign: [(lo, hi, _piece_weight(loss, sign, inside)[1]) for lo, hi, inside in _regions(breaks)]
                                 for sign in (1, -1)})
 
 
@@ -172,7 +175,7 @@ def _positive(b) -> bool:
 
 def _order(breaks: list) -> list | None:
     """The breakpoints in increasing order (decided with the admissible constants), or ``None``."""
-    out = []
+    out: list = []
     for b in breaks:
         if any(is_zero((b - o).subs(_ADMISSIBLE)) is not None for o in out):
             continue
@@ -353,7 +356,7 @@ def _token_symbolic(loss) -> TokenReport:
                      r"$\partial\,\mathcal{L}/\partial\ell = -A\,w$; $\mathrm{sg}$ held constant"],
         unfold=_token_unfold(name, loss),
     )
-    pieces = {}
+    pieces: dict[int, list[tuple]] = {}
     try:
         for sign in (1, -1):
             pieces[sign] = []
@@ -419,7 +422,7 @@ def _match(pieces: dict) -> str | None:
                 ok = False
                 break
             ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]]) if len(pieces[sign]) > 1 else pieces[sign][0][2]
-            for lo, hi, inside in _regions(breaks):
+            for _, _, inside in _regions(breaks):
                 at = {gw.r: sp.sympify(inside).subs(_ADMISSIBLE), gw.A: sign * _pa, **_ADMISSIBLE}
                 a, b = resolve(sp.sympify(ours).subs(at)), resolve(sp.sympify(known).subs(at))
                 if a is None or b is None or is_zero(a - b) is None:

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import ast
 import importlib
-import re
 import inspect
+import re
 from pathlib import Path
 
 from docutils import nodes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from .._types import Array, ArrayT
 from .._validate import (
     like,
     masked_inputs,
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-def masked_whiten(x, mask, *, shift_mean: bool = True, unbiased: bool = True, eps: float = 1e-8):
+def masked_whiten(x: ArrayT, mask: Array, *, shift_mean: bool = True, unbiased: bool = True, eps: float = 1e-8) -> ArrayT:
     r"""Batch whitening over the masked entries: :math:`(x - \mu)/\sqrt{\sigma^2 + \epsilon}`, 0 on masked slots.
 
     :math:`\mu, \sigma^2` are the mean and the variance (Bessel-corrected if
@@ -70,7 +71,7 @@ def masked_whiten(x, mask, *, shift_mean: bool = True, unbiased: bool = True, ep
     return like(kind, torch.where(m, out, torch.zeros_like(out)).to(result_dtype(x)))
 
 
-def reinforce_pp_advantages(rewards, mask, *, gamma: float = 1.0):
+def reinforce_pp_advantages(rewards: ArrayT, mask: Array, *, gamma: float = 1.0) -> ArrayT:
     r"""REINFORCE++: discounted reward-to-go within each response, whitened over the batch.
 
     :math:`G_t = \sum_{u \ge t} \gamma^{u-t} m_u r_u`, then :func:`masked_whiten`
@@ -101,7 +102,7 @@ def reinforce_pp_advantages(rewards, mask, *, gamma: float = 1.0):
     return like(kind, masked_whiten(out, m).to(result_dtype(rewards)))
 
 
-def reinforce_pp_baseline_advantages(rewards, mask):
+def reinforce_pp_baseline_advantages(rewards: ArrayT, mask: Array) -> ArrayT:
     r"""REINFORCE++ with a baseline: group-mean-centred rewards on each token, whitened over the batch.
 
     ``rewards`` ``[..., G]`` (one per answer, the group last), ``mask``
@@ -127,7 +128,7 @@ def reinforce_pp_baseline_advantages(rewards, mask):
     return like(kind, masked_whiten(tokens, mask).to(result_dtype(rewards)))
 
 
-def remax_advantages(rewards, baseline_reward, mask):
+def remax_advantages(rewards: ArrayT, baseline_reward: Array, mask: Array) -> ArrayT:
     r"""ReMax: reward-to-go minus the reward of the greedy answer, :math:`A_t = \sum_{u\ge t} m_u r_u - b`.
 
     ``baseline_reward`` ``[B]`` is the reward of the greedy decoding of the same
@@ -156,7 +157,7 @@ def remax_advantages(rewards, baseline_reward, mask):
     return like(kind, torch.where(m, returns - b.to(r)[..., None], torch.zeros_like(r)).to(result_dtype(rewards)))
 
 
-def opo_advantages(rewards, length):
+def opo_advantages(rewards: ArrayT, length: Array) -> ArrayT:
     r"""OPO: the length-weighted group baseline :math:`b = \sum_j n_j R_j / \sum_j n_j`, :math:`A_i = R_i - b`.
 
     ``rewards`` and ``length`` ``[..., G]`` (verl ``compute_opo_outcome_advantage``;
@@ -188,7 +189,7 @@ def opo_advantages(rewards, length):
     return like(kind, (r - b).to(result_dtype(rewards)))
 
 
-def gpg_advantages(rewards, *, f_norm: float = 1.0, valid: str = "advantage"):
+def gpg_advantages(rewards: ArrayT, *, f_norm: float = 1.0, valid: str = "advantage") -> ArrayT:
     r"""GPG: centred group rewards scaled by :math:`\alpha = B / M`, :math:`A_i = \alpha (R_i - \bar R)/F`.
 
     ``rewards`` ``[..., n_groups, G]`` is one batch of groups (leading dimensions
@@ -234,7 +235,7 @@ def _bessel_std(r: torch.Tensor) -> torch.Tensor:
     return safe * ((centred / safe) ** 2).sum(-1, keepdim=True).div(r.shape[-1] - 1).sqrt()
 
 
-def passk_advantages(rewards, *, eps: float = 1e-6, std: bool = False):
+def passk_advantages(rewards: ArrayT, *, eps: float = 1e-6, std: bool = False) -> ArrayT:
     r"""The pass@k advantage: only the best answer of a group gets :math:`R_{(1)} - R_{(2)}`, the rest 0.
 
     With ``std=True`` it is divided by the group's Bessel std plus ``eps``

@@ -6,6 +6,7 @@ import torch
 
 from derivations.losses import AGGREGATIONS
 
+from .._types import Array, ArrayT
 from .._validate import (
     like,
     masked_inputs,
@@ -70,7 +71,7 @@ def check_mode(mode: str, name: str = "mode") -> str:
     return mode
 
 
-def token_weights(mask, mode: str = "token-mean", *, norm: float | None = None):
+def token_weights(mask: ArrayT, mode: str = "token-mean", *, norm: float | None = None) -> ArrayT:
     r"""The weight :math:`\kappa_{it} = \partial\,\mathrm{aggregate}/\partial x_{it}` each mode gives token :math:`t` of row :math:`i`.
 
     With :math:`n_i = \sum_t m_{it}` tokens in row :math:`i` of :math:`B`
@@ -130,7 +131,7 @@ def _kappa(m: torch.Tensor, mode: str, norm) -> torch.Tensor:
     return m / (T if norm is None else norm)
 
 
-def reduce_tokens(x: torch.Tensor, keep: torch.Tensor, mode: str, norm, n: torch.Tensor | None = None, zero_outside: bool = False) -> torch.Tensor:
+def reduce_tokens(x: torch.Tensor, keep: torch.Tensor, mode: str, norm: float | None, n: torch.Tensor | None = None, zero_outside: bool = False) -> torch.Tensor:
     """``sum(kappa * x)`` over the last two dimensions, without building kappa (the same numbers as :func:`_kappa`).
 
     ``x`` is ``[..., B, T]``, or ``[..., B, 1]`` for a value constant along
@@ -142,14 +143,14 @@ def reduce_tokens(x: torch.Tensor, keep: torch.Tensor, mode: str, norm, n: torch
     norm = _norm(mode, norm)
     B, T = keep.shape[-2], keep.shape[-1]
     row_constant = x.shape[-1] == 1 and T != 1
-    if n is None and (row_constant or mode == "seq-mean-token-mean"):
-        n = keep.sum(-1, keepdim=True)
     if row_constant:
+        n = keep.sum(-1, keepdim=True) if n is None else n
         live = torch.where(n > 0, x, 0)  # an empty row's value is never read
         total = (live if mode == "seq-mean-token-mean" else live * n).sum((-2, -1))
     else:
         kept = x if zero_outside else zeroed(x, keep)
         if mode == "seq-mean-token-mean":
+            n = keep.sum(-1, keepdim=True) if n is None else n
             total = (kept.sum(-1, keepdim=True) / n.clamp(min=1)).sum((-2, -1))
         else:
             total = kept.sum((-2, -1))
@@ -162,7 +163,7 @@ def reduce_tokens(x: torch.Tensor, keep: torch.Tensor, mode: str, norm, n: torch
     return total / (T if norm is None else norm)
 
 
-def aggregate(per_token, mask, mode: str = "token-mean", *, norm: float | None = None):
+def aggregate(per_token: ArrayT, mask: Array, mode: str = "token-mean", *, norm: float | None = None) -> ArrayT:
     r"""Reduce a ``[B, T]`` per-token loss to a scalar the way trainers do: :math:`\sum_{i,t}\kappa_{it}\,x_{it}`.
 
     ================================  =================================================================

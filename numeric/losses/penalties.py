@@ -7,6 +7,7 @@ import torch
 
 from derivations import trust_region as tr
 
+from .._types import Array, ArrayT
 from .._validate import (
     like,
     masked_inputs,
@@ -52,7 +53,7 @@ def kl_estimate(delta: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
     return _K[estimator](delta) + 0 * delta
 
 
-def kl_penalty(log_prob, ref_log_prob, mask=None, *, estimator: str = "k3", clamp: bool = False):
+def kl_penalty(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None, *, estimator: str = "k3", clamp: bool = False) -> ArrayT:
     r"""Per-token KL estimates :math:`k_1, k_2, k_3` of :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`, 0 on masked tokens.
 
     With :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}}`: :math:`k_1 = \Delta`,
@@ -85,7 +86,7 @@ def kl_penalty(log_prob, ref_log_prob, mask=None, *, estimator: str = "k3", clam
     return like(kind, k.to(result_dtype(log_prob)))
 
 
-def value_loss(value, old_value, returns, mask, *, clip: float | None = None, agg: str = "token-mean", norm: float | None = None):
+def value_loss(value: ArrayT, old_value: Array, returns: Array, mask: Array, *, clip: float | None = None, agg: str = "token-mean", norm: float | None = None) -> ArrayT:
     r"""The clipped value loss :math:`\frac12 \max\bigl((V - G)^2, (V_{\mathrm{clip}} - G)^2\bigr)`, aggregated.
 
     :math:`V_{\mathrm{clip}} = V_{\mathrm{old}} + \mathrm{clamp}(V - V_{\mathrm{old}}, -\epsilon, \epsilon)`;

@@ -20,6 +20,7 @@ from derivations import losses as derived
 from derivations import methods
 from derivations.methods import METHODS
 
+from .._types import Array, ArrayT
 from .._validate import (
     as_mask,
     compute_dtype,
@@ -210,17 +211,17 @@ def _clamp(value) -> float | None:
 
 def policy_loss(
     method: str,
-    log_prob,
-    old_log_prob,
-    advantages,
-    mask,
+    log_prob: ArrayT,
+    old_log_prob: Array,
+    advantages: Array,
+    mask: Array,
     *,
     agg: str | None = None,
     norm: float | None = None,
     weight=None,
     log_ratio_clamp: float | None = None,
     **params,
-):
+) -> ArrayT:
     r"""The policy losses trainers ship, batched: :func:`aggregate` of a per-token loss.
 
     With :math:`\ell = \log\pi_\theta`, :math:`r = e^{\ell - \ell_{\mathrm{old}}}`,
@@ -351,7 +352,7 @@ def policy_loss(
     return like(x.kind, loss.to(result_dtype(log_prob)))
 
 
-def policy_weight(method: str, log_prob, old_log_prob, advantages, mask, *, log_ratio_clamp: float | None = None, **params):
+def policy_weight(method: str, log_prob: ArrayT, old_log_prob: Array, advantages: Array, mask: Array, *, log_ratio_clamp: float | None = None, **params: float | tuple[float, float] | None) -> ArrayT:
     r"""The derived gradient weight :math:`w_{it}` of ``method``: :math:`\partial\,\mathrm{loss}/\partial\ell_{it} = -\kappa_{it} w_{it} A_{it}`.
 
     The weights are :func:`derivations.losses.weight` lambdified
@@ -428,7 +429,7 @@ def derived_weight(form_name: str, r: torch.Tensor, A: torch.Tensor, options: di
     """
     r64, A64 = r.detach().double().cpu(), A.detach().double().cpu()
     low = options.get("eps_low")
-    tau = 1.0
+    tau: float | np.ndarray = 1.0
     if "sapo_tau" in options:
         tau = torch.where(A64 > 0, A64.new_tensor(options["sapo_tau"][0]), A64.new_tensor(options["sapo_tau"][1])).numpy()
     args = (0.0 if low is None else low, options.get("eps_high", 0.0), options.get("dual_clip") or 0.0, tau)

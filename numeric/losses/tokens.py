@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._types import Array, ArrayT
 from .._validate import (
     as_mask,
     compute_dtype,
@@ -36,7 +37,7 @@ def _logits(logits):
     return z, kind
 
 
-def stable_softmax(logits):
+def stable_softmax(logits: ArrayT) -> ArrayT:
     r"""Softmax over the last dimension, shifted by the maximum: :math:`\pi_a = e^{z_a - m} / \sum_b e^{z_b - m}`.
 
     Subtracting :math:`m = \max_b z_b` leaves :math:`\pi` unchanged and keeps every
@@ -54,7 +55,7 @@ def stable_softmax(logits):
     return like(kind, e / e.sum(-1, keepdim=True))
 
 
-def softmax_score(logits, action):
+def softmax_score(logits: ArrayT, action: Array) -> ArrayT:
     r"""The score of a softmax policy in its logits: :math:`\partial \log\pi_a / \partial z = e_a - \pi`.
 
     Parameters
@@ -96,7 +97,7 @@ def _raw_ids(name: str, ids):
     return ids.long(), None
 
 
-def token_log_probs(logits, tokens):
+def token_log_probs(logits: ArrayT, tokens: Array) -> ArrayT:
     r"""Token log-probabilities :math:`\log\pi(o_t) = z_{o_t} - \log\sum_b e^{z_b}`, gathered, ``[B, T]``.
 
     The gather of ``log_softmax``, written without materialising it: only the
@@ -131,7 +132,7 @@ def token_log_probs(logits, tokens):
     return like(kind, (chosen - torch.logsumexp(zc, -1)).to(z.dtype))
 
 
-def token_entropy(logits):
+def token_entropy(logits: ArrayT) -> ArrayT:
     r"""Entropy of each next-token distribution, :math:`H = \log\sum_b e^{z_b} - \sum_a \pi_a z_a`, ``[...]``.
 
     The entropy bonus of verl (``entropy_coeff``) and OpenRLHF is
@@ -151,7 +152,7 @@ def token_entropy(logits):
     return like(kind, (torch.logsumexp(zc, -1) - (p * zc).sum(-1)).to(z.dtype))
 
 
-def response_mask(input_ids, prompt_length, pad_token_id: int, eos_token_id: int):
+def response_mask(input_ids: ArrayT, prompt_length: Array, pad_token_id: int, eos_token_id: int) -> ArrayT:
     r"""The response-token mask, shifted to ``[B, T-1]``: which labels a policy loss scores.
 
     Position :math:`k` of the result refers to token :math:`k + 1` of
@@ -200,7 +201,7 @@ def response_mask(input_ids, prompt_length, pad_token_id: int, eos_token_id: int
     return out.numpy() if kind == "numpy" else out
 
 
-def sequence_log_prob(log_prob, mask):
+def sequence_log_prob(log_prob: ArrayT, mask: Array) -> ArrayT:
     r"""Sequence log-probability :math:`\log\pi(o) = \sum_t m_t \log\pi(o_t \mid o_{<t})`, ``[B]``.
 
     Examples
@@ -214,7 +215,7 @@ def sequence_log_prob(log_prob, mask):
     return like(kind, t["log_prob"].sum(-1).to(result_dtype(log_prob)))
 
 
-def broadcast_advantage(advantages, mask):
+def broadcast_advantage(advantages: ArrayT, mask: Array) -> ArrayT:
     r"""One advantage per sequence, put on each of its response tokens: :math:`A_{it} = m_{it} A_i`, ``[B, T]``.
 
     Examples

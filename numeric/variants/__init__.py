@@ -39,7 +39,9 @@ from .grouped import CONVENTIONS, GroupedAdvantageReport, check_grouped_advantag
 from .policy_loss import KAPPA_RTOL, LOSS_VERDICTS, PolicyLossReport, check_policy_loss
 from .token_callables import token_report_from_callable
 from .trainers import openrlhf_rloo_advantages, trl_grpo_advantages, verl_dr_grpo_advantages
-from . import suite  # noqa: F401  (registers the suite "variants")
+
+# isort: split
+from . import suite  # registers the suite "variants", after the modules above
 
 __all__ = [
     "CONVENTIONS",

@@ -23,7 +23,7 @@ from derivations import gradient_weights as gw
 from derivations.group_baselines import GRAD_J, GRAD_P, P
 from derivations.iid_groups import Expect
 from derivations.variants import GroupReport, SymbolicNumericMismatch, TokenReport, breakpoints
-from derivations.variants.inputs import G_SYMBOL, R, R_PLAIN, S_PLAIN, explicit_advantage, require_constants
+from derivations.variants.inputs import G_SYMBOL, R_PLAIN, S_PLAIN, R, explicit_advantage, require_constants
 
 from ..expectations import expected_score_sum
 from ..group_baselines import exact_group_gradient
@@ -81,12 +81,14 @@ def _expression_callable(expr, G: int, constants: dict) -> Callable:
     return advantages
 
 
-def _moment(lm, theta, R, mono) -> object:
-    """A moment of one answer on the toy LM: E[R^d s] as a [P] vector, E[R^d] as a number."""
-    d = int(sp.degree(mono, R_PLAIN))
-    if mono.has(S_PLAIN):
-        return expected_score_sum(lm, theta, R**d)
-    return float(lm.probs(theta) @ R**d)
+def _score_moment(lm, theta, R, mono) -> torch.Tensor:
+    """E[R^d s] of one answer on the toy LM, a [P] vector."""
+    return expected_score_sum(lm, theta, R ** int(sp.degree(mono, R_PLAIN)))
+
+
+def _moment(lm, theta, R, mono) -> float:
+    """E[R^d] of one answer on the toy LM."""
+    return float(lm.probs(theta) @ R ** int(sp.degree(mono, R_PLAIN)))
 
 
 def _predicted(report, lm, theta, R, G: int, constants: dict, law) -> torch.Tensor:
@@ -103,7 +105,7 @@ def _predicted(report, lm, theta, R, G: int, constants: dict, law) -> torch.Tens
     for e in total.atoms(Expect):
         arg = e.args[0]
         if arg.has(S_PLAIN):
-            vectors[e] = _moment(lm, theta, R, arg)
+            vectors[e] = _score_moment(lm, theta, R, arg)
         elif arg.is_polynomial(R_PLAIN) and not arg.atoms(sp.Indexed):
             numbers[e] = sp.Rational(_moment(lm, theta, R, arg))
         else:

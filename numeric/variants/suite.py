@@ -52,7 +52,8 @@ def cross_checks() -> None:
         for G in range(2, 17) if std == "population" else (2, 3, 4, 8, 16):
             rep = check_group_advantage(partial_zscore(group_zscore_advantages, std), G=G, rewards="binary")
             closed = float(sp.N(exact_grpo_weight(G, std).subs(P, sp.Rational(p)), 30))
-            worst = max(worst, _worst(rep), abs(float(sp.N(rep.scale.subs(P, sp.Rational(p)), 30)) - closed))
+            gap = float("inf") if rep.scale is None else abs(float(sp.N(rep.scale.subs(P, sp.Rational(p)), 30)) - closed)
+            worst = max(worst, _worst(rep), gap)
         check(f"GRPO z-score ({std} std) as a callable, G = {'2..16' if std == 'population' else '2, 3, 4, 8, 16'}: c(p) = the closed form w(p, G), engine agrees", worst, TOL)
 
     trainers = {"TRL GRPO (Bessel std, eps = 1e-4 outside)": (trl_grpo_advantages, "reweighted"),
@@ -68,9 +69,9 @@ def cross_checks() -> None:
     mismatches = 0
     worst = 0.0
     for method, label in (("ppo", "PPO"), ("ppo_dual_clip", "dual-clip PPO"), ("cispo_cap", "CISPO"), ("is", "token IS")):
-        rep = check_token_loss(gw.token_loss(method))
-        mismatches += rep.matches != label
-        worst = max(worst, rep.numeric[1])
+        token = check_token_loss(gw.token_loss(method))
+        mismatches += token.matches != label
+        worst = max(worst, token.numeric[1])
     check("token losses PPO, dual-clip, CISPO, IS: recognised (mismatches)", mismatches, 0)
     check("token losses: derived weight == autograd on TinyLM's tokens", worst, TOL)
     look_alike = check_token_loss(-sp.Min(gw.r, 1 + gw.eps_h) * gw.A * gw.ell)
