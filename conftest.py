@@ -20,7 +20,6 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-
 torch.set_num_threads(1)
 np.set_printoptions(precision=12, legacy="1.25")
 

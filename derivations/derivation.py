@@ -37,7 +37,7 @@ from ._validate import require_expr, require_optional
 from .canonical import CANONICALISERS, DerivationError, is_zero
 from .kernel import Claim
 
-__all__ = ["CANONICALISERS", "Claim", "Derivation", "DerivationError", "Step", "is_zero", "reason_to_latex"]
+__all__ = ["CANONICALISERS", "Claim", "Derivation", "Step", "is_zero", "reason_to_latex"]
 
 
 Side: TypeAlias = sp.Basic | sp.MatrixBase | float | list | tuple

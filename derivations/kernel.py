@@ -51,7 +51,7 @@ from ._validate import require_expr, require_optional, require_optional_callable
 from .canonical import DerivationError, is_zero, reject_vacuous_derivatives
 from .regions import at_least, resolve, truth
 
-__all__ = ["Argmin", "Claim", "DerivationError", "Proof", "Refused", "Verdict", "check", "implies", "is_proof", "relation_holds", "require_consistent"]
+__all__ = ["Argmin", "Claim", "Proof", "Refused", "Verdict", "check", "implies", "is_proof", "relation_holds", "require_consistent"]
 
 RELATIONS = ("=", "<=", ">=", "<", ">", "=>", "<=>")
 

@@ -22,7 +22,6 @@ from numeric import (
     rloo_advantages,
 )
 
-
 # -- the i.i.d. group algebra -----------------------------------------------------------------
 
 

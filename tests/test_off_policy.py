@@ -243,6 +243,7 @@ import sympy as sp  # noqa: E402
 from derivations import DerivationError  # noqa: E402
 from derivations import off_policy as dop  # noqa: E402
 
+
 @pytest.mark.parametrize("K", [2])
 @pytest.mark.parametrize("make", [dop.turn1_decomposition, dop.martingale_orthogonality, dop.unmasked_feedback_term])
 def test_written_out_derivations_verify(make, K):

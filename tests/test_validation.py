@@ -15,16 +15,17 @@ reason in :data:`NOT_SWEPT` (result records, exceptions, registry plumbing).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import os
 import traceback
 from dataclasses import dataclass, field
-import functools
 from functools import partial
 
 import numpy as np
 import pytest
+import sympy as sp
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,11 +33,24 @@ from hypothesis import strategies as st
 import derivations
 import numeric
 from derivations import baselines as d_baselines
+from derivations import canonical as d_canonical
+from derivations import derivation as d_derivation
 from derivations import gradient_weights as d_weights
 from derivations import group_baselines as d_groups
+from derivations import kernel as d_kernel
+from derivations import losses as d_losses
+from derivations import methods as d_methods
+from derivations import off_policy as d_off
+from derivations import proofs as d_proofs
+from derivations import regions as d_regions
 from derivations import returns as d_returns
 from derivations import score_function as d_score
 from derivations import trust_region as d_trust
+from derivations import variants as d_variants
+from derivations.gradient_weights import A as A_SYM
+from derivations.gradient_weights import ell as ELL
+from derivations.gradient_weights import r as R_SYM
+from derivations.gradient_weights import sg
 from derivations.iid_groups import IIDGroup
 from derivations.policy import IndexedSoftmax, SoftmaxPolicy
 from numeric import TinyLM
@@ -44,23 +58,11 @@ from numeric import baselines as n_baselines
 from numeric import gradient_weights as n_weights
 from numeric import losses as n_losses
 from numeric import off_policy as n_off
+from numeric import report as n_report
 from numeric import score_function as n_score
 from numeric import trust_region as n_trust
-from numeric import report as n_report
 from numeric import variants as n_variants
 from numeric.checks import Check
-import sympy as sp
-from derivations import derivation as d_derivation
-from derivations import losses as d_losses
-from derivations import methods as d_methods
-from derivations import off_policy as d_off
-from derivations import canonical as d_canonical
-from derivations import kernel as d_kernel
-from derivations import proofs as d_proofs
-from derivations import regions as d_regions
-from derivations import variants as d_variants
-from derivations.gradient_weights import A as A_SYM, ell as ELL, r as R_SYM, sg
-
 
 SWEEP = settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 PACKAGE_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (numeric, derivations))
