@@ -75,7 +75,7 @@ def test_four_aggregation_modes_certified(mode, norm, biased, verdict):
 
 
 def test_known_methods_and_sequence_level():
-    assert loss_report("cispo_loss").method == "CISPO"
+    assert loss_report("cispo_loss").method == "CISPO (one-sided)"
     assert dict(loss_report("cispo_loss").clip) == {"eps_high": 0.28}
     dual = loss_report("dual_clip_ppo_loss")
     assert dual.method == "dual-clip PPO" and dict(dual.clip)["dual_clip"] == 3.0

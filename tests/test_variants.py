@@ -225,7 +225,7 @@ def _agree(weight, method, values):
             assert abs(float(ours.subs({gw.r: x, gw.A: a})) - float(known.subs({gw.r: x, gw.A: a}))) < 1e-15
 
 
-@pytest.mark.parametrize(("method", "name"), [("ppo", "PPO"), ("ppo_dual_clip", "dual-clip PPO"), ("cispo_cap", "CISPO"), ("is", "token IS")])
+@pytest.mark.parametrize(("method", "name"), [("ppo", "PPO"), ("ppo_dual_clip", "dual-clip PPO"), ("cispo_cap", "CISPO (one-sided)"), ("is", "token IS")])
 def test_the_known_losses_are_recognised_with_their_derived_weights(method, name):
     rep = check_token_loss(gw.token_loss(method), constants={gw.eps_l: 0.2, gw.eps_h: 0.28})  # DAPO's asymmetric clip
     assert rep.matches == name and rep.is_policy_gradient and rep.on_policy_at_ratio_one
@@ -261,7 +261,7 @@ def test_stop_gradient_look_alikes():
     a = check_token_loss(-gw.sg(sp.Min(gw.r, 1 + gw.eps_h)) * gw.A * gw.ell)
     b = check_token_loss(-sp.Min(gw.r, 1 + gw.eps_h) * gw.A * gw.ell)
     c = check_token_loss(-sp.Min(gw.r, 1 + gw.eps_h) * gw.A)
-    assert (a.matches, a.is_policy_gradient) == ("CISPO", True)
+    assert (a.matches, a.is_policy_gradient) == ("CISPO (one-sided)", True)
     assert (b.is_policy_gradient, b.on_policy_at_ratio_one, b.matches) == (False, False, None)
     assert (c.is_policy_gradient, c.matches) == (True, None)
     assert bool(c.silenced.subs({gw.A: -1, gw.r: 2, gw.eps_h: sp.Rational(1, 5)}))  # (c) silences A < 0 above the clip too
@@ -304,7 +304,7 @@ def cispo_torch(log_prob, old_log_prob, advantage, high=0.28):
 
 def test_trainer_style_torch_losses_are_matched():
     assert check_token_loss(ppo_dual_clip_torch).matches == "dual-clip PPO"
-    assert check_token_loss(cispo_torch).matches == "CISPO"
+    assert check_token_loss(cispo_torch).matches == "CISPO (one-sided)"
     no_sg = check_token_loss(lambda lp, olp, a: -a * torch.clamp(torch.exp(lp - olp), max=1.28) * lp)
     assert no_sg.is_policy_gradient is False and no_sg.matches is None
     assert check_token_loss(lambda lp, olp, a: -a * lp).matches == "on-policy REINFORCE"
@@ -356,7 +356,7 @@ def test_reports_render_as_html_with_one_verdict_a_table_and_escaped_text():
     assert repr(table) == str(table) and html_outline(table._repr_html_()).th == list(table.header)
     tok = check_token_loss(gw.token_loss("cispo_cap"), confirm=False)
     page = html_outline(tok._repr_html_())
-    assert page.text[0] == "policy gradient: the weight of CISPO" and page.th == ["property", "value"]
+    assert page.text[0] == "policy gradient: the weight of CISPO (one-sided)" and page.th == ["property", "value"]
     assert ("div", "pgi-derivation") in page.tags and "r <= varepsilon_h + 1" in "".join(page.text)  # the '<' escaped, then read back
     assert "<=" not in tok._repr_html_().replace("&lt;=", "")
     assert check_token_loss(-gw.r * gw.A * gw.ell, confirm=False).headline() == "not a policy gradient"

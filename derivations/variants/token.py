@@ -19,6 +19,7 @@ import sympy as sp
 
 from .. import gradient_weights as gw
 from ..derivation import Derivation, is_zero
+from ..methods import known_token_forms
 from ..proofs import decide_sign, holds, interval_points, resolve
 from .inputs import require_constants, scalar_expression
 from .reports import TokenReport
@@ -62,7 +63,8 @@ def _exact(x) -> sp.Expr:
     return sp.Rational(x) if isinstance(x, float) else sp.sympify(x)
 
 
-_LABELS = {"ppo": "PPO", "ppo_dual_clip": "dual-clip PPO", "cispo_cap": "CISPO", "is": "token IS"}
+# the registry names the one-sided cap "CISPO (one-sided)": CISPO itself is the two-sided clip
+_LABELS = {"ppo": "PPO", "ppo_dual_clip": "dual-clip PPO", "cispo_cap": known_token_forms()["cispo_cap"], "is": "token IS"}
 
 
 @cache
@@ -76,7 +78,7 @@ def known_methods() -> tuple[KnownMethod, ...]:
     --------
     >>> from derivations.variants import known_methods
     >>> [m.label for m in known_methods()]
-    ['PPO', 'dual-clip PPO', 'CISPO', 'token IS', 'on-policy REINFORCE']
+    ['PPO', 'dual-clip PPO', 'CISPO (one-sided)', 'token IS', 'on-policy REINFORCE']
     >>> from derivations.gradient_weights import eps_h, eps_l
     >>> ppo = known_methods()[0]
     >>> [float(ppo.weight_at(x, 1, {eps_l: 0.2, eps_h: 0.28})) for x in (0.5, 2.0)]
@@ -335,7 +337,7 @@ def derive_token_loss(loss, *, constants=None) -> TokenReport:
     >>> from derivations.variants import derive_token_loss
     >>> rep = derive_token_loss(token_loss("cispo_cap"))
     >>> rep.weight, rep.matches, rep.bounded
-    (Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True)), 'CISPO', {1: True, -1: True})
+    (Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True)), 'CISPO (one-sided)', {1: True, -1: True})
     >>> derive_token_loss(-r * A * ell).is_policy_gradient   # forgot sg(r)
     False
     """

@@ -174,7 +174,7 @@ def check_token_loss(loss, *, constants=None, confirm: bool = True) -> TokenRepo
     >>> from numeric.variants import check_token_loss
     >>> rep = check_token_loss(token_loss("cispo_cap"))
     >>> rep.weight, rep.matches, rep.bounded
-    (Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True)), 'CISPO', {1: True, -1: True})
+    (Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True)), 'CISPO (one-sided)', {1: True, -1: True})
     >>> check_token_loss(-r * A * ell).is_policy_gradient   # forgot sg(r)
     False
     """

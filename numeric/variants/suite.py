@@ -68,7 +68,7 @@ def cross_checks() -> None:
 
     mismatches = 0
     worst = 0.0
-    for method, label in (("ppo", "PPO"), ("ppo_dual_clip", "dual-clip PPO"), ("cispo_cap", "CISPO"), ("is", "token IS")):
+    for method, label in (("ppo", "PPO"), ("ppo_dual_clip", "dual-clip PPO"), ("cispo_cap", "CISPO (one-sided)"), ("is", "token IS")):
         token = check_token_loss(gw.token_loss(method))
         mismatches += token.matches != label
         worst = max(worst, token.numeric[1])
