@@ -288,19 +288,23 @@ def require_group_rewards(name: str, value, minimum: int = 1) -> tuple[torch.Ten
     return require_finite(name, r).to(compute_dtype(r.dtype)), kind
 
 
-def require_same_device(**tensors: torch.Tensor | None) -> torch.device:
-    """The one device of the given tensors; a named error if one is on another device or on the meta device."""
-    first = None
+def require_same_device(**tensors: object) -> torch.device:
+    """The one device of the given arrays; a named error if one is on the meta device or two are on different devices.
+
+    numpy arrays count as the CPU; ``None`` and anything without a ``device`` (numbers, lists) are skipped.
+    """
+    devices: dict[str, torch.device] = {}
     for name, t in tensors.items():
-        if t is None:
+        device = torch.device("cpu") if isinstance(t, np.ndarray) else getattr(t, "device", None)
+        if not isinstance(device, torch.device):
             continue
-        if t.device.type == "meta":
+        if device.type == "meta":
             raise ValueError(f"{name} is on the meta device: it holds no values to compute with")
-        if first is None:
-            first = (name, t.device)
-        elif t.device != first[1]:
-            raise ValueError(f"{name} is on {t.device}, but {first[0]} is on {first[1]}: pass tensors on one device")
-    return first[1] if first else torch.device("cpu")
+        devices[name] = device
+    if len(set(devices.values())) > 1:
+        listed = ", ".join(f"{name} on {device}" for name, device in devices.items())
+        raise ValueError(f"arguments must live on one device, got {listed}")
+    return next(iter(devices.values()), torch.device("cpu"))
 
 
 def require_mask(mask: Array | None, name: str = "mask") -> Array:
@@ -352,27 +356,3 @@ def require_band(low, high, low_name: str = "low", high_name: str = "high") -> t
             f"got {low_name}={low}, {high_name}={high}"
         )
     return low, high
-
-
-def require_mask_given(name: str, value) -> None:
-    """Refuse ``None`` where a 0/1 mask is required (a missing mask is not "all kept" here)."""
-    if value is None:
-        raise TypeError(f"{name} must be a 0/1 (or boolean) array of the tokens' shape, got None")
-
-
-def require_one_device(**tensors) -> None:
-    """Raise, naming the arguments, if the torch tensors among ``tensors`` live on different devices or on ``meta``.
-
-    numpy arrays and ``None`` are skipped (numpy lives on the CPU and is compared as such).
-    """
-    devices = {}
-    for name, t in tensors.items():
-        if isinstance(t, np.ndarray):
-            devices[name] = torch.device("cpu")
-        elif isinstance(t, torch.Tensor):
-            if t.device.type == "meta":
-                raise ValueError(f"{name} is on the meta device (a tensor without data); pass real values")
-            devices[name] = t.device
-    if len(set(devices.values())) > 1:
-        listed = ", ".join(f"{name} on {device}" for name, device in devices.items())
-        raise ValueError(f"arguments must live on one device, got {listed}")

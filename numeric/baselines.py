@@ -36,8 +36,8 @@ from ._validate import (
     masked_inputs,
     require_finite,
     require_int,
-    require_one_device,
     require_real,
+    require_same_device,
     to_tensor,
 )
 from .checks import check, maxabs, suite
@@ -369,7 +369,7 @@ def reinforce_loss(log_prob: ArrayT, advantages: Array, mask: Array | None = Non
     >>> loss.backward(); logp.grad.tolist()
     [[-0.5, -0.5], [0.5, 0.0]]
     """
-    require_one_device(log_prob=log_prob, advantages=advantages, mask=mask)
+    require_same_device(log_prob=log_prob, advantages=advantages, mask=mask)
     logp, kind = to_tensor("log_prob", log_prob)
     adv, _ = to_tensor("advantages", advantages)
     if logp.ndim not in (1, 2) or adv.shape != logp.shape[:1]:

@@ -38,7 +38,7 @@ from ._validate import (
     require_finite,
     require_int,
     require_nonnegative,
-    require_one_device,
+    require_same_device,
     require_unit_interval,
     to_tensor,
 )
@@ -66,7 +66,7 @@ MAX_ENTRIES = 50_000_000
 
 
 def _rewards(rewards: Array, minimum: int = 1) -> tuple[torch.Tensor, torch.dtype, str]:
-    require_one_device(rewards=rewards)
+    require_same_device(rewards=rewards)
     r, kind = to_tensor("rewards", rewards)
     if r.ndim < 1:
         raise ValueError("rewards must have a group dimension (the last one), got a scalar")
@@ -321,7 +321,7 @@ def group_advantage_weights(values: ArrayT, probs: Array, G: int, advantages: Ad
     >>> print(a.round(12))
     [-0.3  0.7]
     """
-    require_one_device(values=values, probs=probs)
+    require_same_device(values=values, probs=probs)
     v, kind = to_tensor("values", values)
     q, _ = to_tensor("probs", probs)
     G = require_int("G", G, minimum=1)

@@ -28,7 +28,7 @@ from ._validate import (
     compute_dtype,
     like,
     require_finite,
-    require_one_device,
+    require_same_device,
     require_same_shape,
     require_unit_interval,
     to_tensor,
@@ -41,7 +41,7 @@ __all__ = ["discounted_score_weights", "gae_advantages", "lambda_returns", "rewa
 
 
 def _series(name: str, x: Array) -> tuple[torch.Tensor, str]:
-    require_one_device(**{name: x})
+    require_same_device(**{name: x})
     t, kind = to_tensor(name, x)
     if t.ndim < 1 or t.shape[-1] < 1:
         raise ValueError(f"{name} must have a time dimension (the last one) of length >= 1, got shape {tuple(t.shape)}")
@@ -119,7 +119,7 @@ def _dtype(x) -> torch.dtype:
 
 
 def _flagged_inputs(rewards, next_value, terminated, trace_cut, gamma, lam, value=None):
-    require_one_device(rewards=rewards, value=value, next_value=next_value, terminated=terminated, trace_cut=trace_cut)
+    require_same_device(rewards=rewards, value=value, next_value=next_value, terminated=terminated, trace_cut=trace_cut)
     r, kind = _series("rewards", rewards)
     nv, _ = _series("next_value", next_value)
     d, _ = to_tensor("terminated", terminated, dtype=torch.bool)

@@ -36,7 +36,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from ._validate import as_tensor, require_finite, require_finite_real, require_int, require_nonnegative, require_one_device
+from ._validate import as_tensor, require_finite, require_finite_real, require_int, require_nonnegative, require_same_device
 
 __all__ = ["EOS", "TinyLM", "default_reward", "perturb", "score_matrix", "token_score_tensor"]
 
@@ -267,7 +267,7 @@ def check_theta(lm: TinyLM, theta: object, name: str = "theta") -> torch.Tensor:
         raise TypeError(f"{name} must be a real floating-point tensor, got {theta.dtype}")
     if theta.shape != (lm.P,):
         raise ValueError(f"{name} must have shape ({lm.P},) for V={lm.V}, L={lm.L}; got {tuple(theta.shape)}")
-    require_one_device(**{name: theta})
+    require_same_device(**{name: theta})
     if not bool(torch.isfinite(theta.detach()).all()):
         raise ValueError(f"{name} must be finite (no NaN or inf)")
     return theta.to(device="cpu", dtype=torch.float64)

@@ -1296,5 +1296,5 @@ def test_tensors_on_the_meta_device_or_on_two_devices_get_a_named_error():
     from numeric._validate import require_same_device
 
     other = SimpleNamespace(device=torch.device("cuda", 1))  # no second device here: the check reads only .device
-    with pytest.raises(ValueError, match=r"log_prob is on cuda:1, but mask is on cpu: pass tensors on one device"):
+    with pytest.raises(ValueError, match=r"arguments must live on one device, got mask on cpu, log_prob on cuda:1"):
         require_same_device(mask=m, log_prob=other)

@@ -46,9 +46,9 @@ from .._validate import (
     masked_inputs,
     require_band,
     require_cap,
-    require_mask_given,
+    require_mask,
     require_nonnegative,
-    require_one_device,
+    require_same_device,
     to_tensor,
 )
 from ..trust_region import kl_k1, kl_k2, kl_k3
@@ -70,8 +70,8 @@ __all__ = [
 
 def _log_ratio(log_prob: Array, sampler_log_prob: Array, mask: Array) -> tuple[torch.Tensor, torch.Tensor, str, torch.dtype]:
     r"""``(d, m, kind, dtype)``: :math:`d_t = \log\pi - \log\mu` on the mask and 0 elsewhere (detached, compute dtype), the boolean mask, the caller's kind and dtype."""
-    require_mask_given("mask", mask)
-    require_one_device(log_prob=log_prob, sampler_log_prob=sampler_log_prob, mask=mask)
+    require_mask(mask)
+    require_same_device(log_prob=log_prob, sampler_log_prob=sampler_log_prob, mask=mask)
     lp, _ = to_tensor("log_prob", log_prob)
     t, m, kind = masked_inputs(mask, log_prob=log_prob, sampler_log_prob=sampler_log_prob)
     if lp.ndim < 1:
