@@ -1,6 +1,7 @@
 """Fixtures shared by the tests."""
 
 import functools
+from html.parser import HTMLParser
 
 import pytest
 
@@ -51,3 +52,37 @@ def suite_run():
 
     return run
 
+
+class _Outline(HTMLParser):
+    """What a report's HTML holds: each element's tag and class, the header cells, the text."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.th, self.text, self._in_th = [], [], [], False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs).get("class")))
+        self._in_th = tag == "th"
+
+    def handle_endtag(self, tag):
+        self._in_th = False
+
+    def handle_data(self, data):
+        if data.strip():
+            self.text.append(data)
+        if self._in_th:
+            self.th.append(data)
+
+
+
+@pytest.fixture(scope="session")
+def html_outline():
+    """``html_outline(page)``: the tags and classes, header cells and text of a report's HTML."""
+
+    def outline(page: str) -> _Outline:
+        out = _Outline()
+        out.feed(page)
+        out.close()
+        return out
+
+    return outline

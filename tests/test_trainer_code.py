@@ -7,7 +7,6 @@ from the module's own fit.
 
 import importlib.util
 from functools import cache
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -179,7 +178,7 @@ def test_names_map_the_function_own_arguments():
     assert (rep.method, rep.aggregation) == ("token IS", "token-mean")
 
 
-def test_report_renders():
+def test_report_renders(html_outline):
     rep = loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None)
     assert repr(rep).startswith("PolicyLossReport(verdict='scaled', method='PPO'") and "\n" not in repr(rep)
     page = rep._repr_html_()
@@ -268,7 +267,7 @@ def test_trl_and_openrlhf_conventions():
     assert openrlhf.verdict == "unbiased"
 
 
-def test_grouped_report_renders():
+def test_grouped_report_renders(html_outline):
     rep = check_grouped_advantage(ADV.rloo_advantage, G=[2], convention="verl")
     assert repr(rep) == "GroupedAdvantageReport(convention='verl', verdict='unbiased', G=[2])"
     assert rep._repr_html_().count("<tr>") == 2 and rep.as_dict()["groups"][0]["scale"] == "1"
@@ -312,31 +311,3 @@ def test_assertions():
         assert_group_advantage(ADV.grpo_advantage, "unbiased", G=[4], convention="verl")
     with pytest.raises(ValueError, match="expect must be one of"):
         assert_group_advantage(ADV.rloo_advantage, "PPO", G=2, convention="verl")
-
-
-class _Outline(HTMLParser):
-    """What a report's HTML holds: each element's tag and class, the header cells, the text."""
-
-    def __init__(self):
-        super().__init__()
-        self.tags, self.th, self.text, self._in_th = [], [], [], False
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs).get("class")))
-        self._in_th = tag == "th"
-
-    def handle_endtag(self, tag):
-        self._in_th = False
-
-    def handle_data(self, data):
-        if data.strip():
-            self.text.append(data)
-        if self._in_th:
-            self.th.append(data)
-
-
-def html_outline(page: str) -> _Outline:
-    out = _Outline()
-    out.feed(page)
-    out.close()
-    return out

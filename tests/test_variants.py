@@ -9,7 +9,6 @@ derived weights of derivations.gradient_weights; and every report must survive
 
 import dataclasses
 from functools import partial
-from html.parser import HTMLParser
 
 import numpy as np
 import pytest
@@ -343,7 +342,7 @@ def test_reports_are_frozen_and_render():
     assert "CISPO" in str(tok) and tok._repr_latex_().startswith("$$")
 
 
-def test_reports_render_as_html_with_one_verdict_a_table_and_escaped_text():
+def test_reports_render_as_html_with_one_verdict_a_table_and_escaped_text(html_outline):
     rep = check_group_advantage(rloo_advantages, G=3, rewards="binary", name="<b>mine</b>")
     page = html_outline(rep._repr_html_())
     assert [t for t in page.tags if t[1] == "pgi-verdict"] == [("p", "pgi-verdict")]
@@ -362,7 +361,7 @@ def test_reports_render_as_html_with_one_verdict_a_table_and_escaped_text():
     assert check_token_loss(-gw.r * gw.A * gw.ell, confirm=False).headline() == "not a policy gradient"
 
 
-def test_report_table_bad_input_and_escaping():
+def test_report_table_bad_input_and_escaping(html_outline):
     from derivations.variants import ReportTable, report_html
 
     with pytest.raises(ValueError, match="rows must each have 2 cells"):
@@ -543,31 +542,3 @@ def test_a_scale_with_only_a_first_degree_term_depends_on_the_policy():
     assert (binary.verdict, binary.scale) == ("reweighted", P)
     general = check_group_advantage(expr)
     assert general.verdict == "reweighted" and general.scale.atoms(sp.Function)
-
-
-class _Outline(HTMLParser):
-    """What a report's HTML holds: each element's tag and class, the header cells, the text."""
-
-    def __init__(self):
-        super().__init__()
-        self.tags, self.th, self.text, self._in_th = [], [], [], False
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs).get("class")))
-        self._in_th = tag == "th"
-
-    def handle_endtag(self, tag):
-        self._in_th = False
-
-    def handle_data(self, data):
-        if data.strip():
-            self.text.append(data)
-        if self._in_th:
-            self.th.append(data)
-
-
-def html_outline(page: str) -> _Outline:
-    out = _Outline()
-    out.feed(page)
-    out.close()
-    return out
