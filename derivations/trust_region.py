@@ -1,17 +1,17 @@
 r"""Trust-region facts: the per-state TV bound, the CISPO clip bias, the KL estimators.
 
 **Clip excess and total variation.**  For a behaviour policy :math:`\mu`, a
-current policy :math:`\pi`, ratio :math:`r_a = \pi_a/\mu_a` and :math:`c \ge 1`,
+current policy :math:`\pi`, ratio :math:`r_a = \pi_a/\mu_a` and a cap :math:`C \ge 1`,
 
 .. math::
 
-    \mathbb{E}_{a\sim\mu}\bigl[(r_a - c)_+\bigr] = \sum_a (\pi_a - c\,\mu_a)_+
+    \mathbb{E}_{a\sim\mu}\bigl[(r_a - C)_+\bigr] = \sum_a (\pi_a - C\,\mu_a)_+
     \le \sum_a (\pi_a - \mu_a)_+ = \tfrac12 \sum_a |\pi_a - \mu_a| = \mathrm{TV}(\pi, \mu),
 
 proved for a symbolic number :math:`K` of actions from a scalar lemma,
-:math:`(x - c y)_+ \le (x - y)_+` for :math:`c \ge 1`, :math:`y \ge 0`, which is
+:math:`(x - C y)_+ \le (x - y)_+` for :math:`C \ge 1`, :math:`y \ge 0`, which is
 checked region by region and then instantiated termwise.  With
-:math:`c = 1+\varepsilon` this bounds the mass that CISPO's clip removes.
+:math:`C = 1+\varepsilon` this bounds the mass that CISPO's clip removes.
 
 **CISPO's bias.**  Per token, :math:`\min(r, 1+\varepsilon) - r = -(r - 1 - \varepsilon)_+`,
 so the CISPO gradient differs from the token-IS gradient by
@@ -47,6 +47,8 @@ from .proofs import by_lemma, minimum_over, numerically, on_regions
 
 __all__ = [
     "clip_bias_term",
+    "clip_excess",
+    "epsilon",
     "k1",
     "k2",
     "k2_bias",
@@ -56,6 +58,7 @@ __all__ = [
     "kl_estimator_gradients",
     "kl_estimators_unbiased",
     "positive_part_lemma",
+    "ratio",
     "tv_bound",
 ]
 
@@ -72,33 +75,42 @@ r""":math:`k_3 = (r_{\mathrm{ref}} - 1) - \log r_{\mathrm{ref}} = e^{-\Delta} - 
 r_ref = sp.Symbol(r"r_{\mathrm{ref}}", positive=True)
 r"""The reference ratio :math:`r_{\mathrm{ref}} = \pi_{\mathrm{ref}}(a)/\pi(a)` of the KL estimators."""
 
+ratio = sp.Symbol("r", positive=True)
+r"""The importance ratio :math:`r = \pi_\theta/\pi_{\text{old}}` of a token, as the clip sees it."""
+epsilon = sp.Symbol("varepsilon", positive=True)
+r"""The clip parameter :math:`\varepsilon`: CISPO caps the ratio at :math:`1 + \varepsilon`."""
+clip_excess = sp.Max(ratio - 1 - epsilon, 0)
+r""":math:`(r - 1 - \varepsilon)_+`, the weight CISPO's cap removes from a token: the formula
+:func:`clip_bias_term` displays and verifies (``-clip_excess * A`` is its first right-hand side),
+exported by name for :func:`numeric.clip_excess`."""
+
 _x, _y = sp.symbols("x y", real=True)
-_c, _mu = sp.symbols("c mu", positive=True)
+_C, _mu = sp.symbols("C mu", positive=True)
 _pos = lambda e: sp.Max(e, 0)
 
 
 def positive_part_lemma() -> Derivation:
-    r"""The scalar lemma :math:`(x - c y)_+ \le (x - y)_+` for :math:`c \ge 1`, :math:`y \ge 0`.
+    r"""The scalar lemma :math:`(x - C y)_+ \le (x - y)_+` for a cap :math:`C \ge 1` and :math:`y \ge 0`.
 
-    Since :math:`y \le c y`, the real line of :math:`x` is cut at :math:`y` and
-    :math:`c y`.  The claim is decided at each cut and at a symbolic interior
-    point of each piece, for :math:`c = 1 + \gamma` with :math:`\gamma > 0` or
-    :math:`c = 1`, and for :math:`y = \eta > 0` or :math:`y = 0`: 14 points,
-    written with positive symbols, that cover every :math:`(x, c, y)` allowed.
+    Since :math:`y \le C y`, the real line of :math:`x` is cut at :math:`y` and
+    :math:`C y`.  The claim is decided at each cut and at a symbolic interior
+    point of each piece, for :math:`C > 1` or :math:`C = 1`, and for
+    :math:`y > 0` or :math:`y = 0`: 14 points, each open case written with a
+    positive symbol, that cover every :math:`(x, C, y)` allowed.
 
     Examples
     --------
     >>> from derivations.trust_region import positive_part_lemma
     >>> d = positive_part_lemma().verify()
     >>> d.statement()
-    (Max(0, -c*y + x), '<=', Max(0, x - y))
+    (Max(0, -C*y + x), '<=', Max(0, x - y))
     >>> d.proved_by()
     {'regions': 1}
     """
-    d = Derivation(r"Scalar lemma: (x - c y)+ <= (x - y)+", assumptions=[_c >= 1, _y >= 0])
-    d.step(_pos(_x - _c * _y), _pos(_x - _y),
-           r"$x$ below, at, between and above $y \le c y$; for $c = 1$ or $c > 1$, $y = 0$ or $y > 0$", relation="<=",
-           proof=on_regions((_c, []), (_y, []), (_x, [_y, _c * _y])))
+    d = Derivation(r"Scalar lemma: (x - C y)+ <= (x - y)+", assumptions=[_C >= 1, _y >= 0])
+    d.step(_pos(_x - _C * _y), _pos(_x - _y),
+           r"$x$ below, at, between and above $y \le C y$; for $C = 1$ or $C > 1$, $y = 0$ or $y > 0$", relation="<=",
+           proof=on_regions((_C, []), (_y, []), (_x, [_y, _C * _y])))
     return d
 
 
@@ -109,19 +121,19 @@ def _positive_part_identity() -> Derivation:
 
 
 def _homogeneity() -> Derivation:
-    r""":math:`\mu\,(x/\mu - c)_+ = (x - c\mu)_+` for :math:`\mu > 0`, decided below, at and above :math:`x = c\mu`."""
+    r""":math:`\mu\,(x/\mu - C)_+ = (x - C\mu)_+` for :math:`\mu > 0`, decided below, at and above :math:`x = C\mu`."""
     d = Derivation("positive homogeneity of the positive part")
-    return d.step(_mu * _pos(_x / _mu - _c), _pos(_x - _c * _mu), r"on $x < c\mu$, $x = c\mu$, $x > c\mu$",
-                  proof=on_regions((_x, [_c * _mu])))
+    return d.step(_mu * _pos(_x / _mu - _C), _pos(_x - _C * _mu), r"on $x < C\mu$, $x = C\mu$, $x > C\mu$",
+                  proof=on_regions((_x, [_C * _mu])))
 
 
 def tv_bound() -> Derivation:
-    r"""The per-state bound :math:`\mathbb{E}_\mu[(r - c)_+] \le \mathrm{TV}(\pi, \mu)` for :math:`c \ge 1`, any :math:`K`.
+    r"""The per-state bound :math:`\mathbb{E}_\mu[(r - C)_+] \le \mathrm{TV}(\pi, \mu)` for a cap :math:`C \ge 1`, any :math:`K`.
 
     .. math::
 
-        \sum_{a=1}^K \mu_a\Bigl(\frac{\pi_a}{\mu_a} - c\Bigr)_+
-        = \sum_a (\pi_a - c\mu_a)_+
+        \sum_{a=1}^K \mu_a\Bigl(\frac{\pi_a}{\mu_a} - C\Bigr)_+
+        = \sum_a (\pi_a - C\mu_a)_+
         \le \sum_a (\pi_a - \mu_a)_+
         = \tfrac12 \sum_a |\pi_a - \mu_a|.
 
@@ -141,17 +153,17 @@ def tv_bound() -> Derivation:
     pi, mu = sp.IndexedBase("pi", positive=True), sp.IndexedBase("mu", positive=True)
     a = sp.Symbol("a", integer=True, positive=True)
     K = sp.Symbol("K", integer=True, positive=True)
-    c = sp.Symbol("c", positive=True)
+    C = sp.Symbol("C", positive=True)
     S = lambda e: sp.Sum(e, (a, 1, K))
     d = Derivation(
-        r"Per-state bound: E_mu[(r - c)+] <= TV(pi, mu)",
-        assumptions=[c >= 1, r"$\pi_a, \mu_a > 0$", sp.Eq(S(pi[a]), 1), sp.Eq(S(mu[a]), 1), r"$r_a = \pi_a / \mu_a$"],
+        r"Per-state bound: E_mu[(r - C)+] <= TV(pi, mu)",
+        assumptions=[C >= 1, r"$\pi_a, \mu_a > 0$", sp.Eq(S(pi[a]), 1), sp.Eq(S(mu[a]), 1), r"$r_a = \pi_a / \mu_a$"],
     )
-    d.step(S(mu[a] * _pos(pi[a] / mu[a] - c)), S(_pos(pi[a] - c * mu[a])),
-           r"$\mu (x/\mu - c)_+ = (x - c\mu)_+$, $\mu > 0$, termwise",
-           proof=by_lemma(_homogeneity(), {_x: pi[a], _mu: mu[a], _c: c}, termwise=True))
+    d.step(S(mu[a] * _pos(pi[a] / mu[a] - C)), S(_pos(pi[a] - C * mu[a])),
+           r"$\mu (x/\mu - C)_+ = (x - C\mu)_+$, $\mu > 0$, termwise",
+           proof=by_lemma(_homogeneity(), {_x: pi[a], _mu: mu[a], _C: C}, termwise=True))
     d.then(S(_pos(pi[a] - mu[a])), r"the lemma, termwise", relation="<=",
-           proof=by_lemma(positive_part_lemma(), {_x: pi[a], _y: mu[a], _c: c}, termwise=True))
+           proof=by_lemma(positive_part_lemma(), {_x: pi[a], _y: mu[a], _C: C}, termwise=True))
     d.then(S((pi[a] - mu[a]) / 2 + sp.Abs(pi[a] - mu[a]) / 2), r"$x_+ = x/2 + |x|/2$, termwise",
            proof=by_lemma(_positive_part_identity(), {_x: pi[a] - mu[a]}, termwise=True))
     d.then(S(pi[a]) / 2 - S(mu[a]) / 2 + S(sp.Abs(pi[a] - mu[a])) / 2, "linearity")
@@ -173,9 +185,8 @@ def clip_bias_term() -> Derivation:
     >>> clip_bias_term().verify().proved_by()
     {'regions': 1, 'regions and signs of A': 1}
     """
-    r, eps = sp.Symbol("r", positive=True), sp.Symbol("varepsilon", positive=True)
+    r, eps, excess = ratio, epsilon, clip_excess
     A = sp.Symbol("A", real=True)
-    excess = _pos(r - 1 - eps)
     d = Derivation("CISPO minus token IS, per token", assumptions=[r"$r > 0$", r"$\varepsilon > 0$"])
     d.step((sp.Min(r, 1 + eps) - r) * A, -excess * A, r"on $r < 1+\varepsilon$, $r = 1+\varepsilon$, $r > 1+\varepsilon$",
            proof=on_regions((r, [1 + eps])))
@@ -190,9 +201,9 @@ def clip_bias_term() -> Derivation:
 def kl_estimators_unbiased(K: int | None = None) -> tuple[Derivation, Derivation]:
     r""":math:`\mathbb{E}_\pi[k_1] = \mathbb{E}_\pi[k_3] = \mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`, for a symbolic ``K`` or a fixed one.
 
-    All probabilities are positive symbols (:math:`\rho = \pi_{\mathrm{ref}}`);
-    the logs are expanded before anything else and
-    :math:`\sum_a \pi_a = \sum_a \rho_a = 1` is substituted last.  With
+    All probabilities are positive symbols; the logs are expanded before
+    anything else and :math:`\sum_a \pi_a = \sum_a \pi_{\mathrm{ref},a} = 1` is
+    substituted last.  With
     ``K=None`` the sums run to a symbolic :math:`K`; with an int they are
     written out term by term.
 
@@ -205,23 +216,24 @@ def kl_estimators_unbiased(K: int | None = None) -> tuple[Derivation, Derivation
     [True, True]
     """
     if K is None:
-        pi, rho = sp.IndexedBase("pi", positive=True), sp.IndexedBase("rho", positive=True)
+        pi, ref = sp.IndexedBase("pi", positive=True), sp.IndexedBase(r"\pi_{\mathrm{ref}}", positive=True)
         a = sp.Symbol("a", integer=True, positive=True)
         n = sp.Symbol("K", integer=True, positive=True)
-        S = lambda f: sp.Sum(f(pi[a], rho[a]), (a, 1, n))
+        S = lambda f: sp.Sum(f(pi[a], ref[a]), (a, 1, n))
         total = {S(lambda p, q: p): 1, S(lambda p, q: q): 1}
     else:
-        pis, rhos, total = _probabilities(K)
-        S = lambda f: sum(f(p, q) for p, q in zip(pis, rhos))
+        pis, refs, total = _probabilities(K)
+        S = lambda f: sum(f(p, q) for p, q in zip(pis, refs))
     kl = S(lambda p, q: p * sp.log(p / q))
-    assumptions = [r"$a \sim \pi$, $r_{\mathrm{ref}} = \rho_a / \pi_a$", r"$\pi_a, \rho_a > 0$", *[sp.Eq(k, v) for k, v in total.items()]]
+    assumptions = [r"$a \sim \pi$, $r_{\mathrm{ref}} = \pi_{\mathrm{ref},a} / \pi_a$", r"$\pi_a, \pi_{\mathrm{ref},a} > 0$",
+                   *[sp.Eq(k, v) for k, v in total.items()]]
     size = "any K" if K is None else f"K = {K}"
     d1 = Derivation(f"k1 is unbiased for KL(π ‖ π_ref), {size}", assumptions=assumptions)
-    d1.step(S(lambda p, q: p * (-sp.log(q / p))), kl, r"$-\log(\rho/\pi) = \log(\pi/\rho)$")
+    d1.step(S(lambda p, q: p * (-sp.log(q / p))), kl, r"$-\log(\pi_{\mathrm{ref}}/\pi) = \log(\pi/\pi_{\mathrm{ref}})$")
     d3 = Derivation(f"k3 is unbiased for KL(π ‖ π_ref), {size}", assumptions=assumptions)
     d3.step(S(lambda p, q: p * (q / p - 1 - sp.log(q / p))), S(lambda p, q: q) - S(lambda p, q: p) + kl,
             "expand the logs")
-    d3.then(kl, r"$\sum_a \rho_a = \sum_a \pi_a = 1$", facts=total)
+    d3.then(kl, r"$\sum_a \pi_{\mathrm{ref},a} = \sum_a \pi_a = 1$", facts=total)
     return d1, d3
 
 
@@ -240,9 +252,9 @@ def k3_unbiased(K: int | None = None) -> Derivation:
 def _probabilities(K: int):
     require_int("K", K, minimum=2)
     pi = sp.symbols(f"pi_1:{K + 1}", positive=True)
-    rho = sp.symbols(f"rho_1:{K + 1}", positive=True)
-    total = {pi[-1]: 1 - sum(pi[:-1]), rho[-1]: 1 - sum(rho[:-1])}
-    return pi, rho, total
+    ref = tuple(sp.Symbol(r"\pi_{\mathrm{ref},%d}" % a, positive=True) for a in range(1, K + 1))
+    total = {pi[-1]: 1 - sum(pi[:-1]), ref[-1]: 1 - sum(ref[:-1])}
+    return pi, ref, total
 
 
 def k3_nonnegative() -> Derivation:
@@ -310,15 +322,15 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
     .. math::
 
         \mathbb{E}_\pi[\nabla k_1] = 0, \qquad
-        \mathbb{E}_\pi[\nabla k_2] = \nabla\,\mathrm{KL}(\pi\,\|\,\rho), \qquad
-        \mathbb{E}_\pi[\nabla k_3] = \nabla\,\mathrm{KL}(\rho\,\|\,\pi).
+        \mathbb{E}_\pi[\nabla k_2] = \nabla\,\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}}), \qquad
+        \mathbb{E}_\pi[\nabla k_3] = \nabla\,\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi).
 
     Each gradient is a ``K``-vector over the logits; the softmax Jacobian
     :math:`\partial\pi_a/\partial\theta_j = \pi_a(\delta_{aj} - \pi_j)` is checked
     first, with :math:`\pi_a` unfolded into :math:`e^{\theta_a}/\sum_b e^{\theta_b}`
     for any number of actions; every later step differentiates through that
-    Jacobian and is an identity in positive symbols :math:`\pi_a, \rho_a`
-    with :math:`\sum\pi = \sum\rho = 1` substituted last.
+    Jacobian and is an identity in positive symbols :math:`\pi_a, \pi_{\mathrm{ref},a}`
+    with :math:`\sum\pi = \sum\pi_{\mathrm{ref}} = 1` substituted last.
 
     Examples
     --------
@@ -328,7 +340,7 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
     (4, True)
     """
     SoftmaxPolicy(K)  # validates K
-    pi, rho, total = _probabilities(K)
+    pi, ref, total = _probabilities(K)
     softmax = IndexedSoftmax()
     a_, j_, pa = softmax.a, softmax.j, softmax.pi
     jacobian = pa[a_] * (sp.KroneckerDelta(a_, j_) - pa[j_])  # displayed and checked in the first step
@@ -340,13 +352,13 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
         return sp.Matrix([[sum(sp.diff(f, pi[a]) * jac[a, j] for a in range(K)) for j in range(K)]])
 
     def expected_grad(k):
-        return sum((pi[a] * grad(k(pi[a], rho[a])) for a in range(K)), sp.zeros(1, K))
+        return sum((pi[a] * grad(k(pi[a], ref[a])) for a in range(K)), sp.zeros(1, K))
 
     k_1 = lambda p, q: sp.log(p) - sp.log(q)
     k_2 = lambda p, q: (sp.log(p) - sp.log(q)) ** 2 / 2
     k_3 = lambda p, q: q / p - 1 - sp.log(q / p)
-    reverse = sum(p * sp.log(p / q) for p, q in zip(pi, rho))
-    forward = sum(q * sp.log(q / p) for p, q in zip(pi, rho))
+    reverse = sum(p * sp.log(p / q) for p, q in zip(pi, ref))
+    forward = sum(q * sp.log(q / p) for p, q in zip(pi, ref))
     definitions = {}
 
     def shown(latex, row):
@@ -360,15 +372,15 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
 
     d = Derivation(
         f"Expected gradients of the KL estimators as losses, K = {K}",
-        assumptions=[r"$a \sim \mathrm{sg}(\pi)$", r"$\rho = \pi_{\mathrm{ref}}$ fixed", r"$\partial_j = \partial / \partial\theta_j$",
+        assumptions=[r"$a \sim \mathrm{sg}(\pi)$", r"$\pi_{\mathrm{ref}}$ fixed", r"$\partial_j = \partial / \partial\theta_j$",
                      *[sp.Eq(k, v) for k, v in total.items()]],
         unfold=lambda e: softmax.unfold(e.xreplace(definitions)),
     )
     d.step(sp.Derivative(pa[a_], softmax.theta[j_]), jacobian,
            r"softmax Jacobian, $\pi_a = e^{\theta_a} / \sum_b e^{\theta_b}$ (any number of actions)")
     d.step(shown(r"\mathbb{E}_\pi[\partial_j k_1]", expected_grad(k_1)), sp.zeros(1, K), r"$\sum_a \partial_j \pi_a = 0$", facts=total)
-    d.step(shown(r"\mathbb{E}_\pi[\partial_j k_2]", expected_grad(k_2)), shown(r"\partial_j \mathrm{KL}(\pi \| \rho)", grad(reverse)),
+    d.step(shown(r"\mathbb{E}_\pi[\partial_j k_2]", expected_grad(k_2)), shown(r"\partial_j \mathrm{KL}(\pi \| \pi_{\mathrm{ref}})", grad(reverse)),
            r"the reverse KL", facts=total)
-    d.step(shown(r"\mathbb{E}_\pi[\partial_j k_3]", expected_grad(k_3)), shown(r"\partial_j \mathrm{KL}(\rho \| \pi)", grad(forward)),
+    d.step(shown(r"\mathbb{E}_\pi[\partial_j k_3]", expected_grad(k_3)), shown(r"\partial_j \mathrm{KL}(\pi_{\mathrm{ref}} \| \pi)", grad(forward)),
            r"the forward KL, not the reverse", facts=total)
     return d

@@ -8,7 +8,7 @@ differentiable) and applied elementwise to log-probabilities.  The suite
 
 * CISPO's bias, :math:`-\mathbb{E}_{\text{old}}[\sum_t (r_t - 1 - \varepsilon)_+ A\, s_t]`,
   against autograd, and its bound, for several :math:`\varepsilon`;
-* :math:`\mathbb{E}_{\mu}[(r - c)_+] = \sum_a(\pi_a - c\mu_a)_+ \le \mathrm{TV}(\pi, \mu)` at every prefix;
+* :math:`\mathbb{E}_{\mu}[(r - C)_+] = \sum_a(\pi_a - C\mu_a)_+ \le \mathrm{TV}(\pi, \mu)` at every prefix, for caps :math:`C`;
 * the means and the expected loss gradients of :math:`k_1, k_2, k_3` at every prefix.
 """
 
@@ -109,7 +109,9 @@ def clip_excess(ratio: ArrayT, *, eps_high: float = EPS_HIGH) -> ArrayT:
     r""":math:`(r - 1 - \varepsilon_h)_+`, the weight CISPO's clip removes from a token (elementwise).
 
     CISPO's weight is :math:`\min(r, 1+\varepsilon_h) = r - (r - 1 - \varepsilon_h)_+`
-    (:func:`derivations.trust_region.clip_bias_term`).
+    (:func:`derivations.trust_region.clip_bias_term`); the excess is
+    :data:`derivations.trust_region.clip_excess`, the formula that derivation
+    displays, lambdified.
 
     Examples
     --------
@@ -126,9 +128,7 @@ def clip_excess(ratio: ArrayT, *, eps_high: float = EPS_HIGH) -> ArrayT:
     return like(kind, _EXCESS(t, high))
 
 
-_r, _eps = sp.Symbol("r", positive=True), sp.Symbol("varepsilon", positive=True)
-_excess_expr = -tr.clip_bias_term().steps[0].rhs / sp.Symbol("A", real=True)
-_EXCESS = sp.lambdify((_r, _eps), _excess_expr, modules=[{"Max": lambda x, y: torch.maximum(torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(y, dtype=torch.float64))}])
+_EXCESS = sp.lambdify((tr.ratio, tr.epsilon), tr.clip_excess, modules=[{"Max": lambda x, y: torch.maximum(torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(y, dtype=torch.float64))}])
 
 
 # ------------------------------------------------------------------- checks
@@ -180,13 +180,13 @@ def per_prefix(theta_pi: torch.Tensor, theta_mu: torch.Tensor) -> tuple[torch.Te
 
 
 def tv_gap(c: float) -> tuple[float, float]:
-    r"""``(identity error, max violation)`` of the per-state bound over the prefixes of the toy LM.
+    r"""``(identity error, max violation)`` of the per-state bound at the cap :math:`C` = ``c``, over the prefixes of the toy LM.
 
     .. math::
 
-        \max_h \Bigl|\mathbb{E}_\mu[(r-c)_+] - \sum_a(\pi_a - c\mu_a)_+\Bigr|,
+        \max_h \Bigl|\mathbb{E}_\mu[(r-C)_+] - \sum_a(\pi_a - C\mu_a)_+\Bigr|,
         \qquad
-        \max_h \Bigl(\sum_a(\pi_a - c\mu_a)_+ - \mathrm{TV}(\pi, \mu)\Bigr),
+        \max_h \Bigl(\sum_a(\pi_a - C\mu_a)_+ - \mathrm{TV}(\pi, \mu)\Bigr),
 
     with :math:`\mu = \pi_{\text{old}}` and :math:`\pi` the perturbed policy.
 
@@ -227,22 +227,22 @@ def cross_checks() -> None:
     pi, mu = per_prefix(th, s.theta_old)
     tv = 0.5 * (pi - mu).abs().sum(-1)
     at_one = (mu * clip_excess(pi / mu, eps_high=0.0)).sum(-1)
-    check("c = 1: E_mu[(r-1)+] == TV(pi, mu) = sum|pi - mu| / 2 at every prefix (the bound is tight)", maxabs(at_one, tv), 1e-15)
+    check("C = 1: E_mu[(r-1)+] == TV(pi, mu) = sum|pi - mu| / 2 at every prefix (the bound is tight)", maxabs(at_one, tv), 1e-15)
     for c in (1.05, 1.28, 2.0):
         _, violation = tv_gap(c)
-        check(f"E_mu[(r-c)+] <= TV(pi, mu) at every prefix (c = {c}; max violation, rounding only)", max(0.0, violation), 1e-15)
+        check(f"E_mu[(r-C)+] <= TV(pi, mu) at every prefix (C = {c}; max violation, rounding only)", max(0.0, violation), 1e-15)
     below = (mu * (pi / mu - 0.5).clamp(min=0)).sum(-1) - tv
-    check("c = 1/2 < 1: the bound fails at some prefix (1 if E_mu[(r-c)+] <= TV everywhere)", float(bool((below <= 0).all())), 0.0)
-    # KL estimators at every prefix: pi = current, rho = old
-    pi, rho = per_prefix(th, s.theta_old)
-    kl = torch.distributions.kl_divergence(torch.distributions.Categorical(probs=pi), torch.distributions.Categorical(probs=rho))
+    check("C = 1/2 < 1: the bound fails at some prefix (1 if E_mu[(r-C)+] <= TV everywhere)", float(bool((below <= 0).all())), 0.0)
+    # KL estimators at every prefix: pi = current, pi_ref = old
+    pi, ref = per_prefix(th, s.theta_old)
+    kl = torch.distributions.kl_divergence(torch.distributions.Categorical(probs=pi), torch.distributions.Categorical(probs=ref))
     for name, k in (("k1", kl_k1), ("k3", kl_k3)):
-        check(f"E_pi[{name}] == KL(pi || pi_ref) at every prefix", maxabs((pi * k(pi.log(), rho.log())).sum(-1), kl), 1e-14)
-    check("k3 >= 0 at every (prefix, token) (most negative value)", max(0.0, -float(kl_k3(pi.log(), rho.log()).min())), 0.0)
-    delta = pi.log() - rho.log()
+        check(f"E_pi[{name}] == KL(pi || pi_ref) at every prefix", maxabs((pi * k(pi.log(), ref.log())).sum(-1), kl), 1e-14)
+    check("k3 >= 0 at every (prefix, token) (most negative value)", max(0.0, -float(kl_k3(pi.log(), ref.log()).min())), 0.0)
+    delta = pi.log() - ref.log()
     for name, k in (("k1", kl_k1), ("k2", kl_k2), ("k3", kl_k3)):
         derived = sp.lambdify(tr.delta, getattr(tr, name), modules=[{"exp": torch.exp, "log": torch.log}])(delta) + 0 * delta
-        gap = float(((k(pi.log(), rho.log()) - derived).abs() / (1 + derived.abs())).max())
+        gap = float(((k(pi.log(), ref.log()) - derived).abs() / (1 + derived.abs())).max())
         check(f"kl_{name} == derivations.trust_region.{name} lambdified, at every (prefix, token) (error relative to 1 + |k|)", gap, 1e-15)
     seq = lm.probs(th)
     seq_kl = float(seq @ (lm.sequence_log_prob(th) - lm.sequence_log_prob(s.theta_old)))
@@ -255,7 +255,7 @@ def _kl_estimator_gradient_checks() -> None:
     r"""Autograd of :math:`\sum_h \sum_a \mathrm{sg}(\pi_a) k(a)` against autograd of the KL it should match."""
     s = setting()
     lm = s.lm
-    rho = torch.softmax(lm.logits(s.theta_old), -1)
+    ref = torch.softmax(lm.logits(s.theta_old), -1)
     th = s.theta.detach().clone().requires_grad_(True)
     log_pi = torch.log_softmax(lm.logits(th), -1)
     pi = log_pi.exp()
@@ -263,9 +263,9 @@ def _kl_estimator_gradient_checks() -> None:
     def grad(x):
         return torch.autograd.grad(x, th, retain_graph=True)[0]
 
-    as_loss = {name: grad((pi.detach() * k(log_pi, rho.log())).sum()) for name, k in (("k1", kl_k1), ("k2", kl_k2), ("k3", kl_k3))}
-    reverse = grad((pi * (log_pi - rho.log())).sum())
-    forward = grad((rho * (rho.log() - log_pi)).sum())
+    as_loss = {name: grad((pi.detach() * k(log_pi, ref.log())).sum()) for name, k in (("k1", kl_k1), ("k2", kl_k2), ("k3", kl_k3))}
+    reverse = grad((pi * (log_pi - ref.log())).sum())
+    forward = grad((ref * (ref.log() - log_pi)).sum())
     check("E_pi[grad k1] == 0 (k1 as a loss), every prefix", float(as_loss["k1"].abs().max()), 1e-14)
     check("E_pi[grad k2] == grad KL(pi || pi_ref), every prefix", maxabs(as_loss["k2"], reverse), 1e-14)
     check("E_pi[grad k3] == grad KL(pi_ref || pi), every prefix", maxabs(as_loss["k3"], forward), 1e-14)

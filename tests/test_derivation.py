@@ -218,7 +218,7 @@ def test_a_lemma_premise_must_hold_for_the_instance():
     u, v, c = sp.symbols("x y c", real=True)
     lemma = positive_part_lemma()
     assert lemma.premises and lemma.assumptions[0].startswith("$")
-    c = next(iter(p.lhs for p in lemma.premises if p.lhs.name == "c"))
+    c = next(iter(p.lhs for p in lemma.premises if p.lhs.name == "C"))
     P, M = sp.symbols("P M", positive=True)
     claim = (sp.Max(P - c * M, 0), sp.Max(P - M, 0))
     mapping = {s: t for s, t in zip(sorted(lemma.lhs.free_symbols - {c}, key=str), (P, M))}

@@ -104,10 +104,7 @@ def private_reaches(path: Path, source: str | None = None) -> list[str]:
     return sorted(found)
 
 
-KNOWN = {
-    "numeric/losses.py": "reads _validate._raw_tensor, group_baselines._centred, trust_region._K (issue 17 items 1 and 6)",
-    "numeric/trust_region.py": "reads clip_bias_term().steps[0].rhs by position (issue 17 item 1: export the formula by name)",
-}
+KNOWN: dict[str, str] = {}
 
 
 def _params(paths):

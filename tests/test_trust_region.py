@@ -29,13 +29,13 @@ def test_kl_gradients_K2():
 
 
 def test_lemma_fails_for_c_below_one():
-    """The lemma's displayed sides need c >= 1: at c = 1/2, x = y = 1 the left side is 1/2 > 0 = right side."""
+    """The lemma's displayed sides need C >= 1: at C = 1/2, x = y = 1 the left side is 1/2 > 0 = right side."""
     lemma = dtr.positive_part_lemma()
-    x, y, c = (next(s for s in lemma.lhs.free_symbols if s.name == n) for n in ("x", "y", "c"))
+    x, y, c = (next(s for s in lemma.lhs.free_symbols if s.name == n) for n in ("x", "y", "C"))
     point = {x: 1, y: 1, c: sp.Rational(1, 2)}
     assert lemma.lhs.subs(point) == sp.Rational(1, 2)
     assert all(step.rhs.subs(point) == 0 for step in lemma.steps)
-    point[c] = 1  # at c = 1 both sides agree
+    point[c] = 1  # at C = 1 both sides agree
     assert all(lemma.lhs.subs(point) == step.rhs.subs(point) for step in lemma.steps)
 
 
@@ -56,7 +56,7 @@ def test_tv_bound_is_tight_at_c_one_in_exact_rationals():
 
 def test_the_lemma_proof_rejects_c_below_one_and_half_the_right_side(fails_to_verify):
     lemma = dtr.positive_part_lemma()
-    x, y, c = dtr._x, dtr._y, dtr._c
+    x, y, c = dtr._x, dtr._y, dtr._C
     instance = lemma.steps[0].claim().subs({x: 1, y: 1, c: sp.Rational(1, 2)})
     assert relation_holds(instance.left, ">", instance.right)  # the displayed claim is false there
     assert fails_to_verify(lemma.replaced(0, lhs=dtr._pos(x - y / 2)))  # c = 1/2 written into the lemma
@@ -78,7 +78,7 @@ def test_half_the_tv_bound_fails(fails_to_verify):
     lhs, rel, rhs = d.statement()
     (a, _, K), = lhs.limits
     pi, mu = (next(b for b in lhs.atoms(sp.IndexedBase) if b.name == n) for n in ("pi", "mu"))
-    c = next(s for s in lhs.free_symbols if s.name == "c")
+    c = next(s for s in lhs.free_symbols if s.name == "C")
     numbers = {c: 1, pi[1]: sp.Rational(7, 10), pi[2]: sp.Rational(3, 10), mu[1]: sp.Rational(4, 10), mu[2]: sp.Rational(6, 10)}
     at = lambda e: e.subs(K, 2).doit().subs(numbers)
     assert (rel, at(lhs), at(rhs)) == ("<=", sp.Rational(3, 10), sp.Rational(3, 10))

@@ -118,7 +118,7 @@ def cross_checks() -> None:
     check("8d. a constant baseline adds 0 to the token-ratio gradient: max |E_mu[sum_t rho_t b s_t]|", float(const.abs().max()), 1e-15)
     for c in (1.0, 1.28, 2.0):
         viol = max(float((p - c * q).clamp(min=0).sum() - 0.5 * (p - q).abs().sum()) for p, q in agent_states(1.0))
-        check(f"8e. sum_a (pi - c mu)+ <= TV(pi, mu) at all 5 states (c = {c}; excess, rounding only)", max(viol, 0.0), 1e-15)
+        check(f"8e. sum_a (pi - C mu)+ <= TV(pi, mu) at all 5 states (C = {c}; excess, rounding only)", max(viol, 0.0), 1e-15)
     for level in ("token", "sequence"):
         t = truncation_bias(off, 1.28, level)
         check(f"8e. {level} TIS minus IS == -E_mu[(rho - C)+ A s] (C = 1.28)", maxabs(t.difference, t.closed_form), 1e-15)
