@@ -103,16 +103,16 @@ def constant_baseline() -> Derivation:
 def prefix_baseline(K: int = 2) -> Derivation:
     r"""A baseline that is any function of the prefix adds nothing to the mean.
 
-    Two tokens: :math:`a \sim \pi_\theta`, then :math:`c \sim \rho_\theta(\cdot
-    \mid a)`, a softmax over ``K`` tokens of arbitrary logits
-    :math:`u_{c,a}(\theta)`.  A baseline :math:`b_a` for the second token may be
-    any function of the prefix :math:`a`:
+    Two tokens: :math:`a \sim \pi_\theta`, then :math:`a' \sim \pi'_\theta(\cdot
+    \mid a)`, the second-step policy, a softmax over ``K`` tokens of arbitrary
+    logits :math:`u_{a',a}(\theta)`.  A baseline :math:`b_a` for the second
+    token may be any function of the prefix :math:`a`:
 
     .. math::
 
-        \mathbb{E}\bigl[b_a\, \partial_\theta \log \rho_{c \mid a}\bigr]
-        = \sum_a \pi_a b_a \sum_c \rho_{c\mid a}\, \partial_\theta \log \rho_{c\mid a}
-        = \sum_a \pi_a b_a\, \partial_\theta \sum_c \rho_{c \mid a} = 0.
+        \mathbb{E}\bigl[b_a\, \partial_\theta \log \pi'_{a' \mid a}\bigr]
+        = \sum_a \pi_a b_a \sum_{a'} \pi'_{a'\mid a}\, \partial_\theta \log \pi'_{a'\mid a}
+        = \sum_a \pi_a b_a\, \partial_\theta \sum_{a'} \pi'_{a' \mid a} = 0.
 
     Examples
     --------
@@ -122,32 +122,32 @@ def prefix_baseline(K: int = 2) -> Derivation:
     """
     K = require_int("K", K, minimum=2)
     th = sp.Symbol("theta", real=True)
-    a, c, c2 = sp.symbols("a c c'", integer=True, positive=True)
-    pi, rho, bb = sp.IndexedBase("pi"), sp.IndexedBase("rho"), sp.IndexedBase("b", real=True)
+    a, a2, a3 = sp.symbols("a a' a''", integer=True, positive=True)
+    pi, pi2, bb = sp.IndexedBase("pi"), sp.IndexedBase(r"\pi'"), sp.IndexedBase("b", real=True)
     pi_f, u = sp.Function("pi", positive=True), sp.Function("u", real=True)
 
     def unfold(expr):
         expr = expr.replace(lambda e: isinstance(e, sp.Indexed) and e.base == pi, lambda e: pi_f(e.indices[0], th))
         return expr.replace(
-            lambda e: isinstance(e, sp.Indexed) and e.base == rho,
-            lambda e: sp.exp(u(*e.indices, th)) / sp.Sum(sp.exp(u(c2, e.indices[1], th)), (c2, 1, K)),
+            lambda e: isinstance(e, sp.Indexed) and e.base == pi2,
+            lambda e: sp.exp(u(*e.indices, th)) / sp.Sum(sp.exp(u(a3, e.indices[1], th)), (a3, 1, K)),
         )
 
     D = lambda e: sp.Derivative(e, th)
     d = Derivation(
         "A baseline that depends only on the prefix is free",
         assumptions=[
-            rf"$\rho_{{c,a}} = \rho(c \mid a)$ a softmax over {K} tokens of any logits $u_{{c,a}}(\theta)$",
+            rf"$\pi'_{{a',a}} = \pi'(a' \mid a)$ a softmax over {K} tokens of any logits $u_{{a',a}}(\theta)$",
             r"$b_a$ any function of the prefix $a$, free of $\theta$",
         ],
         unfold=unfold,
     )
     d.step(
-        sp.Sum(pi[a] * rho[c, a] * bb[a] * D(sp.log(rho[c, a])), (c, 1, K), (a, 1, K)),
-        sp.Sum(pi[a] * bb[a] * D(sp.Sum(rho[c, a], (c, 1, K))), (a, 1, K)),
-        r"$b_a$ is fixed given the prefix; $\rho\, \partial \log \rho = \partial \rho$",
+        sp.Sum(pi[a] * pi2[a2, a] * bb[a] * D(sp.log(pi2[a2, a])), (a2, 1, K), (a, 1, K)),
+        sp.Sum(pi[a] * bb[a] * D(sp.Sum(pi2[a2, a], (a2, 1, K))), (a, 1, K)),
+        r"$b_a$ is fixed given the prefix; $\pi'\, \partial \log \pi' = \partial \pi'$",
     )
-    d.then(sp.Sum(pi[a] * bb[a] * D(sp.Integer(1)), (a, 1, K)), r"$\rho(\cdot \mid a)$ sums to one")
+    d.then(sp.Sum(pi[a] * bb[a] * D(sp.Integer(1)), (a, 1, K)), r"$\pi'(\cdot \mid a)$ sums to one")
     d.then(sp.Integer(0), r"the derivative of a constant")
     return d
 

@@ -1,6 +1,6 @@
 r"""Gradient weights of clipped surrogates, derived by differentiating the losses.
 
-For one token with log-probability :math:`\ell = \log\pi_\theta(o_t\mid s_t)`,
+For one token with log-probability :math:`\ell = \log\pi_\theta(o_t\mid o_{<t})`,
 old log-probability :math:`\ell_0`, ratio :math:`r = e^{\ell-\ell_0}` and
 advantage :math:`A`, every method's per-token loss has a derivative of the form
 
@@ -8,7 +8,7 @@ advantage :math:`A`, every method's per-token loss has a derivative of the form
 
     \frac{\partial\,\mathrm{loss}}{\partial \ell} = -\,w(r, A)\, A,
     \qquad\text{so}\qquad
-    \nabla_\theta\,\mathrm{loss} = -\,w(r, A)\, A\, \nabla_\theta \log\pi_\theta(o_t\mid s_t).
+    \nabla_\theta\,\mathrm{loss} = -\,w(r, A)\, A\, \nabla_\theta \log\pi_\theta(o_t\mid o_{<t}).
 
 The *gradient weight* :math:`w` is obtained here by differentiating each loss:
 

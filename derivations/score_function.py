@@ -234,8 +234,8 @@ def stopped_direct_term() -> Derivation:
 def kl_penalty_direct_term() -> Derivation:
     r"""The log-ratio KL penalty has a direct term of mean zero, for any ``K``.
 
-    For :math:`f_a = R_a - \beta(\log \pi_a - \log \mu_a)` with a fixed
-    reference :math:`\mu`, :math:`\partial_{\theta_j} f_a = -\beta s_j(a)`, so
+    For :math:`f_a = R_a - \beta(\log \pi_a - \log \pi_{\mathrm{ref},a})` with a fixed
+    reference policy :math:`\pi_{\mathrm{ref}}`, :math:`\partial_{\theta_j} f_a = -\beta s_j(a)`, so
 
     .. math::
 
@@ -254,18 +254,18 @@ def kl_penalty_direct_term() -> Derivation:
     """
     pol = IndexedSoftmax()
     a, j, theta = pol.a, pol.j, pol.theta
-    R, mu = sp.IndexedBase("R", real=True), sp.IndexedBase("mu", positive=True)
+    R, ref = sp.IndexedBase("R", real=True), sp.IndexedBase(r"\pi_{\mathrm{ref}}", positive=True)
     beta = sp.Symbol("beta", positive=True)
-    f = R[a] - beta * (sp.log(pol.prob(a)) - sp.log(mu[a]))
+    f = R[a] - beta * (sp.log(pol.prob(a)) - sp.log(ref[a]))
     d = Derivation(
         "The direct term of a log-ratio KL penalty has mean zero",
-        assumptions=[r"softmax policy over $K = j + n$ actions", r"$R_a$, $\mu_a$ free of $\theta$"],
+        assumptions=[r"softmax policy over $K = j + n$ actions", r"$R_a$, $\pi_{\mathrm{ref},a}$ free of $\theta$"],
         unfold=pol.unfold,
     )
     d.step(
         pol.expectation(lambda x: sp.Derivative(f.subs(a, x), theta[j])),
         -beta * pol.expectation(lambda x: sp.Derivative(sp.log(pol.prob(x)), theta[j])),
-        r"$R_a$ and $\mu_a$ do not depend on $\theta$",
+        r"$R_a$ and $\pi_{\mathrm{ref},a}$ do not depend on $\theta$",
     )
     d.then(-beta * pol.expectation(pol.score), r"closed-form softmax score")
     d.then(sp.Integer(0), r"the score has mean zero")
@@ -275,16 +275,16 @@ def kl_penalty_direct_term() -> Derivation:
 def environment_gradient(parametrised: bool = False, K: int = 2, M: int = 2) -> Derivation:
     r"""What the environment contributes to the gradient, in a two-step MDP.
 
-    The agent takes :math:`a \sim \pi_\theta`, the environment moves to
-    :math:`s \sim P(s \mid a)`, the agent takes :math:`c \sim
-    \rho_\theta(c \mid s)` and receives :math:`R(a, s, c)`.  With
-    :math:`p_\theta(\tau) = \pi_a P_{s \mid a} \rho_{c \mid s}`,
+    The agent takes :math:`a \sim \pi_\theta`, the environment moves to the
+    state :math:`x' \sim P(x' \mid a)`, the agent takes its second action
+    :math:`b \sim \pi'_\theta(b \mid x')` and receives :math:`R(a, x', b)`.  With
+    :math:`p_\theta(\tau) = \pi_a P_{x' \mid a} \pi'_{b \mid x'}`,
 
     .. math::
 
         \partial_\theta \mathbb{E}[R]
-        = \mathbb{E}\bigl[R\,(\partial\log\pi_a + \partial\log P_{s\mid a}
-          + \partial\log\rho_{c\mid s})\bigr].
+        = \mathbb{E}\bigl[R\,(\partial\log\pi_a + \partial\log P_{x'\mid a}
+          + \partial\log\pi'_{b\mid x'})\bigr].
 
     A fixed kernel has :math:`\partial \log P = 0`: only the policy's scores
     remain.  A kernel parametrised by :math:`\theta` adds
@@ -307,21 +307,21 @@ def environment_gradient(parametrised: bool = False, K: int = 2, M: int = 2) -> 
         raise TypeError(f"parametrised must be a bool, got {type(parametrised).__name__}")
     require_int("K", K, minimum=2)
     require_int("M", M, minimum=2)
-    a, s, c = sp.symbols("a s c", integer=True, positive=True)
-    pi, P, rho, R = (sp.IndexedBase(n) for n in ("pi", "P", "rho", "R"))
+    a, x, b = sp.symbols("a x' b", integer=True, positive=True)
+    pi, P, pi2, R = (sp.IndexedBase(n) for n in ("pi", "P", r"\pi'", "R"))
     D = lambda e: sp.Derivative(e, _THETA)
-    ranges = ((a, 1, K), (s, 1, M), (c, 1, K))
+    ranges = ((a, 1, K), (x, 1, M), (b, 1, K))
     traj = sp.IndexedBase("p")
-    p, Rt = traj[a, s, c], R[a, s, c]
+    p, Rt = traj[a, x, b], R[a, x, b]
     E = lambda e: sp.Sum(p * e, *ranges)
-    policy_scores = D(sp.log(pi[a])) + D(sp.log(rho[c, s]))
+    policy_scores = D(sp.log(pi[a])) + D(sp.log(pi2[b, x]))
     kernel = r"a transition kernel $P_\theta$ that depends on $\theta$" if parametrised else "a fixed transition kernel $P$"
-    as_functions = _as_functions_of(_THETA, pi, rho, *((P,) if parametrised else ()))
+    as_functions = _as_functions_of(_THETA, pi, pi2, *((P,) if parametrised else ()))
 
     def unfold(expr):
         expr = expr.replace(
             lambda e: isinstance(e, sp.Indexed) and e.base == traj,
-            lambda e: pi[e.indices[0]] * P[e.indices[1], e.indices[0]] * rho[e.indices[2], e.indices[1]],
+            lambda e: pi[e.indices[0]] * P[e.indices[1], e.indices[0]] * pi2[e.indices[2], e.indices[1]],
         )
         return as_functions(expr)
 
@@ -329,7 +329,7 @@ def environment_gradient(parametrised: bool = False, K: int = 2, M: int = 2) -> 
         "What the environment contributes" + (" (parametrised kernel)" if parametrised else " (fixed kernel)"),
         assumptions=[
             f"two-step MDP, {K} actions, {M} states",
-            r"$p_{a,s,c} = \pi_a P_{s,a} \rho_{c,s}$",
+            r"$p_{a,x',b} = \pi_a P_{x',a} \pi'_{b,x'}$",
             kernel,
             r"$R$ free of $\theta$",
         ],
@@ -337,9 +337,9 @@ def environment_gradient(parametrised: bool = False, K: int = 2, M: int = 2) -> 
     )
     d.step(D(sp.Sum(p * Rt, *ranges)), sp.Sum(Rt * D(p), *ranges), r"linearity; $R$ does not depend on $\theta$")
     d.then(E(Rt * D(sp.log(p))), r"$\partial p = p\, \partial \log p$")
-    d.then(E(Rt * (policy_scores + D(sp.log(P[s, a])))), r"the log of a product is a sum of logs")
+    d.then(E(Rt * (policy_scores + D(sp.log(P[x, a])))), r"the log of a product is a sum of logs")
     if parametrised:
-        d.then(E(Rt * policy_scores) + E(Rt * D(sp.log(P[s, a]))), r"the kernel's score term remains")
+        d.then(E(Rt * policy_scores) + E(Rt * D(sp.log(P[x, a]))), r"the kernel's score term remains")
     else:
         d.then(E(Rt * policy_scores), r"$\partial \log P = 0$: $P$ is fixed")
     return d

@@ -1,7 +1,7 @@
 r"""Gradient weights on the toy LM, the batched PPO/CISPO paths, and the PPO diagnostics.
 
 Every clipped surrogate has a per-token gradient
-:math:`-\,w(r_t, A_t)\, A_t\, \nabla_\theta \log\pi_\theta(o_t \mid s_t)`; the weights
+:math:`-\,w(r_t, A_t)\, A_t\, \nabla_\theta \log\pi_\theta(o_t \mid o_{<t})`; the weights
 :math:`w` are derived in :mod:`derivations.gradient_weights` and evaluated here by
 ``lambdify`` (:func:`gradient_weight`).  The suite ``gradient_weights`` checks them
 against autograd of the actual losses on :class:`~numeric.TinyLM`, shows which
@@ -450,7 +450,7 @@ class _Setting:
         return torch.autograd.grad(self.loss(method, th, **kw), th)[0]
 
     def grad_from_weights(self, w, theta):
-        """:math:`-\\sum_{o,t} q(o)\\, w\\, A\\, \\nabla\\log\\pi_\\theta(o_t|s_t)`."""
+        """:math:`-\\sum_{o,t} q(o)\\, w\\, A\\, \\nabla\\log\\pi_\\theta(o_t \\mid o_{<t})`."""
         th = theta.detach().clone().requires_grad_(True)
         lp = self.lm.token_log_probs(th)
         return -torch.autograd.grad((self.q[:, None] * w * self.A * lp * self.lm.mask).sum(), th)[0]

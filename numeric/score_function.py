@@ -74,9 +74,9 @@ def finite_difference_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.T
 
 
 def log_ratio(lm: TinyLM, theta: torch.Tensor, ref_theta: torch.Tensor) -> torch.Tensor:
-    r"""``[N]`` :math:`\log \pi_\theta(o) - \log \mu(o)` with :math:`\mu = \pi_{\text{ref}}` fixed; differentiable in ``theta``.
+    r"""``[N]`` :math:`\log \pi_\theta(o) - \log \pi_{\mathrm{ref}}(o)` with :math:`\pi_{\mathrm{ref}}` fixed; differentiable in ``theta``.
 
-    Its mean is :math:`\mathrm{KL}(\pi_\theta \,\|\, \mu)`.
+    Its mean is :math:`\mathrm{KL}(\pi_\theta \,\|\, \pi_{\mathrm{ref}})`.
 
     Examples
     --------
@@ -257,7 +257,7 @@ def cross_checks() -> None:
     score, direct = product_rule_terms(lm, theta, kl_penalised)
     th = theta.clone().requires_grad_(True)
     full = torch.autograd.grad(lm.probs(th) @ kl_penalised(th), th)[0]
-    check("product rule: score term + direct term == autograd of E[R - beta log(pi/mu)]", maxabs(score + direct, full), 1e-14)
+    check("product rule: score term + direct term == autograd of E[R - beta log(pi/pi_ref)]", maxabs(score + direct, full), 1e-14)
     check("log-ratio KL penalty: direct term -beta E[s] == 0", float(direct.abs().max()), 1e-14)
     squared = lambda th: R - 0.5 * beta * log_ratio(lm, th, ref) ** 2
     score, direct = product_rule_terms(lm, theta, squared)
@@ -265,9 +265,9 @@ def cross_checks() -> None:
     full = torch.autograd.grad(lm.probs(th) @ squared(th), th)[0]
     check("stop-gradient on the integrand == full gradient - direct term (squared log-ratio)", maxabs(stopped, full - direct), 1e-14)
     kl_grad = torch.autograd.grad(lm.probs(th) @ log_ratio(lm, th, ref), th)[0]
-    check("squared log-ratio: direct term == -beta grad KL(pi||mu)", maxabs(direct, -beta * kl_grad), 1e-14)
+    check("squared log-ratio: direct term == -beta grad KL(pi||pi_ref)", maxabs(direct, -beta * kl_grad), 1e-14)
     by_scores = expected_score_sum(lm, theta, -beta * log_ratio(lm, theta, ref).detach())
-    check("squared log-ratio: direct term == E[-beta log(pi/mu) s] (grad f = -beta log(pi/mu) s; score sums, no autograd)", maxabs(direct, by_scores), 1e-14)
+    check("squared log-ratio: direct term == E[-beta log(pi/pi_ref) s] (grad f = -beta log(pi/pi_ref) s; score sums, no autograd)", maxabs(direct, by_scores), 1e-14)
 
     # what the environment contributes, in a two-step MDP
     fixed, coupled = TwoStepMDP(coupling=0.0, seed=3), TwoStepMDP(coupling=1.0, seed=3)
