@@ -146,9 +146,9 @@ class TwoStepMDP:
     r"""A two-step MDP: the agent acts, the environment moves, the agent acts again.
 
     :math:`a \sim \pi_\theta = \operatorname{softmax}(\theta^{(1)})`,
-    :math:`s \sim P(\cdot \mid a) = \operatorname{softmax}(\omega_a + \kappa\, \theta^{(2)}_{\cdot, a})`,
-    :math:`c \sim \rho_\theta(\cdot \mid s) = \operatorname{softmax}(\theta^{(2)}_s)`,
-    reward :math:`R(a, s, c)`.  With ``coupling`` :math:`\kappa = 0` the kernel is
+    the state :math:`x' \sim P(\cdot \mid a) = \operatorname{softmax}(\omega_a + \kappa\, \theta^{(2)}_{\cdot, a})`,
+    the second action :math:`b \sim \pi'_\theta(\cdot \mid x') = \operatorname{softmax}(\theta^{(2)}_{x'})`,
+    reward :math:`R(a, x', b)`.  With ``coupling`` :math:`\kappa = 0` the kernel is
     fixed; otherwise it shares the second-step parameters.
 
     Parameters
@@ -167,7 +167,7 @@ class TwoStepMDP:
     >>> import torch
     >>> from numeric.score_function import TwoStepMDP
     >>> mdp = TwoStepMDP(K=2, M=2, coupling=1.0)
-    >>> p = mdp.trajectory_probs(mdp.theta0)   # [K, M, K]: (a, s, c)
+    >>> p = mdp.trajectory_probs(mdp.theta0)   # [K, M, K]: (a, x', b)
     >>> float((p.sum((1, 2)) - torch.softmax(mdp.theta0[:2], -1)).abs().max()) < 1e-16
     True
     """
@@ -201,29 +201,29 @@ class TwoStepMDP:
         return theta[: self.K], theta[self.K :].view(self.M, self.K)
 
     def log_kernel(self, theta: torch.Tensor) -> torch.Tensor:
-        r"""``[K, M]`` :math:`\log P(s \mid a)`."""
+        r"""``[K, M]`` :math:`\log P(x' \mid a)`."""
         _, th2 = self._split(theta)
         shared = th2.T if self.coupling != 0.0 else torch.zeros_like(self.omega)
         return torch.log_softmax(self.omega + self.coupling * shared, -1)
 
     def trajectory_probs(self, theta: torch.Tensor) -> torch.Tensor:
-        r"""``[K, M, K]`` :math:`p_\theta(a, s, c) = \pi_a P(s \mid a) \rho(c \mid s)`."""
+        r"""``[K, M, K]`` :math:`p_\theta(a, x', b) = \pi_a P(x' \mid a) \pi'(b \mid x')`."""
         th1, th2 = self._split(theta)
         logp = torch.log_softmax(th1, -1)[:, None, None] + self.log_kernel(theta)[:, :, None]
         return (logp + torch.log_softmax(th2, -1)[None, :, :]).exp()
 
     def policy_score_gradient(self, theta: torch.Tensor) -> torch.Tensor:
-        r"""``[P]`` :math:`\mathbb{E}[R\,(\nabla \log \pi_a + \nabla \log \rho_{c \mid s})]` from the closed-form softmax scores."""
+        r"""``[P]`` :math:`\mathbb{E}[R\,(\nabla \log \pi_a + \nabla \log \pi'_{b \mid x'})]` from the closed-form softmax scores."""
         theta = self._theta(theta)
         th1, th2 = self._split(theta.detach())
         w = self.trajectory_probs(theta.detach()) * self.reward
-        pi1, rho = torch.softmax(th1, -1), torch.softmax(th2, -1)
+        pi1, pi2 = torch.softmax(th1, -1), torch.softmax(th2, -1)
         g1 = w.sum((1, 2)) - w.sum() * pi1
-        g2 = w.sum(0) - w.sum((0, 2))[:, None] * rho
+        g2 = w.sum(0) - w.sum((0, 2))[:, None] * pi2
         return torch.cat([g1, g2.reshape(-1)])
 
     def kernel_score_gradient(self, theta: torch.Tensor) -> torch.Tensor:
-        r"""``[P]`` :math:`\mathbb{E}[R\, \nabla \log P_\theta(s \mid a)]`, the kernel's own term."""
+        r"""``[P]`` :math:`\mathbb{E}[R\, \nabla \log P_\theta(x' \mid a)]`, the kernel's own term."""
         theta = self._theta(theta)
         th = theta.detach().clone().requires_grad_(True)
         w = (self.trajectory_probs(theta.detach()) * self.reward).sum(2)
@@ -246,7 +246,7 @@ def cross_checks() -> None:
     check("log-derivative formula E[R s] == autograd of J", maxabs(g, autograd_gradient(lm, theta, R)), 1e-14)
     check("log-derivative formula E[R s] == central finite differences", maxabs(g, finite_difference_gradient(lm, theta, R)), 1e-9)
     count = ((lm.tokens == 1).to(torch.float64) * lm.mask).sum(1)  # a non-binary reward, 0..L
-    check("log-derivative formula E[C s] == autograd of J, count reward C", maxabs(expected_score_sum(lm, theta, count), autograd_gradient(lm, theta, count)), 1e-14)
+    check("log-derivative formula E[R s] == autograd of J, R = the count of token 1 (non-binary)", maxabs(expected_score_sum(lm, theta, count), autograd_gradient(lm, theta, count)), 1e-14)
     ones = torch.ones(lm.N)
     check("E[s] = 0 (every coordinate)", float(expected_score_sum(lm, theta, ones).abs().max()), 1e-14)
     check("E[s_t | o_<t] = 0 at each prefix (closed-form token scores, weighted by pi(a | prefix))", _conditional_score_means(lm, theta), 1e-14)
@@ -275,7 +275,7 @@ def cross_checks() -> None:
     check("fixed kernel: autograd of J == E[R (policy scores)]", maxabs(fixed.objective_gradient(th0), fixed.policy_score_gradient(th0)), 1e-14)
     extra = coupled.objective_gradient(th0) - coupled.policy_score_gradient(th0)
     check("parametrised kernel: autograd - policy-score term == E[R grad log P_theta]", maxabs(extra, coupled.kernel_score_gradient(th0)), 1e-14)
-    check("parametrised kernel: E[R grad log P_theta] == kappa (w(a,s) - W(a) P(s|a)) (softmax closed form)", maxabs(extra, _kernel_term_closed_form(coupled, th0)), 1e-14)
+    check("parametrised kernel: E[R grad log P_theta] == kappa (w(a,x') - W(a) P(x'|a)) (softmax closed form)", maxabs(extra, _kernel_term_closed_form(coupled, th0)), 1e-14)
 
 
 def _conditional_score_means(lm: TinyLM, theta: torch.Tensor) -> float:
@@ -295,12 +295,12 @@ def _conditional_score_means(lm: TinyLM, theta: torch.Tensor) -> float:
 
 
 def _kernel_term_closed_form(mdp: TwoStepMDP, theta: torch.Tensor) -> torch.Tensor:
-    r""":math:`\mathbb{E}[R\,
-abla\log P_	heta(s \mid a)]` from the softmax score of the kernel, no autograd.
+    r""":math:`\mathbb{E}[R\,\nabla\log P_\theta(x' \mid a)]` from the softmax score of the kernel, no autograd.
 
-    :math:`\partial \log P(s \mid a) / \partial 	heta^{(2)}_{m, a'} = \kappa\, [a = a'] ([s = m] - P(m \mid a))`, so the
-    :math:`(m, a)` entry is :math:`\kappa\,(w(a, m) - W(a) P(m \mid a))` with :math:`w(a, s) = \sum_c p(a, s, c) R(a, s, c)`
-    and :math:`W(a) = \sum_s w(a, s)`; the first-step block is zero.
+    :math:`\partial \log P(x' \mid a) / \partial \theta^{(2)}_{m, a''} = \kappa\, [a = a''] ([x' = m] - P(m \mid a))`,
+    so the :math:`(m, a)` entry is :math:`\kappa\,(w(a, m) - W(a) P(m \mid a))` with
+    :math:`w(a, x') = \sum_b p(a, x', b) R(a, x', b)` and :math:`W(a) = \sum_{x'} w(a, x')`;
+    the first-step block is zero.
     """
     w = (mdp.trajectory_probs(theta) * mdp.reward).sum(2)  # [K, M]
     P = mdp.log_kernel(theta).exp()  # [K, M]
