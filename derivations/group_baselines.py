@@ -614,7 +614,6 @@ def grpo_weight_closed_forms(G_values: Sequence[int] = (2, 3, 4, 5), std: str = 
         f"The GRPO weight in closed form ({std} std)",
         assumptions=[
             r"$\omega(p, G) = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k} \Delta_k$, $\Delta_k = a(1, k) - a(0, k)$",
-
             r"$a(r, k)$: the std-normalised advantage of reward $r$ among $k$ other successes",
         ],
         unfold=unfold,

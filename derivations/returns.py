@@ -30,7 +30,6 @@ generalised advantage estimate and the λ-return are
 
 A terminal step also cuts the trace, and :math:`A_t = R^\lambda_{\ge t} - V_t`.
 
-
 References
 ----------
 J. Schulman, P. Moritz, S. Levine, M. Jordan, P. Abbeel, "High-dimensional

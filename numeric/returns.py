@@ -289,7 +289,6 @@ def cross_checks() -> None:
     dense = lm.probs(theta) @ (reward_to_go(r, gamma)[:, :, None] * token_score_tensor(lm, theta)).sum(1)
     check("E[sum_t R_{>=t} s_t] (per-prefix sums) == dense sum over responses and tokens", maxabs(dropped, dense), 1e-14)
 
-
     # GAE with the exact value function is unbiased for every lambda
     done = (torch.arange(lm.L)[None, :] >= lm.lengths[:, None] - 1).expand(lm.N, lm.L)
     for g in (1.0, gamma):
