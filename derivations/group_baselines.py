@@ -44,8 +44,6 @@ from .proofs import at_values, evaluated_by
 
 __all__ = [
     "GRAD_J",
-    "OthersSucceed",
-    "OthersSucceedProbability",
     "GRAD_P",
     "binary_group_variance",
     "equal_rewards_vanish",

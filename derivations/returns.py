@@ -49,8 +49,6 @@ from .derivation import Derivation
 from .iid_groups import Expect
 
 __all__ = [
-    "Indicator",
-    "LambdaReturn",
     "discounted_objective_weights",
     "dropping_discount_turns_gradient",
     "gae_is_lambda_return_minus_value",
