@@ -173,7 +173,7 @@ def rloo_is_scaled_centred() -> Derivation:
 
 
 def equal_rewards_vanish() -> Derivation:
-    r"""When every answer gets the same reward :math:`c`, every group advantage is zero.
+    r"""When every answer gets the same reward, :math:`R_j = R_1` for every :math:`j`, every group advantage is zero.
 
     Leave-one-out, centred and std-normalised advantages (with :math:`\varepsilon > 0`):
     no answer is better than another, so there is no signal.
@@ -187,20 +187,21 @@ def equal_rewards_vanish() -> Derivation:
     """
     grp = _group()
     j, G = grp.j, grp.G
-    c = sp.Symbol("c", real=True)
+    c = sp.Symbol("R_1", real=True)  # the common reward: every answer gets answer 1's
     eps = sp.Symbol("varepsilon", positive=True)
     const_sum = sp.Sum(c, (j, 1, G))
     mean = const_sum / G
     std = sp.sqrt(sp.Sum((c - mean) ** 2, (j, 1, G)) / G)
     d = Derivation(
         "Equal rewards give zero advantages",
-        assumptions=[r"$R_j = c$ for every answer $j$", r"$\varepsilon > 0$"],
+        assumptions=[r"$R_j = R_1$ for every answer $j$", r"$\varepsilon > 0$"],
     )
     d.step(c - (const_sum - c) / (G - 1), c - (G * c - c) / (G - 1), r"leave-one-out: a sum of $G$ equal terms")
     d.then(sp.Integer(0), "algebra")
-    d.step(c - mean, c - G * c / G, r"centred: a sum of $G$ equal terms")
+    d.step(c - mean, c - sp.Mul(G * c, sp.Pow(G, -1, evaluate=False), evaluate=False), r"centred: a sum of $G$ equal terms")
     d.then(sp.Integer(0), "algebra")
-    d.step((c - mean) / (std + eps), sp.Integer(0) / (sp.sqrt(sp.Sum(0, (j, 1, G)) / G) + eps), r"std-normalised: $c - \bar R = 0$")
+    zero_over = sp.Mul(0, sp.Pow(sp.sqrt(sp.Sum(0, (j, 1, G)) / G) + eps, -1, evaluate=False), evaluate=False)
+    d.step((c - mean) / (std + eps), zero_over, r"std-normalised: $R_1 - \bar R = 0$ in every term")
     d.then(sp.Integer(0), r"$0 / \varepsilon = 0$")
     return d
 
