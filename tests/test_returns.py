@@ -71,7 +71,10 @@ def test_reward_to_go_keeps_the_present_reward_and_drops_only_the_past():
         d = dr.reward_to_go_unbiased(T)
         assert d.verify().verified
         both = ((u, 0, T - 1), (t, 0, T - 1))
-        kept = lambda cond: sp.Sum(dr.Indicator(cond) * pair, *both)  # noqa: E731
+
+        def kept(cond, both=both):
+            return sp.Sum(dr.Indicator(cond) * pair, *both)
+
         with pytest.raises(DerivationError, match="step 2 "):
             d.replaced(1, kept(u > t) + kept(u < t)).verify()
         for wrong in (kept(u > t), kept(u <= t)):
