@@ -17,8 +17,8 @@ group size :math:`G` with the i.i.d. group algebra of
 RLOO advantages are :math:`\frac{G}{G-1}` times the centred ones, and every
 advantage vanishes when the group's rewards are equal.  For a binary reward
 with success probability :math:`p`, the std-normalised (GRPO) advantage has
-expected update :math:`w(p, G)\, \nabla_\theta p`; :func:`grpo_weight` gives
-:math:`w` in closed form for each :math:`G`.
+expected update :math:`\omega(p, G)\, \nabla_\theta p`; :func:`grpo_weight` gives
+the GRPO weight :math:`\omega` in closed form for each :math:`G`.
 
 References
 ----------
@@ -173,7 +173,7 @@ def rloo_is_scaled_centred() -> Derivation:
 
 
 def equal_rewards_vanish() -> Derivation:
-    r"""When every answer gets the same reward :math:`c`, every group advantage is zero.
+    r"""When every answer gets the same reward, :math:`R_j = R_1` for every :math:`j`, every group advantage is zero.
 
     Leave-one-out, centred and std-normalised advantages (with :math:`\varepsilon > 0`):
     no answer is better than another, so there is no signal.
@@ -187,20 +187,21 @@ def equal_rewards_vanish() -> Derivation:
     """
     grp = _group()
     j, G = grp.j, grp.G
-    c = sp.Symbol("c", real=True)
+    c = sp.Symbol("R_1", real=True)  # the common reward: every answer gets answer 1's
     eps = sp.Symbol("varepsilon", positive=True)
     const_sum = sp.Sum(c, (j, 1, G))
     mean = const_sum / G
     std = sp.sqrt(sp.Sum((c - mean) ** 2, (j, 1, G)) / G)
     d = Derivation(
         "Equal rewards give zero advantages",
-        assumptions=[r"$R_j = c$ for every answer $j$", r"$\varepsilon > 0$"],
+        assumptions=[r"$R_j = R_1$ for every answer $j$", r"$\varepsilon > 0$"],
     )
     d.step(c - (const_sum - c) / (G - 1), c - (G * c - c) / (G - 1), r"leave-one-out: a sum of $G$ equal terms")
     d.then(sp.Integer(0), "algebra")
-    d.step(c - mean, c - G * c / G, r"centred: a sum of $G$ equal terms")
+    d.step(c - mean, c - sp.Mul(G * c, sp.Pow(G, -1, evaluate=False), evaluate=False), r"centred: a sum of $G$ equal terms")
     d.then(sp.Integer(0), "algebra")
-    d.step((c - mean) / (std + eps), sp.Integer(0) / (sp.sqrt(sp.Sum(0, (j, 1, G)) / G) + eps), r"std-normalised: $c - \bar R = 0$")
+    zero_over = sp.Mul(0, sp.Pow(sp.sqrt(sp.Sum(0, (j, 1, G)) / G) + eps, -1, evaluate=False), evaluate=False)
+    d.step((c - mean) / (std + eps), zero_over, r"std-normalised: $R_1 - \bar R = 0$ in every term")
     d.then(sp.Integer(0), r"$0 / \varepsilon = 0$")
     return d
 
@@ -246,8 +247,41 @@ def _binomial_weight(G, k):
     return sp.binomial(G - 1, k) * P**k * (1 - P) ** (G - 1 - k)
 
 
-_K = sp.IndexedBase("K", integer=True)
-_b = sp.IndexedBase("b", nonnegative=True)  # b_k, displayed; Sum.doit() on the binomial itself runs for seconds
+class OthersSucceed(sp.Function):
+    r""":math:`S_{-i} = \sum_{j \ne i} R_j`, the number of successes among the answers other than :math:`i` (notation).
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.group_baselines import OthersSucceed
+    >>> sp.latex(OthersSucceed(sp.Symbol("i")))
+    'S_{-i}'
+    """
+
+    nargs = 1
+
+    def _latex(self, printer):
+        return "S_{-" + printer._print(self.args[0]) + "}"
+
+
+class OthersSucceedProbability(sp.Function):
+    r""":math:`\Pr[S_{-i} = k] = \binom{G-1}{k} p^k (1-p)^{G-1-k}`, displayed as a probability (its value is a premise).
+
+    Kept unevaluated on the page: ``Sum.doit()`` on the binomial itself runs for seconds.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.group_baselines import OthersSucceedProbability
+    >>> sp.latex(OthersSucceedProbability(sp.Symbol("k")))
+    '\\Pr[S_{-i} = k]'
+    """
+
+    nargs = 1
+
+    def _latex(self, printer):
+        return r"\Pr[S_{-i} = " + printer._print(self.args[0]) + "]"
+
 
 
 def _four_outcomes():
@@ -263,7 +297,7 @@ def _enumerated_at_fixed_G(lhs, rhs) -> tuple:
     r"""The displayed conditioning claim at a fixed ``G``, both sides evaluated by enumerating all :math:`4^G` outcomes.
 
     The left side's expectations are taken by :meth:`IIDGroup.brute_force`
-    with :math:`K_i = \sum_j R_j - R_i`; the right side's :math:`b_k` is the
+    with :math:`S_{-i} = \sum_j R_j - R_i`; the right side's :math:`\Pr[S_{-i} = k]` is the
     binomial weight and its single-answer moments are those of the same
     distribution (``G`` is read off the displayed sums, which now run to ``G - 1``).
     """
@@ -274,32 +308,31 @@ def _enumerated_at_fixed_G(lhs, rhs) -> tuple:
     grp = IIDGroup(("R", "s"), G=G)
     R, i = grp.R, grp.i
     outcomes, probs, p_is = _four_outcomes()
-    lhs = sp.sympify(lhs).xreplace({_K[i]: grp.total() - R[i]})
+    lhs = sp.sympify(lhs).xreplace({OthersSucceed(i): grp.total() - R[i]})
     lhs = lhs.replace(lambda e: isinstance(e, Expect) and grp._is_random(e.args[0]),
                       lambda e: grp.brute_force(e.args[0], G, outcomes, probs))
-    rhs = sp.sympify(rhs).replace(lambda e: isinstance(e, sp.Indexed) and e.base == _b,
-                                        lambda e: _binomial_weight(G, e.indices[0])).doit()
+    rhs = sp.sympify(rhs).replace(lambda e: isinstance(e, OthersSucceedProbability), lambda e: _binomial_weight(G, e.args[0])).doit()
     rhs = grp.evaluate(rhs, outcomes, probs)
     return lhs.xreplace(p_is), rhs.xreplace(p_is)
 
 
 def grpo_conditioning(G_checked: Sequence[int] = (2, 3, 4)) -> Derivation:
-    r"""A binary-reward group advantage has expected update :math:`w(p, G)\,\nabla_\theta p`.
+    r"""A binary-reward group advantage has expected update :math:`\omega(p, G)\,\nabla_\theta p`.
 
     Any advantage that depends on the rewards only through the answer's own
-    reward :math:`R_i` and the number :math:`K_i` of successes among the other
-    :math:`G-1` answers, :math:`A_i = a(R_i, K_i)`, satisfies
+    reward :math:`R_i` and the number :math:`S_{-i}` of successes among the other
+    :math:`G-1` answers, :math:`A_i = a(R_i, S_{-i})`, satisfies
 
     .. math::
 
-        \mathbb{E}[a(R_i, K_i)\, s_i] = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k}
+        \mathbb{E}[a(R_i, S_{-i})\, s_i] = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k}
         \bigl(a(1, k) - a(0, k)\bigr)\, \nabla_\theta p.
 
-    Condition on :math:`R_i` and :math:`K_i`: the other answers are independent
-    of answer :math:`i`, so :math:`K_i \sim \mathrm{Bin}(G-1, p)`.  The CAS
+    Condition on :math:`R_i` and :math:`S_{-i}`: the other answers are independent
+    of answer :math:`i`, so :math:`S_{-i} \sim \mathrm{Bin}(G-1, p)`.  The CAS
     does *not* prove that conditioning step for a symbolic :math:`G` (the
     i.i.d. group algebra takes expectations of polynomials, and
-    :math:`a(R_i, K_i)` is an arbitrary function of a count): its ``proof``
+    :math:`a(R_i, S_{-i})` is an arbitrary function of a count): its ``proof``
     checks the displayed step at each ``G`` in ``G_checked``, enumerating all
     :math:`4^G` outcomes of a group (two reward values, two score values each,
     an arbitrary function :math:`a`), and the step's reason says so.  The
@@ -320,23 +353,23 @@ def grpo_conditioning(G_checked: Sequence[int] = (2, 3, 4)) -> Derivation:
     grp = _group()
     R, s, i, G = grp.R, grp.s, grp.i, grp.G
     Rp, sp_ = grp.plain["R"], grp.plain["s"]
-    b = _b[_k]
+    b = OthersSucceedProbability(_k)
     sizes = ", ".join(map(str, G_checked))
     d = Derivation(
         "Expected update of a binary-reward group advantage",
         assumptions=[
             r"$R \in \{0, 1\}$, $p = \Pr[R = 1]$",
-            r"$A_i = a(R_i, K_i)$, $K_i = \sum_{j \ne i} R_j$",
+            r"$A_i = a(R_i, S_{-i})$, $S_{-i} = \sum_{j \ne i} R_j$",
             r"$\mathbb{1}[R = 1] = R$, $\mathbb{1}[R = 0] = 1 - R$",
-            r"$b_k = \binom{G-1}{k} p^k (1-p)^{G-1-k}$",
+            r"$\Pr[S_{-i} = k] = \binom{G-1}{k} p^k (1-p)^{G-1-k}$",
             sp.Eq(Expect(sp_), 0), sp.Eq(Expect(Rp * sp_), GRAD_P),
         ],
         unfold=grp.unfold,
     )
     d.step(
-        Expect(_a(R[i], _K[i]) * s[i]),
+        Expect(_a(R[i], OthersSucceed(i)) * s[i]),
         sp.Sum(b * (_a(1, _k) * Expect(Rp * sp_) + _a(0, _k) * Expect((1 - Rp) * sp_)), (_k, 0, G - 1)),
-        rf"condition on $R_i, K_i$; checked at $G = {sizes}$ by enumerating all $4^G$ outcomes",
+        rf"condition on $R_i, S_{{-i}}$; checked at $G = {sizes}$ by enumerating all $4^G$ outcomes",
         proof=at_values(G, G_checked, inner=evaluated_by(r"enumerating all $4^G$ outcomes", _enumerated_at_fixed_G)),
     )
     d.then(
@@ -416,9 +449,11 @@ def zscore_advantage(rewards: Sequence[sp.Expr | float], std: str = "population"
 
 @cache
 def grpo_weight_coefficients(G: int, std: str = "population") -> tuple[sp.Expr, ...]:
-    r"""Bernstein coefficients :math:`c_k = \binom{G-1}{k}\bigl(a(1,k) - a(0,k)\bigr)` of :math:`w(p, G)`, :math:`k = 0..G-1`.
+    r"""Bernstein coefficients :math:`\binom{G-1}{k}\Delta_k` of :math:`\omega(p, G)`, :math:`k = 0, \dots, G-1`.
 
-    :math:`w(p, G) = \sum_k c_k\, p^k (1-p)^{G-1-k}`, with :math:`a(r, k)` from
+    :math:`\omega(p, G) = \sum_k \binom{G-1}{k}\Delta_k\, p^k (1-p)^{G-1-k}` with
+    :math:`\Delta_k = a(1, k) - a(0, k)`, the advantage a success gets over a
+    failure when :math:`k` of the other answers succeed, and :math:`a(r, k)` from
     :func:`zscore_advantage` (exact radicals).
 
     Examples
@@ -438,22 +473,23 @@ def grpo_weight_coefficients(G: int, std: str = "population") -> tuple[sp.Expr, 
 
 
 def _weight_terms(G: int, std: str) -> list[sp.Expr]:
-    """c_k p^k (1 - p)^(G-1-k) for k = 0..G-1."""
+    """binom(G-1, k) Delta_k p^k (1 - p)^(G-1-k) for k = 0..G-1."""
     return [c * P**k * (1 - P) ** (G - 1 - k) for k, c in enumerate(grpo_weight_coefficients(G, std))]
 
 
 @cache
 def grpo_weight(G: int, std: str = "population") -> sp.Expr:
-    r"""Closed form of :math:`w(p, G)`: the GRPO expected update is :math:`w(p, G)\, \nabla_\theta p`.
+    r"""Closed form of the GRPO weight :math:`\omega(p, G)`: the GRPO expected update is :math:`\omega(p, G)\, \nabla_\theta p`.
 
     .. math::
 
-        w(p, G) = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k}\bigl(a(1, k) - a(0, k)\bigr),
+        \omega(p, G) = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k}\,\Delta_k, \qquad
+        \Delta_k = a(1, k) - a(0, k),
 
     with :math:`a(r, k)` the std-normalised advantage (:func:`zscore_advantage`)
     of an answer with reward :math:`r` among :math:`k` other successes.  The CAS
     computes each :math:`a(r, k)` from the definition; for the population std
-    this gives :math:`a(1,k) - a(0,k) = \sqrt{\tfrac{G-1-k}{k+1}} + \sqrt{\tfrac{k}{G-k}}`.
+    this gives :math:`\Delta_k = \sqrt{\tfrac{G-1-k}{k+1}} + \sqrt{\tfrac{k}{G-k}}`.
 
     Parameters
     ----------
@@ -546,11 +582,11 @@ def _reward_patterns(G: int, std: str):
 
 
 def grpo_weight_closed_forms(G_values: Sequence[int] = (2, 3, 4, 5), std: str = "population") -> Derivation:
-    r"""The GRPO weight :math:`w(p, G)` in closed form for each ``G`` in ``G_values``, simplified and labelled.
+    r"""The GRPO weight :math:`\omega(p, G)` in closed form for each ``G`` in ``G_values``, simplified and labelled.
 
-    :math:`w` is symmetric under :math:`p \leftrightarrow 1 - p` (a success
+    :math:`\omega` is symmetric under :math:`p \leftrightarrow 1 - p` (a success
     and a failure are mirror images), so it is a polynomial in
-    :math:`p(1-p)`, with constant term :math:`w(0, G) = \sqrt{G - 1}` for the
+    :math:`p(1-p)`, with constant term :math:`\omega(0, G) = \sqrt{G - 1}` for the
     population std.  Each step's left side unfolds into the Bernstein sum of
     :func:`grpo_weight` (each :math:`a(r, k)` computed from the definition);
     the right side is that polynomial written in powers of :math:`p(1-p)`.
@@ -562,11 +598,11 @@ def grpo_weight_closed_forms(G_values: Sequence[int] = (2, 3, 4, 5), std: str = 
     >>> [st.rhs for st in d.steps][:2]
     [1, sqrt(2)]
     >>> d.steps[2].lhs, d.steps[2].rhs
-    (w(p, 4), p*(1 - p)*(3 - 2*sqrt(3)) + sqrt(3))
+    (omega(p, 4), p*(1 - p)*(3 - 2*sqrt(3)) + sqrt(3))
     """
     _require_std(std)
     G_values = _group_sizes("G_values", G_values)
-    w = sp.Function("w")
+    w = sp.Function("omega")  # the GRPO weight ω(p, G)
 
     def unfold(expr):
         return sp.sympify(expr).replace(
@@ -576,13 +612,13 @@ def grpo_weight_closed_forms(G_values: Sequence[int] = (2, 3, 4, 5), std: str = 
     d = Derivation(
         f"The GRPO weight in closed form ({std} std)",
         assumptions=[
-            r"$w(p, G) = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k} \bigl(a(1, k) - a(0, k)\bigr)$",
+            r"$\omega(p, G) = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k} \Delta_k$, $\Delta_k = a(1, k) - a(0, k)$",
             r"$a(r, k)$: the std-normalised advantage of reward $r$ among $k$ other successes",
         ],
         unfold=unfold,
     )
     for n, G in enumerate(G_values):
-        reason = r"$a(1, k) - a(0, k)$ from the definition; powers of $p(1-p)$" if n == 0 else rf"the same at $G = {G}$"
+        reason = r"$\Delta_k = a(1, k) - a(0, k)$ from the definition; powers of $p(1-p)$" if n == 0 else rf"the same at $G = {G}$"
         d.step(w(P, G), _in_powers_of_variance(grpo_weight(G, std)), reason)
     return d
 

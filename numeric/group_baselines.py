@@ -434,11 +434,11 @@ def grpo_weight(p: np.ndarray, G: int, std: str = ...) -> np.ndarray: ...
 
 
 def grpo_weight(p: float | np.ndarray, G: int, std: str = "population") -> float | np.ndarray:
-    r"""The GRPO weight :math:`w(p, G)` from the closed form of :func:`derivations.group_baselines.grpo_weight`.
+    r"""The GRPO weight :math:`\omega(p, G)` from the closed form of :func:`derivations.group_baselines.grpo_weight`.
 
     For a binary reward with success probability :math:`p`, the std-normalised
     advantage (with :math:`\varepsilon \to 0`) has expected update
-    :math:`\mathbb{E}[A_i s_i] = w(p, G)\, \nabla_\theta p`.  The CAS's exact
+    :math:`\mathbb{E}[A_i s_i] = \omega(p, G)\, \nabla_\theta p`.  The CAS's exact
     coefficients (:func:`derivations.group_baselines.grpo_weight_coefficients`)
     are rounded to fp64 once and the Bernstein sum is evaluated vectorised.
 
@@ -473,12 +473,12 @@ def grpo_weight(p: float | np.ndarray, G: int, std: str = "population") -> float
 
 
 def binary_reward_weight(p: float, G: int, advantages: Advantages) -> float:
-    r"""The weight :math:`w` in :math:`\mathbb{E}[A_i s_i] = w\, \nabla_\theta p` for a binary reward, any :math:`G`.
+    r"""The weight :math:`\omega` in :math:`\mathbb{E}[A_i s_i] = \omega\, \nabla_\theta p` for a binary reward, any :math:`G`.
 
-    Every group advantage of a binary reward is a function :math:`a(R_i, K_i)`
+    Every group advantage of a binary reward is a function :math:`a(R_i, S_{-i})`
     of the answer's reward and the successes among the others
     (:func:`derivations.group_baselines.grpo_conditioning`), so
-    :math:`w = \mathbb{E}[A_1 \mid R_1 = 1] - \mathbb{E}[A_1 \mid R_1 = 0]`,
+    :math:`\omega = \mathbb{E}[A_1 \mid R_1 = 1] - \mathbb{E}[A_1 \mid R_1 = 0]`,
     computed by :func:`group_advantage_weights`.  For the std-normalised
     advantage with ``eps=0`` this is :func:`grpo_weight` at every :math:`G`.
 
@@ -547,16 +547,16 @@ def cross_checks() -> None:
     )
     check("count reward (5 values): leave-one-out unbiased and mean (G-1)/G grad J at G = 4, 16 (convolution)", worst_count, 1e-14)
 
-    # GRPO: E[A s] = w(p, G) grad p, closed forms lambdified from the CAS
+    # GRPO: E[A s] = omega(p, G) grad p, closed forms lambdified from the CAS
     p = float(lm.probs(theta) @ R)
     for std in ("population", "bessel"):
         worst = 0.0
         for G in range(2, 17):
             est = partial(group_zscore_advantages, eps=0.0, std=std)
             worst = max(worst, maxabs(exact_group_gradient(lm, theta, R, G, est), grpo_weight(p, G, std) * g))
-        check(f"GRPO ({std} std): E[A s] = w(p, G) grad p for G = 2..16", worst, 1e-14)
+        check(f"GRPO ({std} std): E[A s] = omega(p, G) grad p for G = 2..16", worst, 1e-14)
     ratio = max(abs(grpo_weight(q, G, "bessel") - math.sqrt((G - 1) / G) * grpo_weight(q, G)) for G in range(2, 17) for q in (0.1, 0.5, 0.9))
-    check("GRPO: Bessel w = sqrt((G-1)/G) * population w", ratio, 1e-14)
+    check("GRPO: Bessel omega = sqrt((G-1)/G) * population omega", ratio, 1e-14)
 
     # batched helpers against each other and a naive loop
     gen = torch.Generator().manual_seed(0)

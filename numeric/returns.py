@@ -15,7 +15,7 @@ entry of the array always ends the recursion.
 The suite ``returns`` checks them on the enumerated toy LM with a per-token
 reward: both the full-return and the reward-to-go estimator are unbiased with
 exact trace variances, the discounted objective's gradient is
-:math:`\mathbb{E}[\sum_t \gamma^t G^\gamma_t s_t]`, and GAE with the exact
+:math:`\mathbb{E}[\sum_t \gamma^t R^\gamma_{\ge t} s_t]`, and GAE with the exact
 value function is unbiased for every :math:`\lambda`.
 """
 
@@ -49,7 +49,7 @@ def _series(name: str, x: Array) -> tuple[torch.Tensor, str]:
 
 
 def _backward_scan(x: torch.Tensor, carry: torch.Tensor) -> torch.Tensor:
-    r""":math:`y_t = x_t + \text{carry}_t\, y_{t+1}`, :math:`y_{T+1} = 0`, over the last dimension."""
+    r""":math:`y_t = x_t + \text{carry}_t\, y_{t+1}`, :math:`y_T = 0` (positions :math:`0, \dots, T-1`), over the last dimension."""
     out = torch.empty_like(x)
     running = torch.zeros_like(x[..., 0])
     for t in reversed(range(x.shape[-1])):
@@ -59,9 +59,9 @@ def _backward_scan(x: torch.Tensor, carry: torch.Tensor) -> torch.Tensor:
 
 
 def reward_to_go(rewards: ArrayT, gamma: float = 1.0) -> ArrayT:
-    r"""Discounted reward-to-go :math:`G^\gamma_t = \sum_{u \ge t} \gamma^{u-t} r_u`.
+    r"""Discounted reward-to-go :math:`R^\gamma_{\ge t} = \sum_{u = t}^{T-1} \gamma^{u-t} R_u`, steps :math:`t = 0, \dots, T-1`.
 
-    Backward: :math:`G_t = r_t + \gamma G_{t+1}`, :math:`G_{T+1} = 0`.
+    Backward: :math:`R^\gamma_{\ge t} = R_t + \gamma R^\gamma_{\ge t+1}`, :math:`R^\gamma_{\ge T} = 0`.
 
     Parameters
     ----------
@@ -88,16 +88,16 @@ def reward_to_go(rewards: ArrayT, gamma: float = 1.0) -> ArrayT:
 
 
 def discounted_score_weights(rewards: ArrayT, gamma: float) -> ArrayT:
-    r"""Weights :math:`\gamma^t G^\gamma_t` of the token scores in the gradient of the literal discounted objective.
+    r"""Weights :math:`\gamma^t R^\gamma_{\ge t}` of the token scores in the gradient of the literal discounted objective.
 
     .. math::
 
-        \nabla_\theta\, \mathbb{E}\Bigl[\sum_t \gamma^t r_t\Bigr]
-        = \mathbb{E}\Bigl[\sum_t \gamma^t G^\gamma_t\, s_t\Bigr],
-        \qquad t = 0, 1, \dots
+        \nabla_\theta\, \mathbb{E}\Bigl[\sum_t \gamma^t R_t\Bigr]
+        = \mathbb{E}\Bigl[\sum_t \gamma^t R^\gamma_{\ge t}\, s_t\Bigr],
+        \qquad t = 0, 1, \dots, T - 1
 
     (:func:`derivations.returns.discounted_objective_weights`).  Weighting by
-    :math:`G^\gamma_t` alone optimises something else and turns the gradient.
+    :math:`R^\gamma_{\ge t}` alone optimises something else and turns the gradient.
 
     Examples
     --------
@@ -140,12 +140,12 @@ def gae_advantages(
 
     .. math::
 
-        \delta_t = r_t + \gamma (1 - d_t) V'_t - V_t,
+        \delta_t = R_t + \gamma (1 - d_t) V'_t - V_t,
         \qquad
         A_t = \delta_t + \gamma \lambda (1 - c_t) A_{t+1},
 
     :math:`d_t` = ``terminated[t]``, :math:`c_t` = ``trace_cut[t]``, and the
-    recursion starts from :math:`A_{T+1} = 0`.  At a time limit followed by
+    recursion starts from :math:`A_T = 0` (steps :math:`t = 0, \dots, T-1`).  At a time limit followed by
     ``reset()`` or at the end of a buffer that cuts an episode, set
     ``terminated=False, trace_cut=True``: the target bootstraps from
     :math:`V'_t`, and nothing from the next entry leaks back.
@@ -190,10 +190,10 @@ def lambda_returns(rewards: ArrayT, next_value: Array, terminated: Array, trace_
 
     .. math::
 
-        G^\lambda_t = r_t + \gamma (1 - d_t)\bigl[V'_t + \lambda (1 - c_t)\bigl(G^\lambda_{t+1} - V'_t\bigr)\bigr].
+        R^\lambda_{\ge t} = R_t + \gamma (1 - d_t)\bigl[V'_t + \lambda (1 - c_t)\bigl(R^\lambda_{\ge t+1} - V'_t\bigr)\bigr].
 
-    Without flags this is :math:`r_t + \gamma\bigl((1-\lambda) V_{t+1} + \lambda G^\lambda_{t+1}\bigr)`;
-    :func:`gae_advantages` is :math:`G^\lambda_t - V_t` whenever
+    Without flags this is :math:`R_t + \gamma\bigl((1-\lambda) V_{t+1} + \lambda R^\lambda_{\ge t+1}\bigr)`;
+    :func:`gae_advantages` is :math:`R^\lambda_{\ge t} - V_t` whenever
     ``next_value[t] == value[t+1]`` inside a trajectory
     (:func:`derivations.returns.gae_is_lambda_return_minus_value`).
 
@@ -207,7 +207,7 @@ def lambda_returns(rewards: ArrayT, next_value: Array, terminated: Array, trace_
     [  1.71   2.8  100.  ]
     """
     r, nv, d, c, gamma, lam, kind = _flagged_inputs(rewards, next_value, terminated, trace_cut, gamma, lam)
-    # G_t = [r_t + g(1-d)(1 - lam(1-c)) V'_t] + g lam (1-d)(1-c) G_{t+1}
+    # R^lam_{>=t} = [R_t + g(1-d)(1 - lam(1-c)) V'_t] + g lam (1-d)(1-c) R^lam_{>=t+1}
     x = r + gamma * (1 - d) * (1 - lam * (1 - c)) * nv
     return like(kind, _backward_scan(x, gamma * lam * (1 - d) * (1 - c)).to(_dtype(rewards)))
 
@@ -216,19 +216,19 @@ def lambda_returns(rewards: ArrayT, next_value: Array, terminated: Array, trace_
 
 
 def _token_rewards(lm: TinyLM) -> torch.Tensor:
-    """Per-token reward r_t = 1[o_t == 1] (0 on padding)."""
+    """Per-token reward R_t = 1[o_t == 1] (0 on padding)."""
     return (lm.tokens == 1).to(torch.float64) * lm.mask
 
 
 def _objective_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, gamma: float) -> torch.Tensor:
-    """Autograd of J = sum_o pi(o) sum_t gamma^t r_t(o): the definition, no estimator."""
+    """Autograd of J = sum_o pi(o) sum_t gamma^t R_t(o): the definition, no estimator."""
     th = theta.detach().clone().requires_grad_(True)
     returns = (rewards * gamma ** torch.arange(lm.L, dtype=torch.float64)).sum(1)
     return torch.autograd.grad(lm.probs(th) @ returns, th)[0]
 
 
 def _exact_values(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, gamma: float):
-    r"""``[N, L]`` :math:`V(o_{<t}) = \mathbb{E}[G^\gamma_t \mid o_{<t}]` and the next values :math:`V(o_{\le t})` (0 at the end)."""
+    r"""``[N, L]`` :math:`V(o_{<t}) = \mathbb{E}[R^\gamma_{\ge t} \mid o_{<t}]` and the next values :math:`V(o_{\le t})` (0 at the end)."""
     p = lm.probs(theta.detach())
     G = reward_to_go(rewards, gamma)
     rows = lm.prefix_rows.reshape(-1)
@@ -255,7 +255,7 @@ def _naive_gae(r, v, nv, d, c, gamma, lam):
 
 @suite("returns")
 def cross_checks() -> None:
-    """Reward-to-go, discounting and GAE on TinyLM(V=4, L=4, seed=0) with r_t = 1[o_t == 1]."""
+    """Reward-to-go, discounting and GAE on TinyLM(V=4, L=4, seed=0) with R_t = 1[o_t == 1]."""
     lm = TinyLM(V=4, L=4, seed=0)
     theta = lm.theta0
     r = _token_rewards(lm)
@@ -265,7 +265,7 @@ def cross_checks() -> None:
     full = score_estimator_moments(lm, theta, r.sum(1))
     rtg = score_estimator_moments(lm, theta, reward_to_go(r))
     check("full-return estimator unbiased", maxabs(full.mean, gJ), 1e-14)
-    check("reward-to-go estimator unbiased (dropped terms E[s_t r_u], u < t, vanish)", maxabs(rtg.mean, gJ), 1e-14)
+    check("reward-to-go estimator unbiased (dropped terms E[s_t R_u], u < t, vanish)", maxabs(rtg.mean, gJ), 1e-14)
     check("reward-to-go trace variance / full-return trace variance < 1", rtg.variance / full.variance, 1.0)
     T = token_score_tensor(lm, theta)
     p = lm.probs(theta)
@@ -282,12 +282,12 @@ def cross_checks() -> None:
     gJ_gamma = _objective_gradient(lm, theta, r, gamma)
     literal = expected_score_sum(lm, theta, discounted_score_weights(r, gamma))
     dropped = expected_score_sum(lm, theta, reward_to_go(r, gamma))
-    check("literal discounted objective: gradient == E[sum_t gamma^t G_t s_t]", maxabs(literal, gJ_gamma), 1e-14)
+    check("literal discounted objective: gradient == E[sum_t gamma^t R_{>=t} s_t]", maxabs(literal, gJ_gamma), 1e-14)
     depth = torch.tensor([len(h) for h in lm.prefixes()], dtype=torch.float64)  # each prefix owns its block of theta
     per_block = (gamma**depth)[:, None] * dropped.view(lm.n_prefixes, lm.V)
     check("dropping gamma^t scales each depth-t block by 1/gamma^t: literal == gamma^depth(h) * dropped, block by block", maxabs(literal, per_block.reshape(-1)), 1e-14)
     dense = lm.probs(theta) @ (reward_to_go(r, gamma)[:, :, None] * token_score_tensor(lm, theta)).sum(1)
-    check("E[sum_t G_t s_t] (per-prefix sums) == dense sum over responses and tokens", maxabs(dropped, dense), 1e-14)
+    check("E[sum_t R_{>=t} s_t] (per-prefix sums) == dense sum over responses and tokens", maxabs(dropped, dense), 1e-14)
 
     # GAE with the exact value function is unbiased for every lambda
     done = (torch.arange(lm.L)[None, :] >= lm.lengths[:, None] - 1).expand(lm.N, lm.L)

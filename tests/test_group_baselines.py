@@ -164,7 +164,7 @@ def test_grpo_conditioning_rejects_a_swapped_reward_and_checking_nothing():
     a, k = gb._a, gb._k
     swapped = rhs.xreplace({a(1, k): a(0, k), a(0, k): a(1, k)})
     one_moment = rhs.xreplace({Expect((1 - R) * s): Expect(R * s)})
-    binomial_G = rhs.xreplace({gb._b[k]: gb._b[k] * (1 - gb.P)})  # one factor (1 - p) too many
+    binomial_G = rhs.xreplace({gb.OthersSucceedProbability(k): gb.OthersSucceedProbability(k) * (1 - gb.P)})  # one factor (1 - p) too many
     for wrong in (swapped, one_moment, binomial_G):
         assert wrong != rhs
         with pytest.raises(DerivationError, match="step 1 "):
@@ -189,11 +189,11 @@ def test_grpo_weight_derivation_rejects_the_other_std_and_a_wrong_form(G):
 
 
 def test_grpo_closed_forms_are_labelled_simplified_and_checked():
-    """w(p, 2) = 1, w(p, 3) = sqrt(2) exactly; w(p, G) -> sqrt(G - 1) at p = 0; a sign slip in w(p, 4) fails."""
+    """omega(p, 2) = 1, omega(p, 3) = sqrt(2) exactly; omega(p, G) -> sqrt(G - 1) at p = 0; a sign slip in omega(p, 4) fails."""
     from derivations import DerivationError
 
     d = gb.grpo_weight_closed_forms((2, 3, 4, 5, 6)).verify()
-    w = sp.Function("w")
+    w = sp.Function("omega")
     assert [st.lhs for st in d.steps] == [w(gb.P, G) for G in (2, 3, 4, 5, 6)]
     assert [st.rhs for st in d.steps][:2] == [1, sp.sqrt(2)]
     for st, G in zip(d.steps, (2, 3, 4, 5, 6)):

@@ -33,19 +33,22 @@ def test_past_reward_lemma_for_three_actions():
 
 
 def test_the_return_derivations_reject_a_wrong_discount_exponent():
-    """gamma^(u-t+1), gamma^t for gamma^(t-1), (gamma lambda)^u for (gamma lambda)^(u-1), (gamma lambda)^(T-t+1): each fails its step."""
+    """gamma^(t-1) (steps from 1), gamma^(u-t+1), (gamma lambda)^(u+1), (gamma lambda)^T, gamma^2 for gamma^3: each fails its step."""
     from derivations import DerivationError
 
     t, T, u = sp.symbols("t T u", integer=True)
-    r, g = sp.IndexedBase("r", real=True), sp.Symbol("gamma", positive=True)
+    R, g = sp.IndexedBase("R", real=True), sp.Symbol("gamma", positive=True)
     d = dr.discounted_objective_weights()
-    for wrong in (g ** (t - 1) * sp.Sum(g ** (u - t + 1) * r[u], (u, t, T)), g**t * sp.Sum(g ** (u - t) * r[u], (u, t, T))):
+    assert d.verify().verified
+    for wrong in (g ** (t - 1) * sp.Sum(g ** (u - t) * R[u], (u, t, T - 1)), g**t * sp.Sum(g ** (u - t + 1) * R[u], (u, t, T - 1)),
+                  g**t * sp.Sum(g ** (u - t) * R[u], (u, t, T))):
         with pytest.raises(DerivationError):
             d.replaced(0, wrong).verify()
     gl = dr.gamma * dr.lam
     delta = sp.IndexedBase("delta", real=True)
+    assert dr.gae_unrolled(3).replaced(0, sp.Add(*[gl**u * delta[u] for u in range(3)])).verify().verified
     with pytest.raises(DerivationError):
-        dr.gae_unrolled(3).replaced(0, sp.Add(*[gl**u * delta[u] for u in range(1, 4)])).verify()
+        dr.gae_unrolled(3).replaced(0, sp.Add(*[gl ** (u + 1) * delta[u] for u in range(3)])).verify()
     one = dr.one_done_for_both(3)
     with pytest.raises(DerivationError):
         one.replaced(0, one.steps[0].rhs * gl).verify()
@@ -54,19 +57,60 @@ def test_the_return_derivations_reject_a_wrong_discount_exponent():
         lam1.replaced(0, lam1.steps[0].rhs.subs(dr.gamma**3, dr.gamma**2)).verify()
 
 
-def test_reward_to_go_keeps_the_present_reward():
-    """Dropping E[r_t s_t] as if it were a past reward (G_t = sum over u > t) fails, at T = 2 and 3."""
+def test_reward_to_go_keeps_the_present_reward_and_drops_only_the_past():
+    """Each wrong region fails its step at T = 2 and 3: a split that loses the diagonal u = t, a
+    martingale step that drops the present reward (u > t kept) or keeps the past instead of the
+    future (u <= t kept), and a reward-to-go that starts at u = t + 1."""
     from derivations import DerivationError
     from derivations.iid_groups import Expect
 
+    t, u = sp.symbols("t u", integer=True, nonnegative=True)
+    R, s = sp.IndexedBase("R", real=True), sp.IndexedBase("s", real=True)
+    pair = Expect(R[u] * s[t])
     for T in (2, 3):
         d = dr.reward_to_go_unbiased(T)
-        r, s = sp.symbols(f"r_1:{T + 1}", real=True), sp.symbols(f"s_1:{T + 1}", real=True)
-        strictly_future = sp.Add(*[Expect(r[u] * s[t]) for t in range(T) for u in range(t + 1, T)])
+        assert d.verify().verified
+        both = ((u, 0, T - 1), (t, 0, T - 1))
+
+        def kept(cond, both=both):
+            return sp.Sum(dr.Indicator(cond) * pair, *both)
+
         with pytest.raises(DerivationError, match="step 2 "):
-            d.replaced(1, strictly_future).verify()
-        with pytest.raises(DerivationError, match="step 3 "):
-            d.replaced(2, sp.Add(*[Expect(s[t] * sp.Add(*r[t + 1:])) for t in range(T)])).verify()
+            d.replaced(1, kept(u > t) + kept(u < t)).verify()
+        for wrong in (kept(u > t), kept(u <= t)):
+            with pytest.raises(DerivationError, match="step 3 "):
+                d.replaced(2, wrong).verify()
+        with pytest.raises(DerivationError, match="step 4 "):
+            d.replaced(3, sp.Sum(Expect(s[t] * sp.Sum(R[u], (u, t + 1, T - 1))), (t, 0, T - 1))).verify()
+
+
+def test_indicator_is_decided_only_when_its_condition_is():
+    t, u = sp.symbols("t u", integer=True)
+    assert dr.Indicator(u >= t).func is dr.Indicator
+    assert [dr.Indicator(sp.Integer(a) >= b) for a, b in ((0, 0), (1, 0), (0, 1))] == [1, 1, 0]
+    assert dr.Indicator(u >= t).subs({u: 2, t: 3}) == 0
+    assert sp.latex(dr.Indicator(u >= t)) == r"\mathbb{1}\left[u \geq t\right]"
+
+
+def test_the_derived_gae_formulas_index_the_arrays_from_zero():
+    """The derivations' A_0, in step 0's symbols R_0, V_0, V'_0, is position 0 of the batched helpers' arrays.
+
+    A derivation that counted from 1 would leave R_T or V'_T unsubstituted (float() raises), one
+    with a shifted discount would give another number.
+    """
+    rng = np.random.default_rng(3)
+    T, g, l = 4, 0.9, 0.7
+    R, V = rng.normal(size=T), rng.normal(size=T)
+    Vn = np.append(V[1:], rng.normal())
+    cut = np.zeros(T, bool)
+    cut[-1] = True
+    values = {dr.gamma: g, dr.lam: l}
+    for t in range(T):
+        values |= {sp.IndexedBase("R", real=True)[t]: R[t], sp.IndexedBase("V", real=True)[t]: V[t], sp.IndexedBase("V'", real=True)[t]: Vn[t]}
+    unrolled = dr.gae_unrolled(T).steps[0].lhs
+    assert abs(float(unrolled.subs(values)) - gae_advantages(R, V, Vn, np.zeros(T, bool), cut, g, l)[0]) < 1e-13
+    one = dr.gae_lambda_one(T).rhs
+    assert abs(float(one.subs(values)) - (reward_to_go(R, g)[0] + g**T * Vn[-1] - V[0])) < 1e-13
 
 
 @pytest.mark.parametrize("T", [1, 3, 4])
@@ -102,7 +146,7 @@ def _trajectory(T=5, seed=0):
 
 
 def test_one_done_bias_matches_the_derivation():
-    """Numbers against the derived bias -(gamma lambda)^(T-t) gamma V'_T, lambdified at each t."""
+    """Numbers against the derived bias -(gamma lambda)^(T-1-t) gamma V'_{T-1} at each step t (A_0 of the last T - t steps)."""
     T, gamma, lam = 5, 0.9, 0.7
     r, V, Vn = _trajectory(T)
     cut = np.zeros(T, bool)
@@ -111,7 +155,7 @@ def test_one_done_bias_matches_the_derivation():
     one_done = gae_advantages(r, V, Vn, cut, cut, gamma, lam)
     for t in range(T):
         bias = dr.one_done_for_both(T - t).rhs
-        value = float(bias.subs({dr.gamma: gamma, dr.lam: lam, sp.IndexedBase("V'", real=True)[T - t]: Vn[-1]}))
+        value = float(bias.subs({dr.gamma: gamma, dr.lam: lam, sp.IndexedBase("V'", real=True)[T - t - 1]: Vn[-1]}))
         assert abs((one_done - right)[t] - value) < 1e-14
 
 
@@ -131,7 +175,7 @@ def test_trace_cut_stops_leakage_from_the_next_episode():
 
 
 def test_buffer_boundary_bootstraps():
-    """Case II: the last record of a chunk is not terminal; its target uses V'_T."""
+    """Case II: the last record of a chunk is not terminal; its target uses V'_{T-1}."""
     r, V, Vn = _trajectory(4)
     flags = np.array([False, False, False, True])
     a = gae_advantages(r, V, Vn, np.zeros(4, bool), flags, 0.9, 0.5)
