@@ -20,12 +20,12 @@ the λ-return are
 .. math::
 
     \delta_t = r_t + \gamma (1 - d_t) V'_t - V_t, \qquad
-    A_t = \delta_t + \gamma\lambda (1 - c_t) A_{t+1}, \qquad
-    G^\lambda_t = r_t + \gamma(1 - d_t)\bigl[V'_t + \lambda (1 - c_t)(G^\lambda_{t+1} - V'_t)\bigr],
+    A_t = \delta_t + \gamma\lambda (1 - \chi_t) A_{t+1}, \qquad
+    G^\lambda_t = r_t + \gamma(1 - d_t)\bigl[V'_t + \lambda (1 - \chi_t)(G^\lambda_{t+1} - V'_t)\bigr],
 
 with :math:`V'_t` the value of the observation after step :math:`t`, and two
 flags: :math:`d_t` = ``terminated`` (there is no continuation: do not
-bootstrap) and :math:`c_t` = ``trace_cut`` (the next entry of the array does
+bootstrap) and :math:`\chi_t` = ``trace_cut`` (the next entry of the array does
 not continue this trajectory: stop the backward recursion).  A terminal step
 also cuts the trace.  :math:`A_t = G^\lambda_t - V_t`.
 
@@ -265,7 +265,7 @@ def dropping_discount_turns_gradient() -> Derivation:
 
 _t = sp.Symbol("t", integer=True)
 _r, _V, _Vn, _A, _Gl, _delta = (sp.IndexedBase(n, real=True) for n in ("r", "V", "V'", "A", "G^{\\lambda}", "delta"))
-_d, _c = (sp.IndexedBase(n) for n in ("d", "c"))
+_d, _c = (sp.IndexedBase(n) for n in ("d", r"\chi"))   # _c: the trace cut chi_t
 
 
 def _td_error(t, terminated=0):
@@ -275,9 +275,9 @@ def _td_error(t, terminated=0):
 def gae_is_lambda_return_minus_value() -> Derivation:
     r"""GAE is the λ-return minus the value: :math:`A_t = G^\lambda_t - V_t`, by backward induction.
 
-    Two cases.  *Trace cut* (:math:`c_t = 1`): both recursions stop, and
+    Two cases.  *Trace cut* (:math:`\chi_t = 1`): both recursions stop, and
     :math:`G^\lambda_t - V_t = r_t + \gamma(1 - d_t)V'_t - V_t = \delta_t = A_t`.
-    *No cut* (:math:`c_t = 0`, hence :math:`d_t = 0`, and the next entry
+    *No cut* (:math:`\chi_t = 0`, hence :math:`d_t = 0`, and the next entry
     continues the trajectory, :math:`V'_t = V_{t+1}`): assume
     :math:`A_{t+1} = G^\lambda_{t+1} - V_{t+1}`.
 
@@ -292,8 +292,8 @@ def gae_is_lambda_return_minus_value() -> Derivation:
     d = Derivation(
         "GAE is the λ-return minus the value",
         assumptions=[
-            sp.Eq(_delta[t], _td_error(t, _d[t])), r"$A_t = \delta_t + \gamma\lambda(1 - c_t)A_{t+1}$",
-            r"$d_t = 1 \Rightarrow c_t = 1$ (a terminal step ends the trace)",
+            sp.Eq(_delta[t], _td_error(t, _d[t])), r"$A_t = \delta_t + \gamma\lambda(1 - \chi_t)A_{t+1}$",
+            r"$d_t = 1 \Rightarrow \chi_t = 1$ (a terminal step ends the trace)",
             r"without a cut the next entry continues the trajectory: $V'_t = V_{t+1}$",
             r"induction:", sp.Eq(_Gl[t + 1], _A[t + 1] + _V[t + 1]),
         ],
@@ -301,11 +301,11 @@ def gae_is_lambda_return_minus_value() -> Derivation:
     lambda_return = _r[t] + gamma * (1 - _d[t]) * (_Vn[t] + lam * (1 - _c[t]) * (_Gl[t + 1] - _Vn[t]))
     regrouped = _delta[t] + gamma * lam * (1 - _d[t]) * (1 - _c[t]) * (_Gl[t + 1] - _Vn[t])
     d.step(lambda_return - _V[t], regrouped, "regroup", facts={_delta[t]: _td_error(t, _d[t])})
-    d.step(regrouped, _delta[t], r"$c_t = 1$", given=(sp.Eq(_c[t], 1),))
+    d.step(regrouped, _delta[t], r"$\chi_t = 1$", given=(sp.Eq(_c[t], 1),))
     d.step(
         regrouped,
         _delta[t] + gamma * lam * (_Gl[t + 1] - _V[t + 1]),
-        r"$c_t = 0$",
+        r"$\chi_t = 0$",
         given=(sp.Eq(_c[t], 0), sp.Eq(_d[t], 0), sp.Eq(_Vn[t], _V[t + 1])),
     )
     d.then(_delta[t] + gamma * lam * _A[t + 1], "induction", facts={_Gl[t + 1]: _A[t + 1] + _V[t + 1]})
