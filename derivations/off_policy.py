@@ -8,7 +8,7 @@ episodes; the gradient is wanted for :math:`\pi`.  For a two-turn episode
 * the **sequence ratio** is exact, :math:`\mathbb E_\mu[\rho_1\rho_2\, g] = \mathbb E_\pi[g]`
   (:func:`sequence_ratio_unbiased`);
 * **token ratios** :math:`\rho_1 A s_1 + \rho_2 A s_2` are biased by
-  :math:`\sum_{ab}\pi_1(\mu_2 - \pi_2)A s_1 + (\mu_1 - \pi_1)\pi_2 A s_2`: turn 1
+  :math:`\sum_{a,a'}\pi_1(\mu_2 - \pi_2)A s_1 + (\mu_1 - \pi_1)\pi_2 A s_2`: turn 1
   misses the future ratio, turn 2 the prefix ratio; the bias vanishes at
   :math:`\mu = \pi` (:func:`token_ratio_bias`);
 * a **constant baseline** still adds nothing, because
@@ -60,7 +60,7 @@ __all__ = [
     "unmasked_feedback_term",
 ]
 
-_a, _b, _k = sp.symbols("a b k", integer=True, positive=True)
+_a, _b, _k = sp.symbols("a a' k", integer=True, positive=True)   # _b: the second action a'
 _K = sp.Symbol("K", integer=True, positive=True)
 
 _pi1, _pi2 = sp.IndexedBase(r"\pi_1", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
@@ -79,12 +79,12 @@ def _ratios(expr):
 
 
 def _episodes(term):
-    r""":math:`\sum_{a=1}^{K}\sum_{b=1}^{K}` term, one Sum with both limits."""
+    r""":math:`\sum_{a=1}^{K}\sum_{a\'=1}^{K}` term, one Sum with both limits."""
     return sp.Sum(term, (_b, 1, _K), (_a, 1, _K))
 
 
 _ASSUME = [
-    r"two turns, $K$ actions each; $y_1 = a \sim \mu_1$, $y_2 = b \sim \mu_2(\cdot \mid a)$",
+    r"two turns, $K$ actions each; $y_1 = a \sim \mu_1$, $y_2 = a' \sim \mu_2(\cdot \mid a)$",
     r"$\pi, \mu > 0$; $\rho_1 = \pi_1/\mu_1$, $\rho_2 = \pi_2/\mu_2$",
 ]
 
@@ -92,7 +92,7 @@ _ASSUME = [
 def sequence_ratio_unbiased() -> Derivation:
     r"""The full-sequence ratio is exact: :math:`\mathbb E_\mu[\rho_1\rho_2\, g] = \mathbb E_\pi[g]`, any :math:`K`, any :math:`g`.
 
-    With :math:`g_{ab} = A_{ab}(s_1 + s_2)` this is :math:`\nabla J`, whatever the sampler.
+    With :math:`g_{aa'} = A_{aa'}(s_1 + s_2)` this is :math:`\nabla J`, whatever the sampler.
 
     Examples
     --------
@@ -101,7 +101,7 @@ def sequence_ratio_unbiased() -> Derivation:
     {'expand': 1}
     """
     g = sp.IndexedBase("g", real=True)
-    d = Derivation("The sequence ratio is unbiased under any sampler", assumptions=_ASSUME + [r"$g_{ab}$: any per-episode quantity"], unfold=_ratios)
+    d = Derivation("The sequence ratio is unbiased under any sampler", assumptions=_ASSUME + [r"$g_{aa'}$: any per-episode quantity"], unfold=_ratios)
     d.step(_episodes(_mu1[_a] * _mu2[_a, _b] * _rho1[_a] * _rho2[_a, _b] * g[_a, _b]), _episodes(_pi1[_a] * _pi2[_a, _b] * g[_a, _b]),
            r"$\mu_1\mu_2\,\rho_1\rho_2 = \pi_1\pi_2$: the sampler cancels")
     return d
@@ -117,7 +117,7 @@ r"""The arguments of :func:`token_bias_term`, in order: :math:`\pi_1, \pi_2, \mu
 
 
 def token_bias_term() -> sp.Expr:
-    r"""The token-ratio bias of one episode :math:`(a, b)`: :math:`\pi_1(\mu_2 - \pi_2)A s_1 + (\mu_1 - \pi_1)\pi_2 A s_2`.
+    r"""The token-ratio bias of one episode :math:`(a, a')`: :math:`\pi_1(\mu_2 - \pi_2)A s_1 + (\mu_1 - \pi_1)\pi_2 A s_2`.
 
     A function of the plain symbols ``\pi_1 \pi_2 \mu_1 \mu_2 A s_1 s_2`` (the
     right-hand side of :func:`token_ratio_bias`'s lemma), for ``lambdify``.
@@ -144,7 +144,7 @@ def token_ratio_bias() -> Derivation:
 
     .. math::
 
-        \sum_{a,b}\Bigl[\pi_1(\mu_2 - \pi_2) A s_1 + (\mu_1 - \pi_1)\pi_2 A s_2\Bigr],
+        \sum_{a,a'}\Bigl[\pi_1(\mu_2 - \pi_2) A s_1 + (\mu_1 - \pi_1)\pi_2 A s_2\Bigr],
 
     one coordinate of the scores at a time.  Turn 1 is weighted by the sampler's
     turn 2 (its future ratio is dropped), turn 2 by the sampler's turn 1 (its
@@ -163,7 +163,7 @@ def token_ratio_bias() -> Derivation:
                _p2: _pi2[_a, _b], _q2: _mu2[_a, _b], _r2: _rho2[_a, _b], _A: A[_a, _b], _s2: s2[_a, _b]}
     lemma = _token_bias_lemma()
     lhs, _, rhs = lemma.statement()
-    d = Derivation("Token-level ratios are biased by the dropped prefix and future ratios", assumptions=_ASSUME + [r"$s_1 = s_1(a)$, $s_2 = s_2(a, b)$: one coordinate of the scores"], unfold=_ratios)
+    d = Derivation("Token-level ratios are biased by the dropped prefix and future ratios", assumptions=_ASSUME + [r"$s_1 = s_1(a)$, $s_2 = s_2(a, a')$: one coordinate of the scores"], unfold=_ratios)
     d.step(_episodes(lhs.subs(mapping)), _episodes(rhs.subs(mapping)), "per episode (the lemma), summed",
            proof=by_lemma(lemma, mapping, termwise=True))
     d.then(sp.Integer(0), r"when the sampler is the policy, $\mu = \pi$", given=(sp.Eq(_mu1, _pi1), sp.Eq(_mu2, _pi2)))
@@ -287,10 +287,10 @@ def turn1_decomposition(K: int = 3) -> Derivation:
         \mathbb E\bigl[(R - V)^2 \lVert s_1\rVert^2\bigr]
         = \mathbb E\bigl[(Q - V)^2 \lVert s_1\rVert^2\bigr] + \mathbb E\bigl[\mathrm{Var}(R \mid y_1) \lVert s_1\rVert^2\bigr],
 
-    with :math:`Q_a = \mathbb E[R \mid y_1 = a]`.  :math:`\bar R_{ab}` and
-    :math:`\overline{R^2}_{ab}` are the first two moments of :math:`R` given
-    :math:`(a, b)`, kept apart (a reward need not be binary); :math:`\nu_a = \lVert s_1(a)\rVert^2`.
-    Every sum is written out for ``K`` actions, and :math:`\sum_b \pi_2(b \mid a) = 1`
+    with :math:`Q_a = \mathbb E[R \mid y_1 = a]`.  :math:`\bar R_{aa'}` and
+    :math:`\overline{R^2}_{aa'}` are the first two moments of :math:`R` given
+    :math:`(a, a')`, kept apart (a reward need not be binary); :math:`\nu_a = \lVert s_1(a)\rVert^2`.
+    Every sum is written out for ``K`` actions, and :math:`\sum_{a'} \pi_2(a' \mid a) = 1`
     is substituted last.
 
     Examples
@@ -314,8 +314,8 @@ def turn1_decomposition(K: int = 3) -> Derivation:
 
     normalised = {pi2[i, K]: 1 - sum(pi2[i, j] for j in range(1, K)) for i in range(1, K + 1)}
     d = Derivation(f"Turn-1 second moment: credit plus turn-2 noise (K = {K})",
-                   assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = b \sim \pi_2(\cdot \mid a)$, on-policy", r"$V = \mathbb E[R]$, $Q_a = \sum_b \pi_2(b \mid a)\bar R_{ab}$",
-                                r"$\mathrm{Var}_R[a] = \sum_b \pi_2(b \mid a)\overline{R^2}_{ab} - Q_a^2$", *[sp.Eq(k_, v) for k_, v in normalised.items()]],
+                   assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = a' \sim \pi_2(\cdot \mid a)$, on-policy", r"$V = \mathbb E[R]$, $Q_a = \sum_{a'} \pi_2(a' \mid a)\bar R_{aa'}$",
+                                r"$\mathrm{Var}_R[a] = \sum_{a'} \pi_2(a' \mid a)\overline{R^2}_{aa'} - Q_a^2$", *[sp.Eq(k_, v) for k_, v in normalised.items()]],
                    unfold=unfold)
     d.step(S(pi1[a] * nu[a] * S(pi2[a, b] * (R2[a, b] - 2 * V * Rm[a, b] + V**2), b), a), S(pi1[a] * nu[a] * ((Q[a] - V) ** 2 + W[a]), a),
            r"per $a$: $\mathbb E[(R - V)^2 \mid a] = (Q_a - V)^2 + \mathrm{Var}(R \mid a)$", facts=normalised)
@@ -345,12 +345,12 @@ def martingale_orthogonality(K: int = 3) -> Derivation:
     d_ak, d_bk = sp.KroneckerDelta(a, k), sp.KroneckerDelta(b, k)
     normalised = {pi1[K]: 1 - sum(pi1[j] for j in range(1, K))} | {pi2[i, K]: 1 - sum(pi2[i, j] for j in range(1, K)) for i in range(1, K + 1)}
     d = Derivation(f"Successive scores are orthogonal in expectation (K = {K})",
-                   assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = b \sim \pi_2(\cdot \mid a)$", r"shared block: $s_1 = e_a - \pi_1$, $s_2 = e_b - \pi_2(\cdot \mid a)$",
+                   assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = a' \sim \pi_2(\cdot \mid a)$", r"shared block: $s_1 = e_a - \pi_1$, $s_2 = e_{a'} - \pi_2(\cdot \mid a)$",
                                 *[sp.Eq(k_, v) for k_, v in normalised.items()]])
     d.step(sp.Sum(pi1[a] * pi2[a, b] * sp.Sum((d_ak - pi1[k]) * (d_bk - pi2[a, k]), (k, 1, K)), (b, 1, K), (a, 1, K)),
            sp.Sum(pi1[a] * sp.Sum((d_ak - pi1[k]) * sp.Sum(pi2[a, b] * (d_bk - pi2[a, k]), (b, 1, K)), (k, 1, K)), (a, 1, K)),
            r"sum over $y_2$ first")
-    d.then(sp.Integer(0), r"$\mathbb E[s_2 \mid y_1] = \sum_b \pi_2(b \mid a)(\delta_{bk} - \pi_2(k \mid a)) = 0$", facts=normalised)
+    d.then(sp.Integer(0), r"$\mathbb E[s_2 \mid y_1] = \sum_{a'} \pi_2(a' \mid a)(\delta_{a'k} - \pi_2(k \mid a)) = 0$", facts=normalised)
     return d
 
 
@@ -459,10 +459,10 @@ def unmasked_feedback_term(K: int = 3) -> Derivation:
     pf = sp.IndexedBase(r"\pi_f", positive=True)
     E = lambda g: sp.Sum(pi1[a] * pi2[a, b] * A[a, b] * g, (b, 1, K), (a, 1, K))
     d = Derivation(f"An unmasked feedback token adds a term (K = {K})",
-                   assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = b \sim \pi_2(\cdot \mid a)$; $f = f(a)$ chosen by the environment",
-                                r"$Q_a = \sum_b \pi_2(b \mid a) A_{ab}$; $s_1, s_f$ depend on $a$ only", sp.Eq(pf[1], 1 - sum(pf[j] for j in range(2, K + 1)))],
+                   assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = a' \sim \pi_2(\cdot \mid a)$; $f = f(a)$ chosen by the environment",
+                                r"$Q_a = \sum_{a'} \pi_2(a' \mid a) A_{aa'}$; $s_1, s_f$ depend on $a$ only", sp.Eq(pf[1], 1 - sum(pf[j] for j in range(2, K + 1)))],
                    unfold=lambda e: e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == Q, lambda x: sp.Sum(pi2[x.indices[0], b] * A[x.indices[0], b], (b, 1, K))))
-    d.step(E(s1[a] + sf[a] + s2[a, b]) - E(s1[a] + s2[a, b]), sp.Sum(pi1[a] * Q[a] * sf[a], (a, 1, K)), r"linearity; sum over $b$")
+    d.step(E(s1[a] + sf[a] + s2[a, b]) - E(s1[a] + s2[a, b]), sp.Sum(pi1[a] * Q[a] * sf[a], (a, 1, K)), r"linearity; sum over $a'$")
     d.step(sp.Sum((sp.KroneckerDelta(k, 1) - pf[k]) ** 2, (k, 1, K)), sp.Integer(0),
            r"$\lVert e_{f} - \pi_f \rVert^2 > 0$ unless $\pi_f(f) = 1$", relation=">",
            facts={pf[1]: 1 - sum(pf[j] for j in range(2, K + 1))}, proof=holds)

@@ -18,15 +18,15 @@ dropping :math:`\gamma^t` turns the gradient.
 A critic gives :math:`V_t`, the value of the observation before step
 :math:`t`, and :math:`V'_t`, the value of the observation after it.  With two
 flags, :math:`d_t` = ``terminated`` (there is no continuation: do not
-bootstrap) and :math:`c_t` = ``trace_cut`` (the next entry of the array does
+bootstrap) and :math:`\chi_t` = ``trace_cut`` (the next entry of the array does
 not continue this trajectory: stop the backward recursion), the TD error, the
 generalised advantage estimate and the λ-return are
 
 .. math::
 
     \delta_t = R_t + \gamma (1 - d_t) V'_t - V_t, \qquad
-    A_t = \delta_t + \gamma\lambda (1 - c_t) A_{t+1}, \qquad
-    R^\lambda_{\ge t} = R_t + \gamma(1 - d_t)\bigl[V'_t + \lambda (1 - c_t)(R^\lambda_{\ge t+1} - V'_t)\bigr].
+    A_t = \delta_t + \gamma\lambda (1 - \chi_t) A_{t+1}, \qquad
+    R^\lambda_{\ge t} = R_t + \gamma(1 - d_t)\bigl[V'_t + \lambda (1 - \chi_t)(R^\lambda_{\ge t+1} - V'_t)\bigr].
 
 A terminal step also cuts the trace, and :math:`A_t = R^\lambda_{\ge t} - V_t`.
 
@@ -95,7 +95,7 @@ def past_reward_score_vanishes(K: int = 2) -> Derivation:
     Matrix([[0, 0, 0]])
     """
     K = require_int("K", K, minimum=2)
-    a, b = sp.symbols("a b", integer=True, positive=True)
+    a, b = sp.symbols("a a'", integer=True, positive=True)  # b: the second decision a'
     first, second = sp.IndexedBase(r"\pi_{\theta}", positive=True), sp.IndexedBase(r"\pi_{\phi}", positive=True)
     R0 = sp.Function("R_0", real=True)
     normalised = {second[1, K]: 1 - sum(second[1, j] for j in range(1, K))}
@@ -106,9 +106,9 @@ def past_reward_score_vanishes(K: int = 2) -> Derivation:
     d = Derivation(
         f"A past reward times a later score has mean zero (K = {K})",
         assumptions=[
-            r"$a \sim \pi_\theta$, then $b \sim \pi_\phi(\cdot \mid a)$",
+            r"$a \sim \pi_\theta$, then $a' \sim \pi_\phi(\cdot \mid a)$",
             r"$\phi^{(a)}$: the logits of the second decision after the first action $a$",
-            r"$s_{1,k} = \delta_{a1}(\delta_{bk} - \pi_\phi(k \mid 1))$: the score of step 1 with respect to $\phi^{(1)}$",
+            r"$s_{1,k} = \delta_{a1}(\delta_{a'k} - \pi_\phi(k \mid 1))$: the score of step 1 with respect to $\phi^{(1)}$",
             r"$R_0$ depends on $a$ only",
             *[sp.Eq(k_, v) for k_, v in normalised.items()],
         ],
@@ -116,9 +116,9 @@ def past_reward_score_vanishes(K: int = 2) -> Derivation:
     d.step(
         sp.Matrix([sp.Sum(first[a] * second[a, b] * R0(a) * sp.KroneckerDelta(a, 1) * score(k, a), (b, 1, K), (a, 1, K)) for k in range(1, K + 1)]),
         sp.Matrix([first[1] * R0(1) * sp.Sum(second[1, b] * score(k, 1), (b, 1, K)) for k in range(1, K + 1)]),
-        r"only $a = 1$ touches $\phi^{(1)}$; sum over $b$ inside",
+        r"only $a = 1$ touches $\phi^{(1)}$; sum over $a'$ inside",
     )
-    d.then(sp.zeros(K, 1), r"$\mathbb{E}[s_1 \mid a = 1] = \sum_b \pi_\phi(b \mid 1)(\delta_{bk} - \pi_\phi(k \mid 1)) = 0$", facts=normalised)
+    d.then(sp.zeros(K, 1), r"$\mathbb{E}[s_1 \mid a = 1] = \sum_{a'} \pi_\phi(a' \mid 1)(\delta_{a'k} - \pi_\phi(k \mid 1)) = 0$", facts=normalised)
     return d
 
 
@@ -281,27 +281,27 @@ def dropping_discount_turns_gradient() -> Derivation:
     r"""Weighting by :math:`R^\gamma_{\ge t}` instead of :math:`\gamma^t R^\gamma_{\ge t}` changes the direction.
 
     Two decisions, at steps 0 and 1, with separate parameter blocks: the literal
-    gradient is :math:`(\gamma^0 a, \gamma^1 b) = (a, \gamma b)` and the one without
-    :math:`\gamma^t` is :math:`(a, b)`, with :math:`a = \mathbb{E}[s_0 R^\gamma_{\ge 0}]`,
-    :math:`b = \mathbb{E}[s_1 R^\gamma_{\ge 1}]`.
+    gradient is :math:`(\gamma^0 g_0, \gamma^1 g_1) = (g_0, \gamma g_1)` and the one without
+    :math:`\gamma^t` is :math:`(g_0, g_1)`, with :math:`g_0 = \mathbb{E}[s_0 R^\gamma_{\ge 0}]`,
+    :math:`g_1 = \mathbb{E}[s_1 R^\gamma_{\ge 1}]`.
     They are parallel only if their determinant vanishes:
 
     .. math::
 
-        \det\begin{pmatrix} a & a \\ \gamma b & b \end{pmatrix} = (1 - \gamma)\, a b \ne 0
-        \quad\text{for } \gamma < 1,\ a b \ne 0.
+        \det\begin{pmatrix} g_0 & g_0 \\ \gamma g_1 & g_1 \end{pmatrix} = (1 - \gamma)\, g_0 g_1 \ne 0
+        \quad\text{for } \gamma < 1,\ g_0 g_1 \ne 0.
 
     Examples
     --------
     >>> from derivations.returns import dropping_discount_turns_gradient
     >>> dropping_discount_turns_gradient().verify().rhs
-    a*b*(1 - gamma)
+    g_0*g_1*(1 - gamma)
     """
-    a, b = sp.symbols("a b", real=True)
+    a, b = sp.symbols("g_0 g_1", real=True)
     M = sp.Matrix([[a, a], [gamma * b, b]])
     d = Derivation(
         "Dropping γᵗ turns the gradient",
-        assumptions=[r"step 0 and step 1 have separate parameters", r"columns: literal $(a, \gamma b)$ and dropped $(a, b)$"],
+        assumptions=[r"step 0 and step 1 have separate parameters", r"columns: literal $(g_0, \gamma g_1)$ and dropped $(g_0, g_1)$"],
     )
     d.step(sp.Determinant(M), a * b * (1 - gamma), "determinant")
     return d
@@ -329,7 +329,7 @@ class LambdaReturn(sp.Function):
 
 _t = sp.Symbol("t", integer=True)
 _V, _Vn, _A, _delta = (sp.IndexedBase(n, real=True) for n in ("V", "V'", "A", "delta"))
-_d, _c = (sp.IndexedBase(n) for n in ("d", "c"))
+_d, _c = (sp.IndexedBase(n) for n in ("d", r"\chi"))   # _c: the trace cut chi_t
 
 
 def _td_error(t, terminated=0):
@@ -339,9 +339,9 @@ def _td_error(t, terminated=0):
 def gae_is_lambda_return_minus_value() -> Derivation:
     r"""GAE is the λ-return minus the value: :math:`A_t = R^\lambda_{\ge t} - V_t`, by backward induction.
 
-    Two cases.  *Trace cut* (:math:`c_t = 1`): both recursions stop, and
+    Two cases.  *Trace cut* (:math:`\chi_t = 1`): both recursions stop, and
     :math:`R^\lambda_{\ge t} - V_t = R_t + \gamma(1 - d_t)V'_t - V_t = \delta_t = A_t`.
-    *No cut* (:math:`c_t = 0`, hence :math:`d_t = 0`, and the next entry
+    *No cut* (:math:`\chi_t = 0`, hence :math:`d_t = 0`, and the next entry
     continues the trajectory, :math:`V'_t = V_{t+1}`): assume
     :math:`A_{t+1} = R^\lambda_{\ge t+1} - V_{t+1}`.
 
@@ -357,8 +357,8 @@ def gae_is_lambda_return_minus_value() -> Derivation:
     d = Derivation(
         "GAE is the λ-return minus the value",
         assumptions=[
-            sp.Eq(_delta[t], _td_error(t, _d[t])), r"$A_t = \delta_t + \gamma\lambda(1 - c_t)A_{t+1}$",
-            r"$d_t = 1 \Rightarrow c_t = 1$ (a terminal step ends the trace)",
+            sp.Eq(_delta[t], _td_error(t, _d[t])), r"$A_t = \delta_t + \gamma\lambda(1 - \chi_t)A_{t+1}$",
+            r"$d_t = 1 \Rightarrow \chi_t = 1$ (a terminal step ends the trace)",
             r"without a cut the next entry continues the trajectory: $V'_t = V_{t+1}$",
             r"induction:", sp.Eq(next_return, _A[t + 1] + _V[t + 1]),
         ],
@@ -366,11 +366,11 @@ def gae_is_lambda_return_minus_value() -> Derivation:
     lambda_return = _R[t] + gamma * (1 - _d[t]) * (_Vn[t] + lam * (1 - _c[t]) * (next_return - _Vn[t]))
     regrouped = _delta[t] + gamma * lam * (1 - _d[t]) * (1 - _c[t]) * (next_return - _Vn[t])
     d.step(lambda_return - _V[t], regrouped, "regroup", facts={_delta[t]: _td_error(t, _d[t])})
-    d.step(regrouped, _delta[t], r"$c_t = 1$", given=(sp.Eq(_c[t], 1),))
+    d.step(regrouped, _delta[t], r"$\chi_t = 1$", given=(sp.Eq(_c[t], 1),))
     d.step(
         regrouped,
         _delta[t] + gamma * lam * (next_return - _V[t + 1]),
-        r"$c_t = 0$",
+        r"$\chi_t = 0$",
         given=(sp.Eq(_c[t], 0), sp.Eq(_d[t], 0), sp.Eq(_Vn[t], _V[t + 1])),
     )
     d.then(_delta[t] + gamma * lam * _A[t + 1], "induction", facts={next_return: _A[t + 1] + _V[t + 1]})

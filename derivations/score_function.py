@@ -277,14 +277,14 @@ def environment_gradient(parametrised: bool = False, K: int = 2, M: int = 2) -> 
 
     The agent takes :math:`a \sim \pi_\theta`, the environment moves to the
     state :math:`x' \sim P(x' \mid a)`, the agent takes its second action
-    :math:`b \sim \pi'_\theta(b \mid x')` and receives :math:`R(a, x', b)`.  With
-    :math:`p_\theta(\tau) = \pi_a P_{x' \mid a} \pi'_{b \mid x'}`,
+    :math:`a' \sim \pi'_\theta(a' \mid x')` and receives :math:`R(a, x', a')`.  With
+    :math:`p_\theta(\tau) = \pi_a P_{x' \mid a} \pi'_{a' \mid x'}`,
 
     .. math::
 
         \partial_\theta \mathbb{E}[R]
         = \mathbb{E}\bigl[R\,(\partial\log\pi_a + \partial\log P_{x'\mid a}
-          + \partial\log\pi'_{b\mid x'})\bigr].
+          + \partial\log\pi'_{a'\mid x'})\bigr].
 
     A fixed kernel has :math:`\partial \log P = 0`: only the policy's scores
     remain.  A kernel parametrised by :math:`\theta` adds
@@ -307,7 +307,7 @@ def environment_gradient(parametrised: bool = False, K: int = 2, M: int = 2) -> 
         raise TypeError(f"parametrised must be a bool, got {type(parametrised).__name__}")
     require_int("K", K, minimum=2)
     require_int("M", M, minimum=2)
-    a, x, b = sp.symbols("a x' b", integer=True, positive=True)
+    a, x, b = sp.symbols("a x' a'", integer=True, positive=True)   # b: the second action a'
     pi, P, pi2, R = (sp.IndexedBase(n) for n in ("pi", "P", r"\pi'", "R"))
     D = lambda e: sp.Derivative(e, _THETA)
     ranges = ((a, 1, K), (x, 1, M), (b, 1, K))
@@ -329,7 +329,7 @@ def environment_gradient(parametrised: bool = False, K: int = 2, M: int = 2) -> 
         "What the environment contributes" + (" (parametrised kernel)" if parametrised else " (fixed kernel)"),
         assumptions=[
             f"two-step MDP, {K} actions, {M} states",
-            r"$p_{a,x',b} = \pi_a P_{x',a} \pi'_{b,x'}$",
+            r"$p_{a,x',a'} = \pi_a P_{x',a} \pi'_{a',x'}$",
             kernel,
             r"$R$ free of $\theta$",
         ],

@@ -142,9 +142,9 @@ def gae_advantages(
 
         \delta_t = R_t + \gamma (1 - d_t) V'_t - V_t,
         \qquad
-        A_t = \delta_t + \gamma \lambda (1 - c_t) A_{t+1},
+        A_t = \delta_t + \gamma \lambda (1 - \chi_t) A_{t+1},
 
-    :math:`d_t` = ``terminated[t]``, :math:`c_t` = ``trace_cut[t]``, and the
+    :math:`d_t` = ``terminated[t]``, :math:`\chi_t` = ``trace_cut[t]``, and the
     recursion starts from :math:`A_T = 0` (steps :math:`t = 0, \dots, T-1`).  At a time limit followed by
     ``reset()`` or at the end of a buffer that cuts an episode, set
     ``terminated=False, trace_cut=True``: the target bootstraps from
@@ -190,7 +190,7 @@ def lambda_returns(rewards: ArrayT, next_value: Array, terminated: Array, trace_
 
     .. math::
 
-        R^\lambda_{\ge t} = R_t + \gamma (1 - d_t)\bigl[V'_t + \lambda (1 - c_t)\bigl(R^\lambda_{\ge t+1} - V'_t\bigr)\bigr].
+        R^\lambda_{\ge t} = R_t + \gamma (1 - d_t)\bigl[V'_t + \lambda (1 - \chi_t)\bigl(R^\lambda_{\ge t+1} - V'_t\bigr)\bigr].
 
     Without flags this is :math:`R_t + \gamma\bigl((1-\lambda) V_{t+1} + \lambda R^\lambda_{\ge t+1}\bigr)`;
     :func:`gae_advantages` is :math:`R^\lambda_{\ge t} - V_t` whenever

@@ -146,9 +146,9 @@ class TwoStepMDP:
     r"""A two-step MDP: the agent acts, the environment moves, the agent acts again.
 
     :math:`a \sim \pi_\theta = \operatorname{softmax}(\theta^{(1)})`,
-    the state :math:`x' \sim P(\cdot \mid a) = \operatorname{softmax}(\omega_a + \kappa\, \theta^{(2)}_{\cdot, a})`,
-    the second action :math:`b \sim \pi'_\theta(\cdot \mid x') = \operatorname{softmax}(\theta^{(2)}_{x'})`,
-    reward :math:`R(a, x', b)`.  With ``coupling`` :math:`\kappa = 0` the kernel is
+    the state :math:`x' \sim P(\cdot \mid a) = \operatorname{softmax}(\omega_a + \psi\, \theta^{(2)}_{\cdot, a})`,
+    the second action :math:`a' \sim \pi'_\theta(\cdot \mid x') = \operatorname{softmax}(\theta^{(2)}_{x'})`,
+    reward :math:`R(a, x', a')`.  With ``coupling`` :math:`\psi = 0` the kernel is
     fixed; otherwise it shares the second-step parameters.
 
     Parameters
@@ -156,7 +156,7 @@ class TwoStepMDP:
     K, M : int
         Numbers of actions and of states, at least 2 (``M == K`` when coupled).
     coupling : float
-        :math:`\kappa`.
+        :math:`\psi`.
     seed : int
         Seed for :math:`\omega`, :math:`R` and :attr:`theta0`.
 
@@ -167,7 +167,7 @@ class TwoStepMDP:
     >>> import torch
     >>> from numeric.score_function import TwoStepMDP
     >>> mdp = TwoStepMDP(K=2, M=2, coupling=1.0)
-    >>> p = mdp.trajectory_probs(mdp.theta0)   # [K, M, K]: (a, x', b)
+    >>> p = mdp.trajectory_probs(mdp.theta0)   # [K, M, K]: (a, x', a')
     >>> float((p.sum((1, 2)) - torch.softmax(mdp.theta0[:2], -1)).abs().max()) < 1e-16
     True
     """
@@ -207,13 +207,13 @@ class TwoStepMDP:
         return torch.log_softmax(self.omega + self.coupling * shared, -1)
 
     def trajectory_probs(self, theta: torch.Tensor) -> torch.Tensor:
-        r"""``[K, M, K]`` :math:`p_\theta(a, x', b) = \pi_a P(x' \mid a) \pi'(b \mid x')`."""
+        r"""``[K, M, K]`` :math:`p_\theta(a, x', a') = \pi_a P(x' \mid a) \pi'(a' \mid x')`."""
         th1, th2 = self._split(theta)
         logp = torch.log_softmax(th1, -1)[:, None, None] + self.log_kernel(theta)[:, :, None]
         return (logp + torch.log_softmax(th2, -1)[None, :, :]).exp()
 
     def policy_score_gradient(self, theta: torch.Tensor) -> torch.Tensor:
-        r"""``[P]`` :math:`\mathbb{E}[R\,(\nabla \log \pi_a + \nabla \log \pi'_{b \mid x'})]` from the closed-form softmax scores."""
+        r"""``[P]`` :math:`\mathbb{E}[R\,(\nabla \log \pi_a + \nabla \log \pi'_{a' \mid x'})]` from the closed-form softmax scores."""
         theta = self._theta(theta)
         th1, th2 = self._split(theta.detach())
         w = self.trajectory_probs(theta.detach()) * self.reward
@@ -275,7 +275,7 @@ def cross_checks() -> None:
     check("fixed kernel: autograd of J == E[R (policy scores)]", maxabs(fixed.objective_gradient(th0), fixed.policy_score_gradient(th0)), 1e-14)
     extra = coupled.objective_gradient(th0) - coupled.policy_score_gradient(th0)
     check("parametrised kernel: autograd - policy-score term == E[R grad log P_theta]", maxabs(extra, coupled.kernel_score_gradient(th0)), 1e-14)
-    check("parametrised kernel: E[R grad log P_theta] == kappa (w(a,x') - W(a) P(x'|a)) (softmax closed form)", maxabs(extra, _kernel_term_closed_form(coupled, th0)), 1e-14)
+    check("parametrised kernel: E[R grad log P_theta] == psi (w(a,x') - W(a) P(x'|a)) (softmax closed form)", maxabs(extra, _kernel_term_closed_form(coupled, th0)), 1e-14)
 
 
 def _conditional_score_means(lm: TinyLM, theta: torch.Tensor) -> float:
@@ -297,9 +297,9 @@ def _conditional_score_means(lm: TinyLM, theta: torch.Tensor) -> float:
 def _kernel_term_closed_form(mdp: TwoStepMDP, theta: torch.Tensor) -> torch.Tensor:
     r""":math:`\mathbb{E}[R\,\nabla\log P_\theta(x' \mid a)]` from the softmax score of the kernel, no autograd.
 
-    :math:`\partial \log P(x' \mid a) / \partial \theta^{(2)}_{m, a''} = \kappa\, [a = a''] ([x' = m] - P(m \mid a))`,
-    so the :math:`(m, a)` entry is :math:`\kappa\,(w(a, m) - W(a) P(m \mid a))` with
-    :math:`w(a, x') = \sum_b p(a, x', b) R(a, x', b)` and :math:`W(a) = \sum_{x'} w(a, x')`;
+    :math:`\partial \log P(x' \mid a) / \partial \theta^{(2)}_{m, a''} = \psi\, [a = a''] ([x' = m] - P(m \mid a))`,
+    so the :math:`(m, a)` entry is :math:`\psi\,(w(a, m) - W(a) P(m \mid a))` with
+    :math:`w(a, x') = \sum_{a'} p(a, x', a') R(a, x', a')` and :math:`W(a) = \sum_{x'} w(a, x')`;
     the first-step block is zero.
     """
     w = (mdp.trajectory_probs(theta) * mdp.reward).sum(2)  # [K, M]

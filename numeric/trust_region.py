@@ -179,8 +179,8 @@ def per_prefix(theta_pi: torch.Tensor, theta_mu: torch.Tensor) -> tuple[torch.Te
     return torch.softmax(lm.logits(theta_pi), -1), torch.softmax(lm.logits(theta_mu), -1)
 
 
-def tv_gap(c: float) -> tuple[float, float]:
-    r"""``(identity error, max violation)`` of the per-state bound at the cap :math:`C` = ``c``, over the prefixes of the toy LM.
+def tv_gap(C: float) -> tuple[float, float]:
+    r"""``(identity error, max violation)`` of the per-state bound at the cap :math:`C`, over the prefixes of the toy LM.
 
     .. math::
 
@@ -199,8 +199,8 @@ def tv_gap(c: float) -> tuple[float, float]:
     """
     s = setting()
     pi, mu = per_prefix(s.theta, s.theta_old)
-    excess = (mu * (pi / mu - c).clamp(min=0)).sum(-1)
-    termwise = (pi - c * mu).clamp(min=0).sum(-1)
+    excess = (mu * (pi / mu - C).clamp(min=0)).sum(-1)
+    termwise = (pi - C * mu).clamp(min=0).sum(-1)
     tv = 0.5 * (pi - mu).abs().sum(-1)
     return maxabs(excess, termwise), float((termwise - tv).max())
 
@@ -228,9 +228,9 @@ def cross_checks() -> None:
     tv = 0.5 * (pi - mu).abs().sum(-1)
     at_one = (mu * clip_excess(pi / mu, eps_high=0.0)).sum(-1)
     check("C = 1: E_mu[(r-1)+] == TV(pi, mu) = sum|pi - mu| / 2 at every prefix (the bound is tight)", maxabs(at_one, tv), 1e-15)
-    for c in (1.05, 1.28, 2.0):
-        _, violation = tv_gap(c)
-        check(f"E_mu[(r-C)+] <= TV(pi, mu) at every prefix (C = {c}; max violation, rounding only)", max(0.0, violation), 1e-15)
+    for C in (1.05, 1.28, 2.0):
+        _, violation = tv_gap(C)
+        check(f"E_mu[(r-C)+] <= TV(pi, mu) at every prefix (C = {C}; max violation, rounding only)", max(0.0, violation), 1e-15)
     below = (mu * (pi / mu - 0.5).clamp(min=0)).sum(-1) - tv
     check("C = 1/2 < 1: the bound fails at some prefix (1 if E_mu[(r-C)+] <= TV everywhere)", float(bool((below <= 0).all())), 0.0)
     # KL estimators at every prefix: pi = current, pi_ref = old

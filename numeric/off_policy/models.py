@@ -503,7 +503,7 @@ _TOKEN_BIAS = sp.lambdify(dop.token_bias_symbols, dop.token_bias_term(), "numpy"
 
 
 def token_bias_closed_form(mismatch: float = 1.0) -> torch.Tensor:
-    r"""``[P]`` the derived token-ratio bias of the two-turn agent, :math:`\sum_{a,b} \pi_1(\mu_2 - \pi_2)\bar A s_1 + (\mu_1 - \pi_1)\pi_2 \bar A s_2`.
+    r"""``[P]`` the derived token-ratio bias of the two-turn agent, :math:`\sum_{a,a'} \pi_1(\mu_2 - \pi_2)\bar A s_1 + (\mu_1 - \pi_1)\pi_2 \bar A s_2`.
 
     :func:`derivations.off_policy.token_bias_term`, lambdified and summed over
     :math:`(y_1, y_2)`, with :math:`\bar A = \mathbb E[R \mid y_1, y_2]`.

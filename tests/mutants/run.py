@@ -158,7 +158,7 @@ MUTANTS = [
     # -- trust region
     Mutant("k3_sign", "derivations/trust_region.py", "k3 = sp.exp(-delta) - 1 + delta", "k3 = sp.exp(delta) - 1 - delta",
            _topic("trust_region"), "k3 with the ratio inverted"),
-    Mutant("tv_constant", "numeric/trust_region.py", "    termwise = (pi - c * mu).clamp(min=0).sum(-1)\n    tv = 0.5 *", "    termwise = (pi - c * mu).clamp(min=0).sum(-1)\n    tv = 0.25 *",
+    Mutant("tv_constant", "numeric/trust_region.py", "    termwise = (pi - C * mu).clamp(min=0).sum(-1)\n    tv = 0.5 *", "    termwise = (pi - C * mu).clamp(min=0).sum(-1)\n    tv = 0.25 *",
            _topic("trust_region"), "TV computed with half its constant"),
     Mutant("cispo_bias_reweight", "numeric/trust_region.py", "(s.q / p)[:, None]", "(p / s.q)[:, None]",
            _topic("trust_region"), "importance weight inverted in the CISPO bias"),
