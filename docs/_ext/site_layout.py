@@ -8,6 +8,9 @@ r"""Small build-time touches that make the pages read well at every width.
 * **Alt text.** A figure's image without an explicit ``:alt:`` gets its
   caption as alt text, with the caption's math written out in plain
   characters (:func:`plain_math`), instead of the image's file name.
+* **Contents menu.** ``_static/contents-menu.js`` makes the article header's
+  "Contents" button open the page's contents (the theme wired only the
+  navbar's hidden button).
 * **Table cells.** A cell that holds one hyphenated word (a mode name such as
   ``seq-mean-token-mean``) is marked ``nowrap``: it is not broken at its
   hyphens. A formula in a cell cannot wrap (MathJax 3 breaks no inline math),
@@ -226,4 +229,5 @@ def setup(app):
     app.connect("doctree-resolved", split_cell_math)
     app.connect("doctree-resolved", unbroken_cells)
     app.connect("doctree-resolved", break_after_equals)
+    app.add_js_file("contents-menu.js")  # docs/_static: the article header's Contents button opens the drawer
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
