@@ -205,9 +205,9 @@ def gspo_derivation(n: int = 3) -> Derivation:
     return d
 
 
-def _gmpo_log_ratio(sign: int, delta, low, high):
-    clamped = sp.Min(sp.Max(delta, -low), high)
-    return sign * sp.Min(sign * delta, sign * clamped)
+def _gmpo_log_ratio(sign: int, delta, low, high, evaluate: bool = True):
+    clamped = sp.Min(sp.Max(delta, -low, evaluate=evaluate), high, evaluate=evaluate)
+    return sign * sp.Min(sign * delta, sign * clamped, evaluate=evaluate)
 
 
 @cache
@@ -216,9 +216,9 @@ def gmpo_derivation() -> Derivation:
 
     GMPO's row loss is :math:`-\bar A\,\exp\bigl(\frac1n\sum_t g(\Delta_t)\bigr)` with
     :math:`g(\Delta) = \mathrm{sgn}(A)\min\bigl(\mathrm{sgn}(A)\Delta,\ \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h)\bigr)`,
-    so :math:`\partial\,\mathrm{loss}/\partial\ell_t = -\frac1n \bar A\,\rho\, g'(\Delta_t)`,
-    :math:`\rho` the clipped geometric-mean ratio.  On each region of
-    :math:`\Delta` (parametrised by a positive :math:`d`) the Min/Max resolve and
+    so :math:`\partial\,\mathrm{loss}/\partial\ell_t = -\frac1n \bar A\,\bar r\, g'(\Delta_t)`,
+    :math:`\bar r = \exp\bigl(\frac1n\sum_t g(\Delta_t)\bigr)` the clipped geometric-mean ratio.  On each region of
+    :math:`\Delta` (parametrised by a positive :math:`\eta`) the Min/Max resolve and
     :math:`g` is a constant or :math:`\Delta`: for :math:`A > 0`, :math:`g' = 1`
     iff :math:`\Delta \le \delta_h`; for :math:`A < 0`, iff :math:`\Delta \ge -\delta_l`
     (PPO's live set, in log space).
@@ -227,27 +227,27 @@ def gmpo_derivation() -> Derivation:
     --------
     >>> from derivations.losses import gmpo_derivation
     >>> [s.rhs for s in gmpo_derivation().verify().steps][:4]
-    [delta_h, 0, -d - delta_l, 1]
+    [delta_h, 0, -delta_l - eta, 1]
     """
-    dd = sp.Symbol("d", positive=True)
+    dd = sp.Symbol("eta", positive=True)
     low, high = sp.symbols("delta_l delta_h", positive=True)
     d = Derivation(
         "GMPO: the derivative of the sign-clipped log-ratio",
-        assumptions=[r"$g(\Delta) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\Delta, \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h))$", r"$\delta_l, \delta_h, d > 0$"],
+        assumptions=[r"$g(\Delta) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\Delta, \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h))$", r"$\delta_l, \delta_h, \eta > 0$"],
     )
     inside = sp.Symbol("Delta", real=True)
     a, b = sp.symbols("a b", positive=True)
     regions = [  # (sign of A, Delta, its variable, (delta_l, delta_h), display, g' there)
-        (1, high + dd, dd, (low, high), r"A > 0,\ \Delta = \delta_h + d", 0),
-        (1, -low - dd, dd, (low, high), r"A > 0,\ \Delta = -\delta_l - d", 1),
+        (1, high + dd, dd, (low, high), r"A > 0,\ \Delta = \delta_h + \eta", 0),
+        (1, -low - dd, dd, (low, high), r"A > 0,\ \Delta = -\delta_l - \eta", 1),
         (1, inside, inside, (b - inside, inside + a), r"A > 0,\ -\delta_l < \Delta < \delta_h\ (\delta_l = b - \Delta,\ \delta_h = \Delta + a)", 1),
-        (-1, high + dd, dd, (low, high), r"A < 0,\ \Delta = \delta_h + d", 1),
-        (-1, -low - dd, dd, (low, high), r"A < 0,\ \Delta = -\delta_l - d", 0),
+        (-1, high + dd, dd, (low, high), r"A < 0,\ \Delta = \delta_h + \eta", 1),
+        (-1, -low - dd, dd, (low, high), r"A < 0,\ \Delta = -\delta_l - \eta", 0),
         (-1, inside, inside, (b - inside, inside + a), r"A < 0,\ -\delta_l < \Delta < \delta_h\ (\delta_l = b - \Delta,\ \delta_h = \Delta + a)", 1),
     ]
     for sign, point, var, (lo, hi), where, slope in regions:
-        g = _gmpo_log_ratio(sign, point, lo, hi)
-        piece = sp.simplify(g)
+        g = _gmpo_log_ratio(sign, point, lo, hi, evaluate=False)  # displayed as written, not pre-resolved
+        piece = sp.simplify(_gmpo_log_ratio(sign, point, lo, hi))
         d.step(g, piece, f"on ${where}$: the min/max resolve")
         d.step(sp.Derivative(piece, var) / sp.diff(point, var), sp.Integer(slope), r"$g'(\Delta) = \partial g/\partial v \,/\, \partial\Delta/\partial v$ along the region's variable $v$")
     return d
@@ -330,10 +330,11 @@ def length_bias() -> dict[str, str]:
     token-mean's :math:`\kappa_i = 1/\sum_j n_j` depends on the *other* answers'
     lengths, so the batch objective :math:`\mathbb{E}[\sum_i\kappa_iA_i]` is not
     what it follows: averaging over the others first, answer :math:`i`'s term is
-    :math:`\nabla\mathbb{E}[\bar\kappa(|o|)\,A]` with
-    :math:`\bar\kappa(n) = \mathbb{E}[1/(n + \sum_{j \ne i}|o_j|)]` held at the current
-    policy: a length weight that is neither 1 nor :math:`1/|o|`, and that moves with
-    the policy.
+    :math:`\nabla\mathbb{E}[\psi(|o|)\,A]` with
+    :math:`\psi(n) = \mathbb{E}[1/(n + \sum_{j \ne i}|o_j|)]` held at the current
+    policy (token-mean's expected normaliser, a letter of its own: :math:`\kappa`
+    is the per-token weight): a length weight that is neither 1 nor :math:`1/|o|`,
+    and that moves with the policy.
 
     :func:`numeric.losses.length_bias_gradients` checks each exactly on TinyLM
     (suite ``losses``), token-mean included.
@@ -345,7 +346,7 @@ def length_bias() -> dict[str, str]:
     ['seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm', 'token-mean']
     """
     return {
-        "token-mean": r"B\,\nabla\,\mathbb{E}\bigl[\bar\kappa(|o|)(R - b)\bigr],\ \bar\kappa(n) = \mathbb{E}\bigl[1/(n + \textstyle\sum_{j\ne i}|o_j|)\bigr]\ \text{frozen}",
+        "token-mean": r"B\,\nabla\,\mathbb{E}\bigl[\psi(|o|)(R - b)\bigr],\ \psi(n) = \mathbb{E}\bigl[1/(n + \textstyle\sum_{j\ne i}|o_j|)\bigr]\ \text{frozen}",
         "seq-mean-token-mean": r"\nabla\,\mathbb{E}\Bigl[\frac{R - b}{|o|}\Bigr]",
         "seq-mean-token-sum": r"\nabla J",
         "seq-mean-token-sum-norm": r"\frac{B}{C}\nabla J",
@@ -380,6 +381,6 @@ def loss_table() -> str:
     s_i = sp.Symbol("s_i", positive=True)
     w_gspo = gw.gradient_weight("ppo").subs(r, s_i)
     lines.append(rf"\text{{GSPO (both forms)}} & -\min(s_iA, \mathrm{{clip}}(s_i)A) & {sp.latex(w_gspo)} & \text{{seq-mean-token-mean}} & \text{{on policy }} (s_i = 1) \\")
-    lines.append(r"\text{GMPO} & -\bar A_i \exp\overline{g(\Delta)} & \rho_i\,g'(\Delta_{it}) & \text{mean over rows} & \text{on policy } (\rho_i = 1) \\")
+    lines.append(r"\text{GMPO} & -\bar A_i \exp\overline{g(\Delta)} & \bar r_i\,g'(\Delta_{it}) & \text{mean over rows} & \text{on policy } (\bar r_i = 1) \\")
     lines.append(r"\end{array}")
     return "\n".join(lines)

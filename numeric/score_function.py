@@ -146,9 +146,9 @@ class TwoStepMDP:
     r"""A two-step MDP: the agent acts, the environment moves, the agent acts again.
 
     :math:`a \sim \pi_\theta = \operatorname{softmax}(\theta^{(1)})`,
-    the state :math:`x' \sim P(\cdot \mid a) = \operatorname{softmax}(\omega_a + \psi\, \theta^{(2)}_{\cdot, a})`,
+    the state :math:`x' \sim P(\cdot \mid a) = \operatorname{softmax}(\Omega_a + \Upsilon\, \theta^{(2)}_{\cdot, a})`,
     the second action :math:`a' \sim \pi'_\theta(\cdot \mid x') = \operatorname{softmax}(\theta^{(2)}_{x'})`,
-    reward :math:`R(a, x', a')`.  With ``coupling`` :math:`\psi = 0` the kernel is
+    reward :math:`R(a, x', a')`.  With ``coupling`` :math:`\Upsilon = 0` the kernel is
     fixed; otherwise it shares the second-step parameters.
 
     Parameters
@@ -156,9 +156,9 @@ class TwoStepMDP:
     K, M : int
         Numbers of actions and of states, at least 2 (``M == K`` when coupled).
     coupling : float
-        :math:`\psi`.
+        :math:`\Upsilon`.
     seed : int
-        Seed for :math:`\omega`, :math:`R` and :attr:`theta0`.
+        Seed for :math:`\Omega`, :math:`R` and :attr:`theta0`.
 
     Examples
     --------
@@ -275,7 +275,7 @@ def cross_checks() -> None:
     check("fixed kernel: autograd of J == E[R (policy scores)]", maxabs(fixed.objective_gradient(th0), fixed.policy_score_gradient(th0)), 1e-14)
     extra = coupled.objective_gradient(th0) - coupled.policy_score_gradient(th0)
     check("parametrised kernel: autograd - policy-score term == E[R grad log P_theta]", maxabs(extra, coupled.kernel_score_gradient(th0)), 1e-14)
-    check("parametrised kernel: E[R grad log P_theta] == psi (w(a,x') - W(a) P(x'|a)) (softmax closed form)", maxabs(extra, _kernel_term_closed_form(coupled, th0)), 1e-14)
+    check("parametrised kernel: E[R grad log P_theta] == Upsilon (w(a,x') - W(a) P(x'|a)) (softmax closed form)", maxabs(extra, _kernel_term_closed_form(coupled, th0)), 1e-14)
 
 
 def _conditional_score_means(lm: TinyLM, theta: torch.Tensor) -> float:
@@ -297,8 +297,8 @@ def _conditional_score_means(lm: TinyLM, theta: torch.Tensor) -> float:
 def _kernel_term_closed_form(mdp: TwoStepMDP, theta: torch.Tensor) -> torch.Tensor:
     r""":math:`\mathbb{E}[R\,\nabla\log P_\theta(x' \mid a)]` from the softmax score of the kernel, no autograd.
 
-    :math:`\partial \log P(x' \mid a) / \partial \theta^{(2)}_{m, a''} = \psi\, [a = a''] ([x' = m] - P(m \mid a))`,
-    so the :math:`(m, a)` entry is :math:`\psi\,(w(a, m) - W(a) P(m \mid a))` with
+    :math:`\partial \log P(x' \mid a) / \partial \theta^{(2)}_{m, a''} = \Upsilon\, [a = a''] ([x' = m] - P(m \mid a))`,
+    so the :math:`(m, a)` entry is :math:`\Upsilon\,(w(a, m) - W(a) P(m \mid a))` with
     :math:`w(a, x') = \sum_{a'} p(a, x', a') R(a, x', a')` and :math:`W(a) = \sum_{x'} w(a, x')`;
     the first-step block is zero.
     """

@@ -261,3 +261,29 @@ def test_one_hyphenated_name_per_cell_does_not_break():
     site_layout.unbroken_cells(None, tree, "losses")
     cells = {e.astext(): "nowrap" in e["classes"] for e in tree.findall(nodes.entry)}
     assert cells == {"mode": False, "note": False, "seq-mean-token-mean": True, "an empty row: 0": False}
+
+
+def test_words_and_code_leave_a_cells_formula_so_they_wrap():
+    from docutils import nodes
+
+    tree = doctree("=== ========\nx   y\n=== ========\na   :math:`1/C\\ (C = \\mathtt{B * max\\_len})`\n"
+                   "b   :math:`\\text{on policy } (w(1, A) = 1)`\nc   :math:`\\begin{cases} 0 & \\text{for } r < 1 \\end{cases}`\n"
+                   "=== ========\n")
+    site_layout.split_cell_math(None, tree, "losses")
+    cells = [e for e in tree.findall(nodes.entry)]
+    kinds = [[type(n).__name__ for n in c.children[0].children] for c in cells[3::2]]
+    assert kinds == [["math", "Text", "literal", "math"], ["Text", "math"], ["math"]]
+    assert cells[3].next_node(nodes.literal).astext() == "B * max_len"  # unescaped: it is code, not TeX
+    assert [m.astext() for m in cells[3].findall(nodes.math)] == ["1/C\\ (C =", ")"]
+    # a \text inside an environment stays in its formula: cutting it out broke the cases
+    assert cells[7].next_node(nodes.math).astext() == "\\begin{cases} 0 & \\text{for } r < 1 \\end{cases}"
+
+
+def test_a_long_word_with_equals_may_break_after_it():
+    from docutils import nodes
+
+    tree = doctree("=== =======================\nx   arguments\n=== =======================\n"
+                   "a   norm=num_items_in_batch\nb   a = b\n=== =======================\n")
+    site_layout.break_after_equals(None, tree, "losses")
+    (wbr,) = tree.findall(nodes.raw)
+    assert wbr.astext() == "<wbr>" and wbr.parent.astext() == "norm=<wbr>num_items_in_batch"

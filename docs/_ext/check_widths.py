@@ -7,8 +7,10 @@ then writes into the page what it measured: the page's scroll width against the
 window's, and every table, code block or formula wider than its box (those
 scroll inside their own box, which is allowed) or sticking out of the window
 (which is not). Chromium prints the page after the script ran (``--dump-dom``).
+From 992 px it also clicks the visible "Contents" button of a page with
+sections and reports whether the page's contents open (or show as a sidebar).
 Needs ``chromium`` on the PATH; not part of CI. Exit status 1 when a page
-scrolls sideways.
+scrolls sideways or has no working contents menu.
 """
 
 import argparse
@@ -45,7 +47,22 @@ window.addEventListener("load", function () {
     });
     out.tables = Array.prototype.map.call(document.querySelectorAll("article table"), function (t) {
       return Math.round(t.getBoundingClientRect().width) + " in " + t.parentElement.clientWidth; });
+    out.contents = contents(vw);
     parent.postMessage(JSON.stringify(out), "*");
+  }
+  // from 992 px a page with sections shows its contents: as a sidebar, or as a menu
+  // that the visible "Contents" button opens (clicked here, after measuring)
+  function contents(vw) {
+    if (vw < 992) return "";
+    var side = document.querySelector("div.bd-sidebar-secondary");
+    if (side && side.offsetWidth > 0 && side.querySelector("a")) return "sidebar";
+    if (!document.querySelector(".bd-sidebar-secondary a, dialog a.nav-link")) return "none (no sections)";
+    var visible = Array.prototype.filter.call(document.querySelectorAll(".secondary-toggle"),
+      function (b) { return b.offsetWidth > 0; });
+    if (!visible.length) return "NO CONTENTS BUTTON";
+    visible[0].click();
+    var open = document.querySelector("dialog[open]");
+    return open && open.querySelector("a") ? "menu opens" : "CONTENTS BUTTON OPENS NOTHING";
   }
   var wait = window.MathJax && MathJax.startup ? MathJax.startup.promise : Promise.resolve();
   wait.then(function () { setTimeout(measure, 500); });
@@ -97,9 +114,11 @@ def main(argv=None):
             page.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
             out = measure(copy, name, args.width)
             sideways = out["page"] > out["viewport"]
-            bad += sideways
+            no_contents = out["contents"].isupper()
+            bad += sideways or no_contents
             print(f"{name} @ {args.width}px: page {out['page']} in {out['viewport']}"
-                  f"{'  SCROLLS SIDEWAYS' if sideways else ''}; tables {out['tables']}")
+                  f"{'  SCROLLS SIDEWAYS' if sideways else ''}; tables {out['tables']}"
+                  + (f"; contents: {out['contents']}" if out["contents"] else ""))
             for what in out["sticking_out"][:8]:
                 print(f"    sticks out: {what}")
             for what in out["scrolling_boxes"][:8]:

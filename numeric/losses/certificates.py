@@ -61,8 +61,8 @@ def length_bias_gradients(lm, theta, b: float = 0.3):
     :math:`\kappa_i` depends on :math:`o_i` alone (every mode but token-mean) it
     equals :math:`\nabla\mathbb{E}[\sum_i\kappa_iA_i]`; token-mean's
     :math:`\kappa_i = 1/(n_1 + n_2)` depends on the other answer too, and its
-    update is :math:`2\nabla\mathbb{E}[\bar\kappa(n)\,A]` with
-    :math:`\bar\kappa(n) = \mathbb{E}_{o'}[1/(n + |o'|)]` frozen at the current policy.
+    update is :math:`2\nabla\mathbb{E}[\psi(n)\,A]` with
+    :math:`\psi(n) = \mathbb{E}_{o'}[1/(n + |o'|)]` frozen at the current policy.
 
     Returns ``({mode: (expected update, gradient of its objective)}, grad J)``.
     """
@@ -76,13 +76,13 @@ def length_bias_gradients(lm, theta, b: float = 0.3):
     pair_prob = p[pairs].prod(1)
     grad = lambda f: torch.autograd.grad(f, th, retain_graph=True)[0]
     n = lm.lengths.to(torch.float64)
-    kappa_bar = (p.detach()[None, :] / (n[:, None] + n[None, :])).sum(1)  # E_{o'}[1 / (n + |o'|)], frozen
+    psi = (p.detach()[None, :] / (n[:, None] + n[None, :])).sum(1)  # E_{o'}[1 / (n + |o'|)], frozen
     out = {}
     for mode in AGGREGATIONS:
         loss = aggregate(-A[..., None] * lp[pairs], mask, mode)  # [P], one loss per batch of two
         update = -grad((pair_prob.detach() * loss).sum())
         if mode == "token-mean":
-            objective = 2 * (p * kappa_bar * (R - b)).sum()
+            objective = 2 * (p * psi * (R - b)).sum()
         else:
             kappa = token_weights(mask, mode)[..., 0]  # kappa_i: the same on every token of row i
             objective = (pair_prob * (kappa * A).sum(-1)).sum()
