@@ -313,9 +313,9 @@ def batch_scaled_advantages(rewards: ArrayT, *, eps: float = 1e-4) -> ArrayT:
 
 def optimal_token_baseline_advantages(
     rewards: ArrayT,
-    mask: Array,
     log_prob: Array,
     sum_pi_squared: Array,
+    mask: Array,
     *,
     is_weights: Array | None = None,
     align: str = "position",
@@ -363,7 +363,10 @@ def optimal_token_baseline_advantages(
     otherwise be its own baseline there (:math:`A \approx 0`).
 
     Read at verl ``b178a3cd56f5`` (``verl/trainer/ppo/core_algos.py``); verl
-    returns the advantage and :math:`G` both, this function the advantage.
+    takes ``(token_level_rewards, response_mask, index, old_log_probs,
+    sum_pi_squared)`` with groups given by ``index``; here the groups are
+    contiguous and the mask comes after the tensors.  verl returns the
+    advantage and :math:`G` both, this function the advantage.
 
     Examples
     --------
@@ -372,7 +375,7 @@ def optimal_token_baseline_advantages(
     >>> r = np.array([[[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]])     # one group of two answers
     >>> m = np.array([[[1, 1, 0], [1, 1, 1]]])
     >>> lp, s2 = np.log(np.full((1, 2, 3), 0.5)), np.full((1, 2, 3), 0.5)   # w = 1 - 1 + 0.5 = 0.5
-    >>> print(optimal_token_baseline_advantages(r, m, lp, s2).round(6))
+    >>> print(optimal_token_baseline_advantages(r, lp, s2, m).round(6))
     [[[ 0.5  0.5  0. ]
       [-0.5 -0.5  0. ]]]
     """

@@ -135,9 +135,9 @@ def _row_options(mode: str, count_eps, empty_rows) -> tuple[float, bool]:
     return count_eps, empty_rows == "exclude"
 
 
-def _row_count(n: torch.Tensor, count_eps: float) -> torch.Tensor:
-    r"""The divisor of a row's token sum in seq-mean-token-mean: :math:`\max(n_i, 1)`, or :math:`n_i + \epsilon`."""
-    return n + count_eps if count_eps else n.clamp(min=1)
+def _row_count(n: torch.Tensor, count_eps: float, dtype: torch.dtype) -> torch.Tensor:
+    r"""The divisor of a row's token sum in seq-mean-token-mean: :math:`\max(n_i, 1)`, or :math:`n_i + \epsilon` (in ``dtype``: an integer count plus 1e-8 would round in float32)."""
+    return n.to(dtype) + count_eps if count_eps else n.clamp(min=1)
 
 
 def _rows(n: torch.Tensor, B: int, exclude: bool):
@@ -155,7 +155,7 @@ def _kappa(m: torch.Tensor, mode: str, norm, count_eps: float = 0.0, empty_rows:
         denom = n.sum(-2, keepdim=True).clamp(min=1) if norm is None else torch.full_like(n[..., :1, :], norm)
         return m / denom
     if mode == "seq-mean-token-mean":
-        return m / (_rows(n, B, exclude) * _row_count(n, count_eps))
+        return m / (_rows(n, B, exclude) * _row_count(n, count_eps, m.dtype))
     if mode == "seq-mean-token-sum":
         return m / _rows(n, B, exclude)
     return m / (T if norm is None else norm)
@@ -181,14 +181,14 @@ def reduce_tokens(x: torch.Tensor, keep: torch.Tensor, mode: str, norm: float | 
         n = keep.sum(-1, keepdim=True) if n is None else n
         live = torch.where(n > 0, x, 0)  # an empty row's value is never read
         if mode == "seq-mean-token-mean":
-            total = (live * n / _row_count(n, count_eps) if count_eps else live).sum((-2, -1))
+            total = (live * n / _row_count(n, count_eps, x.dtype) if count_eps else live).sum((-2, -1))
         else:
             total = (live * n).sum((-2, -1))
     else:
         kept = x if zero_outside else zeroed(x, keep)
         if mode == "seq-mean-token-mean":
             n = keep.sum(-1, keepdim=True) if n is None else n
-            total = (kept.sum(-1, keepdim=True) / _row_count(n, count_eps)).sum((-2, -1))
+            total = (kept.sum(-1, keepdim=True) / _row_count(n, count_eps, x.dtype)).sum((-2, -1))
         else:
             total = kept.sum((-2, -1))
     if mode == "token-mean":

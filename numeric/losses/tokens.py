@@ -154,7 +154,7 @@ def token_entropy(logits: ArrayT) -> ArrayT:
     return like(kind, (torch.logsumexp(zc, -1) - (p * zc).sum(-1)).to(z.dtype))
 
 
-def high_entropy_mask(entropy: ArrayT, mask: Array, top_quantile: float) -> ArrayT:
+def high_entropy_mask(entropy: ArrayT, mask: Array, *, top_quantile: float) -> ArrayT:
     r"""Keep the highest-entropy tokens: :math:`m_{it}\,\mathbb 1[H_{it} \ge q]`, :math:`q` the :math:`(1 - \tau)`-quantile (TRL ``top_entropy_quantile``).
 
     :math:`q` is the quantile of the masked entropies of the whole batch at
@@ -183,7 +183,7 @@ def high_entropy_mask(entropy: ArrayT, mask: Array, top_quantile: float) -> Arra
     >>> from numeric import high_entropy_mask
     >>> H = np.array([[0.1, 2.0, 0.5, 9.0], [1.0, 0.3, 0.0, 0.0]])
     >>> m = np.array([[1, 1, 1, 0], [1, 1, 0, 0]])
-    >>> high_entropy_mask(H, m, 0.4).astype(int)
+    >>> high_entropy_mask(H, m, top_quantile=0.4).astype(int)
     array([[0, 1, 0, 0],
            [1, 0, 0, 0]])
     """
