@@ -1663,3 +1663,12 @@ def test_otb_baseline_minimises_the_weighted_squared_error():
         if b.numel():
             loss = lambda c: (W[:, t] * m[:, t] * (ret[:, t] - c) ** 2).sum().item()
             assert loss(b[0].item()) < min(loss(b[0].item() + 1e-3), loss(b[0].item() - 1e-3))
+
+
+def test_a_boolean_weight_counts_as_zero_one():
+    x, m = _ragged_batch(seed=13)
+    keep = high_entropy_mask(x.abs(), m, top_quantile=0.5)
+    assert keep.dtype == torch.bool
+    assert _aggregate(x, m, weight=keep).item() == _aggregate(x, m, weight=keep.to(torch.float64)).item()
+    V = x + 1
+    assert _value_loss(V, V, x, m, weight=keep.numpy()).item() == _value_loss(V, V, x, m, weight=keep.numpy().astype(float)).item()

@@ -2,6 +2,7 @@ r"""Aggregation: the modes that reduce a ``[B, T]`` per-token loss to a scalar, 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from derivations.losses import AGGREGATIONS
@@ -222,9 +223,9 @@ def aggregate(per_token: ArrayT, mask: Array, mode: str = "token-mean", *, norm:
 
     ``weight``
         a per-token ``[B, T]`` weight :math:`w_{it}` multiplied into each
-        token's loss (detached; masked slots may hold anything); the
-        denominators do not change.  A sampler weight, or an entropy mask
-        (:func:`high_entropy_mask`), enters a loss this way.
+        token's loss (detached; masked slots may hold anything; a boolean
+        weight counts as 0/1); the denominators do not change.  A sampler weight, or an entropy mask
+        (:func:`~numeric.high_entropy_mask`), enters a loss this way.
     ``count_eps``
         seq-mean-token-mean divides a row's sum by :math:`n_i + \epsilon`
         instead of :math:`\max(n_i, 1)`: verl's ``1e-8``.
@@ -256,7 +257,7 @@ def aggregate(per_token: ArrayT, mask: Array, mode: str = "token-mean", *, norm:
     1.6
     """
     mode = check_mode(mode)
-    arrays = {"per_token": per_token} if weight is None else {"per_token": per_token, "weight": weight}
+    arrays = {"per_token": per_token} if weight is None else {"per_token": per_token, "weight": numeric_weight(weight)}
     t, m, kind = masked_inputs(require_mask(mask), **arrays)
     x = t["per_token"]
     if x.ndim < 2:
@@ -264,6 +265,15 @@ def aggregate(per_token: ArrayT, mask: Array, mode: str = "token-mean", *, norm:
     if weight is not None:
         x = x * t["weight"].detach()
     return like(kind, reduce_tokens(x, m, mode, norm, count_eps=count_eps, empty_rows=empty_rows).to(result_dtype(per_token)))
+
+
+def numeric_weight(weight):
+    """A boolean per-token weight (a mask such as :func:`high_entropy_mask`'s) as 0/1 numbers; anything else as given."""
+    if isinstance(weight, np.ndarray) and weight.dtype == np.bool_:
+        return weight.astype(np.float64)
+    if isinstance(weight, torch.Tensor) and weight.dtype == torch.bool:
+        return weight.to(torch.float64)
+    return weight
 
 
 def zeroed(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,7 @@ from .._validate import (
     require_mask,
     result_dtype,
 )
-from .aggregation import check_mode, reduce_tokens
+from .aggregation import check_mode, numeric_weight, reduce_tokens
 
 __all__ = ["KL_ESTIMATORS", "bias_corrected_kl", "kl_estimate", "kl_penalty", "value_loss"]
 
@@ -108,7 +108,7 @@ def value_loss(value: ArrayT, old_value: Array, returns: Array, mask: Array, *, 
     """
     arrays = dict(value=value, old_value=old_value, returns=returns)
     if weight is not None:
-        arrays["weight"] = weight
+        arrays["weight"] = numeric_weight(weight)
     t, m, kind = masked_inputs(require_mask(mask), **arrays)
     v, v0, g = t["value"], t["old_value"].detach(), t["returns"].detach()
     sq = (v - g) ** 2
