@@ -1305,18 +1305,12 @@ def test_tensors_on_the_meta_device_or_on_two_devices_get_a_named_error():
 # in plain loops where the batched code vectorises, so a shared mistake would have to be made twice.
 
 from derivations import trust_region as _dtr  # noqa: E402
-from numeric import (  # noqa: E402
-    aggregate as _aggregate,
-    batch_scaled_advantages,
-    bias_corrected_kl,
-    high_entropy_mask,
-    masked_whiten as _masked_whiten,
-    optimal_token_baseline_advantages,
-    reinforce_pp_advantages as _rpp,
-    reinforce_pp_baseline_advantages as _rpp_baseline,
-    token_weights as _token_weights,
-    value_loss as _value_loss,
-)
+from numeric import aggregate as _aggregate  # noqa: E402
+from numeric import batch_scaled_advantages, bias_corrected_kl, high_entropy_mask, optimal_token_baseline_advantages  # noqa: E402
+from numeric import reinforce_pp_advantages as _rpp  # noqa: E402
+from numeric import reinforce_pp_baseline_advantages as _rpp_baseline  # noqa: E402
+from numeric import token_weights as _token_weights  # noqa: E402
+from numeric import value_loss as _value_loss  # noqa: E402
 
 
 def _ragged_batch(seed=0, B=5, T=6, empty=(3,)):
@@ -1661,7 +1655,7 @@ def test_otb_baseline_minimises_the_weighted_squared_error():
         b = (ret[:, t] - A[:, t])[m[:, t] == 1]
         assert b.numel() == 0 or (b - b[0]).abs().max().item() <= 1e-15  # one baseline per step, shared by the group
         if b.numel():
-            loss = lambda c: (W[:, t] * m[:, t] * (ret[:, t] - c) ** 2).sum().item()
+            loss = lambda c, t=t: (W[:, t] * m[:, t] * (ret[:, t] - c) ** 2).sum().item()
             assert loss(b[0].item()) < min(loss(b[0].item() + 1e-3), loss(b[0].item() - 1e-3))
 
 

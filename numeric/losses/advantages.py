@@ -383,10 +383,10 @@ def optimal_token_baseline_advantages(
         raise ValueError(f"align must be 'position' or 'response', got {align!r}")
     tail = (align == "response") if handle_zero_tail is None else require_bool("handle_zero_tail", handle_zero_tail)
     eps = require_nonnegative("eps", eps)
-    arrays = {"rewards": rewards, "log_prob": log_prob, "sum_pi_squared": sum_pi_squared}
+    arrays: dict[str, object] = {"rewards": rewards, "log_prob": log_prob, "sum_pi_squared": sum_pi_squared}
     if is_weights is not None:
         arrays["is_weights"] = is_weights
-    t, m, kind = masked_inputs(require_mask(mask), **arrays)
+    t, m, kind = masked_inputs(require_mask(mask), "mask", **arrays)
     r = t["rewards"]
     if r.ndim < 2:
         raise ValueError(f"rewards must have shape [..., G, T], got {tuple(r.shape)}")

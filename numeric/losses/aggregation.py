@@ -197,7 +197,8 @@ def reduce_tokens(x: torch.Tensor, keep: torch.Tensor, mode: str, norm: float | 
             return total / norm
         return total / (keep.sum((-2, -1)) if n is None else n.sum((-2, -1))).clamp(min=1)
     if mode in ("seq-mean-token-mean", "seq-mean-token-sum"):
-        return total / (_rows(n, B, True)[..., 0, 0] if exclude else B)
+        counts = keep.sum(-1, keepdim=True) if n is None else n
+        return total / (_rows(counts, B, True)[..., 0, 0] if exclude else B)
     return total / (T if norm is None else norm)
 
 
@@ -257,8 +258,8 @@ def aggregate(per_token: ArrayT, mask: Array, mode: str = "token-mean", *, norm:
     1.6
     """
     mode = check_mode(mode)
-    arrays = {"per_token": per_token} if weight is None else {"per_token": per_token, "weight": numeric_weight(weight)}
-    t, m, kind = masked_inputs(require_mask(mask), **arrays)
+    arrays: dict[str, object] = {"per_token": per_token} if weight is None else {"per_token": per_token, "weight": numeric_weight(weight)}
+    t, m, kind = masked_inputs(require_mask(mask), "mask", **arrays)
     x = t["per_token"]
     if x.ndim < 2:
         raise ValueError(f"per_token must have shape [..., B, T], got {tuple(x.shape)}")

@@ -106,10 +106,10 @@ def value_loss(value: ArrayT, old_value: Array, returns: Array, mask: Array, *, 
     >>> round(float(value_loss(V, V0, G, np.ones((1, 2)), clip=0.2, weight=np.array([[3.0, 0.0]]))), 6)
     0.75
     """
-    arrays = dict(value=value, old_value=old_value, returns=returns)
+    arrays: dict[str, object] = dict(value=value, old_value=old_value, returns=returns)
     if weight is not None:
         arrays["weight"] = numeric_weight(weight)
-    t, m, kind = masked_inputs(require_mask(mask), **arrays)
+    t, m, kind = masked_inputs(require_mask(mask), "mask", **arrays)
     v, v0, g = t["value"], t["old_value"].detach(), t["returns"].detach()
     sq = (v - g) ** 2
     if clip is not None:

@@ -201,7 +201,7 @@ def high_entropy_mask(entropy: ArrayT, mask: Array, *, top_quantile: float) -> A
         out = torch.zeros_like(m)
     else:
         out = m & (h >= torch.quantile(kept, 1 - tau))
-    return out.numpy() if kind == "numpy" else out
+    return like(kind, out)
 
 
 def response_mask(input_ids: ArrayT, prompt_length: Array, pad_token_id: int, eos_token_id: int) -> ArrayT:
