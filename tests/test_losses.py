@@ -1666,3 +1666,29 @@ def test_a_boolean_weight_counts_as_zero_one():
     assert _aggregate(x, m, weight=keep).item() == _aggregate(x, m, weight=keep.to(torch.float64)).item()
     V = x + 1
     assert _value_loss(V, V, x, m, weight=keep.numpy()).item() == _value_loss(V, V, x, m, weight=keep.numpy().astype(float)).item()
+
+
+@pytest.mark.parametrize("mode, opts", [("seq-mean-token-mean", {"count_eps": 1e-8, "empty_rows": "exclude"}), ("seq-mean-token-mean", {"count_eps": 0.5}),
+                                        ("seq-mean-token-sum", {"empty_rows": "exclude"}), ("token-mean", {})])
+def test_row_constant_values_reduce_like_their_broadcast_with_every_option(mode, opts):
+    """The sequence-level losses hand reduce_tokens one value per row; the options must give what the broadcast gives."""
+    from numeric.losses.aggregation import reduce_tokens
+
+    x, m = _ragged_batch(seed=14, empty=(0, 2))
+    keep = m.bool()
+    row = x[:, :1]
+    full = reduce_tokens(row.expand_as(x), keep, mode, None, **opts)
+    assert abs(reduce_tokens(row, keep, mode, None, **opts).item() - full.item()) <= 1e-15 * (1 + abs(full.item()))
+    assert abs(full.item() - _aggregate(row.expand_as(x).contiguous(), m, mode, **opts).item()) <= 1e-15 * (1 + abs(full.item()))
+
+
+def test_token_weights_refuse_options_by_name():
+    m = np.array([[1, 1, 0], [1, 0, 0]])
+    with pytest.raises(ValueError, match="empty_rows is used by seq-mean-token-mean and seq-mean-token-sum only, not 'token-mean'"):
+        _token_weights(m, "token-mean", empty_rows="exclude")
+    with pytest.raises(ValueError, match="count_eps is used by seq-mean-token-mean only, not 'seq-mean-token-sum'"):
+        _token_weights(m, "seq-mean-token-sum", count_eps=1e-8)
+    with pytest.raises(ValueError, match=r"empty_rows must be one of \('count', 'exclude'\)"):
+        _token_weights(m, "seq-mean-token-sum", empty_rows=True)
+    kappa = _token_weights(np.array([[1, 1, 0], [0, 0, 0]]), "seq-mean-token-sum", empty_rows="exclude")
+    assert kappa.tolist() == [[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]]  # B' = 1: the empty row is not counted

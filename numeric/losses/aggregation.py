@@ -24,8 +24,8 @@ __all__ = ["AGGREGATIONS", "EMPTY_ROWS", "TRAINER_MODES", "aggregate", "token_we
 
 TRAINER_MODES = {
     ("verl", "token-mean"): ("token-mean", {}, "an empty batch: NaN in verl, 0 here"),
-    ("verl", "seq-mean-token-mean"): ("seq-mean-token-mean", {}, "verl divides by the rows with a token and adds 1e-8 to n_i: equal when no row is empty, to 1e-8/n_i"),
-    ("verl", "seq-mean-token-sum"): ("seq-mean-token-sum", {}, "verl divides by the rows with a token: equal when no row is empty"),
+    ("verl", "seq-mean-token-mean"): ("seq-mean-token-mean", {}, "verl divides by the rows with a token and adds 1e-8 to n_i: exact with count_eps=1e-8, empty_rows='exclude'"),
+    ("verl", "seq-mean-token-sum"): ("seq-mean-token-sum", {}, "verl divides by the rows with a token: exact with empty_rows='exclude'"),
     ("verl", "seq-mean-token-sum-norm"): ("seq-mean-token-sum-norm", {}, "C = T, or loss_scale_factor as norm; no mean over B (#3741)"),
     ("TRL", "grpo"): ("seq-mean-token-mean", {}, "an empty row: 0, counted in B"),
     ("TRL", "bnpo"): ("token-mean", {}, ""),
