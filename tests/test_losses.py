@@ -1626,6 +1626,8 @@ def test_optimal_token_baseline_groups_defaults_and_inputs():
         optimal_token_baseline_advantages(r, lp, s2 + 1, m)
     with pytest.raises(ValueError, match="log_prob must be <= 0"):
         optimal_token_baseline_advantages(r, -lp, s2, m)
+    with pytest.raises(ValueError, match="is_weights must be >= 0 where mask is 1"):
+        optimal_token_baseline_advantages(r, lp, s2, m, is_weights=-torch.ones_like(r))
     with pytest.raises(ValueError, match="align must be 'position' or 'response', got 'token'"):
         optimal_token_baseline_advantages(r, lp, s2, m, align="token")
     with pytest.raises(ValueError, match=r"rewards must have shape \[..., G, T\]"):

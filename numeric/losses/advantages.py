@@ -399,6 +399,8 @@ def optimal_token_baseline_advantages(
     returns = r.flip(-1).cumsum(-1).flip(-1) * mf
     w = (1 - 2 * lp.exp() + s2) * mf
     if is_weights is not None:
+        if bool((t["is_weights"] < 0).any()):
+            raise ValueError("is_weights must be >= 0 where mask is 1 (importance weights)")
         w = w * t["is_weights"].detach() ** 2
     W = w.cumsum(-1) * mf
     n = m.sum(-1)  # [..., G]
