@@ -55,6 +55,7 @@ __all__ = [
     "token_bias_term",
     "token_ratio_bias",
     "truncated_is_bias",
+    "truncated_ratio_mean",
     "truncation_identity",
     "turn1_decomposition",
     "unmasked_feedback_term",
@@ -466,4 +467,38 @@ def unmasked_feedback_term(K: int = 3) -> Derivation:
     d.step(sp.Sum((sp.KroneckerDelta(k, 1) - pf[k]) ** 2, (k, 1, K)), sp.Integer(0),
            r"$\lVert e_{f} - \pi_f \rVert^2 > 0$ unless $\pi_f(f) = 1$", relation=">",
            facts={pf[1]: 1 - sum(pf[j] for j in range(2, K + 1))}, proof=holds)
+    return d
+
+
+def truncated_ratio_mean() -> Derivation:
+    r"""The mean of a truncated ratio: :math:`\mathbb E_\mu[\min(\rho, C)] = 1 - \mathbb E_\mu[(\rho - C)_+]`, over :math:`K` outcomes.
+
+    The limit of the batch mean that :func:`numeric.batch_normalized_weights`
+    divides by, for a truncated weight: the untruncated ratio has mean 1
+    (:math:`\sum_a \mu_a \rho_a = \sum_a \pi_a`), and truncation removes the
+    excess mass, per outcome by :func:`truncation_identity` (with
+    :math:`w = \mu_a`).  The statement holds for a token ratio given its prefix
+    and for a sequence ratio alike (the outcomes :math:`a` are then whole
+    sequences).
+
+    Examples
+    --------
+    >>> from derivations.off_policy import truncated_ratio_mean
+    >>> d = truncated_ratio_mean().verify()
+    >>> d.verified, d.proved_by()
+    (True, {'lemma': 1, 'sums as atoms, cancel(together)': 1, 'expand': 1})
+    """
+    mu, rho, pi = (sp.IndexedBase(n, positive=True) for n in (r"\mu", r"\rho", r"\pi"))
+    S = lambda e: sp.Sum(e, (_a, 1, _K))
+    unfold = lambda e: e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == rho, lambda x: pi[x.indices] / mu[x.indices])
+    d = Derivation(
+        "The mean of a truncated ratio",
+        assumptions=[r"$K$ outcomes $a \sim \mu$", r"$\rho_a = \pi_a/\mu_a > 0$, $C > 0$", sp.Eq(S(pi[_a]), 1)],
+        unfold=unfold,
+    )
+    d.step(S(mu[_a] * (sp.Min(rho[_a], _C) - rho[_a])), S(-mu[_a] * sp.Max(rho[_a] - _C, 0)),
+           r"truncation removes the excess, per outcome ($w = \mu_a$)",
+           proof=by_lemma(truncation_identity(), {_w: mu[_a], _r: rho[_a]}, termwise=True))
+    d.step(S(mu[_a] * sp.Min(rho[_a], _C)), S(mu[_a] * rho[_a]) + S(mu[_a] * (sp.Min(rho[_a], _C) - rho[_a])), "linearity")
+    d.step(S(mu[_a] * rho[_a]), sp.Integer(1), r"$\mu_a\rho_a = \pi_a$, $\sum_a \pi_a = 1$", facts={S(pi[_a]): 1})
     return d

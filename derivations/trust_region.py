@@ -46,6 +46,7 @@ from .policy import IndexedSoftmax, SoftmaxPolicy
 from .proofs import by_lemma, minimum_over, numerically, on_regions
 
 __all__ = [
+    "bias_corrected_kl_gradient",
     "clip_bias_term",
     "clip_excess",
     "epsilon",
@@ -383,4 +384,83 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
            r"the reverse KL", facts=total)
     d.step(shown(r"\mathbb{E}_\pi[\partial_j k_3]", expected_grad(k_3)), shown(r"\partial_j \mathrm{KL}(\pi_{\mathrm{ref}} \| \pi)", grad(forward)),
            r"the forward KL, not the reverse", facts=total)
+    return d
+
+
+def bias_corrected_kl_gradient(K: int = 3) -> Derivation:
+    r"""TRL's bias-corrected KL, :math:`\rho\,k_3` with :math:`\rho = \pi_\theta/\pi_{\mathrm{old}}`: its value and its gradient under :math:`a \sim \pi_{\mathrm{old}}`.
+
+    The tokens come from a fixed :math:`\mu = \pi_{\mathrm{old}}` (positive
+    symbols :math:`\mu_a`, independent of :math:`\theta`); the ratio is
+    differentiated through :math:`\pi_\theta`:
+
+    .. math::
+
+        \mathbb{E}_\mu[\rho\,k_3] = \mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}}), \qquad
+        \mathbb{E}_\mu[\nabla(\rho\,k_3)] = \nabla\,\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}}),
+
+    for every :math:`\mu`, :math:`\mu = \pi` included, where :math:`\rho = 1` in
+    value but not in gradient: the plain :math:`k_3` gives
+    :math:`\nabla\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi)` there
+    (:func:`kl_estimator_gradients`).  So the correction fixes the direction of
+    the KL even on the first step on policy, and the value off policy.  The
+    gradient is a ``K``-vector over the logits, through the softmax Jacobian
+    checked first (any number of actions); later steps are identities in
+    positive symbols with :math:`\sum\pi = \sum\pi_{\mathrm{ref}} = 1` substituted last.
+
+    References
+    ----------
+    TRL ``f2cd57710ae3``, ``trl/trainer/grpo_trainer.py`` (``use_bias_correction_kl``: ``per_token_kl * coef_1``).
+
+    Examples
+    --------
+    >>> from derivations.trust_region import bias_corrected_kl_gradient
+    >>> d = bias_corrected_kl_gradient(3).verify()
+    >>> len(d.steps), d.verified
+    (3, True)
+    """
+    SoftmaxPolicy(K)  # validates K
+    pi, rho, total = _probabilities(K)
+    mu = sp.symbols(f"mu_1:{K + 1}", positive=True)
+    softmax = IndexedSoftmax()
+    a_, j_, pa = softmax.a, softmax.j, softmax.pi
+    jacobian = pa[a_] * (sp.KroneckerDelta(a_, j_) - pa[j_])
+    on_symbols = {pa[b + 1]: pi[b] for b in range(K)}
+    jac = sp.Matrix(K, K, lambda a, j: jacobian.subs({a_: a + 1, j_: j + 1}).subs(on_symbols))
+
+    def grad(f):
+        """Row vector of d f(pi(theta)) / d theta_j through the softmax Jacobian."""
+        return sp.Matrix([[sum(sp.diff(f, pi[a]) * jac[a, j] for a in range(K)) for j in range(K)]])
+
+    k_3 = lambda p, q: q / p - 1 - sp.log(q / p)
+    corrected = lambda a: pi[a] / mu[a] * k_3(pi[a], rho[a])
+    reverse = sum(p * sp.log(p / q) for p, q in zip(pi, rho))
+    definitions = {}
+
+    def shown(latex, row):
+        """A row of display symbols, one per coordinate j, that unfold into the entries of ``row``."""
+        out = []
+        for j in range(K):
+            s = sp.Symbol(latex.replace("_j", "_{%d}" % (j + 1)))
+            definitions[s] = row[j]
+            out.append(s)
+        return sp.Matrix([out])
+
+    expected_value = sp.Symbol(r"\mathbb{E}_\mu[\rho\,k_3]")
+    kl_value = sp.Symbol(r"\mathrm{KL}(\pi \| \rho_{\mathrm{ref}})")
+    definitions[expected_value] = sum(mu[a] * corrected(a) for a in range(K))
+    definitions[kl_value] = reverse
+    d = Derivation(
+        f"The bias-corrected KL term, K = {K}",
+        assumptions=[r"$a \sim \mu = \pi_{\mathrm{old}}$, fixed", r"$\rho = \pi_\theta(a)/\mu(a)$, differentiated through $\pi_\theta$",
+                     r"$\rho_{\mathrm{ref}} = \pi_{\mathrm{ref}}$ fixed", r"$\partial_j = \partial / \partial\theta_j$",
+                     *[sp.Eq(k, v) for k, v in total.items()]],
+        unfold=lambda e: softmax.unfold(e.xreplace(definitions)),
+    )
+    d.step(sp.Derivative(pa[a_], softmax.theta[j_]), jacobian,
+           r"softmax Jacobian, $\pi_a = e^{\theta_a} / \sum_b e^{\theta_b}$ (any number of actions)")
+    d.step(expected_value, kl_value, r"$\mu_a \rho_a = \pi_a$: the value is the reverse KL, for any $\mu$", facts=total)
+    expected_grad = sum((mu[a] * grad(corrected(a)) for a in range(K)), sp.zeros(1, K))
+    d.step(shown(r"\mathbb{E}_\mu[\partial_j(\rho k_3)]", expected_grad), shown(r"\partial_j \mathrm{KL}(\pi \| \rho_{\mathrm{ref}})", grad(reverse)),
+           r"and so is the gradient: $\sum_a \mu_a\,\partial_j(\pi_a k_{3,a}/\mu_a) = \partial_j \sum_a \pi_a k_{3,a}$", facts=total)
     return d

@@ -1298,3 +1298,399 @@ def test_tensors_on_the_meta_device_or_on_two_devices_get_a_named_error():
     other = SimpleNamespace(device=torch.device("cuda", 1))  # no second device here: the check reads only .device
     with pytest.raises(ValueError, match=r"arguments must live on one device, got mask on cpu, log_prob on cuda:1"):
         require_same_device(mask=m, log_prob=other)
+
+
+# ------------------------------------------------------------------ estimators and conventions the trainers ship (issue 18 item 3)
+# Each expected value is a formula written here from the trainer's documented definition (verl b178a3c, TRL f2cd577),
+# in plain loops where the batched code vectorises, so a shared mistake would have to be made twice.
+
+from derivations import trust_region as _dtr  # noqa: E402
+from numeric import aggregate as _aggregate  # noqa: E402
+from numeric import batch_scaled_advantages, bias_corrected_kl, high_entropy_mask, optimal_token_baseline_advantages  # noqa: E402
+from numeric import reinforce_pp_advantages as _rpp  # noqa: E402
+from numeric import reinforce_pp_baseline_advantages as _rpp_baseline  # noqa: E402
+from numeric import token_weights as _token_weights  # noqa: E402
+from numeric import value_loss as _value_loss  # noqa: E402
+
+
+def _ragged_batch(seed=0, B=5, T=6, empty=(3,)):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, generator=g, dtype=torch.float64) * 2 + 0.3
+    lengths = torch.randint(1, T + 1, (B,), generator=g)
+    m = (torch.arange(T)[None, :] < lengths[:, None]).to(torch.float64)
+    for i in empty:
+        m[i] = 0
+    return x, m
+
+
+def _verl_agg(x, m, mode):
+    """verl agg_loss at b178a3c, global_batch_size unset, dp_size 1, written out row by row."""
+    rows, kept = [], 0
+    for xi, mi in zip(x.tolist(), m.tolist()):
+        n = sum(mi)
+        s = sum(a * b for a, b in zip(xi, mi))
+        if n > 0:
+            kept += 1
+            rows.append(s / (n + 1e-8) if mode == "seq-mean-token-mean" else s)
+    return sum(rows) / kept
+
+
+@pytest.mark.parametrize("mode", ["seq-mean-token-mean", "seq-mean-token-sum"])
+def test_verls_empty_row_rule_is_an_option_of_aggregate(mode):
+    x, m = _ragged_batch(empty=(1, 3))
+    x[m == 0] = float("nan")  # padding may hold anything
+    opts = {"empty_rows": "exclude", **({"count_eps": 1e-8} if mode == "seq-mean-token-mean" else {})}
+    theirs = _verl_agg(torch.nan_to_num(x), m, mode)
+    ours = _aggregate(x, m, mode, **opts).item()
+    assert abs(ours - theirs) <= 1e-15 * (1 + abs(theirs))
+    # the default counts the two empty rows in B: a factor 5/3 here, so the option is not a no-op
+    assert abs(_aggregate(x, m, mode).item() * 5 / 3 - _aggregate(x, m, mode, empty_rows="exclude").item()) <= 1e-14
+    # count_eps alone moves seq-mean-token-mean by 1e-8/n_i relative, not more
+    if mode == "seq-mean-token-mean":
+        a, b = _aggregate(x, m, mode).item(), _aggregate(x, m, mode, count_eps=1e-8).item()
+        assert a != b and abs(a - b) <= 1e-8 * abs(a)
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
+@pytest.mark.parametrize("opts", [{}, {"empty_rows": "exclude"}, {"count_eps": 0.25}, {"count_eps": 0.25, "empty_rows": "exclude"}])
+def test_token_weights_are_the_gradient_of_aggregate_with_every_option(mode, opts):
+    if ("empty_rows" in opts and mode not in ("seq-mean-token-mean", "seq-mean-token-sum")) or ("count_eps" in opts and mode != "seq-mean-token-mean"):
+        with pytest.raises(ValueError, match="(empty_rows|count_eps) is used by"):
+            _aggregate(torch.zeros(2, 2), torch.ones(2, 2), mode, **opts)
+        return
+    x, m = _ragged_batch(seed=1)
+    x.requires_grad_()
+    w = torch.rand(x.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(5)) + 0.5
+    _aggregate(x, m, mode, weight=w, **opts).backward()
+    kappa = _token_weights(m, mode, **opts)
+    assert (x.grad - kappa * w).abs().max().item() <= 1e-15
+    if opts.get("count_eps"):  # 1/(B'(n + eps)) by hand, not 1/(B' max(n, 1))
+        n, rows = m.sum(-1), (m.sum(-1) > 0).sum() if opts.get("empty_rows") else m.shape[0]
+        assert abs(kappa[0, 0].item() - 1 / (rows * (n[0].item() + 0.25))) <= 1e-16
+
+
+def test_aggregate_weight_is_detached_masked_and_checked():
+    x, m = _ragged_batch(seed=2)
+    w = torch.full(x.shape, 2.0, dtype=torch.float64, requires_grad=True)
+    w_pad = w.detach().clone()
+    w_pad[m == 0] = float("inf")
+    assert _aggregate(x, m, "token-mean", weight=w_pad).item() == pytest.approx(2 * _aggregate(x, m, "token-mean").item(), rel=1e-15)
+    _aggregate(x.requires_grad_(), m, weight=w).backward()
+    assert w.grad is None  # a weight is a stop-gradient coefficient
+    with pytest.raises(ValueError, match=r"weight must have the shape of per_token \(5, 6\), got \(5,\)"):
+        _aggregate(x, m, weight=torch.ones(5))
+    with pytest.raises(ValueError, match="weight must be finite"):
+        _aggregate(x, m, weight=torch.full(x.shape, float("nan")))
+    with pytest.raises(ValueError, match=r"empty_rows must be one of \('count', 'exclude'\), got 'drop'"):
+        _aggregate(x, m, "seq-mean-token-sum", empty_rows="drop")
+    with pytest.raises(ValueError, match="count_eps must be"):
+        _aggregate(x, m, "seq-mean-token-mean", count_eps=-1e-8)
+    assert _aggregate(x, torch.zeros_like(m), "seq-mean-token-mean", empty_rows="exclude").item() == 0.0  # verl: NaN
+
+
+def test_value_loss_weight_multiplies_each_tokens_squared_error():
+    g = torch.Generator().manual_seed(3)
+    V, V0, G = (torch.randn(3, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    m = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.float64)
+    w = torch.rand(3, 4, generator=g, dtype=torch.float64)
+    clipped = V0 + (V - V0).clamp(-0.2, 0.2)
+    per_token = 0.5 * torch.maximum((V - G) ** 2, (clipped - G) ** 2)
+    theirs = (per_token * w * m).sum() / m.sum()
+    assert abs(_value_loss(V, V0, G, m, clip=0.2, weight=w).item() - theirs.item()) <= 1e-15
+    seq = sum((per_token[i] * w[i] * m[i]).sum() / m[i].sum() for i in range(3)) / 3
+    assert abs(_value_loss(V, V0, G, m, clip=0.2, weight=w, agg="seq-mean-token-mean").item() - seq.item()) <= 1e-15
+    with pytest.raises(ValueError, match="weight must have the shape of value"):
+        _value_loss(V, V0, G, m, weight=w[:, :2])
+
+
+def test_reinforce_pp_take_their_variance_convention_and_eps():
+    r = torch.tensor([[0.0, 0.7, 0.0], [0.0, 0.0, -0.4], [1.3, 0.0, 0.0]], dtype=torch.float64)
+    m = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0]], dtype=torch.float64)
+    rtg = torch.tensor([[0.7, 0.7, 0.0], [-0.4, -0.4, -0.4], [1.3, 0.0, 0.0]], dtype=torch.float64)
+    vals = rtg[m == 1]
+    for unbiased, eps in ((True, 1e-8), (False, 1e-8), (True, 0.5), (False, 0.0)):
+        var = vals.var(unbiased=unbiased)
+        theirs = torch.where(m == 1, (rtg - vals.mean()) / torch.sqrt(var + eps), 0)
+        assert (_rpp(r, m, unbiased=unbiased, eps=eps) - theirs).abs().max().item() <= 1e-14
+    assert torch.equal(_rpp(r, m), _rpp(r, m, unbiased=True, eps=1e-8))  # today's values are the defaults
+    R, mm = torch.tensor([[1.0, 0.0, 0.25]], dtype=torch.float64), torch.tensor([[[1, 1], [1, 0], [1, 1]]], dtype=torch.float64)
+    c = R - R.mean()
+    toks = torch.cat([c[0, 0].repeat(2), c[0, 1:2], c[0, 2].repeat(2)])
+    theirs = (c - toks.mean()) / torch.sqrt(toks.var(unbiased=False) + 0.1)
+    assert (_rpp_baseline(R, mm, unbiased=False, eps=0.1)[0, :, 0] - theirs[0]).abs().max().item() <= 1e-14
+    with pytest.raises(TypeError, match="unbiased must be a bool"):
+        _rpp(r, m, unbiased=1)
+    with pytest.raises(ValueError, match="eps must be"):
+        _rpp_baseline(R, mm, eps=-1.0)
+
+
+def test_batch_scaled_advantages_is_trls_batch_scaling():
+    """TRL f2cd577, scale_rewards="batch": (R - group mean) / (nanstd(all rewards) + 1e-4), nanstd Bessel."""
+    R = torch.tensor([[[0.2, 1.0, 0.5], [3.0, 3.0, 3.0]], [[1.0, 0.0, 0.0], [0.1, 0.9, 0.4]]], dtype=torch.float64)
+    for batch in R:  # the leading dimension holds independent batches
+        flat = batch.reshape(-1).tolist()
+        mean = sum(flat) / len(flat)
+        std = math.sqrt(sum((v - mean) ** 2 for v in flat) / (len(flat) - 1))
+        theirs = torch.tensor([[(v - sum(row) / len(row)) / (std + 1e-4) for v in row] for row in batch.tolist()], dtype=torch.float64)
+        ours = batch_scaled_advantages(batch[None])[0]
+        assert (ours - theirs).abs().max().item() <= 1e-14
+    assert (batch_scaled_advantages(R)[1] - batch_scaled_advantages(R[1:])[0]).abs().max().item() == 0.0
+    assert batch_scaled_advantages(np.array([[2.0]])).tolist() == [[0.0]]  # one answer: std 0 (TRL), centred reward 0
+    with pytest.raises(ValueError, match=r"rewards must have shape \[..., n_groups, G\]"):
+        batch_scaled_advantages(np.ones(3))
+    with pytest.raises(ValueError, match="eps must be"):
+        batch_scaled_advantages(np.ones((2, 3)), eps=-1.0)
+
+
+def test_high_entropy_mask_is_trls_quantile_rule():
+    g = torch.Generator().manual_seed(4)
+    H = torch.rand(4, 7, generator=g, dtype=torch.float64) * 3
+    m = torch.rand(4, 7, generator=g) < 0.7
+    H_pad = torch.where(m, H, torch.tensor(1e9, dtype=torch.float64))  # padding must not move the quantile
+    for tau in (0.2, 0.5, 0.8, 1.0):
+        q = torch.quantile(H[m], 1 - tau)
+        theirs = m & (H >= q)
+        ours = high_entropy_mask(H_pad, m, top_quantile=tau)
+        assert torch.equal(ours, theirs)
+        assert abs(ours.sum().item() - tau * m.sum().item()) <= 1 + 1e-9
+    assert torch.equal(high_entropy_mask(H, m, top_quantile=1.0), m)
+    ties = torch.tensor([[1.0, 1.0, 1.0, 0.5]])
+    assert high_entropy_mask(ties, torch.ones(1, 4), top_quantile=0.25).tolist() == [[True, True, True, False]]  # ties at q kept
+    assert not high_entropy_mask(H, torch.zeros(4, 7), top_quantile=0.5).any()
+    assert high_entropy_mask(H.numpy(), m.numpy(), top_quantile=0.5).dtype == np.bool_
+    for bad in (0.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="top_quantile must"):
+            high_entropy_mask(H, m, top_quantile=bad)
+    with pytest.raises(ValueError, match="mask is required"):
+        high_entropy_mask(H, None, top_quantile=0.5)
+
+
+def test_bias_corrected_kl_value_and_gradient_by_hand():
+    g = torch.Generator().manual_seed(6)
+    lp = -torch.rand(3, 4, generator=g, dtype=torch.float64) * 2 - 0.05
+    old = lp.detach() + torch.randn(3, 4, generator=g, dtype=torch.float64) * 0.3
+    ref = lp.detach() + torch.randn(3, 4, generator=g, dtype=torch.float64) * 0.5
+    m = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]], dtype=torch.float64)
+    old_pad = torch.where(m == 1, old, torch.tensor(-float("inf"), dtype=torch.float64))
+    lp_ = lp.clone().requires_grad_()
+    out = bias_corrected_kl(lp_, old_pad, ref, m)
+    rho, d = torch.exp(lp - old), lp - ref
+    k3 = torch.exp(-d) - 1 + d
+    assert (out.detach() - rho * k3 * m).abs().max().item() <= 1e-14
+    out.sum().backward()
+    by_hand = rho * k3 + rho * (1 - torch.exp(-d))  # d(rho k3)/d log pi: the ratio carries the score
+    assert (lp_.grad - by_hand * m).abs().max().item() <= 1e-14
+    seq = bias_corrected_kl(lp, old, ref, m, level="sequence")
+    geo = torch.exp(((lp - old) * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True))
+    assert (seq - geo * k3 * m).abs().max().item() <= 1e-14
+    with pytest.raises(ValueError, match="level must be 'token' or 'sequence', got 'seq'"):
+        bias_corrected_kl(lp, old, ref, m, level="seq")
+    with pytest.raises(ValueError, match="old_log_prob must be finite"):
+        bias_corrected_kl(lp, old_pad, ref, torch.ones(3, 4))
+
+
+def test_bias_corrected_kl_expected_gradient_is_the_reverse_kl_on_a_softmax():
+    """Enumerated over K actions: E_mu[grad(rho k3)] = grad KL(pi || ref) for any mu; at mu = pi the plain k3 is not."""
+    K = 5
+    g = torch.Generator().manual_seed(7)
+    theta = torch.randn(K, generator=g, dtype=torch.float64, requires_grad=True)
+    ref = torch.softmax(torch.randn(K, generator=g, dtype=torch.float64), 0)
+    for mu in (torch.softmax(torch.randn(K, generator=g, dtype=torch.float64), 0), None):
+        logpi = torch.log_softmax(theta, 0)
+        mu_ = torch.exp(logpi).detach() if mu is None else mu
+        terms = bias_corrected_kl(logpi[None], torch.log(mu_)[None], torch.log(ref)[None], torch.ones(1, K))[0]
+        (grad_corrected,) = torch.autograd.grad((mu_ * terms).sum(), theta, retain_graph=True)
+        kl = (torch.exp(logpi) * (logpi - torch.log(ref))).sum()
+        (grad_kl,) = torch.autograd.grad(kl, theta)
+        assert (grad_corrected - grad_kl).abs().max().item() <= 1e-14
+        value = (mu_ * terms).sum().item()
+        assert abs(value - kl.item()) <= 1e-14
+    logpi = torch.log_softmax(theta, 0)
+    (grad_kl,) = torch.autograd.grad((torch.exp(logpi) * (logpi - torch.log(ref))).sum(), theta, retain_graph=True)
+    plain = kl_k3(logpi[None], torch.log(ref)[None])[0]
+    (grad_plain,) = torch.autograd.grad((torch.exp(logpi).detach() * plain).sum(), theta)
+    assert (grad_plain - grad_kl).abs().max().item() > 1e-3  # without the ratio: the forward KL's gradient
+
+
+def test_bias_corrected_kl_derivation_fails_on_the_wrong_claims(fails_to_verify):
+    d = _dtr.bias_corrected_kl_gradient(3)
+    assert d.verify().verified
+    pi, rho = sp.symbols("pi_1:4", positive=True), sp.symbols("rho_1:4", positive=True)  # the derivation's own symbols
+    mu = sp.symbols("mu_1:4", positive=True)
+    k3 = lambda p, q: q / p - 1 - sp.log(q / p)
+    assert fails_to_verify(d.replaced(1, lhs=sum(mu[a] * k3(pi[a], rho[a]) for a in range(3))))  # the ratio dropped
+    assert fails_to_verify(d.replaced(1, rhs=sum(q * sp.log(q / p) for p, q in zip(pi, rho))))  # the forward KL
+    assert fails_to_verify(d.replaced(2, rhs=d.steps[2].rhs * 2))  # twice the gradient
+    assert fails_to_verify(d.replaced(2, rhs=_dtr.kl_estimator_gradients(3).steps[3].rhs))  # the forward KL's gradient
+
+
+def _otb_by_hand(r, m, lp, s2, isw=None, align="position", tail=False, eps=1e-8):
+    """verl's OTB (b178a3c docstrings: B_t = sum G W / (sum W + eps), W_t = cumsum of 1 - 2 pi + sum pi^2), in loops, one group."""
+    G, T = len(r), len(r[0])
+    ret = [[sum(r[i][u] * m[i][u] for u in range(t, T)) for t in range(T)] for i in range(G)]
+    W = []
+    for i in range(G):
+        acc, row = 0.0, []
+        for t in range(T):
+            w = (1 - 2 * math.exp(lp[i][t]) + s2[i][t]) * (1 if isw is None else isw[i][t] ** 2)
+            acc += w * m[i][t]
+            row.append(acc)
+        W.append(row)
+    n = [int(sum(mi)) for mi in m]
+    if align == "response":  # the k-th response token of each row, empty rows out of the group
+        idx = [[t for t in range(T) if m[i][t]] for i in range(G)]
+        members = [i for i in range(G) if n[i] > 0]
+        L = max(n) if members else 0
+        Rc = {i: [ret[i][t] for t in idx[i]] + [0.0] * (L - n[i]) for i in members}
+        Wc = {i: [W[i][t] for t in idx[i]] + [0.0] * (L - n[i]) for i in members}
+        b = {i: [0.0] * L for i in members}
+        if len(members) > 1:
+            for k in range(L):
+                base = sum(Rc[i][k] * Wc[i][k] for i in members) / (sum(Wc[i][k] for i in members) + eps)
+                for i in members:
+                    b[i][k] = base
+            if tail:
+                ls = sorted(n[i] for i in members)
+                if ls[-1] > ls[-2]:
+                    j = [i for i in members if n[i] == ls[-1]][0]
+                    b[j][ls[-2]:] = [0.0] * (L - ls[-2])
+        out = [[0.0] * T for _ in range(G)]
+        for i in members:
+            for k, t in enumerate(idx[i]):
+                out[i][t] = Rc[i][k] - b[i][k]
+        return out
+    b = [[0.0] * T for _ in range(G)]
+    if G > 1:
+        for t in range(T):
+            base = sum(ret[i][t] * W[i][t] * m[i][t] for i in range(G)) / (sum(W[i][t] * m[i][t] for i in range(G)) + eps)
+            for i in range(G):
+                b[i][t] = base
+        if tail:
+            ls = sorted(n)
+            if n.count(ls[-1]) == 1 and ls[-1] > ls[-2]:
+                j = n.index(ls[-1])
+                b[j][ls[-2]:] = [0.0] * (T - ls[-2])
+    return [[(ret[i][t] - b[i][t]) * m[i][t] for t in range(T)] for i in range(G)]
+
+
+def _otb_batch(seed, G=4, T=7, holes=False):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(G, T, 6, generator=g, dtype=torch.float64)
+    p = torch.softmax(logits, -1)
+    tok = torch.randint(0, 6, (G, T), generator=g)
+    lp = torch.log(p.gather(-1, tok[..., None])[..., 0])
+    s2 = (p**2).sum(-1)
+    r = torch.zeros(G, T, dtype=torch.float64)
+    lengths = torch.tensor([7, 3, 5, 0][:G] if G == 4 else torch.randint(1, T + 1, (G,), generator=g).tolist())
+    m = (torch.arange(T)[None] < lengths[:, None]).to(torch.float64)
+    if holes:  # tool tokens inside the responses
+        m[:, 1] = 0
+    for i in range(G):
+        if lengths[i] > 0:
+            r[i, int(lengths[i]) - 1] = torch.rand(1, generator=g, dtype=torch.float64).item() * 2 - 0.5  # non-binary outcome
+        r[i, 0] += 0.1  # and a token-level reward
+    isw = torch.rand(G, T, generator=g, dtype=torch.float64) + 0.5
+    return r, m, lp, s2, isw
+
+
+@pytest.mark.parametrize("align", ["position", "response"])
+@pytest.mark.parametrize("tail", [False, True])
+@pytest.mark.parametrize("holes", [False, True])
+@pytest.mark.parametrize("with_is", [False, True])
+def test_optimal_token_baseline_matches_verls_definition(align, tail, holes, with_is):
+    r, m, lp, s2, isw = _otb_batch(8, holes=holes)
+    theirs = torch.tensor(_otb_by_hand(r.tolist(), m.tolist(), lp.tolist(), s2.tolist(), isw.tolist() if with_is else None, align, tail), dtype=torch.float64)
+    lp_pad = torch.where(m == 1, lp, torch.tensor(-float("inf"), dtype=torch.float64))
+    ours = optimal_token_baseline_advantages(r[None], lp_pad[None], s2[None], m[None], is_weights=isw[None] if with_is else None,
+                                             align=align, handle_zero_tail=tail)[0]
+    assert (ours - theirs).abs().max().item() <= 1e-14
+    assert torch.isfinite(ours).all()
+
+
+def test_optimal_token_baseline_groups_defaults_and_inputs():
+    r, m, lp, s2, _ = _otb_batch(9)
+    batch = [_otb_batch(s) for s in (9, 10)]
+    stacked = [torch.stack(t) for t in zip(*batch)]
+    both = optimal_token_baseline_advantages(stacked[0], stacked[2], stacked[3], stacked[1])
+    for k, (r_, m_, lp_, s2_, _) in enumerate(batch):  # groups are independent
+        assert torch.equal(both[k], optimal_token_baseline_advantages(r_, lp_, s2_, m_))
+    # one answer: no baseline, the advantage is the reward-to-go
+    alone = optimal_token_baseline_advantages(r[:1], lp[:1], s2[:1], m[:1])
+    assert torch.equal(alone, (r[:1] * m[:1]).flip(-1).cumsum(-1).flip(-1) * m[:1])
+    # verl's defaults of handle_zero_tail: False by position, True by response
+    assert torch.equal(optimal_token_baseline_advantages(r, lp, s2, m, align="response"),
+                       optimal_token_baseline_advantages(r, lp, s2, m, align="response", handle_zero_tail=True))
+    assert not torch.equal(optimal_token_baseline_advantages(r, lp, s2, m), optimal_token_baseline_advantages(r, lp, s2, m, handle_zero_tail=True))
+    assert optimal_token_baseline_advantages(r.float(), lp.float(), s2.float(), m).dtype == torch.float32
+    with pytest.raises(ValueError, match="sum_pi_squared must lie in"):
+        optimal_token_baseline_advantages(r, lp, s2 + 1, m)
+    with pytest.raises(ValueError, match="log_prob must be <= 0"):
+        optimal_token_baseline_advantages(r, -lp, s2, m)
+    with pytest.raises(ValueError, match="is_weights must be >= 0 where mask is 1"):
+        optimal_token_baseline_advantages(r, lp, s2, m, is_weights=-torch.ones_like(r))
+    with pytest.raises(ValueError, match="align must be 'position' or 'response', got 'token'"):
+        optimal_token_baseline_advantages(r, lp, s2, m, align="token")
+    with pytest.raises(ValueError, match=r"rewards must have shape \[..., G, T\]"):
+        optimal_token_baseline_advantages(r[0], lp[0], s2[0], m[0])
+    with pytest.raises(ValueError, match="mask is required"):
+        optimal_token_baseline_advantages(r, lp, s2, None)
+
+
+def test_otb_token_energy_is_the_squared_score_norm_in_the_logits():
+    """w = 1 - 2 pi(o) + sum pi^2 is |grad_z log pi(o)|^2 for a softmax step, checked against autograd."""
+    g = torch.Generator().manual_seed(11)
+    for V in (2, 5, 50):
+        z = torch.randn(V, generator=g, dtype=torch.float64, requires_grad=True)
+        for o in (0, V - 1):
+            (score,) = torch.autograd.grad(torch.log_softmax(z, 0)[o], z)
+            p = torch.softmax(z.detach(), 0)
+            assert abs(score.pow(2).sum().item() - (1 - 2 * p[o] + (p**2).sum()).item()) <= 1e-14
+
+
+def test_otb_baseline_minimises_the_weighted_squared_error():
+    """b_t = sum W G / sum W is the minimiser of sum_i W_i (G_i - b)^2: a shift of b either way increases it."""
+    r, m, lp, s2, _ = _otb_batch(12, G=5, T=4)
+    A = optimal_token_baseline_advantages(r, lp, s2, m, eps=0.0)
+    ret = (r * m).flip(-1).cumsum(-1).flip(-1) * m
+    W = ((1 - 2 * lp.exp() + s2) * m).cumsum(-1) * m
+    for t in range(4):
+        b = (ret[:, t] - A[:, t])[m[:, t] == 1]
+        assert b.numel() == 0 or (b - b[0]).abs().max().item() <= 1e-15  # one baseline per step, shared by the group
+        if b.numel():
+            loss = lambda c, t=t: (W[:, t] * m[:, t] * (ret[:, t] - c) ** 2).sum().item()
+            assert loss(b[0].item()) < min(loss(b[0].item() + 1e-3), loss(b[0].item() - 1e-3))
+
+
+def test_a_boolean_weight_counts_as_zero_one():
+    x, m = _ragged_batch(seed=13)
+    keep = high_entropy_mask(x.abs(), m, top_quantile=0.5)
+    assert keep.dtype == torch.bool
+    assert _aggregate(x, m, weight=keep).item() == _aggregate(x, m, weight=keep.to(torch.float64)).item()
+    V = x + 1
+    assert _value_loss(V, V, x, m, weight=keep.numpy()).item() == _value_loss(V, V, x, m, weight=keep.numpy().astype(float)).item()
+
+
+@pytest.mark.parametrize("mode, opts", [("seq-mean-token-mean", {"count_eps": 1e-8, "empty_rows": "exclude"}), ("seq-mean-token-mean", {"count_eps": 0.5}),
+                                        ("seq-mean-token-sum", {"empty_rows": "exclude"}), ("token-mean", {})])
+def test_row_constant_values_reduce_like_their_broadcast_with_every_option(mode, opts):
+    """The sequence-level losses hand reduce_tokens one value per row; the options must give what the broadcast gives."""
+    from numeric.losses.aggregation import reduce_tokens
+
+    x, m = _ragged_batch(seed=14, empty=(0, 2))
+    keep = m.bool()
+    row = x[:, :1]
+    full = reduce_tokens(row.expand_as(x), keep, mode, None, **opts)
+    assert abs(reduce_tokens(row, keep, mode, None, **opts).item() - full.item()) <= 1e-15 * (1 + abs(full.item()))
+    assert abs(full.item() - _aggregate(row.expand_as(x).contiguous(), m, mode, **opts).item()) <= 1e-15 * (1 + abs(full.item()))
+
+
+def test_token_weights_refuse_options_by_name():
+    m = np.array([[1, 1, 0], [1, 0, 0]])
+    with pytest.raises(ValueError, match="empty_rows is used by seq-mean-token-mean and seq-mean-token-sum only, not 'token-mean'"):
+        _token_weights(m, "token-mean", empty_rows="exclude")
+    with pytest.raises(ValueError, match="count_eps is used by seq-mean-token-mean only, not 'seq-mean-token-sum'"):
+        _token_weights(m, "seq-mean-token-sum", count_eps=1e-8)
+    with pytest.raises(ValueError, match=r"empty_rows must be one of \('count', 'exclude'\)"):
+        _token_weights(m, "seq-mean-token-sum", empty_rows=True)
+    kappa = _token_weights(np.array([[1, 1, 0], [0, 0, 0]]), "seq-mean-token-sum", empty_rows="exclude")
+    assert kappa.tolist() == [[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]]  # B' = 1: the empty row is not counted

@@ -463,3 +463,162 @@ def test_results_with_named_parts_are_frozen_records_with_a_readable_repr(stale,
         assert len(repr(record)) < 200  # no tensor dumped
     assert repr(t).startswith("TruncationBias(level='sequence', cap=1.28, |difference|=0.")
     assert (t.level, t.cap) == ("sequence", 1.28) and t.difference.shape == t.closed_form.shape == (40,)
+
+
+# -- issue 18 item 3: rejection levels with k2/k3, the sequence ratio's floor, batch-normalised weights ----------
+# Expected values are verl's (b178a3c, rollout_corr_helper) and the package's documented formulas written out in loops.
+
+import math  # noqa: E402
+
+from derivations import off_policy as dop  # noqa: E402
+from numeric import batch_normalized_weights  # noqa: E402
+
+
+def _stats_by_hand(lp, lmu, m, estimator, level):
+    """verl's per-token k2 = d^2/2, k3 = e^d - 1 - d with d = log pi - log mu, reduced over a row's kept tokens."""
+    out = []
+    for lp_i, lmu_i, m_i in zip(lp, lmu, m):
+        ks = []
+        for a, b, keep in zip(lp_i, lmu_i, m_i):
+            if keep:
+                d = a - b
+                ks.append({"k1": -d, "k2": d * d / 2, "k3": math.exp(d) - 1 - d}[estimator])
+        if level == "token":
+            it = iter(ks)
+            out.append([next(it) if keep else None for keep in m_i])
+        else:
+            stat = {"seq_sum": sum(ks), "seq_mean": sum(ks) / len(ks) if ks else 0.0, "seq_max": max(ks) if ks else 0.0}[level]
+            out.append([stat if keep else None for keep in m_i])
+    return out
+
+
+def _rs_batch(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    lp = -torch.rand(5, 6, generator=g, dtype=torch.float64) * 2 - 0.01
+    lmu = lp + torch.randn(5, 6, generator=g, dtype=torch.float64) * 0.4
+    m = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [1, 1, 0, 1, 1, 0]], dtype=torch.float64)
+    return lp, lmu, m
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])
+@pytest.mark.parametrize("level", ["token", "seq_sum", "seq_mean", "seq_max"])
+def test_kl_rejection_levels_match_the_statistic_written_out(estimator, level):
+    lp, lmu, m = _rs_batch()
+    stats = _stats_by_hand(lp.tolist(), lmu.tolist(), m.tolist(), estimator, level)
+    finite = sorted(set(v for row in stats for v in row if v is not None))
+    lmu_pad = torch.where(m == 1, lmu, torch.tensor(-float("inf"), dtype=torch.float64))
+    # thresholds between two statistics (at a statistic, a hand formula and expm1 may round apart)
+    cuts = [(a + b) / 2 for a, b in zip(finite, finite[1:]) if (a + b) / 2 >= 0]
+    picks = [cuts[0], cuts[len(cuts) // 2], cuts[-1]] if cuts else []
+    for threshold in picks + [0.0, finite[-1] + 1.0]:
+        theirs = torch.tensor([[0.0 if v is None else float(v <= threshold) for v in row] for row in stats], dtype=torch.float64)
+        ours = kl_rejection_mask(lp, lmu_pad, m, threshold=threshold, estimator=estimator, level=level)
+        assert torch.equal(ours, theirs), (threshold, ours, theirs)
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k2"])
+@pytest.mark.parametrize("level", ["token", "seq_sum", "seq_mean", "seq_max"])
+def test_kl_rejection_keeps_a_statistic_exactly_at_the_threshold(estimator, level):
+    lp = torch.tensor([[-1.0, -2.0], [-1.0, -1.0]], dtype=torch.float64)
+    lmu = torch.tensor([[-1.5, -2.5], [-1.5, -1.0]], dtype=torch.float64)  # log-ratios 0.5 exactly (and 0)
+    m = torch.ones(2, 2)
+    k = {"k1": 0.0, "k2": 0.125}[estimator]  # row 0 tokens: k1 = -0.5, k2 = 0.125; exactly representable
+    stat = {"token": k, "seq_sum": 2 * k, "seq_mean": k, "seq_max": k}[level] if estimator == "k2" else 0.0
+    at = kl_rejection_mask(lp, lmu, m, threshold=stat, estimator=estimator, level=level)
+    below = kl_rejection_mask(lp, lmu, m, threshold=float(np.nextafter(stat, -1)) if stat > 0 else 0.0, estimator=estimator, level=level)
+    assert at[0].tolist() == [1.0, 1.0]
+    if estimator == "k2":
+        assert below[0].tolist() == [0.0, 0.0]
+
+
+def test_kl_rejection_levels_differ_where_they_should_and_keep_empty_rows():
+    lp, lmu, m = _rs_batch(1)
+    masks = {lv: kl_rejection_mask(lp, lmu, m, threshold=0.05, estimator="k2", level=lv) for lv in ("token", "seq_sum", "seq_mean", "seq_max")}
+    assert not torch.equal(masks["seq_sum"], masks["seq_mean"])  # a mean is not a sum (rows of several tokens)
+    assert torch.equal(masks["seq_max"], masks["token"].where(m == 1, 1).amin(-1, keepdim=True).expand_as(m) * m)  # max <= d iff every token
+    default = kl_rejection_mask(lp, lmu, m, threshold=0.05, estimator="k2")
+    assert torch.equal(default, masks["seq_sum"])  # today's behaviour is the default
+    for mask in masks.values():
+        assert mask[3].sum() == 0  # an empty row has no token to keep
+    one_empty = torch.zeros(1, 3)
+    for lv in ("seq_mean", "seq_max", "seq_sum", "token"):
+        assert kl_rejection_mask(torch.zeros(1, 3), torch.zeros(1, 3), one_empty, threshold=0.0, level=lv).tolist() == [[0.0, 0.0, 0.0]]
+    with pytest.raises(ValueError, match=r"level must be one of \('token', 'seq_sum', 'seq_mean', 'seq_max'\), got 'seq_min'"):
+        kl_rejection_mask(lp, lmu, m, level="seq_min")
+
+
+def test_truncated_sequence_ratio_floor_mirrors_the_token_twin():
+    lp, lmu, m = _rs_batch(2)
+    d = ((lp - lmu) * m).sum(-1, keepdim=True)
+    for floor, cap in ((0.0, 2.0), (0.5, 2.0), (0.9, 1.1)):
+        theirs = torch.exp(d).clamp(min=floor, max=cap).expand_as(m) * m
+        assert (truncated_sequence_ratio(lp, lmu, m, cap=cap, floor=floor) - theirs).abs().max().item() <= 1e-15
+    assert torch.equal(truncated_sequence_ratio(lp, lmu, m), truncated_sequence_ratio(lp, lmu, m, floor=0.0))
+    big = torch.tensor([[800.0, 0.0], [-800.0, 0.0]], dtype=torch.float64)  # exp overflows, and underflows
+    assert truncated_sequence_ratio(big, torch.zeros(2, 2), torch.ones(2, 2), cap=3.0, floor=0.25).tolist() == [[3.0, 3.0], [0.25, 0.25]]
+    with pytest.raises(ValueError, match="floor must be < cap"):
+        truncated_sequence_ratio(lp, lmu, m, cap=1.0, floor=1.0)
+    with pytest.raises(ValueError, match="floor must be"):
+        truncated_sequence_ratio(lp, lmu, m, floor=-0.1)
+
+
+def _verl_batch_norm(w, m, level):
+    """verl compute_rollout_correction_weights, rollout_is_batch_normalize=True, one process, written out."""
+    if level == "token":
+        mean = sum(a * b for row, mr in zip(w, m) for a, b in zip(row, mr)) / (sum(map(sum, m)) + 1e-8)
+    else:
+        rows = [sum(a * b for a, b in zip(row, mr)) / (sum(mr) + 1e-8) for row, mr in zip(w, m)]
+        valid = [float(sum(mr) > 0) for mr in m]
+        mean = sum(r * v for r, v in zip(rows, valid)) / max(sum(valid), 1e-8)
+    return [[a * b / mean if mean > 1e-8 else a * b for a, b in zip(row, mr)] for row, mr in zip(w, m)], mean
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_batch_normalized_weights_are_verls(level):
+    lp, lmu, m = _rs_batch(3)
+    w = truncated_token_ratio(lp, lmu, m, cap=2.0) if level == "token" else truncated_sequence_ratio(lp, lmu, m, cap=2.0)
+    theirs, mean = _verl_batch_norm(w.tolist(), m.tolist(), level)
+    w_pad = torch.where(m == 1, w, torch.tensor(float("nan"), dtype=torch.float64))
+    ours = batch_normalized_weights(w_pad, m, level=level)
+    assert (ours - torch.tensor(theirs, dtype=torch.float64)).abs().max().item() <= 1e-7  # verl's + 1e-8 in the counts
+    exact = w / mean * m
+    if level == "token":
+        assert abs((ours * m).sum().item() / m.sum().item() - 1) <= 1e-15  # mean exactly 1 over the kept tokens
+        exact = w / ((w * m).sum() / m.sum())
+    else:
+        n = m.sum(-1)
+        row_means = (ours * m).sum(-1)[n > 0] / n[n > 0]
+        assert abs(row_means.mean().item() - 1) <= 1e-15  # the mean of the sequence weights is exactly 1
+        exact = w / ((w * m).sum(-1)[n > 0] / n[n > 0]).mean()
+    assert (ours - exact * m).abs().max().item() <= 1e-15
+
+
+def test_batch_normalized_weights_levels_differ_edges_and_inputs():
+    w = torch.tensor([[2.0, 2.0, 2.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
+    m = torch.tensor([[1, 1, 1], [1, 0, 0]], dtype=torch.float64)
+    assert batch_normalized_weights(w, m, level="token")[0, 0].item() == pytest.approx(2 / (7 / 4), rel=1e-15)
+    assert batch_normalized_weights(w, m, level="sequence")[0, 0].item() == pytest.approx(2 / 1.5, rel=1e-15)
+    zero = torch.zeros(2, 3)
+    assert torch.equal(batch_normalized_weights(zero, m), zero)  # nothing to normalise: unchanged, as verl
+    assert batch_normalized_weights(w.numpy(), m.numpy()).dtype == np.float64
+    assert batch_normalized_weights(w.float(), m).dtype == torch.float32
+    with pytest.raises(ValueError, match="weights must be >= 0 where mask is 1"):
+        batch_normalized_weights(-w, m)
+    with pytest.raises(ValueError, match="level must be 'token' or 'sequence', got 'seq'"):
+        batch_normalized_weights(w, m, level="seq")
+    with pytest.raises(ValueError, match="mask is required"):
+        batch_normalized_weights(w, None)
+    with pytest.raises(ValueError, match="weights must be finite"):
+        batch_normalized_weights(w.where(m == 0, float("inf")), m)
+
+
+def test_truncated_ratio_mean_derivation_and_its_numbers(fails_to_verify):
+    d = dop.truncated_ratio_mean()
+    assert d.verify().verified
+    assert fails_to_verify(d.replaced(2, rhs=2 * d.steps[2].rhs))  # the untruncated mean is 1, not 2
+    assert fails_to_verify(d.replaced(0, rhs=-d.steps[0].rhs))  # truncation removes the excess, it does not add it
+    g = torch.Generator().manual_seed(4)
+    for C in (0.5, 1.0, 1.7):
+        pi, mu = (torch.softmax(torch.randn(7, generator=g, dtype=torch.float64) * 1.5, 0) for _ in range(2))
+        rho = pi / mu
+        assert abs((mu * rho.clamp(max=C)).sum().item() - (1 - (mu * (rho - C).clamp(min=0)).sum().item())) <= 1e-15

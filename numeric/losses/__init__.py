@@ -12,7 +12,7 @@ Map
 Token bookkeeping
     :func:`token_log_probs`, :func:`stable_softmax`, :func:`softmax_score`,
     :func:`response_mask`, :func:`sequence_log_prob`, :func:`broadcast_advantage`,
-    :func:`token_entropy`.
+    :func:`token_entropy`, :func:`high_entropy_mask`.
 Aggregation
     :func:`aggregate` over the modes in :data:`AGGREGATIONS`, :func:`token_weights`
     (the weight each mode gives each token), :data:`TRAINER_MODES` (each trainer's
@@ -24,11 +24,12 @@ Policy losses
     (:math:`\kappa` from :func:`token_weights`; :mod:`derivations.losses`).
 Penalties
     :func:`kl_penalty` (:math:`k_1, k_2, k_3`, clamped as verl clamps),
-    :func:`value_loss` (clipped).
+    :func:`value_loss` (clipped), :func:`bias_corrected_kl` (TRL's :math:`\rho\,k_3`).
 Advantage estimators
     :func:`masked_whiten`, :func:`reinforce_pp_advantages`,
     :func:`reinforce_pp_baseline_advantages`, :func:`remax_advantages`,
-    :func:`opo_advantages`, :func:`gpg_advantages`, :func:`passk_advantages`; the exact scale :math:`c` of
+    :func:`opo_advantages`, :func:`gpg_advantages`, :func:`passk_advantages`,
+    :func:`optimal_token_baseline_advantages`, :func:`batch_scaled_advantages`; the exact scale :math:`c` of
     :math:`\mathbb{E}[A\,\nabla\log\pi] = c\,\nabla J` for a binary reward is
     :func:`numeric.binary_reward_weight`.
 
@@ -78,6 +79,11 @@ __all__ = [
     "token_weights",
     "trainer_table",
     "value_loss",
+    "EMPTY_ROWS",
+    "batch_scaled_advantages",
+    "bias_corrected_kl",
+    "high_entropy_mask",
+    "optimal_token_baseline_advantages",
 ]
 
 

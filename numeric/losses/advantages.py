@@ -22,9 +22,11 @@ from ..group_baselines import group_mean_advantages
 from .tokens import mask_of_rank
 
 __all__ = [
+    "batch_scaled_advantages",
     "gpg_advantages",
     "masked_whiten",
     "opo_advantages",
+    "optimal_token_baseline_advantages",
     "passk_advantages",
     "reinforce_pp_advantages",
     "reinforce_pp_baseline_advantages",
@@ -71,12 +73,15 @@ def masked_whiten(x: ArrayT, mask: Array, *, shift_mean: bool = True, unbiased: 
     return like(kind, torch.where(m, out, torch.zeros_like(out)).to(result_dtype(x)))
 
 
-def reinforce_pp_advantages(rewards: ArrayT, mask: Array, *, gamma: float = 1.0) -> ArrayT:
+def reinforce_pp_advantages(rewards: ArrayT, mask: Array, *, gamma: float = 1.0, unbiased: bool = True, eps: float = 1e-8) -> ArrayT:
     r"""REINFORCE++: discounted reward-to-go within each response, whitened over the batch.
 
     :math:`G_t = \sum_{u \ge t} \gamma^{u-t} m_u r_u`, then :func:`masked_whiten`
     (verl ``compute_reinforce_plus_plus_outcome_advantage``).  The whitening
     couples the rows of the batch, so no fixed scale :math:`c` exists.
+    ``unbiased`` (Bessel's variance, verl's ``masked_var``) and ``eps`` (added to
+    the variance, verl's ``1e-8``) are :func:`masked_whiten`'s, with verl's values
+    as defaults.
 
     References
     ----------
@@ -99,16 +104,17 @@ def reinforce_pp_advantages(rewards: ArrayT, mask: Array, *, gamma: float = 1.0)
     for k in reversed(range(r.shape[-1])):
         running = (r[..., k] + gamma * running) * mf[..., k]
         out[..., k] = running
-    return like(kind, masked_whiten(out, m).to(result_dtype(rewards)))
+    return like(kind, masked_whiten(out, m, unbiased=unbiased, eps=eps).to(result_dtype(rewards)))
 
 
-def reinforce_pp_baseline_advantages(rewards: ArrayT, mask: Array) -> ArrayT:
+def reinforce_pp_baseline_advantages(rewards: ArrayT, mask: Array, *, unbiased: bool = True, eps: float = 1e-8) -> ArrayT:
     r"""REINFORCE++ with a baseline: group-mean-centred rewards on each token, whitened over the batch.
 
     ``rewards`` ``[..., G]`` (one per answer, the group last), ``mask``
     ``[..., G, T]``: :math:`A_{it} = \mathrm{whiten}(R_i - \bar R)` over every
     masked token of the batch (verl
-    ``compute_reinforce_plus_plus_baseline_outcome_advantage``).
+    ``compute_reinforce_plus_plus_baseline_outcome_advantage``); ``unbiased`` and
+    ``eps`` as in :func:`reinforce_pp_advantages`.
 
     Examples
     --------
@@ -125,7 +131,7 @@ def reinforce_pp_baseline_advantages(rewards: ArrayT, mask: Array) -> ArrayT:
     if tuple(m_raw.shape[:-1]) != tuple(r.shape):
         raise ValueError(f"mask must have shape [..., G, T] with [..., G] = {tuple(r.shape)}, got {tuple(m_raw.shape)}")
     tokens = centred[..., None].expand(m_raw.shape).contiguous()
-    return like(kind, masked_whiten(tokens, mask).to(result_dtype(rewards)))
+    return like(kind, masked_whiten(tokens, mask, unbiased=unbiased, eps=eps).to(result_dtype(rewards)))
 
 
 def remax_advantages(rewards: ArrayT, baseline_reward: Array, mask: Array) -> ArrayT:
@@ -265,3 +271,157 @@ def passk_advantages(rewards: ArrayT, *, eps: float = 1e-6, std: bool = False) -
         margin = torch.where(margin == 0, margin, margin / (_bessel_std(r) + eps))  # a tie for the best: 0, also at eps = 0
     out = torch.zeros_like(r).scatter(-1, top.indices[..., :1], margin)
     return like(kind, out.to(result_dtype(rewards)))
+
+
+def batch_scaled_advantages(rewards: ArrayT, *, eps: float = 1e-4) -> ArrayT:
+    r"""Group-centred rewards over the batch's std: :math:`A_i = (R_i - \bar R_{\mathrm{group}})/(\sigma_{\mathrm{batch}} + \epsilon)` (TRL ``scale_rewards="batch"``).
+
+    ``rewards`` ``[..., n_groups, G]`` is one batch of groups (leading
+    dimensions are independent batches).  The mean is each group's; the std is
+    Bessel's over every answer of the batch, all groups together (TRL
+    ``f2cd57710ae3``: ``nanstd(rewards)``, and 0 for a batch of one answer), and
+    ``eps`` is TRL's ``1e-4``.  ``scale_rewards="group"`` is
+    :func:`numeric.group_zscore_advantages` with ``std="bessel"``, ``eps=1e-4``;
+    ``"none"`` is :func:`numeric.group_mean_advantages`.
+
+    The std is one number for the whole batch, so within a batch this is the
+    Dr. GRPO advantage times a constant: a group of constant rewards gets 0, and
+    no group's advantage is blown up by its own small std.  Across batches the
+    constant is random and depends on every group, so for a binary reward no
+    fixed scale :math:`c(p, G)` exists (unlike the group z-score).
+
+    References
+    ----------
+    K. Liu et al., "Part I: Tricks or traps? A deep dive into RL for LLM reasoning", arXiv:2508.08221 (2025) (batch-level std).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import batch_scaled_advantages
+    >>> print(batch_scaled_advantages(np.array([[1.0, 0.0], [1.0, 1.0]]), eps=0.0).round(6))
+    [[ 1. -1.]
+     [ 0.  0.]]
+    """
+    r, kind = require_group_rewards("rewards", rewards)
+    if r.ndim < 2:
+        raise ValueError(f"rewards must have shape [..., n_groups, G], got {tuple(r.shape)}")
+    eps = require_nonnegative("eps", eps)
+    flat = r.reshape(*r.shape[:-2], -1)
+    std = _bessel_std(flat)[..., None] if flat.shape[-1] > 1 else torch.zeros_like(flat[..., None])
+    return like(kind, (group_mean_advantages(r) / (std + eps)).to(result_dtype(rewards)))
+
+
+def optimal_token_baseline_advantages(
+    rewards: ArrayT,
+    log_prob: Array,
+    sum_pi_squared: Array,
+    mask: Array,
+    *,
+    is_weights: Array | None = None,
+    align: str = "position",
+    handle_zero_tail: bool | None = None,
+    eps: float = 1e-8,
+) -> ArrayT:
+    r"""verl's optimal token baseline (OTB): a baseline per step, :math:`A_{it} = G_{it} - b_t`, weighted by the path's score energy.
+
+    For each group (``[..., G, T]``, the group in the second-to-last
+    dimension) with token rewards :math:`r`, reward-to-go
+    :math:`G_{it} = \sum_{u \ge t} m_{iu} r_{iu}` and
+
+    .. math::
+
+        w_{it} = \lVert \nabla_z \log\pi(o_{it}) \rVert^2 = 1 - 2\pi(o_{it}) + \sum_a \pi_a^2,
+        \qquad W_{it} = \sum_{u \le t} m_{iu}\, w_{iu}\,\bar\rho_{iu}^2,
+        \qquad b_t = \frac{\sum_i m_{it} G_{it} W_{it}}{\sum_i m_{it} W_{it} + \epsilon},
+
+    :math:`w` the squared norm of the score of a softmax step in its logits
+    :math:`z` (:math:`e_a - \pi`, whose squared norm is the middle expression;
+    ``tests/test_losses.py`` checks it against autograd), :math:`\pi(o)` from
+    ``log_prob`` (verl: ``old_log_probs``), :math:`\sum_a\pi_a^2` given as
+    ``sum_pi_squared`` (from logits: ``(stable_softmax(z) ** 2).sum(-1)``), and
+    :math:`\bar\rho` the optional sampler weights ``is_weights`` (verl
+    ``rollout_is_weights``; 1 without).  :math:`b_t` minimises
+    :math:`\sum_i m_{it} W_{it} (G_{it} - b)^2`, the group's estimate of
+    :math:`\mathbb E[W_t (G_t - b)^2]`; :math:`W_t` stands in for
+    :math:`\lVert\sum_{u\le t} s_u\rVert^2`, whose cross terms vanish in
+    expectation (:func:`derivations.off_policy.martingale_orthogonality`), so
+    it is verl's variance proxy, not the exact minimiser of the estimator's
+    variance.  The baseline uses every answer of the group, the answer itself
+    included, so it is not an admissible (independent) baseline and no fixed
+    scale :math:`c` exists.
+
+    ``align`` says which tokens of different answers share a :math:`b_t`:
+    ``"position"`` the same column :math:`t` (verl
+    ``compute_optimal_token_baseline_advantage``), ``"response"`` the
+    :math:`k`-th masked token of each answer, so that tool tokens between turns
+    do not shift the count (verl ``compute_multi_turn_optimal_token_baseline_advantage``,
+    ``tir_optimal_token_baseline``; there answers with no token are left out
+    of their group).  A group of one answer gets no baseline (:math:`A = G`).
+    ``handle_zero_tail`` (default: verl's, ``False`` for ``"position"``,
+    ``True`` for ``"response"``) sets the baseline to 0 beyond the second
+    longest answer on the answer that is the unique longest, which would
+    otherwise be its own baseline there (:math:`A \approx 0`).
+
+    Read at verl ``b178a3cd56f5`` (``verl/trainer/ppo/core_algos.py``); verl
+    takes ``(token_level_rewards, response_mask, index, old_log_probs,
+    sum_pi_squared)`` with groups given by ``index``; here the groups are
+    contiguous and the mask comes after the tensors.  verl returns the
+    advantage and :math:`G` both, this function the advantage.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import optimal_token_baseline_advantages
+    >>> r = np.array([[[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]])     # one group of two answers
+    >>> m = np.array([[[1, 1, 0], [1, 1, 1]]])
+    >>> lp, s2 = np.log(np.full((1, 2, 3), 0.5)), np.full((1, 2, 3), 0.5)   # w = 1 - 1 + 0.5 = 0.5
+    >>> print(optimal_token_baseline_advantages(r, lp, s2, m).round(6))
+    [[[ 0.5  0.5  0. ]
+      [-0.5 -0.5  0. ]]]
+    """
+    if align not in ("position", "response"):
+        raise ValueError(f"align must be 'position' or 'response', got {align!r}")
+    tail = (align == "response") if handle_zero_tail is None else require_bool("handle_zero_tail", handle_zero_tail)
+    eps = require_nonnegative("eps", eps)
+    arrays: dict[str, object] = {"rewards": rewards, "log_prob": log_prob, "sum_pi_squared": sum_pi_squared}
+    if is_weights is not None:
+        arrays["is_weights"] = is_weights
+    t, m, kind = masked_inputs(require_mask(mask), "mask", **arrays)
+    r = t["rewards"]
+    if r.ndim < 2:
+        raise ValueError(f"rewards must have shape [..., G, T], got {tuple(r.shape)}")
+    lp, s2 = t["log_prob"], t["sum_pi_squared"]
+    if bool((lp > 0).any()):
+        raise ValueError("log_prob must be <= 0 where mask is 1 (log-probabilities)")
+    if bool(((s2 < 0) | (s2 > 1)).any()):
+        raise ValueError("sum_pi_squared must lie in [0, 1] where mask is 1 (a sum of squared probabilities)")
+    mf = m.to(r.dtype)
+    returns = r.flip(-1).cumsum(-1).flip(-1) * mf
+    w = (1 - 2 * lp.exp() + s2) * mf
+    if is_weights is not None:
+        if bool((t["is_weights"] < 0).any()):
+            raise ValueError("is_weights must be >= 0 where mask is 1 (importance weights)")
+        w = w * t["is_weights"].detach() ** 2
+    W = w.cumsum(-1) * mf
+    n = m.sum(-1)  # [..., G]
+    T = r.shape[-1]
+    if align == "response":
+        k = torch.where(m, m.cumsum(-1) - 1, T)  # the k-th response token of its row; T is a dump column
+        compact = lambda x: torch.zeros(*x.shape[:-1], T + 1, dtype=x.dtype, device=x.device).scatter(-1, k, x)[..., :T]
+        returns, W = compact(returns), compact(W)
+        members = (n > 0).sum(-1, keepdim=True)
+    else:
+        members = torch.full_like(n[..., :1], n.shape[-1])
+    b = (returns * W).sum(-2, keepdim=True) / (W.sum(-2, keepdim=True) + eps)
+    b = torch.where((members > 1)[..., None], b, torch.zeros_like(b)).expand(returns.shape)
+    if tail and n.shape[-1] >= 2:
+        top = n.topk(2, -1).values
+        longest, second = top[..., :1], top[..., 1:2]
+        unique = ((n == longest).sum(-1, keepdim=True) == 1) & (longest > second)
+        row = (n == longest) & unique  # [..., G]
+        cols = torch.arange(T, device=r.device) >= second[..., None]  # [..., 1, T]
+        b = torch.where(row[..., None] & cols, torch.zeros_like(b), b)
+    adv = returns - b
+    if align == "response":
+        adv = adv.gather(-1, torch.where(m, m.cumsum(-1) - 1, 0))
+    return like(kind, torch.where(m, adv, torch.zeros_like(adv)).to(result_dtype(rewards)))

@@ -16,9 +16,9 @@ from .._validate import (
     require_mask,
     result_dtype,
 )
-from .aggregation import check_mode, reduce_tokens
+from .aggregation import check_mode, numeric_weight, reduce_tokens
 
-__all__ = ["KL_ESTIMATORS", "kl_estimate", "kl_penalty", "value_loss"]
+__all__ = ["KL_ESTIMATORS", "bias_corrected_kl", "kl_estimate", "kl_penalty", "value_loss"]
 
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
@@ -86,12 +86,15 @@ def kl_penalty(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None,
     return like(kind, k.to(result_dtype(log_prob)))
 
 
-def value_loss(value: ArrayT, old_value: Array, returns: Array, mask: Array, *, clip: float | None = None, agg: str = "token-mean", norm: float | None = None) -> ArrayT:
+def value_loss(value: ArrayT, old_value: Array, returns: Array, mask: Array, *, clip: float | None = None, agg: str = "token-mean", norm: float | None = None,
+               weight: Array | None = None) -> ArrayT:
     r"""The clipped value loss :math:`\frac12 \max\bigl((V - G)^2, (V_{\mathrm{clip}} - G)^2\bigr)`, aggregated.
 
     :math:`V_{\mathrm{clip}} = V_{\mathrm{old}} + \mathrm{clamp}(V - V_{\mathrm{old}}, -\epsilon, \epsilon)`;
     without ``clip``, :math:`\frac12 (V - G)^2`.  verl ``compute_value_loss``
-    (``cliprange_value``) and OpenRLHF ``ValueLoss`` (``clip_eps``).
+    (``cliprange_value``) and OpenRLHF ``ValueLoss`` (``clip_eps``).  A
+    per-token ``weight`` (detached; masked slots may hold anything) multiplies
+    each token's squared error before the aggregation, as in :func:`aggregate`.
 
     Examples
     --------
@@ -100,11 +103,66 @@ def value_loss(value: ArrayT, old_value: Array, returns: Array, mask: Array, *, 
     >>> V, V0, G = np.array([[1.0, 0.0]]), np.array([[0.5, 0.0]]), np.array([[0.0, 1.0]])
     >>> round(float(value_loss(V, V0, G, np.ones((1, 2)), clip=0.2)), 6)
     0.5
+    >>> round(float(value_loss(V, V0, G, np.ones((1, 2)), clip=0.2, weight=np.array([[3.0, 0.0]]))), 6)
+    0.75
     """
-    t, m, kind = masked_inputs(require_mask(mask), value=value, old_value=old_value, returns=returns)
+    arrays: dict[str, object] = dict(value=value, old_value=old_value, returns=returns)
+    if weight is not None:
+        arrays["weight"] = numeric_weight(weight)
+    t, m, kind = masked_inputs(require_mask(mask), "mask", **arrays)
     v, v0, g = t["value"], t["old_value"].detach(), t["returns"].detach()
     sq = (v - g) ** 2
     if clip is not None:
         clip = require_finite_nonnegative("clip", clip)
         sq = torch.maximum(sq, (v0 + (v - v0).clamp(-clip, clip) - g) ** 2)
+    if weight is not None:
+        sq = sq * t["weight"].detach()
     return like(kind, (0.5 * reduce_tokens(sq, m, check_mode(agg, "agg"), norm)).to(result_dtype(value)))
+
+
+def bias_corrected_kl(log_prob: ArrayT, old_log_prob: Array, ref_log_prob: Array, mask: Array, *, level: str = "token") -> ArrayT:
+    r"""TRL's bias-corrected KL term: the :math:`k_3` estimate times the policy ratio, :math:`\rho_t\,k_3`, per token.
+
+    With :math:`\Delta_t = \log\pi_\theta - \log\pi_{\mathrm{ref}}` and
+    :math:`\rho_t = \pi_\theta/\pi_{\mathrm{old}}` (differentiated through
+    :math:`\pi_\theta`; :math:`\pi_{\mathrm{old}}` detached), the term is
+    :math:`\rho_t\,(e^{-\Delta_t} - 1 + \Delta_t)` (TRL ``f2cd57710ae3``,
+    ``use_bias_correction_kl``: ``per_token_kl * coef_1``; with
+    ``importance_sampling_level="sequence"``, ``level="sequence"`` here,
+    :math:`\rho` is the geometric-mean sequence ratio
+    :math:`\exp(\frac1n\sum_t m_t \log\rho_t)` on every token of the row).
+
+    What is corrected: the tokens were sampled from :math:`\pi_{\mathrm{old}}`,
+    not :math:`\pi_\theta`.  The ratio makes the *value* unbiased,
+    :math:`\mathbb E_{\mathrm{old}}[\rho\,k_3] = \mathrm{KL}(\pi_\theta\,\|\,\pi_{\mathrm{ref}})`,
+    and — already at :math:`\pi_\theta = \pi_{\mathrm{old}}`, where
+    :math:`\rho = 1` in value — it corrects the *gradient*:
+    :math:`\mathbb E[\nabla k_3]` is :math:`\nabla\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi_\theta)`,
+    the other direction (:func:`derivations.trust_region.kl_estimator_gradients`),
+    while :math:`\mathbb E_{\mathrm{old}}[\nabla(\rho\,k_3)] = \nabla\mathrm{KL}(\pi_\theta\,\|\,\pi_{\mathrm{ref}})`
+    for every :math:`\pi_{\mathrm{old}}` (:func:`derivations.trust_region.bias_corrected_kl_gradient`).
+    The sequence-level ratio is no importance weight of the token, so it
+    corrects neither exactly.  Add :math:`\beta` times :func:`aggregate` of the
+    result to the loss, as TRL adds ``beta * per_token_kl`` before aggregating.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numeric.losses import bias_corrected_kl
+    >>> lp = torch.log(torch.tensor([[0.5, 0.2]], dtype=torch.float64)).requires_grad_()
+    >>> old, ref = torch.log(torch.tensor([[0.4, 0.2]], dtype=torch.float64)), torch.log(torch.tensor([[0.25, 0.4]], dtype=torch.float64))
+    >>> bias_corrected_kl(lp, old, ref, torch.ones(1, 2)).detach().round(decimals=6).tolist()
+    [[0.241434, 0.306853]]
+    """
+    if level not in ("token", "sequence"):
+        raise ValueError(f"level must be 'token' or 'sequence', got {level!r}")
+    t, m, kind = masked_inputs(require_mask(mask), log_prob=log_prob, old_log_prob=old_log_prob, ref_log_prob=ref_log_prob)
+    lp = t["log_prob"]
+    if lp.ndim < 1:
+        raise ValueError("log_prob must have a time dimension (the last one), got a scalar")
+    log_ratio = lp - t["old_log_prob"].detach()
+    if level == "sequence":
+        log_ratio = log_ratio.sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1).to(lp.dtype)
+    k3 = kl_estimate(lp - t["ref_log_prob"].detach(), "k3")
+    out = torch.where(m, log_ratio.exp() * k3, torch.zeros((), dtype=lp.dtype, device=lp.device))
+    return like(kind, out.to(result_dtype(log_prob)))

@@ -14,12 +14,14 @@ from .._validate import (
     raw_tensor,
     require_finite,
     require_int,
+    require_unit_interval,
     result_dtype,
     to_tensor,
 )
 
 __all__ = [
     "broadcast_advantage",
+    "high_entropy_mask",
     "response_mask",
     "sequence_log_prob",
     "softmax_score",
@@ -152,6 +154,56 @@ def token_entropy(logits: ArrayT) -> ArrayT:
     return like(kind, (torch.logsumexp(zc, -1) - (p * zc).sum(-1)).to(z.dtype))
 
 
+def high_entropy_mask(entropy: ArrayT, mask: Array, *, top_quantile: float) -> ArrayT:
+    r"""Keep the highest-entropy tokens: :math:`m_{it}\,\mathbb 1[H_{it} \ge q]`, :math:`q` the :math:`(1 - \tau)`-quantile (TRL ``top_entropy_quantile``).
+
+    :math:`q` is the quantile of the masked entropies of the whole batch at
+    level :math:`1 - \tau`, :math:`\tau` = ``top_quantile``, linearly
+    interpolated between order statistics (``torch.quantile``'s default, as in
+    TRL ``f2cd57710ae3`` ``get_high_entropy_mask``, which gathers the entropies of
+    every process first); a token is kept when its entropy is at least
+    :math:`q`, so ties at :math:`q` are kept and :math:`\tau = 1` keeps every
+    masked token.  An empty mask keeps nothing.  Multiply the result into the
+    per-token loss (``aggregate(..., weight=...)``); TRL keeps the
+    aggregation's own mask in the denominators.
+
+    What it does to the gradient: the kept set depends on the batch (through
+    :math:`q`) and on the policy's own entropies, so no per-token weight
+    :math:`w(r, A)` describes it; on the tokens it keeps the gradient is the
+    method's, the others are silenced.
+
+    References
+    ----------
+    S. Wang et al., "Beyond the 80/20 rule: high-entropy minority tokens drive
+    effective reinforcement learning for LLM reasoning", arXiv:2506.01939 (2025).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import high_entropy_mask
+    >>> H = np.array([[0.1, 2.0, 0.5, 9.0], [1.0, 0.3, 0.0, 0.0]])
+    >>> m = np.array([[1, 1, 1, 0], [1, 1, 0, 0]])
+    >>> high_entropy_mask(H, m, top_quantile=0.4).astype(int)
+    array([[0, 1, 0, 0],
+           [1, 0, 0, 0]])
+    """
+    t, m, kind = masked_inputs(mask, entropy=entropy)
+    if m is None:
+        raise ValueError("mask is required: a 0/1 or boolean response mask (None is not 'all kept' here)")
+    tau = require_unit_interval("top_quantile", top_quantile)
+    if not tau > 0:
+        raise ValueError(f"top_quantile must be in (0, 1] (the fraction of tokens kept), got {top_quantile}")
+    h = t["entropy"].detach()
+    if h.ndim < 1:
+        raise ValueError("entropy must have a time dimension (the last one), got a scalar")
+    kept = h[m]
+    if kept.numel() == 0:
+        out = torch.zeros_like(m)
+    else:
+        out = m & (h >= torch.quantile(kept, 1 - tau))
+    return like(kind, out)
+
+
 def response_mask(input_ids: ArrayT, prompt_length: Array, pad_token_id: int, eos_token_id: int) -> ArrayT:
     r"""The response-token mask, shifted to ``[B, T-1]``: which labels a policy loss scores.
 
@@ -234,7 +286,7 @@ def broadcast_advantage(advantages: ArrayT, mask: Array) -> ArrayT:
     return like(kind, torch.where(m.to(a.device), a[:, None], torch.zeros((), dtype=a.dtype, device=a.device)))
 
 
-def mask_of_rank(name: str, mask, rank: int, exact: bool = True) -> torch.Tensor:
+def mask_of_rank(name: str, mask: Array, rank: int, exact: bool = True) -> torch.Tensor:
     """A boolean mask with ``rank`` dimensions (at least ``rank`` unless ``exact``)."""
     raw, _ = raw_tensor(name, mask)
     if raw.ndim < rank or (exact and raw.ndim != rank):

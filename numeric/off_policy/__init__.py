@@ -21,7 +21,8 @@ numpy or torch in, the caller's kind, dtype and device out; detached):
 :func:`masked_token_ratio`          :math:`\rho_t\,\mathbb 1[l \le \rho_t \le h]` (IcePop, ``token_mask``)
 :func:`masked_sequence_ratio`       :math:`\rho\,\mathbb 1[l \le \rho \le h]` (``sequence_mask``)
 :func:`geometric_sequence_mask`     :math:`\mathbb 1[l \le \rho^{1/|y|} \le h]` (seq-mask-tis, geometric RS)
-:func:`kl_rejection_mask`           :math:`\mathbb 1[\sum_t k_t \le \delta]`, :math:`k \in \{k_1, k_2, k_3\}` of :math:`\mathrm{KL}(\mu\,\|\,\pi)`
+:func:`kl_rejection_mask`           :math:`\mathbb 1[\sum_t k_t \le \delta]`, :math:`k \in \{k_1, k_2, k_3\}` of :math:`\mathrm{KL}(\mu\,\|\,\pi)` (or per token, mean, max)
+:func:`batch_normalized_weights`    :math:`w_t / \bar w`, any weight over its batch mean
 ==================================  ==============================================================================================================
 
 Masked slots (prompt, tool output, feedback, padding) never enter a product, a
@@ -75,6 +76,8 @@ from .models import (
 )
 from .weights import (
     CORRECTION_WEIGHTS,
+    KL_REJECTION_LEVELS,
+    batch_normalized_weights,
     geometric_sequence_mask,
     kl_rejection_mask,
     masked_sequence_ratio,
@@ -87,6 +90,8 @@ from .weights import (
 
 __all__ = [
     "CORRECTION_WEIGHTS",
+    "KL_REJECTION_LEVELS",
+    "batch_normalized_weights",
     "Episodes",
     "SCHEMES",
     "SchemeMoments",

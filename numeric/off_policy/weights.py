@@ -55,6 +55,8 @@ from ..trust_region import kl_k1, kl_k2, kl_k3
 
 __all__ = [
     "CORRECTION_WEIGHTS",
+    "KL_REJECTION_LEVELS",
+    "batch_normalized_weights",
     "geometric_sequence_mask",
     "kl_rejection_mask",
     "masked_sequence_ratio",
@@ -188,23 +190,33 @@ def truncated_token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array
     return _out(kind, dtype, _on_mask(m, d.exp().clamp(min=floor, max=cap)))
 
 
-def truncated_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, cap: float = 2.0) -> ArrayT:
-    r"""Truncated sequence ratio :math:`\min(\rho, C)` broadcast over the tokens (TRL ``sequence_truncate``; verl sequence IS).
+def truncated_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, cap: float = 2.0, floor: float = 0.0) -> ArrayT:
+    r"""Truncated sequence ratio :math:`\min(\max(\rho, l), C)` broadcast over the tokens (TRL ``sequence_truncate``; verl sequence IS).
 
     Its bias is exactly :math:`-\mathbb E_\mu[(\rho - C)_+ A \sum_t s_t]`.  A
     sequence whose ratio overflows the dtype (see :func:`sequence_ratio`) gets
-    exactly :math:`C`.
+    exactly :math:`C`.  A ``floor`` :math:`l > 0` also raises the sequence
+    ratios below it, adding :math:`+\mathbb E_\mu[(l - \rho)_+ A \sum_t s_t]`
+    (the mirror of the truncation identity, as for :func:`truncated_token_ratio`);
+    the default ``floor = 0`` truncates from above only (TRL, verl).  A ratio
+    that underflows to 0 gets exactly :math:`l`.
 
     Examples
     --------
     >>> import numpy as np
     >>> from numeric import truncated_sequence_ratio
-    >>> lp, lmu = np.log([[0.9, 0.9]]), np.log([[0.3, 0.3]])
-    >>> truncated_sequence_ratio(lp, lmu, np.ones((1, 2)), cap=5.0).tolist()
-    [[5.0, 5.0]]
+    >>> lp, lmu = np.log([[0.9, 0.9], [0.1, 0.5]]), np.log([[0.3, 0.3], [0.5, 0.5]])
+    >>> truncated_sequence_ratio(lp, lmu, np.ones((2, 2)), cap=5.0).round(6).tolist()
+    [[5.0, 5.0], [0.2, 0.2]]
+    >>> truncated_sequence_ratio(lp, lmu, np.ones((2, 2)), cap=5.0, floor=0.5).round(6).tolist()
+    [[5.0, 5.0], [0.5, 0.5]]
     """
+    cap = require_cap("cap", cap)
+    floor = require_nonnegative("floor", floor)
+    if not floor < cap:
+        raise ValueError(f"floor must be < cap (the ratio is clamped to [floor, cap]), got floor={floor}, cap={cap}")
     d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    return _out(kind, dtype, _per_sequence(m, d.sum(-1, keepdim=True).exp().clamp(max=require_cap("cap", cap))))
+    return _out(kind, dtype, _per_sequence(m, d.sum(-1, keepdim=True).exp().clamp(min=floor, max=cap)))
 
 
 def masked_token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, low: float = 0.5, high: float = 2.0) -> ArrayT:
@@ -284,27 +296,53 @@ def geometric_sequence_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Arr
 _KL = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
 
 
-def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, threshold: float = 0.05, estimator: str = "k3") -> ArrayT:
-    r"""Keep a sequence when its estimate of :math:`\mathrm{KL}(\mu\,\|\,\pi)` is at most ``threshold``.
+KL_REJECTION_LEVELS = ("token", "seq_sum", "seq_mean", "seq_max")
+"""How :func:`kl_rejection_mask` reduces the per-token estimates: verl's ``rollout_rs`` prefixes."""
+
+
+def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, threshold: float = 0.05, estimator: str = "k3", level: str = "seq_sum") -> ArrayT:
+    r"""Keep a token, or a sequence, when its estimate of :math:`\mathrm{KL}(\mu\,\|\,\pi)` is at most ``threshold``.
 
     The tokens come from :math:`\mu`, so with :math:`\Delta_t = \log\mu - \log\pi`
     the per-token estimators of :mod:`numeric.trust_region` are unbiased
     (:math:`k_1 = \Delta`, :math:`k_3 = e^{-\Delta} - 1 + \Delta`) or second-order
-    (:math:`k_2 = \Delta^2/2`); the sequence estimate is their sum over the
-    masked tokens.  Returns a 0/1 mask broadcast over the tokens (rollout
-    rejection; verl ``seq_sum_k2``/``seq_sum_k3``, whose :math:`k_3` is the same
-    :math:`\rho_t - 1 - \log\rho_t`; verl's ``seq_sum_k1`` is a two-sided band,
-    :func:`masked_sequence_ratio`'s).
+    (:math:`k_2 = \Delta^2/2`).  ``level`` says what is compared with
+    :math:`\delta` (verl's ``rollout_rs`` options of the same names):
 
-    Edge: a sum exactly at ``threshold`` is kept (:math:`\sum_t k_t \le \delta`,
-    verl's ``stat <= upper``), so ``threshold=0`` keeps a sequence on which the
-    sampler equals the policy.
+    ``"token"``
+        each token's :math:`k_t` (``token_k2``, ``token_k3``): a per-token mask;
+    ``"seq_sum"``
+        :math:`\sum_t m_t k_t` (``seq_sum_k2``, ``seq_sum_k3``), the default;
+    ``"seq_mean"``
+        :math:`\sum_t m_t k_t / n` (``seq_mean_k2``, ``seq_mean_k3``), :math:`n` the masked tokens;
+    ``"seq_max"``
+        :math:`\max_{t: m_t = 1} k_t` (``seq_max_k2``, ``seq_max_k3``).
+
+    A sequence statistic is broadcast over the sequence's tokens.  verl's
+    :math:`k_3` is the same :math:`\rho_t - 1 - \log\rho_t`; verl's ``*_k1``
+    options are two-sided bands on the ratio (:func:`masked_token_ratio`,
+    :func:`masked_sequence_ratio`, :func:`geometric_sequence_mask`), whereas
+    ``estimator="k1"`` here keeps :math:`k_1 \le \delta`, one-sided.  A row
+    with no masked token has statistic 0 at every level and is kept (verl: the
+    same).  Differences from verl ``b178a3cd56f5``: verl divides the seq_mean
+    sum by :math:`n + 10^{-8}` and clamps each log-ratio to :math:`[-20, 20]`;
+    neither moves a statistic unless it sits within :math:`10^{-8}` relative of
+    :math:`\delta`, or a token's :math:`|\Delta| > 20` (then :math:`k_2 > 200`,
+    :math:`k_3 > 19`).
+
+    Edge: a statistic exactly at ``threshold`` is kept (verl's ``stat <= upper``),
+    so ``threshold=0`` keeps a sequence on which the sampler equals the policy.
+    Every level with :math:`k_2` or :math:`k_3` drops exactly the same tokens
+    when :math:`\mu = \pi` (none), so the weight it multiplies keeps its
+    on-policy bias; off policy its bias is
+    :math:`-\mathbb E_\mu[\sum_t \mathbb 1[\text{dropped}_t]\, w_t A s_t]`.
 
     Parameters
     ----------
     threshold : float
         :math:`\delta \ge 0`.
     estimator : {"k1", "k2", "k3"}
+    level : {"token", "seq_sum", "seq_mean", "seq_max"}
 
     Examples
     --------
@@ -313,15 +351,96 @@ def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, th
     >>> lp, lmu = np.log([[0.5, 0.5], [0.9, 0.1]]), np.log([[0.5, 0.4], [0.3, 0.6]])
     >>> kl_rejection_mask(lp, lmu, np.ones((2, 2)), threshold=0.1).tolist()
     [[1.0, 1.0], [0.0, 0.0]]
+    >>> lp, lmu = np.log([[0.5, 0.5], [0.9, 0.3]]), np.log([[0.5, 0.4], [0.3, 0.6]])   # k3: [0, 0.027], [0.901, 0.193]
+    >>> for level in ("token", "seq_sum", "seq_mean", "seq_max"):
+    ...     print(level, kl_rejection_mask(lp, lmu, np.ones((2, 2)), threshold=0.6, level=level).tolist())
+    token [[1.0, 1.0], [0.0, 1.0]]
+    seq_sum [[1.0, 1.0], [0.0, 0.0]]
+    seq_mean [[1.0, 1.0], [1.0, 1.0]]
+    seq_max [[1.0, 1.0], [0.0, 0.0]]
     """
     if estimator not in _KL:
         raise ValueError(f"estimator must be one of {sorted(_KL)}, got {estimator!r}")
+    if level not in KL_REJECTION_LEVELS:
+        raise ValueError(f"level must be one of {KL_REJECTION_LEVELS}, got {level!r}")
     threshold = require_nonnegative("threshold", threshold)
     d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
     zero = torch.zeros_like(d)
     per_token = _on_mask(m, _KL[estimator](-d, zero))  # log_prob = log mu, ref = log pi
-    keep = (per_token.sum(-1, keepdim=True) <= threshold).to(d.dtype)
-    return _out(kind, dtype, _per_sequence(m, keep))
+    if level == "token":
+        return _out(kind, dtype, _on_mask(m, (per_token <= threshold).to(d.dtype)))
+    if level == "seq_sum":
+        stat = per_token.sum(-1, keepdim=True)
+    elif level == "seq_mean":
+        stat = per_token.sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1).to(d.dtype)
+    else:
+        stat = torch.where(m, per_token, -torch.inf).amax(-1, keepdim=True).clamp(min=0) if m.shape[-1] else zero.sum(-1, keepdim=True)
+    return _out(kind, dtype, _per_sequence(m, (stat <= threshold).to(d.dtype)))
+
+
+def batch_normalized_weights(weights: ArrayT, mask: Array, *, level: str = "token", eps: float = 1e-8) -> ArrayT:
+    r"""Importance weights divided by their batch mean, so that the mean is 1 (verl ``rollout_is_batch_normalize``).
+
+    For ``level="token"`` the mean is over every masked token of the batch,
+    :math:`\bar w = \sum_{i,t} m_{it} w_{it} / \sum_{i,t} m_{it}`; for
+    ``level="sequence"`` it is over the rows that hold a token, of each row's
+    token mean, :math:`\bar w = \frac{1}{|\{i: n_i > 0\}|}\sum_{i: n_i > 0}\frac{1}{n_i}\sum_t m_{it} w_{it}`
+    (for a sequence weight, constant along its row, the mean of the sequence
+    weights).  The result is :math:`w_{it}/\bar w`, 0 on masked slots; when
+    :math:`\bar w \le` ``eps`` (every weight 0, or an empty batch) the weights
+    are returned unchanged, as verl does.
+
+    What it does to the gradient: within a batch it multiplies every weight by
+    the same :math:`1/\bar w`, so the direction of the update is the weights'
+    and only its length changes; across batches :math:`\bar w` is random, so
+    the estimate is a ratio (self-normalised) estimator, biased at finite
+    batch size.  As the batch grows :math:`\bar w` tends to its expectation:
+    for the sequence ratio :math:`\mathbb E_\mu[\rho] = 1`
+    (:func:`derivations.off_policy.sequence_ratio_unbiased`), so normalising
+    untruncated sequence IS changes nothing in the limit, while a truncated
+    weight has :math:`\mathbb E_\mu[\min(\rho, C)] = 1 - \mathbb E_\mu[(\rho - C)_+]`
+    (:func:`derivations.off_policy.truncated_ratio_mean`), which the
+    normalisation divides back out.
+
+    verl ``b178a3cd56f5`` (``compute_rollout_correction_weights``) normalises the
+    truncated weights of ``rollout_is="token"`` or ``"sequence"`` this way,
+    dividing by ``mask.sum() + 1e-8`` inside its token mean (a relative
+    difference of :math:`10^{-8}/\sum m`), and over the data-parallel group
+    when one is initialised (here: the batch given).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numeric import batch_normalized_weights
+    >>> w, m = np.array([[2.0, 0.5, 9.0], [1.5, 0.0, 0.0]]), np.array([[1, 1, 0], [1, 0, 0]])
+    >>> print(batch_normalized_weights(w, m).round(6))
+    [[1.5      0.375    0.      ]
+     [1.125    0.       0.      ]]
+    >>> print(batch_normalized_weights(np.array([[2.0, 2.0], [1.0, 0.0]]), np.array([[1, 1], [1, 0]]), level="sequence").round(6))
+    [[1.333333 1.333333]
+     [0.666667 0.      ]]
+    """
+    if level not in ("token", "sequence"):
+        raise ValueError(f"level must be 'token' or 'sequence', got {level!r}")
+    eps = require_nonnegative("eps", eps)
+    require_mask(mask)
+    require_same_device(weights=weights, mask=mask)
+    raw, _ = to_tensor("weights", weights)
+    t, m, kind = masked_inputs(mask, weights=weights)
+    w = t["weights"].detach()
+    if w.ndim < 1:
+        raise ValueError("weights must have a time dimension (the last one), got a scalar")
+    if bool((w < 0).any()):
+        raise ValueError(f"weights must be >= 0 where mask is 1 (importance weights), got min {float(w.min())}")
+    n = m.sum(-1, keepdim=True).to(w.dtype)
+    if level == "token":
+        mean = w.sum((-2, -1), keepdim=True) / n.sum(-2, keepdim=True).clamp(min=1) if w.ndim > 1 else w.sum(-1, keepdim=True) / n.clamp(min=1)
+    else:
+        rows = (n > 0).to(w.dtype)
+        row_mean = w.sum(-1, keepdim=True) / n.clamp(min=1)
+        mean = row_mean.sum(-2, keepdim=True) / rows.sum(-2, keepdim=True).clamp(min=1) if w.ndim > 1 else row_mean
+    scaled = torch.where(mean > eps, w / torch.where(mean > eps, mean, torch.ones_like(mean)), w)
+    return _out(kind, raw.dtype, _on_mask(m, scaled))
 
 
 CORRECTION_WEIGHTS = (
