@@ -19,6 +19,7 @@ import torch
 from derivations.variants import CountPattern, NotPermutationEquivariant, count_patterns
 
 from .._validate import require_int
+from ..group_baselines import CHUNK
 
 __all__ = ["advantage_table", "advantage_values", "require_advantage_callable", "zero_on_equal_rewards"]
 
@@ -69,7 +70,7 @@ def _require_rows_independent(fn: Callable, make: Callable, rewards: np.ndarray,
 
 
 def advantage_values(fn: Callable, groups, G: int) -> list[float]:
-    """Answer 1's advantage in each of ``groups`` (lists of ``G`` rewards), evaluated in one batch.
+    """Answer 1's advantage in each of ``groups`` (lists of ``G`` rewards), evaluated in batches of at most :data:`numeric.group_baselines.CHUNK` rewards.
 
     Examples
     --------
@@ -88,7 +89,8 @@ def advantage_values(fn: Callable, groups, G: int) -> list[float]:
     batch = np.array(groups, dtype=np.float64)
     if not np.isfinite(batch).all():
         raise ValueError("groups must hold finite rewards")
-    return _call(fn, batch)[:, 0].tolist()
+    rows = max(2, CHUNK // G)  # streamed as numeric.group_advantage_weights streams its groups
+    return np.concatenate([_call(fn, batch[k:k + rows])[:, 0] for k in range(0, len(batch), rows)]).tolist()
 
 
 def require_advantage_callable(fn, G: int) -> None:
