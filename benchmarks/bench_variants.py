@@ -23,8 +23,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -35,7 +37,7 @@ from numeric import group_advantage_weights, group_zscore_advantages, rloo_advan
 
 BEFORE = "8f76864"
 F64 = torch.float64
-CASES = {
+CASES: dict[str, tuple[torch.Tensor, torch.Tensor, int, Callable]] = {
     "binary z-score, G = 4096": (torch.tensor([0.0, 1.0], dtype=F64), torch.tensor([0.7, 0.3], dtype=F64), 4096,
                                  partial(group_zscore_advantages, eps=0.0)),
     "5 values, RLOO, G = 64": (torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0], dtype=F64), torch.tensor([0.1, 0.2, 0.3, 0.25, 0.15], dtype=F64), 64,
@@ -57,7 +59,7 @@ def engine_before(commit: str):
     return module.group_advantage_weights
 
 
-def timed(fn, repeats: int) -> tuple[float, object]:
+def timed(fn: Callable, repeats: int) -> tuple[float, Any]:
     """Smallest CPU time of ``repeats`` calls, and the last result (or the exception's message)."""
     best, out = float("inf"), None
     for _ in range(repeats):

@@ -614,3 +614,22 @@ def test_the_streamed_engine_refuses_what_it_cannot_read_in_any_chunk():
         group_advantage_weights(v, q, 4, rloo_advantages, chunk=2.5)
     with pytest.raises(ValueError, match="more than 20,000,000"):
         group_advantage_weights(np.arange(8.0), np.full(8, 1 / 8), 256, rloo_advantages)
+
+
+def test_every_public_parameter_of_the_variant_packages_is_annotated():
+    """Module-level public functions and the public methods of public classes in derivations/variants and numeric/variants."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    missing = []
+    for path in sorted([*root.glob("derivations/variants/*.py"), *root.glob("numeric/variants/*.py")]):
+        tree = ast.parse(path.read_text())
+        funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef) and not n.name.startswith("_")):
+            funcs += [f for f in cls.body if isinstance(f, ast.FunctionDef) and (not f.name.startswith("_") or f.name == "__init__")]
+        for f in funcs:
+            a = f.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *([a.vararg] if a.vararg else []), *([a.kwarg] if a.kwarg else [])]
+            missing += [f"{path.relative_to(root)}:{f.lineno} {f.name}({p.arg})" for p in params if p.arg not in ("self", "cls") and p.annotation is None]
+    assert len(funcs) > 0 and missing == []

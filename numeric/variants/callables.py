@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -69,7 +69,7 @@ def _require_rows_independent(fn: Callable, make: Callable, rewards: np.ndarray,
             )
 
 
-def advantage_values(fn: Callable, groups, G: int) -> list[float]:
+def advantage_values(fn: Callable, groups: Sequence[Sequence[float]], G: int) -> list[float]:
     """Answer 1's advantage in each of ``groups`` (lists of ``G`` rewards), evaluated in batches of at most :data:`numeric.group_baselines.CHUNK` rewards.
 
     Examples
@@ -93,7 +93,7 @@ def advantage_values(fn: Callable, groups, G: int) -> list[float]:
     return np.concatenate([_call(fn, batch[k:k + rows])[:, 0] for k in range(0, len(batch), rows)]).tolist()
 
 
-def require_advantage_callable(fn, G: int) -> None:
+def require_advantage_callable(fn: Callable, G: int) -> None:
     """Refuse a callable that fails on ``[B, G]`` rewards, changes the shape, returns non-finite values, or is not permutation-equivariant.
 
     Equivariance is checked on 64 random groups (fixed seed), integer and real
@@ -124,7 +124,7 @@ def require_advantage_callable(fn, G: int) -> None:
             )
 
 
-def advantage_table(fn: Callable, G: int, rewards) -> dict[CountPattern, float]:
+def advantage_table(fn: Callable, G: int, rewards: str | Sequence[float]) -> dict[CountPattern, float]:
     """Answer 1's advantage on every count pattern of ``rewards`` (a binary or finite law) at ``G``, in one batch.
 
     Every ordering of the other answers' rewards that a pattern stands for

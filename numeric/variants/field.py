@@ -195,7 +195,7 @@ def _estimator_row(name: str) -> tuple:
         return ("-", "undecided", f"needs {est.needs}")
     try:
         rep = certificate(name)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError) as err:  # NotPermutationEquivariant is a ValueError
         return ("-", "undecided", _short(err))
     return (_scale(rep.scale), rep.verdict, rep.reason)
 
@@ -220,6 +220,7 @@ def certificate_table(kind: str = "loss") -> ReportTable:
     >>> [row[3:5] for row in t.rows if row[2] == "rloo"]
     [('1', 'unbiased'), ('1', 'unbiased')]
     """
+    header: tuple[str, ...]
     if kind == "loss":
         header = ("trainer", "their name", "package", "weight identified", "silenced tokens", "bounded", "aggregation (registry default)", "verdict")
         rows = [(trainer, m.peers[trainer][0], name, *_loss_row(name)[:5])
