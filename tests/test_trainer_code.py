@@ -351,8 +351,8 @@ def test_a_loss_row_is_what_the_checker_finds_on_the_packages_loss(field_tables)
             seen[name] = check_policy_loss(fn)
         rep = seen[name]
         assert row[7] == rep.verdict
-        assert row[6].startswith(rep.aggregation) and ("length-biased" in row[6]) == rep.length_biased
-        assert row[3] in (rep.method, "not among the checker's known weights") and (row[3] == rep.method) == (rep.method is not None)
+        assert row[6].startswith(rep.aggregation + " (") and ("length-biased" in row[6]) == rep.length_biased
+        assert row[3] in (rep.method, "none known") and (row[3] == rep.method) == (rep.method is not None)
     assert {seen[n].verdict for n in ("gspo", "gmpo")} == {"reweighted"} and seen["ppo"].verdict == "scaled"
 
 

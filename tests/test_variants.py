@@ -622,7 +622,7 @@ def test_every_public_parameter_of_the_variant_packages_is_annotated():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    missing = []
+    missing, seen = [], 0
     for path in sorted([*root.glob("derivations/variants/*.py"), *root.glob("numeric/variants/*.py")]):
         tree = ast.parse(path.read_text())
         funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
@@ -632,4 +632,5 @@ def test_every_public_parameter_of_the_variant_packages_is_annotated():
             a = f.args
             params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *([a.vararg] if a.vararg else []), *([a.kwarg] if a.kwarg else [])]
             missing += [f"{path.relative_to(root)}:{f.lineno} {f.name}({p.arg})" for p in params if p.arg not in ("self", "cls") and p.annotation is None]
-    assert len(funcs) > 0 and missing == []
+            seen += 1
+    assert seen > 40 and missing == []

@@ -123,7 +123,9 @@ ESTIMATORS: dict[str, Estimator] = {
 
 
 def _short(err: Exception) -> str:
-    return str(err).split("; ")[0].split(": e.g.")[0]
+    """The checker's message, its clause that says why (after "but"), without the examples in brackets."""
+    text = str(err).split("; ")[0]
+    return text.split(", but ", 1)[-1].split(" (")[0]
 
 
 def _trainer_loss(method: str, agg: str | None) -> Callable:
@@ -136,7 +138,10 @@ def _trainer_loss(method: str, agg: str | None) -> Callable:
 def _silenced(token) -> str:
     if token is None:
         return "-"
-    runs = [f"A{'>' if s > 0 else '<'}0: r in [{lo:.3g}, {hi:.3g}]" for s, lo, hi in token.silenced]
+    def where(lo: float, hi: float) -> str:  # the grid runs from r = 0.01 to 100
+        return f"r >= {lo:.3g}" if hi >= 100 else (f"r <= {hi:.3g}" if lo <= 0.01 else f"{lo:.3g} <= r <= {hi:.3g}")
+
+    runs = [f"A{'>' if s > 0 else '<'}0: {where(lo, hi)}" for s, lo, hi in token.silenced]
     return "; ".join(runs) if runs else "none"
 
 
@@ -154,8 +159,8 @@ def _loss_row(method: str) -> tuple:
         rep = check_policy_loss(_trainer_loss(method, m.aggregation))
     except (TypeError, ValueError) as err:
         return ("-", "-", "-", "-", "undecided", _short(err))
-    agg = f"{rep.aggregation}, {'length-biased' if rep.length_biased else 'no length bias'}"
-    return (rep.method or "not among the checker's known weights", _silenced(rep.token), _bounded(rep.token), agg, rep.verdict, rep.reason)
+    agg = f"{rep.aggregation} ({'length-biased' if rep.length_biased else 'no length bias'})"
+    return (rep.method or "none known", _silenced(rep.token), _bounded(rep.token), agg, rep.verdict, rep.reason)
 
 
 def _scale(c) -> str:
@@ -222,7 +227,7 @@ def certificate_table(kind: str = "loss") -> ReportTable:
     """
     header: tuple[str, ...]
     if kind == "loss":
-        header = ("trainer", "their name", "package", "weight identified", "silenced tokens", "bounded", "aggregation (registry default)", "verdict")
+        header = ("trainer", "their name", "package", "weight identified", "silenced (w = 0)", "bounded", "aggregation (registry default)", "verdict")
         rows = [(trainer, m.peers[trainer][0], name, *_loss_row(name)[:5])
                 for trainer in PEER_COMMITS for name, m in METHODS.items() if trainer in m.peers]
     elif kind == "advantage":
