@@ -350,9 +350,9 @@ def test_a_loss_row_is_what_the_checker_finds_on_the_packages_loss(field_tables)
 
             seen[name] = check_policy_loss(fn)
         rep = seen[name]
-        assert row[7] == rep.verdict
-        assert row[6].startswith(rep.aggregation + " (") and ("length-biased" in row[6]) == rep.length_biased
-        assert row[3] in (rep.method, "none known") and (row[3] == rep.method) == (rep.method is not None)
+        assert row[3] == rep.verdict
+        assert row[7].startswith(rep.aggregation + " (") and ("length-biased" in row[7]) == rep.length_biased
+        assert row[4] in (rep.method, "none known") and (row[4] == rep.method) == (rep.method is not None)
     assert {seen[n].verdict for n in ("gspo", "gmpo")} == {"reweighted"} and seen["ppo"].verdict == "scaled"
 
 
@@ -362,17 +362,17 @@ def test_an_advantage_row_is_what_the_checker_finds_and_batch_coupling_is_undeci
     from numeric.variants import ESTIMATORS, check_group_advantage
 
     rows = {row[2]: row for row in field_tables["advantage"].rows}
-    assert rows["rloo"][3:5] == ("1", "unbiased")
-    assert rows["group_mean"][3:5] == ("3/4", "scaled")
+    assert rows["rloo"][3:5] == ("unbiased", "1")
+    assert rows["group_mean"][3:5] == ("scaled", "3/4")
     for name in ("gpg", "trl_batch", "reinforce_pp", "reinforce_pp_baseline"):
-        assert rows[name][3:5] == ("-", "undecided")
+        assert rows[name][3:5] == ("undecided", "-")
         with pytest.raises(ValueError, match="each row of its") as err:
             check_group_advantage(ESTIMATORS[name].advantage, G=4, rewards="binary")
         assert rows[name][5] and rows[name][5] in str(err.value)
-    assert rows["remax"][4] == "undecided" and "greedy" in rows["remax"][5]
+    assert rows["remax"][3] == "undecided" and "greedy" in rows["remax"][5]
     zscore = check_group_advantage(ESTIMATORS["zscore_1e-4"].advantage, G=4, rewards="binary")
-    assert rows["zscore_1e-4"][4] == zscore.verdict == "reweighted"
-    shown = sp.sympify(rows["zscore_1e-4"][3])
+    assert rows["zscore_1e-4"][3] == zscore.verdict == "reweighted"
+    shown = sp.sympify(rows["zscore_1e-4"][4])
     for q in (0.1, 0.5, 0.8):  # the cell rounds the fp64 coefficients to 6 digits
         assert float(shown.subs({s: q for s in shown.free_symbols})) == pytest.approx(float(zscore.scale.subs(P, q)), rel=1e-5)
 
@@ -390,9 +390,9 @@ def test_a_method_added_to_a_registry_gets_a_row_and_an_unreadable_one_is_undeci
     monkeypatch.setitem(methods.METHODS, "made_up", fake)
     monkeypatch.setattr(field, "METHODS", methods.METHODS)
     adv = {row[2]: row for row in certificate_table("advantage").rows}
-    assert adv["noisy"][4] == "undecided" and adv["noisy"][5]
+    assert adv["noisy"][3] == "undecided" and adv["noisy"][5]
     loss = {row[2]: row for row in certificate_table("loss").rows}
-    assert loss["made_up"][1] == 'loss_type "made_up"' and loss["made_up"][7] == "undecided"
+    assert loss["made_up"][1] == 'loss_type "made_up"' and loss["made_up"][3] == "undecided"
     with pytest.raises(ValueError, match="kind"):
         certificate_table("losses")
     with pytest.raises(ValueError, match="name must be one of"):

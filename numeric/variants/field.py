@@ -220,24 +220,24 @@ def certificate_table(kind: str = "loss") -> ReportTable:
     --------
     >>> from numeric.variants import certificate_table
     >>> t = certificate_table("advantage")
-    >>> t.header[:4]
-    ('trainer', 'their name', 'package', 'c(p, G=4)')
+    >>> t.header[:5]
+    ('trainer', 'their name', 'package', 'verdict', 'c(p, G=4)')
     >>> [row[3:5] for row in t.rows if row[2] == "rloo"]
-    [('1', 'unbiased'), ('1', 'unbiased')]
+    [('unbiased', '1'), ('unbiased', '1')]
     """
     header: tuple[str, ...]
     if kind == "loss":
-        header = ("trainer", "their name", "package", "weight identified", "silenced (w = 0)", "bounded", "aggregation (registry default)", "verdict")
-        rows = [(trainer, m.peers[trainer][0], name, *_loss_row(name)[:5])
+        header = ("trainer", "their name", "package", "verdict", "weight identified", "silenced (w = 0)", "bounded", "aggregation (registry default)")
+        rows = [(trainer, m.peers[trainer][0], name, _loss_row(name)[4], *_loss_row(name)[:4])
                 for trainer in PEER_COMMITS for name, m in METHODS.items() if trainer in m.peers]
     elif kind == "advantage":
-        header = ("trainer", "their name", "package", f"c(p, G={G_TABLE})", "verdict", "why, if undecided")
+        header = ("trainer", "their name", "package", "verdict", f"c(p, G={G_TABLE})", "why, if undecided")
         rows = []
         for trainer in PEER_COMMITS:
             for name, est in ESTIMATORS.items():
                 if trainer in est.peers:
                     c, verdict, reason = _estimator_row(name)
-                    rows.append((trainer, est.peers[trainer], name, c, verdict, reason if verdict == "undecided" else ""))
+                    rows.append((trainer, est.peers[trainer], name, verdict, c, reason if verdict == "undecided" else ""))
     else:
         raise ValueError(f"kind must be 'loss' or 'advantage', got {kind!r}")
     return ReportTable(header, rows)
