@@ -293,6 +293,15 @@ def _sorted_groups(v: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     return v.repeat(counts.shape[0]).repeat_interleave(counts.reshape(-1)).reshape(counts.shape[0], -1)
 
 
+def _evaluate(advantages: Advantages, groups: torch.Tensor) -> torch.Tensor:
+    """``advantages(groups)`` as a tensor of the groups' shape, else a ``ValueError``."""
+    A = advantages(groups)
+    A = A if isinstance(A, torch.Tensor) else torch.as_tensor(A)
+    if A.shape != groups.shape:
+        raise ValueError(f"advantages must return shape [B, G] = {tuple(groups.shape)}, got {tuple(A.shape)}")
+    return A
+
+
 _PROBE = 64
 """Groups on which :func:`group_advantage_weights` checks permutation equivariance, whatever the chunk."""
 
@@ -381,16 +390,13 @@ def group_advantage_weights(values: ArrayT, probs: Array, G: int, advantages: Ad
     weights = _others_weights(counts, q.to(torch.float64))
     first = counts.cumsum(1) - counts  # where each value's first answer sits in the sorted group
     at_first = torch.zeros(counts.shape, dtype=torch.float64)
-    probe = _sorted_groups(v, counts[:_PROBE])  # the same groups whatever the chunk: order and batch coupling checked on them
-    _require_equivariant(advantages, probe, torch.as_tensor(advantages(probe)))
+    probe = _sorted_groups(v, counts[:_PROBE])  # the same groups whatever the chunk: their order is checked on them
+    _require_equivariant(advantages, probe, _evaluate(advantages, probe))
     rows = max(1, chunk // G)
     for start in range(0, n_groups, rows):
         stop = min(start + rows, n_groups)
         groups = _sorted_groups(v, counts[start:stop])
-        A = advantages(groups)
-        A = A if isinstance(A, torch.Tensor) else torch.as_tensor(A)
-        if A.shape != groups.shape:
-            raise ValueError(f"advantages must return shape [B, G] = {tuple(groups.shape)}, got {tuple(A.shape)}")
+        A = _evaluate(advantages, groups)
         if start == 0 or stop == n_groups:
             _require_rows_are_groups(advantages, groups, A)
         at_first[start:stop] = A.to("cpu", torch.float64).gather(1, first[start:stop].clamp(max=G - 1))
