@@ -33,13 +33,14 @@ from derivations import group_baselines as derived
 
 from ._types import Array, ArrayT
 from ._validate import (
-    compute_dtype,
     like,
     require_finite,
+    require_group_rewards,
     require_int,
     require_nonnegative,
     require_same_device,
     require_unit_interval,
+    result_dtype,
     to_tensor,
 )
 from .checks import check, maxabs, suite
@@ -58,22 +59,14 @@ __all__ = [
     "rloo_advantages",
 ]
 
-MAX_ENTRIES = 50_000_000
-"""Largest ``m * C * G`` (reward values x groups of the others x group size) that :func:`group_advantage_weights` builds."""
+MAX_GROUPS = 20_000_000
+"""Most groups (count patterns of the whole group) that :func:`group_advantage_weights` evaluates."""
+
+CHUNK = 1 << 20
+"""Rewards :func:`group_advantage_weights` hands the advantage in one call by default (8 MiB in fp64)."""
 
 
 # -- batched helpers ---------------------------------------------------------------------------
-
-
-def _rewards(rewards: Array, minimum: int = 1) -> tuple[torch.Tensor, torch.dtype, str]:
-    require_same_device(rewards=rewards)
-    r, kind = to_tensor("rewards", rewards)
-    if r.ndim < 1:
-        raise ValueError("rewards must have a group dimension (the last one), got a scalar")
-    if r.shape[-1] < minimum:
-        raise ValueError(f"rewards must hold G >= {minimum} answers per group (last dimension), got G = {r.shape[-1]}")
-    require_finite("rewards", r)
-    return r.to(compute_dtype(r.dtype)), r.dtype, kind
 
 
 def leave_one_out_baselines(rewards: ArrayT) -> ArrayT:
@@ -104,9 +97,9 @@ def leave_one_out_baselines(rewards: ArrayT) -> ArrayT:
     >>> print(leave_one_out_baselines(np.array([1.0, 0.0, 0.0, 1.0])).round(6))
     [0.333333 0.666667 0.666667 0.333333]
     """
-    r, dtype, kind = _rewards(rewards, minimum=2)
+    r, kind = require_group_rewards("rewards", rewards, minimum=2)
     G = r.shape[-1]
-    return like(kind, ((r.sum(-1, keepdim=True) - r) / (G - 1)).to(dtype))
+    return like(kind, ((r.sum(-1, keepdim=True) - r) / (G - 1)).to(result_dtype(rewards)))
 
 
 def group_mean_advantages(rewards: ArrayT) -> ArrayT:
@@ -123,8 +116,8 @@ def group_mean_advantages(rewards: ArrayT) -> ArrayT:
     tensor([[ 0.5000, -0.5000, -0.5000,  0.5000],
             [ 0.0000,  0.0000,  0.0000,  0.0000]])
     """
-    r, dtype, kind = _rewards(rewards)
-    return like(kind, centred_rewards(r).to(dtype))
+    r, kind = require_group_rewards("rewards", rewards)
+    return like(kind, centred_rewards(r).to(result_dtype(rewards)))
 
 
 def rloo_advantages(rewards: ArrayT) -> ArrayT:
@@ -149,9 +142,9 @@ def rloo_advantages(rewards: ArrayT) -> ArrayT:
     >>> print(rloo_advantages(np.array([1.0, 0.0, 0.0, 1.0])).round(6))
     [ 0.666667 -0.666667 -0.666667  0.666667]
     """
-    r, dtype, kind = _rewards(rewards, minimum=2)
+    r, kind = require_group_rewards("rewards", rewards, minimum=2)
     G = r.shape[-1]
-    return like(kind, (G / (G - 1) * centred_rewards(r)).to(dtype))
+    return like(kind, (G / (G - 1) * centred_rewards(r)).to(result_dtype(rewards)))
 
 
 _DDOF = {"population": 0, "bessel": 1}
@@ -168,9 +161,6 @@ def centred_rewards(r: torch.Tensor) -> torch.Tensor:
     """
     d = r - r[..., :1]
     return d - d.mean(-1, keepdim=True)
-
-
-_centred = centred_rewards  # the old private name, for numeric.losses until it imports centred_rewards
 
 
 def group_zscore_advantages(rewards: ArrayT, eps: float = 1e-8, std: str = "population") -> ArrayT:
@@ -226,14 +216,14 @@ def group_zscore_advantages(rewards: ArrayT, eps: float = 1e-8, std: str = "popu
     if std not in _DDOF:
         raise ValueError(f"std must be one of {sorted(_DDOF)}, got {std!r}")
     eps = require_nonnegative("eps", eps)
-    r, dtype, kind = _rewards(rewards, minimum=1 + _DDOF[std])
+    r, kind = require_group_rewards("rewards", rewards, minimum=1 + _DDOF[std])
     centred = centred_rewards(r)
     scale = centred.abs().amax(-1, keepdim=True)
     equal = scale == 0
     scale = torch.where(equal, torch.ones_like(scale), scale)
     sigma = scale * ((centred / scale) ** 2).sum(-1, keepdim=True).div(r.shape[-1] - _DDOF[std]).sqrt()
     out = torch.where(equal, torch.zeros_like(r), centred / (sigma + eps))
-    return like(kind, out.to(dtype))
+    return like(kind, out.to(result_dtype(rewards)))
 
 
 # -- exact group expectations ------------------------------------------------------------------
@@ -265,11 +255,13 @@ def _require_rows_are_groups(advantages: Advantages, groups: torch.Tensor, A: to
 
 
 def _others_counts(m: int, n: int) -> torch.Tensor:
-    """``[C, m]`` every way to put ``n`` answers on ``m`` reward values (stars and bars)."""
+    """``[C, m]`` every way to put ``n`` answers on ``m`` reward values (stars and bars), in lexicographic order of the bars."""
     if m == 1:
         return torch.tensor([[n]])
-    bars = torch.tensor(list(itertools.combinations(range(n + m - 1), m - 1)), dtype=torch.int64).reshape(-1, m - 1)
-    edges = torch.cat([torch.full((bars.shape[0], 1), -1), bars, torch.full((bars.shape[0], 1), n + m - 1)], 1)
+    C = math.comb(n + m - 1, m - 1)
+    flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n + m - 1), m - 1)), dtype=np.int64, count=C * (m - 1))
+    bars = torch.from_numpy(flat).reshape(C, m - 1)
+    edges = torch.cat([torch.full((C, 1), -1), bars, torch.full((C, 1), n + m - 1)], 1)
     return edges.diff(dim=1) - 1
 
 
@@ -281,7 +273,48 @@ def _multinomial_pmf(counts: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     return log.exp()
 
 
-def group_advantage_weights(values: ArrayT, probs: Array, G: int, advantages: Advantages) -> ArrayT:
+def _others_weights(counts: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    r"""``[C, m]``: for the whole group's counts :math:`c` and each value :math:`j` it holds, the probability of the others' counts :math:`c - e_j`.
+
+    The multinomial pmf of :math:`c - e_j` among :math:`G - 1` answers; 0 where :math:`c_j = 0`.
+    """
+    G = counts[0].sum()
+    out = torch.zeros(counts.shape, dtype=torch.float64)
+    for j in range(counts.shape[1]):
+        has = counts[:, j] > 0
+        others = counts[has].clone()
+        others[:, j] -= 1
+        out[has, j] = _multinomial_pmf(others, probs) if G > 1 else 1.0
+    return out
+
+
+def _sorted_groups(v: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """``[C, G]`` the groups with these counts of the values ``v``, sorted by value index."""
+    return v.repeat(counts.shape[0]).repeat_interleave(counts.reshape(-1)).reshape(counts.shape[0], -1)
+
+
+def _evaluate(advantages: Advantages, groups: torch.Tensor) -> torch.Tensor:
+    """``advantages(groups)`` as a tensor of the groups' shape, else a ``ValueError``."""
+    A = advantages(groups)
+    A = A if isinstance(A, torch.Tensor) else torch.as_tensor(A)
+    if A.shape != groups.shape:
+        raise ValueError(f"advantages must return shape [B, G] = {tuple(groups.shape)}, got {tuple(A.shape)}")
+    return A
+
+
+_PROBE = 64
+"""Groups on which :func:`group_advantage_weights` checks permutation equivariance, whatever the chunk."""
+
+
+def _require_equivariant(advantages: Advantages, groups: torch.Tensor, A: torch.Tensor) -> None:
+    """Reversing the answers of every group reverses its advantages (to 1e-12): the engine reads each value's advantage where it sits."""
+    back = torch.as_tensor(advantages(groups.flip(1))).to(A.dtype).flip(1)
+    if back.shape != A.shape or not torch.allclose(back, A, rtol=1e-12, atol=1e-12):
+        raise ValueError("advantages must be permutation-equivariant (an answer's advantage a function of its own reward and the "
+                         "others' rewards in any order), but reversing the answers of a group does not reverse its advantages")
+
+
+def group_advantage_weights(values: ArrayT, probs: Array, G: int, advantages: Advantages, *, chunk: int = CHUNK) -> ArrayT:
     r"""Exact :math:`a(v) = \mathbb{E}[A_1 \mid R_1 = v]` for a group of :math:`G` i.i.d. answers.
 
     The other :math:`G-1` answers' rewards take the distinct values
@@ -293,6 +326,16 @@ def group_advantage_weights(values: ArrayT, probs: Array, G: int, advantages: Ad
         a(v) = \sum_{c} \frac{(G-1)!}{\prod_k c_k!} \prod_k q_k^{c_k}\;
         A_1\bigl(v, \underbrace{v_1, \dots, v_1}_{c_1}, \dots, \underbrace{v_m, \dots, v_m}_{c_m}\bigr).
 
+    Each group is evaluated once, as a whole: the group with counts
+    :math:`c'` (sorted by value) holds, at the first answer with value
+    :math:`v_j`, the advantage :math:`A_1(v_j \mid c' - e_j)`, so the
+    :math:`\binom{G+m-1}{m-1}` groups give every term (not
+    :math:`m\binom{G+m-2}{m-1}` groups, one per value of answer 1).  They are
+    streamed to ``advantages`` in batches of at most ``chunk`` rewards (at
+    least one group), so memory stays near ``chunk`` however many groups there
+    are; the terms are kept and summed once at the end, so the result does not
+    depend on ``chunk``.
+
     Parameters
     ----------
     values : numpy.ndarray or torch.Tensor
@@ -302,8 +345,11 @@ def group_advantage_weights(values: ArrayT, probs: Array, G: int, advantages: Ad
     G : int
         Group size, at least 1.
     advantages : callable
-        ``[B, G]`` rewards to ``[B, G]`` advantages, symmetric in the other
-        answers (every group estimator is), e.g. :func:`rloo_advantages`.
+        ``[B, G]`` rewards to ``[B, G]`` advantages, permutation-equivariant
+        (every group estimator is; checked on the first 64 groups), e.g.
+        :func:`rloo_advantages`.
+    chunk : int
+        The most rewards handed to ``advantages`` in one call (default :data:`CHUNK`).
 
     Returns
     -------
@@ -325,6 +371,7 @@ def group_advantage_weights(values: ArrayT, probs: Array, G: int, advantages: Ad
     v, kind = to_tensor("values", values)
     q, _ = to_tensor("probs", probs)
     G = require_int("G", G, minimum=1)
+    chunk = require_int("chunk", chunk, minimum=1)
     advantages = _check_advantages(advantages)
     if v.ndim != 1 or q.shape != v.shape:
         raise ValueError(f"values and probs must be 1-D of equal length, got {tuple(v.shape)} and {tuple(q.shape)}")
@@ -335,25 +382,25 @@ def group_advantage_weights(values: ArrayT, probs: Array, G: int, advantages: Ad
         raise ValueError(f"probs must be non-negative and sum to one (within {tol:.1e}, from their dtype), got sum {float(q.to(torch.float64).sum())}")
     if v.unique().numel() != v.numel():
         raise ValueError("values must be distinct")
-    m, n = v.numel(), G - 1
-    n_groups = math.comb(n + m - 1, m - 1)
-    if m * n_groups * G > MAX_ENTRIES:
-        raise ValueError(
-            f"G = {G} with {m} distinct reward values needs {n_groups:,} groups of the others "
-            f"({m * n_groups * G:,} entries), more than {MAX_ENTRIES:,}"
-        )
-    counts = _others_counts(m, n)
-    pmf = _multinomial_pmf(counts, q.to(torch.float64))
-    # the others, sorted by value: position t holds the value whose cumulative count first exceeds t
-    slots = torch.searchsorted(counts.cumsum(1), torch.arange(n).expand(counts.shape[0], n).contiguous(), right=True)
-    others = v[slots]  # [C, n]
-    groups = torch.cat([v[:, None, None].expand(m, counts.shape[0], 1), others.expand(m, -1, -1)], 2)
-    A = advantages(groups.reshape(-1, G))
-    A = A if isinstance(A, torch.Tensor) else torch.as_tensor(A)
-    if A.shape != (m * counts.shape[0], G):
-        raise ValueError(f"advantages must return shape [B, G] = {(m * counts.shape[0], G)}, got {tuple(A.shape)}")
-    _require_rows_are_groups(advantages, groups.reshape(-1, G), A)
-    return like(kind, A[:, 0].reshape(m, -1).to(pmf.dtype) @ pmf)
+    m = v.numel()
+    n_groups = math.comb(G + m - 1, m - 1)
+    if n_groups > MAX_GROUPS:
+        raise ValueError(f"G = {G} with {m} distinct reward values needs {n_groups:,} groups, more than {MAX_GROUPS:,}")
+    counts = _others_counts(m, G)  # the whole group's counts
+    weights = _others_weights(counts, q.to(torch.float64))
+    first = counts.cumsum(1) - counts  # where each value's first answer sits in the sorted group
+    at_first = torch.zeros(counts.shape, dtype=torch.float64)
+    probe = _sorted_groups(v, counts[:_PROBE])  # the same groups whatever the chunk: their order is checked on them
+    _require_equivariant(advantages, probe, _evaluate(advantages, probe))
+    rows = max(1, chunk // G)
+    for start in range(0, n_groups, rows):
+        stop = min(start + rows, n_groups)
+        groups = _sorted_groups(v, counts[start:stop])
+        A = _evaluate(advantages, groups)
+        if start == 0 or stop == n_groups:
+            _require_rows_are_groups(advantages, groups, A)
+        at_first[start:stop] = A.to("cpu", torch.float64).gather(1, first[start:stop].clamp(max=G - 1))
+    return like(kind, (weights * at_first).sum(0))
 
 
 def exact_group_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, G: int, advantages: Advantages) -> torch.Tensor:

@@ -13,14 +13,32 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGET = Path(__file__).parent / "trainer_style" / "ci_target.py"
 
 
+_DRIVER = """
+import runpy, sys
+target, names = sys.argv[1], sys.argv[2:]
+for name in names:
+    print(f"@@run {name}", flush=True)
+    sys.argv = ["pg-identities", "check", f"{target}:{name}", "--kind", "loss"]
+    try:
+        runpy.run_module("numeric.cli", run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        print(f"@@exit {exit_.code}", flush=True)
+"""
+
+
 def test_command_as_a_subprocess_correct_and_broken():
-    runs = {name: subprocess.Popen([sys.executable, "-m", "numeric.cli", "check", f"{TARGET}:{name}", "--kind", "loss"],
-                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for name in ("correct_loss", "broken_loss")}  # both at once: the imports overlap
-    out = {name: (p.communicate(timeout=300), p.returncode) for name, p in runs.items()}
-    (stdout, _), rc = out["correct_loss"]
+    """``python -m numeric.cli check`` (the module as ``__main__``, its ``sys.exit``) on both functions, in one interpreter:
+    the imports are paid once; each run's output and exit status are read back separately."""
+    done = subprocess.run([sys.executable, "-c", _DRIVER, str(TARGET), "correct_loss", "broken_loss"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    runs = {}
+    for part in done.stdout.split("@@run ")[1:]:
+        name, rest = part.split("\n", 1)
+        stdout, code = rest.split("@@exit ")
+        runs[name] = (stdout, int(code))
+    stdout, rc = runs["correct_loss"]
     assert rc == 0 and stdout.startswith("unbiased: PPO, seq-mean-token-sum") and "OK: as expected" in stdout
-    (stdout, _), rc = out["broken_loss"]
+    stdout, rc = runs["broken_loss"]
     assert rc == 1 and stdout.startswith("biased:") and "not a policy gradient" in stdout and "FAIL" in stdout
 
 

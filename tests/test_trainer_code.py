@@ -311,3 +311,98 @@ def test_assertions():
         assert_group_advantage(ADV.grpo_advantage, "unbiased", G=[4], convention="verl")
     with pytest.raises(ValueError, match="expect must be one of"):
         assert_group_advantage(ADV.rloo_advantage, "PPO", G=2, convention="verl")
+
+
+# ------------------------------------------------------------------ the field's certificate table
+
+
+@pytest.fixture(scope="module")
+def field_tables():
+    from numeric.variants import certificate_table
+
+    return {kind: certificate_table(kind) for kind in ("loss", "advantage")}
+
+
+def test_every_peer_name_in_the_registries_has_a_row(field_tables):
+    from derivations.methods import METHODS
+    from numeric.variants import ESTIMATORS
+
+    losses = {(row[0], row[1], row[2]) for row in field_tables["loss"].rows}
+    assert losses == {(t, m.peers[t][0], name) for name, m in METHODS.items() for t in m.peers}
+    advantages = {(row[0], row[1], row[2]) for row in field_tables["advantage"].rows}
+    assert advantages == {(t, their, name) for name, e in ESTIMATORS.items() for t, their in e.peers.items()}
+    assert len(field_tables["loss"].rows) == len(losses) and len(field_tables["advantage"].rows) == len(advantages)
+
+
+def test_a_loss_row_is_what_the_checker_finds_on_the_packages_loss(field_tables):
+    """Each row's verdict, aggregation and identified weight, against check_policy_loss run here on numeric.policy_loss."""
+    from derivations.methods import METHODS
+    from numeric import policy_loss
+
+    seen = {}
+    for row in field_tables["loss"].rows:
+        name = row[2]
+        if name not in seen:
+            agg = METHODS[name].aggregation
+
+            def fn(old_log_prob, log_prob, advantages, response_mask, _n=name, _a=agg):
+                return policy_loss(_n, log_prob, old_log_prob, advantages, response_mask, agg=_a)
+
+            seen[name] = check_policy_loss(fn)
+        rep = seen[name]
+        assert row[3] == rep.verdict
+        assert row[7].startswith(rep.aggregation + " (") and ("length-biased" in row[7]) == rep.length_biased
+        assert row[4] in (rep.method, "none known") and (row[4] == rep.method) == (rep.method is not None)
+    assert {seen[n].verdict for n in ("gspo", "gmpo")} == {"reweighted"} and seen["ppo"].verdict == "scaled"
+
+
+def test_an_advantage_row_is_what_the_checker_finds_and_batch_coupling_is_undecided(field_tables):
+    """Scales against closed forms (RLOO 1, group mean (G-1)/G, pass@k's (1-p)^(G-1) x margin/std), and every estimator
+    that couples the batch reads undecided with the checker's reason, not a number."""
+    from numeric.variants import ESTIMATORS, check_group_advantage
+
+    rows = {row[2]: row for row in field_tables["advantage"].rows}
+    assert rows["rloo"][3:5] == ("unbiased", "1")
+    assert rows["group_mean"][3:5] == ("scaled", "3/4")
+    for name in ("gpg", "trl_batch", "reinforce_pp", "reinforce_pp_baseline"):
+        assert rows[name][3:5] == ("undecided", "-")
+        with pytest.raises(ValueError, match="each row of its") as err:
+            check_group_advantage(ESTIMATORS[name].advantage, G=4, rewards="binary")
+        assert rows[name][5] and rows[name][5] in str(err.value)
+    assert rows["remax"][3] == "undecided" and "greedy" in rows["remax"][5]
+    zscore = check_group_advantage(ESTIMATORS["zscore_1e-4"].advantage, G=4, rewards="binary")
+    assert rows["zscore_1e-4"][3] == zscore.verdict == "reweighted"
+    shown = sp.sympify(rows["zscore_1e-4"][4])
+    for q in (0.1, 0.5, 0.8):  # the cell rounds the fp64 coefficients to 6 digits
+        assert float(shown.subs({s: q for s in shown.free_symbols})) == pytest.approx(float(zscore.scale.subs(P, q)), rel=1e-5)
+
+
+def test_a_method_added_to_a_registry_gets_a_row_and_an_unreadable_one_is_undecided(monkeypatch):
+    """The table reads the registries when it is built: a new estimator (here one whose advantages are random, so no
+    verdict can hold) and a new loss the batched policy_loss does not know both appear, as undecided with a reason."""
+    from derivations import methods
+    from numeric.variants import ESTIMATORS, Estimator, certificate_table, field
+
+    gen = torch.Generator().manual_seed(0)
+    noisy = lambda r: torch.as_tensor(r, dtype=torch.float64) + torch.rand(torch.as_tensor(r).shape, generator=gen, dtype=torch.float64)  # noqa: E731
+    monkeypatch.setitem(ESTIMATORS, "noisy", Estimator("noisy", "random selection", noisy, {"verl": 'adv_estimator "noisy"'}))
+    fake = methods.Method("made_up", "made up", methods.METHODS["ppo"].loss, False, "token-mean", {}, {"TRL": ('loss_type "made_up"', "")})
+    monkeypatch.setitem(methods.METHODS, "made_up", fake)
+    monkeypatch.setattr(field, "METHODS", methods.METHODS)
+    adv = {row[2]: row for row in certificate_table("advantage").rows}
+    assert adv["noisy"][3] == "undecided" and adv["noisy"][5]
+    loss = {row[2]: row for row in certificate_table("loss").rows}
+    assert loss["made_up"][1] == 'loss_type "made_up"' and loss["made_up"][3] == "undecided"
+    with pytest.raises(ValueError, match="kind"):
+        certificate_table("losses")
+    with pytest.raises(ValueError, match="name must be one of"):
+        field.certificate("grpo")
+
+
+def test_the_certificate_latex_is_the_table_cell_for_cell(field_tables):
+    from numeric.variants import certificate_latex
+
+    lines = certificate_latex("advantage").splitlines()
+    assert len(lines) == len(field_tables["advantage"].rows) + 3
+    assert lines[3].count("&") == len(field_tables["advantage"].header) - 1
+    assert "\\text{rloo}" in "".join(lines)

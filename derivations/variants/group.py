@@ -12,7 +12,7 @@ function is tabulated, and the verdict confirmed on the toy LM, by
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import sympy as sp
 
@@ -38,7 +38,8 @@ from .reports import GroupReport, nonzero, verdict
 __all__ = ["derive_group_advantage"]
 
 
-def derive_group_advantage(advantage, *, G=None, rewards="general", constants=None, name: str = "the advantage") -> GroupReport:
+def derive_group_advantage(advantage: sp.Expr | Mapping | Callable, *, G: int | None = None, rewards: str | Sequence[float] = "general",
+                           constants: Mapping | None = None, name: str = "the advantage") -> GroupReport:
     r"""Is a group advantage an unbiased, scaled, reweighted or biased estimate of the policy gradient?
 
     For answer :math:`i` of a group of :math:`G` i.i.d. answers with score

@@ -40,7 +40,7 @@ R, S, I, J, G_SYMBOL = GROUP.R, GROUP.s, GROUP.i, GROUP.j, GROUP.G
 R_PLAIN, S_PLAIN = GROUP.plain["R"], GROUP.plain["s"]
 
 
-def reward_law(rewards) -> tuple[str, tuple]:
+def reward_law(rewards: str | Sequence[float]) -> tuple[str, tuple]:
     """``("general", ())``, ``("binary", (0, 1))`` or ``("finite", values)`` with exact, distinct, sorted values.
 
     Examples
@@ -72,14 +72,14 @@ def reward_law(rewards) -> tuple[str, tuple]:
     return "finite", ordered
 
 
-def require_bool(name: str, value) -> bool:
+def require_bool(name: str, value: object) -> bool:
     """``value`` if it is a ``bool``, else a ``TypeError`` naming ``name``."""
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
     return value
 
 
-def require_group_size(G, needed: bool):
+def require_group_size(G: int | None, needed: bool) -> int | sp.Symbol:
     """``G`` as an int >= 2, or the symbol :math:`G` when omitted and not ``needed``."""
     if G is None:
         if needed:
@@ -88,7 +88,7 @@ def require_group_size(G, needed: bool):
     return require_int("G", G, minimum=2)
 
 
-def require_constants(constants) -> dict:
+def require_constants(constants: Mapping | None) -> dict:
     """``{symbol: float}`` from ``constants`` (``None`` for none); each value a finite real number."""
     if constants is None:
         return {}
@@ -104,7 +104,7 @@ def require_constants(constants) -> dict:
     return out
 
 
-def scalar_expression(name: str, value, what: str, alternative: str) -> sp.Expr:
+def scalar_expression(name: str, value: object, what: str, alternative: str) -> sp.Expr:
     """``value`` as a scalar SymPy expression (strict sympify), or a ``TypeError`` naming ``name``."""
     if isinstance(value, sp.MatrixBase) or isinstance(value, (list, tuple)):
         raise TypeError(f"{name} must be {what}, got a matrix or sequence")
@@ -117,7 +117,7 @@ def scalar_expression(name: str, value, what: str, alternative: str) -> sp.Expr:
     return value
 
 
-def advantage_expression(expr, G, constants: dict) -> sp.Expr:
+def advantage_expression(expr: sp.Expr, G: int | sp.Symbol, constants: dict) -> sp.Expr:
     """One answer's advantage as a checked expression in ``R[i]``, sums over the group, ``G`` and the declared constants."""
     expr = scalar_expression("advantage", expr, "a scalar sympy expression (one answer's advantage)", "a callable")
     if expr.has(S):
@@ -139,7 +139,7 @@ def advantage_expression(expr, G, constants: dict) -> sp.Expr:
     return expr
 
 
-def explicit_advantage(expr, G: int) -> sp.Expr:
+def explicit_advantage(expr: sp.Expr, G: int) -> sp.Expr:
     """Answer 1's advantage at a number ``G``, a function of ``R[1..G]`` (sums written out).
 
     Examples

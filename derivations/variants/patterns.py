@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -82,7 +82,7 @@ def _compositions(m: int, n: int):
         yield tuple(b - a - 1 for a, b in zip(edges, edges[1:]))
 
 
-def count_patterns(rewards, G: int) -> tuple[CountPattern, ...]:
+def count_patterns(rewards: str | Sequence[float], G: int) -> tuple[CountPattern, ...]:
     r"""Every count pattern of a group of ``G`` under a binary or finite reward law, answer 1's reward first.
 
     Parameters
@@ -196,7 +196,8 @@ def _q(m: int) -> tuple:
     return sp.symbols(f"q_1:{m + 1}", positive=True)
 
 
-def finite_report(advantage, G: int, law: str, values: tuple, constants: dict, name: str, zero_on_equal=None) -> GroupReport:
+def finite_report(advantage: sp.Expr | Mapping | Callable, G: int, law: str, values: tuple, constants: dict, name: str,
+                  zero_on_equal: bool | None = None) -> GroupReport:
     """The report for a binary or finite law at a number ``G``, from an expression, a table or an evaluator.
 
     ``zero_on_equal`` is the expression's answer (computed by the caller); for

@@ -182,7 +182,7 @@ class TokenReport:
 # ============================================================ verdicts
 
 
-def nonzero(x) -> bool | None:
+def nonzero(x: sp.Expr | float) -> bool | None:
     """``True``/``False`` when ``x`` is decided non-zero/zero, ``None`` otherwise.
 
     Non-zero: at an exact point (or as a constant) it evaluates, to 40 digits,

@@ -12,6 +12,7 @@ autograd on the toy LM, are :func:`numeric.variants.check_token_loss`'s.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, cmp_to_key
 
@@ -52,7 +53,7 @@ class KnownMethod:
         """The gradient weight :math:`w(r, A)`, a ``Piecewise`` (the weights of :func:`derivations.gradient_weights.gradient_weight`)."""
         return _known_weight(self.method)
 
-    def weight_at(self, ratio, sign: int, constants: dict) -> sp.Expr:
+    def weight_at(self, ratio: float | sp.Expr, sign: int, constants: dict) -> sp.Expr:
         """:math:`w` at ``ratio`` for :math:`A` of sign ``sign``, the constants numbers: an exact value off the kinks (a kink takes either side)."""
         exact = {k: _exact(v) for k, v in constants.items()}
         return _known_weight_at(self.method, _exact(ratio), sign, tuple(sorted(exact.items(), key=lambda kv: kv[0].name)))
@@ -115,7 +116,7 @@ def _known_breakpoints(weight: sp.Expr) -> tuple:
     return tuple(breakpoints(weight))
 
 
-def token_loss_expression(loss, constants=None) -> sp.Expr:
+def token_loss_expression(loss: sp.Expr, constants: Mapping | None = None) -> sp.Expr:
     r"""``loss`` checked (a scalar expression in the token symbols and the declared constants, with a gradient) and with :math:`e^{\ell - \ell_0}` written as :math:`r`.
 
     Examples
@@ -290,7 +291,7 @@ def _bounded(pieces: list) -> bool | None:
     return True
 
 
-def derive_token_loss(loss, *, constants=None) -> TokenReport:
+def derive_token_loss(loss: sp.Expr, *, constants: Mapping | None = None) -> TokenReport:
     r"""The gradient weight of a per-token loss, and what it implies.
 
     For a loss in :math:`\ell = \log\pi_\theta(o_t\mid s_t)`, :math:`\ell_0`,

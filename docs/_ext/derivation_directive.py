@@ -16,6 +16,10 @@
     Renders a LaTeX ``array`` computed by the code as an HTML table, one
     cell per entry: a ``\text{...}`` cell as text, any other as inline math,
     so a wide table wraps in the column instead of scrolling as one formula.
+
+``.. html-report:: numeric.variants.certificate("rloo")``
+    Renders the returned object's ``_repr_html_()`` as a notebook would, its
+    ``$$...$$`` math typeset by MathJax.
 """
 
 from __future__ import annotations
@@ -190,9 +194,21 @@ class LatexTableDirective(SphinxDirective):
         return [table]
 
 
+class HtmlReportDirective(SphinxDirective):
+    required_arguments = 1
+    final_argument_whitespace = True
+
+    def run(self):
+        for path in _source_files(self.arguments[0]):
+            self.env.note_dependency(path)
+        html = _call(self.arguments[0])._repr_html_()
+        return [nodes.raw("", f"<div class='mathjax_process pgi-rendered'>\n{html}\n</div>", format="html")]
+
+
 def setup(app):
     app.add_directive("derivation", DerivationDirective)
     app.add_directive("sympy-math", SympyMathDirective)
     app.add_directive("latex-table", LatexTableDirective)
+    app.add_directive("html-report", HtmlReportDirective)
     app.add_css_file("derivation.css")
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -24,6 +24,9 @@ torch function — and
   :mod:`~numeric.variants.grouped`), and the same as assertions for a trainer's
   tests (:func:`assert_policy_loss`, :func:`assert_group_advantage`); the
   command ``pg-identities check`` (:mod:`numeric.cli`) runs them in its CI;
+* certifies every policy loss and advantage estimator verl, TRL and OpenRLHF
+  ship, by their names, on the package's own implementations
+  (:func:`certificate_table`, :mod:`~numeric.variants.field`);
 * reproduces three trainers' group advantages
   (:mod:`~numeric.variants.trainers`) and runs the chapter's suite of the
   check report (:mod:`~numeric.variants.suite`).
@@ -35,6 +38,7 @@ from .assertions import assert_group_advantage, assert_policy_loss
 from .callables import advantage_table, advantage_values, require_advantage_callable
 from .checker import check_group_advantage, check_token_loss
 from .confirm import confirm_group, confirm_token
+from .field import ESTIMATORS, Estimator, certificate, certificate_latex, certificate_table
 from .grouped import CONVENTIONS, GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import KAPPA_RTOL, LOSS_VERDICTS, PolicyLossReport, check_policy_loss
 from .token_callables import token_report_from_callable
@@ -45,6 +49,8 @@ from . import suite  # registers the suite "variants", after the modules above
 
 __all__ = [
     "CONVENTIONS",
+    "ESTIMATORS",
+    "Estimator",
     "GroupedAdvantageReport",
     "KAPPA_RTOL",
     "LOSS_VERDICTS",
@@ -53,6 +59,9 @@ __all__ = [
     "advantage_values",
     "assert_group_advantage",
     "assert_policy_loss",
+    "certificate",
+    "certificate_latex",
+    "certificate_table",
     "check_group_advantage",
     "check_grouped_advantage",
     "check_policy_loss",

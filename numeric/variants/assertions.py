@@ -6,7 +6,8 @@ when the function is not what ``expect`` says, and returns the report otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from derivations.variants import VERDICTS
 
@@ -26,7 +27,7 @@ def _wanted(expect: str | None) -> str:
     return "a policy gradient up to a positive constant (unbiased or scaled)" if expect is None else repr(expect)
 
 
-def assert_policy_loss(fn: Callable, expect: str | None = None, *, names: Mapping | None = None, **fixed) -> PolicyLossReport:
+def assert_policy_loss(fn: Callable, expect: str | None = None, *, names: Mapping | None = None, **fixed: object) -> PolicyLossReport:
     r"""Assert that a trainer's policy loss is what ``expect`` says (see :meth:`PolicyLossReport.holds`).
 
     ``expect`` is a verdict (``"unbiased"``, ``"scaled"``, ``"reweighted"``, ...), an
@@ -55,7 +56,8 @@ def assert_policy_loss(fn: Callable, expect: str | None = None, *, names: Mappin
     return report
 
 
-def assert_group_advantage(fn: Callable, expect: str | None = None, *, G, convention: str = "batch", rewards="binary", **fixed) -> GroupedAdvantageReport:
+def assert_group_advantage(fn: Callable, expect: str | None = None, *, G: int | Sequence[int], convention: str = "batch",
+                           rewards: str | Sequence[float] = "binary", **fixed: Any) -> GroupedAdvantageReport:
     r"""Assert that a group-advantage estimator is what ``expect`` says, at every group size in ``G``.
 
     ``expect`` is one of the checker's verdicts, or ``None``: unbiased, or scaled by a positive

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -19,6 +19,7 @@ import torch
 from derivations.variants import CountPattern, NotPermutationEquivariant, count_patterns
 
 from .._validate import require_int
+from ..group_baselines import CHUNK
 
 __all__ = ["advantage_table", "advantage_values", "require_advantage_callable", "zero_on_equal_rewards"]
 
@@ -68,8 +69,8 @@ def _require_rows_independent(fn: Callable, make: Callable, rewards: np.ndarray,
             )
 
 
-def advantage_values(fn: Callable, groups, G: int) -> list[float]:
-    """Answer 1's advantage in each of ``groups`` (lists of ``G`` rewards), evaluated in one batch.
+def advantage_values(fn: Callable, groups: Sequence[Sequence[float]], G: int) -> list[float]:
+    """Answer 1's advantage in each of ``groups`` (lists of ``G`` rewards), evaluated in batches of at most :data:`numeric.group_baselines.CHUNK` rewards.
 
     Examples
     --------
@@ -88,10 +89,11 @@ def advantage_values(fn: Callable, groups, G: int) -> list[float]:
     batch = np.array(groups, dtype=np.float64)
     if not np.isfinite(batch).all():
         raise ValueError("groups must hold finite rewards")
-    return _call(fn, batch)[:, 0].tolist()
+    rows = max(2, CHUNK // G)  # streamed as numeric.group_advantage_weights streams its groups
+    return np.concatenate([_call(fn, batch[k:k + rows])[:, 0] for k in range(0, len(batch), rows)]).tolist()
 
 
-def require_advantage_callable(fn, G: int) -> None:
+def require_advantage_callable(fn: Callable, G: int) -> None:
     """Refuse a callable that fails on ``[B, G]`` rewards, changes the shape, returns non-finite values, or is not permutation-equivariant.
 
     Equivariance is checked on 64 random groups (fixed seed), integer and real
@@ -122,7 +124,7 @@ def require_advantage_callable(fn, G: int) -> None:
             )
 
 
-def advantage_table(fn: Callable, G: int, rewards) -> dict[CountPattern, float]:
+def advantage_table(fn: Callable, G: int, rewards: str | Sequence[float]) -> dict[CountPattern, float]:
     """Answer 1's advantage on every count pattern of ``rewards`` (a binary or finite law) at ``G``, in one batch.
 
     Every ordering of the other answers' rewards that a pattern stands for

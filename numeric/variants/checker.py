@@ -13,7 +13,7 @@ LM (:mod:`~numeric.variants.confirm`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import sympy as sp
 
@@ -31,7 +31,8 @@ def _is_function(x) -> bool:
     return callable(x) and not isinstance(x, sp.Basic)
 
 
-def check_group_advantage(advantage, *, G=None, rewards="general", constants=None, name: str = "the advantage", confirm: bool = True) -> GroupReport:
+def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None, rewards: str | Sequence[float] = "general",
+                          constants: Mapping | None = None, name: str = "the advantage", confirm: bool = True) -> GroupReport:
     r"""Is a group advantage an unbiased, scaled, reweighted or biased estimate of the policy gradient?
 
     For answer :math:`i` of a group of :math:`G` i.i.d. answers with score
@@ -127,7 +128,7 @@ def check_group_advantage(advantage, *, G=None, rewards="general", constants=Non
     return report
 
 
-def check_token_loss(loss, *, constants=None, confirm: bool = True) -> TokenReport:
+def check_token_loss(loss: sp.Expr | Callable, *, constants: Mapping | None = None, confirm: bool = True) -> TokenReport:
     r"""The gradient weight of a per-token loss, and what it implies.
 
     For a loss in :math:`\ell = \log\pi_\theta(o_t\mid s_t)`, :math:`\ell_0`,

@@ -139,7 +139,7 @@ def _others_expectation(h, lm, theta, R, constants) -> float:
     return total
 
 
-def confirm_group(report, advantage, constants: dict):
+def confirm_group(report: GroupReport, advantage: sp.Expr | Callable, constants: dict) -> GroupReport:
     r"""The report with its numeric confirmation: symbolic :math:`c\nabla J + \text{residual}` against the exact group engine.
 
     On ``TinyLM(V=3, L=3, seed=1)`` with a reward of the report's law
@@ -186,7 +186,7 @@ DEFAULT_CONSTANTS = {gw.eps_l: 0.2, gw.eps_h: 0.28, gw.c: 3.0}
 _RELATIONS = {sp.StrictLessThan: torch.lt, sp.LessThan: torch.le, sp.StrictGreaterThan: torch.gt, sp.GreaterThan: torch.ge}
 
 
-def torch_value(expr, env: dict):
+def torch_value(expr: sp.Expr, env: dict):
     """Evaluate a loss expression on tensors: ``sg`` detaches, Min/Max/Piecewise elementwise; autograd flows through the rest."""
     if expr in env:
         return env[expr]
@@ -262,7 +262,7 @@ def near_kink(ratio: torch.Tensor, breaks: list, values: dict) -> torch.Tensor:
     return near
 
 
-def confirm_token(report, loss, constants: dict):
+def confirm_token(report: TokenReport, loss: sp.Expr, constants: dict) -> TokenReport:
     r"""The report with autograd on TinyLM's tokens: :math:`\nabla_\theta \sum_t \mathrm{loss}_t = -\sum_t w_t A_t \nabla_\theta\log\pi_t`.
 
     The loss is evaluated on every token of ``TinyLM(V=3, L=3)`` with

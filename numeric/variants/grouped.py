@@ -213,7 +213,8 @@ def _order_dependence(fn, convention, G, lengths, fixed) -> str | None:
     return None
 
 
-def check_grouped_advantage(fn: Callable, *, G, convention: str = "batch", rewards="binary", lengths: str = "equal", **fixed) -> GroupedAdvantageReport:
+def check_grouped_advantage(fn: Callable, *, G: int | Sequence[int], convention: str = "batch", rewards: str | Sequence[float] = "binary",
+                            lengths: str = "equal", **fixed: object) -> GroupedAdvantageReport:
     r"""Certify a trainer's group-advantage estimator as written, for each group size.
 
     For each :math:`G` the function is turned into the ``[B, G]`` callable that

@@ -516,7 +516,7 @@ def _claimed_mode(fn: Callable, fixed: dict) -> str | None:
     return mode if isinstance(mode, str) else None
 
 
-def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed) -> PolicyLossReport:
+def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed: object) -> PolicyLossReport:
     r"""Certify a trainer's policy loss as written: its per-token weight, its aggregation :math:`\kappa`, its edges.
 
     The function is called by keyword on fp64 ``[B, T]`` tensors

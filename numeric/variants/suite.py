@@ -78,5 +78,5 @@ def cross_checks() -> None:
     check("look-alike without sg: not a policy gradient (count of wrong flags)", int(look_alike.is_policy_gradient) + int(bool(look_alike.on_policy_at_ratio_one)), 0)
 
 
-def partial_zscore(fn, std: str) -> Callable:
+def partial_zscore(fn: Callable, std: str) -> Callable:
     return lambda rewards: fn(rewards, eps=0.0, std=std)

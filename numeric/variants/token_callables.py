@@ -9,6 +9,8 @@ dense grid of ratios, and compared with the derived weights of
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from derivations import gradient_weights as gw
@@ -39,7 +41,7 @@ def _callable_weight(fn, ratio: torch.Tensor, adv: torch.Tensor, ell0: float) ->
     return -g / adv
 
 
-def token_report_from_callable(fn, constants: dict):
+def token_report_from_callable(fn: Callable, constants: dict) -> TokenReport:
     r"""A :class:`~derivations.variants.TokenReport` for a torch loss by autograd on a dense grid.
 
     :math:`w = -(\partial\,\mathrm{loss}/\partial\ell)/A` for :math:`r` on 162
