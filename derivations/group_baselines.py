@@ -38,6 +38,7 @@ from functools import cache
 import sympy as sp
 
 from ._validate import require_int
+from .definitions import Definitions
 from .derivation import Derivation
 from .iid_groups import Expect, IIDGroup
 from .proofs import at_values, evaluated_by
@@ -87,7 +88,7 @@ def _centred_update(baseline, title: str, result, result_reason: str) -> Derivat
         title,
         assumptions=[r"$G \ge 2$ answers drawn i.i.d. from $\pi_\theta$", r"$s_i$: a coordinate of the score of answer $i$",
                      sp.Eq(Es, 0), sp.Eq(ERs, GRAD_J)],
-        unfold=grp.unfold,
+        unfold=grp.definitions,
     )
     coeff_total = sp.Poly(sp.expand(b), grp.total()).coeff_monomial(grp.total())
     coeff_self = sp.expand(b - coeff_total * grp.total()).coeff(R[i])
@@ -331,7 +332,7 @@ def grpo_conditioning(G_checked: Sequence[int] = (2, 3, 4)) -> Derivation:
             r"$b_k = \binom{G-1}{k} p^k (1-p)^{G-1-k}$",
             sp.Eq(Expect(sp_), 0), sp.Eq(Expect(Rp * sp_), GRAD_P),
         ],
-        unfold=grp.unfold,
+        unfold=grp.definitions,
     )
     d.step(
         Expect(_a(R[i], _K[i]) * s[i]),
@@ -567,11 +568,7 @@ def grpo_weight_closed_forms(G_values: Sequence[int] = (2, 3, 4, 5), std: str = 
     _require_std(std)
     G_values = _group_sizes("G_values", G_values)
     w = sp.Function("w")
-
-    def unfold(expr):
-        return sp.sympify(expr).replace(
-            lambda e: isinstance(e, w) and e.args[1].is_Integer, lambda e: grpo_weight(int(e.args[1]), std).xreplace({P: e.args[0]})
-        )
+    unfold = Definitions({w(P, G): grpo_weight(G, std) for G in G_values})
 
     d = Derivation(
         f"The GRPO weight in closed form ({std} std)",

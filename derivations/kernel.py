@@ -47,8 +47,9 @@ from typing import TypeVar, dataclass_transform
 
 import sympy as sp
 
-from ._validate import require_expr, require_optional, require_optional_callable
+from ._validate import require_expr, require_optional
 from .canonical import DerivationError, is_zero, reject_vacuous_derivatives
+from .definitions import Definitions
 from .regions import at_least, resolve, truth
 
 __all__ = ["Argmin", "Claim", "Proof", "Refused", "Verdict", "check", "implies", "is_proof", "relation_holds", "require_consistent"]
@@ -95,7 +96,7 @@ class Claim:
     lhs: sp.Basic
     relation: str
     rhs: sp.Basic
-    unfold: Callable | None = None
+    unfold: Definitions | None = None
     facts: Mapping | None = None
     premises: tuple = ()
     given: tuple = ()
@@ -104,7 +105,7 @@ class Claim:
         require_expr("lhs", self.lhs)
         _require_relation("relation", self.relation)
         require_expr("rhs", self.rhs)
-        require_optional_callable("unfold", self.unfold)
+        require_optional("unfold", self.unfold, Definitions, "a Definitions (the notation's definitions, as data)")
         require_optional("facts", self.facts, Mapping, "a mapping")
         for name in ("premises", "given"):
             value = getattr(self, name)
@@ -123,7 +124,7 @@ class Claim:
     def content(self, expr: sp.Basic) -> sp.Basic:
         """``expr`` as the CAS checks it: unfolded, evaluated, facts substituted."""
         if self.unfold is not None:
-            expr = self.unfold(expr)
+            expr = self.unfold.apply(expr)
         reject_vacuous_derivatives(expr)
         expr = expr.doit()
         if self.facts:
@@ -361,15 +362,20 @@ def _same(a, b) -> bool:
 # ---------------------------------------------------------------- the check
 
 
-def justify_facts(facts: Mapping[sp.Basic, sp.Basic], premises: Sequence[sp.Basic], unfold: Callable[[sp.Basic], sp.Basic] | None) -> None:
+def justify_facts(facts: Mapping[sp.Basic, sp.Basic], premises: Sequence[sp.Basic], unfold: Definitions | None) -> None:
     """Each fact ``k -> v`` is a premise ``Eq(k, v)`` shown on the page, or the CAS verifies ``k = v``; else refused."""
     for k, v in facts.items():
         k, v = sp.sympify(k), sp.sympify(v)
         if any(isinstance(p, sp.Eq) and {p.lhs, p.rhs} == {k, v} for p in premises):
             continue
-        if is_zero(k - v, unfold=unfold) is not None:
+        if is_zero(k - v, unfold=_applied(unfold)) is not None:
             continue
         raise Refused(f"the fact {sp.sstr(k)} = {sp.sstr(v)} is neither a stated premise nor verified by the CAS")
+
+
+def _applied(definitions: Definitions | None) -> Callable | None:
+    """The kernel's own application of the definitions, for the canonicalisers."""
+    return None if definitions is None else definitions.apply
 
 
 def check(claim: Claim, proof: Proof | None) -> Verdict:
@@ -398,7 +404,7 @@ def check(claim: Claim, proof: Proof | None) -> Verdict:
     if proof is None:
         if claim.relation != "=":
             raise Refused(f"a step with relation {claim.relation!r} needs a proof")
-        how = is_zero(claim.lhs - claim.rhs, claim.facts, claim.unfold)
+        how = is_zero(claim.lhs - claim.rhs, claim.facts, _applied(claim.unfold))
         if how is None:
             raise Refused("the CAS does not reduce lhs - rhs to 0")
         return Verdict(how)

@@ -44,6 +44,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ._validate import require_int
+from .definitions import Definitions, Linearity
 from .derivation import Derivation
 from .iid_groups import Expect
 from .policy import SoftmaxPolicy
@@ -140,7 +141,7 @@ def reward_to_go_unbiased(T: int = 3) -> Derivation:
         f"Reward-to-go is unbiased (T = {T})",
         assumptions=[r"steps counted from 1 in this derivation (array position $u - 1$ holds step $u$)", r"$r_u$ is known once $o_{\le u}$ is", r"$s_t$: score of step $t$",
                      r"past rewards are uncorrelated with later scores (the lemma above):", *[sp.Eq(k, v) for k, v in past.items()]],
-        unfold=_plain_linearity,
+        unfold=Definitions((), Linearity(Expect)),
     )
     kept = sp.Add(*[Expect(r[u] * s[t]) for t in range(T) for u in range(t, T)])
     dropped = sp.Add(*[Expect(r[u] * s[t]) for t in range(T) for u in range(t)])
@@ -148,19 +149,6 @@ def reward_to_go_unbiased(T: int = 3) -> Derivation:
     d.then(kept, r"$\mathbb{E}[r_u s_t] = 0$ for $u < t$", facts=past)
     d.then(sp.Add(*[Expect(s[t] * G[t]) for t in range(T)]), r"$G_t = \sum_{u \ge t} r_u$")
     return d
-
-
-def _plain_linearity(expr):
-    """Expand every Expect by linearity into moments of monomials."""
-
-    def expand(e):
-        out = sp.Integer(0)
-        for term in sp.Add.make_args(sp.expand(e.args[0])):
-            coeff, mono = term.as_coeff_Mul()
-            out += coeff * Expect(mono)
-        return out
-
-    return expr.replace(lambda e: isinstance(e, Expect), expand)
 
 
 def outcome_reward_to_go() -> Derivation:
@@ -183,9 +171,7 @@ def outcome_reward_to_go() -> Derivation:
     r = sp.IndexedBase("r", real=True)
     T = t + n
 
-    def unfold(e):
-        return e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == r, lambda x: R * sp.KroneckerDelta(x.indices[0], T))
-
+    unfold = Definitions({r[u]: R * sp.KroneckerDelta(u, T)})
     d = Derivation(
         "An outcome reward is its own reward-to-go",
         assumptions=[r"$r_u = R\,\delta_{uT}$ (one reward, at the end)", r"$T = t + n$, $n \ge 0$"],

@@ -41,6 +41,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ._validate import require_int
+from .definitions import Definitions
 from .derivation import Derivation
 from .policy import IndexedSoftmax, SoftmaxPolicy
 from .proofs import by_lemma, minimum_over, numerically, on_regions
@@ -290,7 +291,7 @@ def k2_bias() -> Derivation:
         "k2 is biased, at third order",
         assumptions=[r"$\pi = (p, 1-p)$, $\pi_{\mathrm{ref}} = (p+t, 1-p-t)$",
                      r"$g(t) = \mathbb{E}_\pi[k_2] - \mathrm{KL}(\pi \| \pi_{\mathrm{ref}})$"],
-        unfold=lambda e: e.replace(g, lambda x: gap.subs(t, x)),
+        unfold=Definitions({g(t): gap}),
     )
     d.step(g(0), sp.Integer(0), "no gap at $t = 0$")
     d.step(sp.Subs(sp.Derivative(g(t), t), t, 0), sp.Integer(0), "first order")
@@ -358,17 +359,19 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
             out.append(s)
         return sp.Matrix([out])
 
+    rows = {k: shown(latex, row) for k, latex, row in (
+        ("k1", r"\mathbb{E}_\pi[\partial_j k_1]", expected_grad(k_1)), ("k2", r"\mathbb{E}_\pi[\partial_j k_2]", expected_grad(k_2)),
+        ("reverse", r"\partial_j \mathrm{KL}(\pi \| \rho)", grad(reverse)), ("k3", r"\mathbb{E}_\pi[\partial_j k_3]", expected_grad(k_3)),
+        ("forward", r"\partial_j \mathrm{KL}(\rho \| \pi)", grad(forward)))}
     d = Derivation(
         f"Expected gradients of the KL estimators as losses, K = {K}",
         assumptions=[r"$a \sim \mathrm{sg}(\pi)$", r"$\rho = \pi_{\mathrm{ref}}$ fixed", r"$\partial_j = \partial / \partial\theta_j$",
                      *[sp.Eq(k, v) for k, v in total.items()]],
-        unfold=lambda e: softmax.unfold(e.xreplace(definitions)),
+        unfold=Definitions(definitions) | softmax.definitions,
     )
     d.step(sp.Derivative(pa[a_], softmax.theta[j_]), jacobian,
            r"softmax Jacobian, $\pi_a = e^{\theta_a} / \sum_b e^{\theta_b}$ (any number of actions)")
-    d.step(shown(r"\mathbb{E}_\pi[\partial_j k_1]", expected_grad(k_1)), sp.zeros(1, K), r"$\sum_a \partial_j \pi_a = 0$", facts=total)
-    d.step(shown(r"\mathbb{E}_\pi[\partial_j k_2]", expected_grad(k_2)), shown(r"\partial_j \mathrm{KL}(\pi \| \rho)", grad(reverse)),
-           r"the reverse KL", facts=total)
-    d.step(shown(r"\mathbb{E}_\pi[\partial_j k_3]", expected_grad(k_3)), shown(r"\partial_j \mathrm{KL}(\rho \| \pi)", grad(forward)),
-           r"the forward KL, not the reverse", facts=total)
+    d.step(rows["k1"], sp.zeros(1, K), r"$\sum_a \partial_j \pi_a = 0$", facts=total)
+    d.step(rows["k2"], rows["reverse"], r"the reverse KL", facts=total)
+    d.step(rows["k3"], rows["forward"], r"the forward KL, not the reverse", facts=total)
     return d

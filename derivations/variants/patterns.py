@@ -30,6 +30,7 @@ from functools import cache
 
 import sympy as sp
 
+from ..definitions import Definitions
 from ..derivation import Derivation, is_zero
 from ..group_baselines import GRAD_J, GRAD_P, P
 from ..iid_groups import Expect
@@ -299,24 +300,10 @@ def _interpolate(values: tuple, cond: dict) -> dict:
     return {dg: alpha[dg] for dg in range(m)}
 
 
-def _finite_unfold(values: tuple, q: tuple, grads: tuple):
-    """Write grad J and E[R^d s] in grad q_k, eliminate the last (sum of grad q = 0) and q_m = 1 - sum q."""
-    last = {grads[-1]: -sum(grads[:-1]), q[-1]: 1 - sum(q[:-1])}
-
-    def unfold(e):
-        e = e.replace(lambda x: isinstance(x, Expect), lambda x: _moment_in_q(x, values, grads))
-        e = e.xreplace({GRAD_J: sum(v * g for v, g in zip(values, grads))})
-        return e.xreplace(last)
-
-    return unfold
-
-
-def _moment_in_q(x: Expect, values, grads):
-    mono = x.args[0]
-    dg = sp.degree(mono, R_PLAIN)
-    if mono != R_PLAIN**dg * S_PLAIN:
-        return x
-    return sum(v**dg * g for v, g in zip(values, grads))
+def _finite_unfold(values: tuple, q: tuple, grads: tuple) -> Definitions:
+    r"""Definitions: :math:`\nabla J` and the residual's :math:`\mathbb{E}[R^d s]` (:math:`2 \le d < m`) in :math:`\nabla q_k`; the last :math:`\nabla q_m = -\sum_{k<m} \nabla q_k`, :math:`q_m = 1 - \sum_{k<m} q_k`."""
+    moments = {Expect(R_PLAIN**dg * S_PLAIN): sum(v**dg * g for v, g in zip(values, grads)) for dg in range(2, len(values))}
+    return Definitions({**moments, GRAD_J: sum(v * g for v, g in zip(values, grads)), grads[-1]: -sum(grads[:-1]), q[-1]: 1 - sum(q[:-1])})
 
 
 def _reduction_proof(advantage, G, values, q, grads, constants):
