@@ -120,7 +120,7 @@ class Definitions:
         if callable(entries) and not isinstance(entries, Mapping):
             raise TypeError(f"definitions must be a mapping lhs -> rhs (or pairs), got {type(entries).__name__}")
         pairs = list(entries.items()) if isinstance(entries, Mapping) else list(entries)
-        checked = []
+        checked: list[tuple] = []
         for pair in pairs:
             if not (isinstance(pair, tuple) and len(pair) == 2):
                 raise TypeError(f"definitions must be pairs (lhs, rhs), got {pair!r}")

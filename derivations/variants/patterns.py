@@ -34,7 +34,7 @@ from ..definitions import Definitions
 from ..derivation import Derivation, is_zero
 from ..group_baselines import GRAD_J, GRAD_P, P
 from ..iid_groups import Expect
-from ..proofs import evaluated_by
+from ..proofs import from_table, to_tolerance
 from .inputs import R_PLAIN, S_PLAIN, R, S, explicit_advantage, require_group_size, reward_law
 from .reports import GroupReport, NotPermutationEquivariant, nonzero, verdict
 
@@ -260,7 +260,7 @@ def _binary_scale(d: Derivation, bern: list, bernstein: sp.Expr, G: int) -> tupl
     elif depends is False:
         c = diffs[0]
         d.then(c * GRAD_P, r"coefficients equal to fp64 rounding; the Bernstein polynomials sum to 1",
-               proof=evaluated_by("the coefficients compared to 1e-12", lambda lhs, rhs: (lhs, rhs), tol=1e-12))
+               proof=to_tolerance(1e-12))
     elif not bernstein.has(sp.Float) and G <= 6:  # fp64 values, and long radicals, stay in the Bernstein form
         c_nice = _nice(sp.collect(sp.expand(bernstein), P))
         if len(sp.sstr(c_nice)) < len(sp.sstr(bernstein)):
@@ -314,16 +314,14 @@ def _reduction_proof(advantage, G, values, q, grads, constants):
     a non-symmetric advantage, or a displayed value that is not the
     advantage's, fails the step; an evaluator is called again; a table is read
     again (the caller's callable was checked for orderings before it was
-    tabulated, by :mod:`numeric.variants`).
+    tabulated, by :mod:`numeric.variants`).  The kernel sums the fresh table
+    itself (:func:`~derivations.proofs.from_table`).
     """
-
-    def evaluate(lhs, rhs):
-        fresh = _Values(advantage, G, values, constants)
-        if isinstance(advantage, sp.Basic):
-            _require_symmetric(advantage, G, values, constants, fresh)
-        return sum(fresh.conditional(v, q) * gq for v, gq in zip(values, grads)), rhs
-
-    return evaluated_by("advantage re-evaluated on every pattern", evaluate, tol=1e-12)
+    fresh = _Values(advantage, G, values, constants)
+    if isinstance(advantage, sp.Basic):
+        _require_symmetric(advantage, G, values, constants, fresh)
+    table = [(v, c_, a) for v in values for c_, a in zip(fresh.patterns, fresh.a[v])]
+    return from_table(sp.Symbol("A_1", real=True), S[1], values, q, grads, G, table, tol=1e-12)
 
 
 def _require_symmetric(expr, G, values, constants, tab: _Values) -> None:
