@@ -3,18 +3,24 @@ r"""The proof kernel: the only code that marks a step of a derivation verified.
 **What a ✓ guarantees.** A ✓ on a step means that SymPy reduced the difference of the two displayed sides
 to zero, or decided its sign, for every value that the stated assumptions and
 premises allow (on every region of a partition the kernel built itself, for a
-lemma instance whose assumptions the kernel checked), using only the
-derivation's notation and facts that are stated premises or verified by the
-CAS; a step checked only at instances, numerically or by a named evaluation
-says so in a box beside it.
+lemma instance whose assumptions the kernel checked), with the notation
+replaced by its definitions as the page shows them and facts that are stated
+premises or verified by the CAS; a step checked only at instances,
+numerically, to a floating-point tolerance, from a table of values or by a
+named evaluation says so in a box beside it.
 
 What the kernel **trusts**: SymPy reducing a difference to zero
 (:func:`~derivations.canonical.is_zero`); SymPy's sign decisions
 (``is_positive`` and friends on factored forms) under the symbols' stated
-assumptions (:mod:`derivations.regions`); ``solveset`` for the solution set of a
-condition in one variable; ``sympy.minimum`` and ``sympy.limit``; a
-derivation's ``unfold`` and an :func:`~derivations.proofs.evaluated_by` evaluation, which give the
-notation its meaning (the latter shown on the page by name).
+assumptions (:mod:`derivations.regions`, :mod:`derivations.premises`);
+``solveset`` for the solution set of a condition in one variable;
+``sympy.minimum`` and ``sympy.limit``; the fixed rules by which it applies a
+derivation's :class:`~derivations.definitions.Definitions` (substitution of
+a symbol, a function or an indexed entry; differentiation with a
+stop-gradient held constant; linearity of an expectation; the i.i.d. group
+algebra of :mod:`derivations.iid_groups`, a rule whose data are the
+quantities' names and :math:`G`); and the one kind of evaluation that still
+runs code, :func:`~derivations.proofs.evaluated_by`, named on the page.
 
 What it does **not** trust: the caller.  A proof is one of the kernel's proof
 objects (never a bare function); it states what it establishes (left side,

@@ -44,7 +44,7 @@ from ._validate import require_int
 from .definitions import Definitions
 from .derivation import Derivation
 from .policy import IndexedSoftmax, SoftmaxPolicy
-from .proofs import by_lemma, minimum_over, numerically, on_regions
+from .proofs import by_lemma, holds, minimum_over, on_regions
 
 __all__ = [
     "clip_bias_term",
@@ -296,9 +296,10 @@ def k2_bias() -> Derivation:
     d.step(g(0), sp.Integer(0), "no gap at $t = 0$")
     d.step(sp.Subs(sp.Derivative(g(t), t), t, 0), sp.Integer(0), "first order")
     d.step(sp.Subs(sp.Derivative(g(t), t, 2), t, 0), sp.Integer(0), "second order: $k_2$ matches KL to second order")
-    quarter = gap.subs({p: sp.Rational(1, 2), t: sp.Rational(1, 4)})
-    d.step(sp.Subs(g(t), (p, t), (sp.Rational(1, 2), sp.Rational(1, 4))), sp.Integer(0),
-           f"but not exactly: $g = {float(quarter):.4f}$ there", relation=">", proof=numerically(30))
+    half, quarter = sp.Rational(1, 2), sp.Rational(1, 4)
+    exact = (sp.log(sp.Rational(3, 2)) ** 2 + sp.log(2) ** 2) / 4 - sp.log(sp.Rational(4, 3)) / 2
+    d.step(sp.Subs(g(t), (p, t), (half, quarter)), exact, r"at $p = 1/2$, $t = 1/4$: $\pi_{\mathrm{ref}} = (3/4, 1/4)$")
+    d.then(sp.Integer(0), f"but not exactly: $g = {float(exact):.4f}$ there", relation=">", proof=holds)
     return d
 
 
