@@ -61,7 +61,7 @@ from dataclasses import dataclass
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
-from .canonical import DerivationError
+from .premises import Refused
 
 __all__ = ["Definitions", "Differentiation", "GroupExpectation", "Linearity"]
 
@@ -100,6 +100,35 @@ def _apply_entry(expr: sp.Basic, lhs: sp.Basic, rhs: sp.Basic, kind: str) -> sp.
     return expr.replace(matches, lambda e: rule(*(e.args[k] for k in bound)) if rule is not None else rhs)
 
 
+def _uses(expr: sp.Basic, lhs: sp.Basic, kind: str) -> bool:
+    """Whether ``expr`` mentions the notation that ``lhs`` defines."""
+    if kind == "symbol":
+        return expr.has(lhs)
+    if kind == "indexed":
+        return any(e.base == lhs.base for e in expr.atoms(sp.Indexed))
+    return any(e.func == lhs.func for e in expr.atoms(sp.Function))
+
+
+def _require_acyclic(entries: list) -> None:
+    """Refuse definitions that use themselves, directly or through others."""
+    uses = {k: [j for j, (lhs, _, kind) in enumerate(entries) if _uses(entries[k][1], lhs, kind)] for k in range(len(entries))}
+    state: dict[int, int] = {}
+
+    def visit(k: int, path: tuple) -> None:
+        if state.get(k) == 2:
+            return
+        if state.get(k) == 1:
+            cycle = " -> ".join(sp.sstr(entries[j][0]) for j in (*path[path.index(k):], k))
+            raise ValueError(f"definitions: they are circular ({cycle})")
+        state[k] = 1
+        for j in uses[k]:
+            visit(j, (*path, k))
+        state[k] = 2
+
+    for k in range(len(entries)):
+        visit(k, ())
+
+
 class Definitions:
     r"""The notation's definitions: entries ``lhs := rhs`` and operator rules, applied by the kernel.
 
@@ -135,6 +164,7 @@ class Definitions:
         for rule in rules:
             if type(rule) not in _RULES:
                 raise TypeError(f"rules must be Differentiation, Linearity or GroupExpectation (a callable is not a rule), got {type(rule).__name__}")
+        _require_acyclic(checked)
         self._entries = tuple(checked)
         self._rules = tuple(rules)
         self._instance: tuple = ()
@@ -187,7 +217,7 @@ class Definitions:
             if expr == before:
                 break
         else:
-            raise DerivationError("the definitions are circular: applying them never stops changing the expression")
+            raise Refused("the definitions are circular: applying them never stops changing the expression")
         for rule in self._rules:
             expr = rule.apply(expr)
         if self._instance:
