@@ -403,6 +403,14 @@ def test_the_value_table_refuses_a_table_that_disagrees_at_one_pattern():
         from_table(A1, s1, (0, 1), (1 - p, p), (-gp, gp), 2, [lambda v, c: 0])
 
 
+def test_the_value_table_weighs_each_count_pattern_by_its_multiplicity():
+    """RLOO at G = 3, a = R_1 - K/2: the pattern with one success among the others occurs in 2 orders; E[a s_1] = grad p."""
+    table = [(v, (2 - k, k), v - sp.Rational(k, 2)) for v in (0, 1) for k in range(3)]
+    proof = from_table(A1, s1, (0, 1), (1 - p, p), (-gp, gp), 3, table)
+    accepted(Derivation("RLOO at G = 3").step(Expect(A1 * s1), gp, "sum over the patterns", proof=proof))
+    refused(Derivation("RLOO at G = 3").step(Expect(A1 * s1), 2 * gp, "sum over the patterns", proof=proof))
+
+
 def test_a_tolerance_proof_accepts_rounding_only():
     near = Derivation("rounding").step(gp * sp.Float(0.5), gp / 2 + sp.Float(1e-15) * gp, "fp64", proof=to_tolerance(1e-12))
     assert accepted(near).steps[0].badge == "floating-point coefficients equal to 1e-12"
