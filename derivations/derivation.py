@@ -15,12 +15,14 @@ expressions built by the code, and unevaluated operators (``Sum``,
 notation and the CAS checks the content.
 
 A step whose truth is not an equality (an inequality, a case split, an
-equivalence) carries its own ``proof``: a function that receives the step's
-displayed :class:`Claim` (``lhs``, relation, ``rhs``, with the derivation's
-``unfold`` and the step's ``facts``) and returns ``True`` only when the CAS has
-established exactly that claim.  :mod:`derivations.proofs` holds the proofs
-the notes use (region by region, a verified lemma instantiated, a minimum, a
-solution set).  Soundness is tested the sceptic's way: :meth:`Derivation.perturbed`
+equivalence) carries its own ``proof``, built by :mod:`derivations.proofs`
+(region by region, a verified lemma instantiated, a minimum, a solution set);
+the kernel (:mod:`derivations.kernel`) hands it the step's displayed
+:class:`Claim` and compares what it establishes with the display.  The
+notation's meaning is the derivation's ``unfold``, a
+:class:`~derivations.definitions.Definitions` value that the kernel applies and
+the page shows after the steps.
+Soundness is tested the sceptic's way: :meth:`Derivation.perturbed`
 makes one displayed right-hand side false, and every check must then fail.
 """
 
