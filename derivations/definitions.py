@@ -50,7 +50,7 @@ Examples
 >>> Definitions(lambda e: 0)
 Traceback (most recent call last):
 ...
-TypeError: definitions must be a mapping lhs -> rhs (or pairs), got function
+TypeError: entries must be a mapping lhs -> rhs (or pairs), got function
 """
 
 from __future__ import annotations
@@ -72,14 +72,14 @@ def _kind_of(lhs: sp.Basic) -> str:
         return "symbol"
     if isinstance(lhs, sp.Indexed):
         if not all(isinstance(i, sp.Symbol) for i in lhs.indices) or len(set(lhs.indices)) != len(lhs.indices):
-            raise ValueError(f"definitions: the indices of {sp.sstr(lhs)} must be distinct symbols")
+            raise ValueError(f"entries: the indices of {sp.sstr(lhs)} must be distinct symbols")
         return "indexed"
     if isinstance(lhs, AppliedUndef) or (isinstance(lhs, sp.Function) and not type(lhs).__module__.startswith("sympy.")):
         bound = [a for a in lhs.args if isinstance(a, sp.Symbol)]
         if len(set(bound)) != len(bound):
-            raise ValueError(f"definitions: the symbol arguments of {sp.sstr(lhs)} must be distinct")
+            raise ValueError(f"entries: the symbol arguments of {sp.sstr(lhs)} must be distinct")
         return "function"
-    raise ValueError(f"definitions: a left side must be a symbol, an applied undefined function f(x, ...) or an indexed entry Q[i], "
+    raise ValueError(f"entries: a left side must be a symbol, an applied undefined function f(x, ...) or an indexed entry Q[i], "
                      f"got {sp.sstr(lhs)} ({type(lhs).__name__})")
 
 
@@ -119,7 +119,7 @@ def _require_acyclic(entries: list) -> None:
             return
         if state.get(k) == 1:
             cycle = " -> ".join(sp.sstr(entries[j][0]) for j in (*path[path.index(k):], k))
-            raise ValueError(f"definitions: they are circular ({cycle})")
+            raise ValueError(f"entries: they are circular ({cycle})")
         state[k] = 1
         for j in uses[k]:
             visit(j, (*path, k))
@@ -147,19 +147,19 @@ class Definitions:
 
     def __init__(self, entries: Mapping | Iterable = (), *rules) -> None:
         if callable(entries) and not isinstance(entries, Mapping):
-            raise TypeError(f"definitions must be a mapping lhs -> rhs (or pairs), got {type(entries).__name__}")
+            raise TypeError(f"entries must be a mapping lhs -> rhs (or pairs), got {type(entries).__name__}")
         pairs = list(entries.items()) if isinstance(entries, Mapping) else list(entries)
         checked: list[tuple] = []
         for pair in pairs:
             if not (isinstance(pair, tuple) and len(pair) == 2):
-                raise TypeError(f"definitions must be pairs (lhs, rhs), got {pair!r}")
+                raise TypeError(f"entries must be pairs (lhs, rhs), got {pair!r}")
             lhs, rhs = pair
             if not isinstance(lhs, sp.Basic):
-                raise TypeError(f"definitions: a left side must be a SymPy object, got {type(lhs).__name__}")
+                raise TypeError(f"entries: a left side must be a SymPy object, got {type(lhs).__name__}")
             if not isinstance(rhs, (sp.Basic, int)) or isinstance(rhs, bool):
-                raise TypeError(f"definitions: the right side of {sp.sstr(lhs)} must be a SymPy expression, got {type(rhs).__name__}")
+                raise TypeError(f"entries: the right side of {sp.sstr(lhs)} must be a SymPy expression, got {type(rhs).__name__}")
             if any(lhs == seen for seen, _, _ in checked):
-                raise ValueError(f"definitions: {sp.sstr(lhs)} is defined twice")
+                raise ValueError(f"entries: {sp.sstr(lhs)} is defined twice")
             checked.append((lhs, sp.sympify(rhs), _kind_of(lhs)))
         for rule in rules:
             if type(rule) not in _RULES:

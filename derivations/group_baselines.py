@@ -30,7 +30,6 @@ open language models" (GRPO), arXiv:2402.03300 (2024).
 
 from __future__ import annotations
 
-import itertools
 import numbers
 from collections.abc import Sequence
 from functools import cache

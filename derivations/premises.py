@@ -18,7 +18,7 @@ import sympy as sp
 from .canonical import DerivationError
 from .regions import truth
 
-__all__ = ["Refused", "bounds", "is_relation", "parametrisation", "require_consistent"]
+__all__ = ["Refused", "require_consistent"]
 
 
 def is_relation(p) -> bool:

@@ -324,7 +324,7 @@ def test_an_unfold_callable_is_refused():
             Derivation("zero", unfold=fake)
         with pytest.raises(TypeError, match="unfold must be a Definitions"):
             kernel.Claim(x, "=", x + 1, unfold=fake)
-    with pytest.raises(TypeError, match="definitions must be a mapping"):
+    with pytest.raises(TypeError, match="entries must be a mapping"):
         Definitions(lambda e: sp.Integer(0))
     with pytest.raises(TypeError, match="a callable is not a rule"):
         Definitions({}, lambda e: sp.Integer(0))
@@ -350,7 +350,7 @@ def test_a_wrong_definition_makes_a_step_fail():
 
 def test_a_definition_left_side_must_be_a_symbol_a_function_or_an_indexed_entry():
     for lhs in (x + 1, sp.exp(x), sp.Integer(1), Q[i + 1], Q[i, i], sp.Sum(Q[i], (i, 1, 3))):
-        with pytest.raises(ValueError, match="definitions:"):
+        with pytest.raises(ValueError, match="entries:"):
             Definitions({lhs: sp.Integer(0)})
     with pytest.raises(ValueError, match="defined twice"):
         Definitions([(x, sp.Integer(0)), (x, sp.Integer(1))])
@@ -418,3 +418,20 @@ def test_a_tolerance_proof_accepts_rounding_only():
     refused(Derivation("exact slip").step(gp / 2, gp / 3, "fp64", proof=to_tolerance(1e-12)), "does not establish")
     with pytest.raises(ValueError, match="tol must be a float"):
         to_tolerance(0.1)
+
+
+def test_the_rules_refuse_bad_data():
+    from derivations.definitions import GroupExpectation, Linearity
+
+    with pytest.raises(TypeError, match="expectation must be a SymPy Function class"):
+        Linearity(lambda e: e)
+    with pytest.raises(TypeError, match="randoms must be a tuple of symbols"):
+        Linearity(Expect, ("R",))
+    with pytest.raises(ValueError, match="answer must be an answer index"):
+        GroupExpectation(("R", "s"), None, answer=1)
+    with pytest.raises(ValueError, match="answer must be an answer index"):
+        GroupExpectation(("R", "s"), 3, answer=4)
+    with pytest.raises(TypeError, match="names must be"):
+        GroupExpectation("Rs")
+    R_, s_ = sp.symbols("R s", real=True)
+    assert Definitions((), Linearity(Expect)).apply(Expect(2 * R_ + 3 * s_)) == 2 * Expect(R_) + 3 * Expect(s_)

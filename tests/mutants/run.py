@@ -237,8 +237,8 @@ MUTANTS = [
     # -- the definitions the kernel applies, and its tables and tolerances (issue 16, items 2 and 5)
     Mutant("definitions_callable_accepted", "derivations/derivation.py", "if unfold is not None and not isinstance(unfold, Definitions):",
            "if False:", _KERNEL, "Derivation(unfold=<a function>) is accepted again"),
-    Mutant("definitions_any_lhs", "derivations/definitions.py", '    raise ValueError(f"definitions: a left side must be',
-           '    return "symbol"\n    raise ValueError(f"definitions: a left side must be', _KERNEL, "x + 1 := 0 or exp(x) := 0 is a definition"),
+    Mutant("definitions_any_lhs", "derivations/definitions.py", '    raise ValueError(f"entries: a left side must be',
+           '    return "symbol"\n    raise ValueError(f"entries: a left side must be', _KERNEL, "x + 1 := 0 or exp(x) := 0 is a definition"),
     Mutant("definitions_cycle_unchecked", "derivations/definitions.py", "        _require_acyclic(checked)\n", "",
            _KERNEL, "x := y + 1, y := x - 1 is accepted"),
     Mutant("differentiation_sg_not_held", "derivations/definitions.py", "            expr = expr.replace(h, hold)", "            pass",
