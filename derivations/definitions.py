@@ -287,9 +287,9 @@ class Differentiation:
         return out.xreplace(back).subs(back)
 
     def latex(self) -> str:
-        parts = [rf"\partial/\partial {sp.latex(self.var)}"]
-        parts += [rf"\text{{holds }} {sp.latex(h(sp.Symbol('x')))} \text{{ constant, with value }} x" for h in self.held]
-        parts += [rf"\text{{writes }} {sp.latex(k)} = {sp.latex(v)}" for k, v in self.written]
+        parts = [rf"\tfrac{{\partial}}{{\partial {sp.latex(self.var)}}} \text{{ holds }} {sp.latex(h(sp.Symbol('x')))} \text{{ constant (its value is }} x)"
+                 for h in self.held] or [rf"\tfrac{{\partial}}{{\partial {sp.latex(self.var)}}}"]
+        parts += [rf"{sp.latex(k)} = {sp.latex(v)}" for k, v in self.written]
         return r",\ ".join(parts)
 
 
@@ -317,8 +317,10 @@ class Linearity:
         return expr.replace(lambda e: isinstance(e, self.expectation), split)
 
     def latex(self) -> str:
-        E = self.expectation.__name__
-        return rf"\text{{{E} is linear}}"
+        X, Y, a, b = sp.symbols("X Y a b")
+        E = self.expectation
+        return rf"{sp.latex(E(a * X + b * Y))} = {sp.latex(a * E(X) + b * E(Y))}" + (r" \text{ for numbers } a, b" if self.randoms is None else
+               rf" \text{{ for }} a, b \text{{ free of }} {', '.join(map(sp.latex, self.randoms))}")
 
 
 @dataclass(frozen=True)

@@ -354,7 +354,7 @@ class Derivation:
             lines.append(f"{left} &{rel} {sp.latex(st.rhs)} && {reason}")
             previous = st.rhs
         if self.unfold:
-            lines += [r"& \quad \text{where } " + line for line in self.unfold.latex()]
+            lines += [r"& \quad " + (r"\text{where } " if k == 0 else r"\phantom{\text{where }} ") + line for k, line in enumerate(self.unfold.latex())]
         return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
 
     def _repr_latex_(self) -> str:
