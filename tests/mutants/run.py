@@ -28,6 +28,9 @@ Kernel mutants (issue 16, 2026-12-01, ``kernel_*``, ``resolver_*``, ``lemma_*``,
 ``argmin_*``, ``premises_*``, ``chain_*``, ``facts_*``, ``numeric_*``; 11 mutants, about 40-70 s each on
 2 shared cores): 11/11 killed by ``tests/test_kernel.py``; ``resolver_strict_as_weak`` first survived
 (SymPy decides ``x > 0`` at ``x = 0`` itself) until a test used a condition SymPy leaves unevaluated.
+Definitions as data (issue 16 items 2 and 5, 2026-12-01): the 11 kernel mutants re-run on the split kernel
+and 7 new ones (``definitions_*``, ``differentiation_*``, ``table_*``, ``tolerance_*``), one batch of 18
+with ``tests/test_kernel.py``: 18/18 killed, 46-247 s each on 2 heavily shared cores.
 On the tree before issue 8 (commit 9492733) ``b_star_A0``, ``ppo_detach`` and
 ``cispo_bound_no_sqrt`` survived (``A0_uses_R`` was killed by a test with
 :math:`2R - 1/2`; other mutants' texts differ there).
