@@ -8,7 +8,9 @@ SymPy only (no torch, no numpy).  The shared machinery:
     A step that is not a plain equality carries a proof built by
     :mod:`derivations.proofs`; only the kernel (:mod:`derivations.kernel`)
     marks a step verified, after comparing what the proof establishes with the
-    displayed :class:`Claim`.  :mod:`derivations.regions` decides which branch
+    displayed :class:`Claim`.  The notation's meaning is a :class:`Definitions`
+    value (:mod:`derivations.definitions`), data the kernel applies with fixed
+    rules and the page shows.  :mod:`derivations.regions` decides which branch
     of a ``Min``/``Max``/``Abs``/``Piecewise`` holds at a point.
 :class:`SoftmaxPolicy`, :class:`IndexedSoftmax`
     A symbolic softmax policy over a fixed or a symbolic number of actions, its
@@ -23,12 +25,14 @@ One module per topic, in lecture order: :mod:`derivations.score_function`,
 """
 
 from . import kernel, proofs, regions
+from .definitions import Definitions
 from .derivation import Claim, Derivation, DerivationError, Step, is_zero, reason_to_latex
 from .iid_groups import Expect, IIDGroup
 from .policy import IndexedSoftmax, SoftmaxPolicy
 
 __all__ = [
     "Claim",
+    "Definitions",
     "Derivation",
     "DerivationError",
     "Expect",

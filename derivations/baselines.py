@@ -36,6 +36,7 @@ from functools import cache
 import sympy as sp
 
 from ._validate import require_int
+from .definitions import Definitions
 from .derivation import Derivation
 from .policy import IndexedSoftmax
 from .proofs import Argmin, is_argmin, same_solutions
@@ -90,7 +91,7 @@ def constant_baseline() -> Derivation:
     """
     pol = IndexedSoftmax()
     R = sp.IndexedBase("R", real=True)
-    d = Derivation("A constant baseline is free", assumptions=[_ASSUME, r"$b$ a constant"], unfold=pol.unfold)
+    d = Derivation("A constant baseline is free", assumptions=[_ASSUME, r"$b$ a constant"], unfold=pol.definitions)
     d.step(
         pol.expectation(lambda x: (R[x] - b) * pol.score(x)),
         pol.expectation(lambda x: R[x] * pol.score(x)) - b * pol.expectation(pol.score),
@@ -126,12 +127,7 @@ def prefix_baseline(K: int = 2) -> Derivation:
     pi, pi2, bb = sp.IndexedBase("pi"), sp.IndexedBase(r"\pi'"), sp.IndexedBase("b", real=True)
     pi_f, u = sp.Function("pi", positive=True), sp.Function("u", real=True)
 
-    def unfold(expr):
-        expr = expr.replace(lambda e: isinstance(e, sp.Indexed) and e.base == pi, lambda e: pi_f(e.indices[0], th))
-        return expr.replace(
-            lambda e: isinstance(e, sp.Indexed) and e.base == pi2,
-            lambda e: sp.exp(u(*e.indices, th)) / sp.Sum(sp.exp(u(a3, e.indices[1], th)), (a3, 1, K)),
-        )
+    unfold = Definitions({pi[a]: pi_f(a, th), pi2[a2, a]: sp.exp(u(a2, a, th)) / sp.Sum(sp.exp(u(a3, a, th)), (a3, 1, K))})
 
     D = lambda e: sp.Derivative(e, th)
     d = Derivation(
@@ -176,7 +172,7 @@ def action_dependent_baseline() -> Derivation:
     d = Derivation(
         "The bias of an action-dependent baseline",
         assumptions=[_ASSUME, r"$b_a$ depends on the action $a$"],
-        unfold=pol.unfold,
+        unfold=pol.definitions,
     )
     d.step(
         pol.expectation(lambda x: (R[x] - bb[x]) * pol.score(x)) - pol.expectation(lambda x: R[x] * pol.score(x)),
@@ -206,7 +202,7 @@ def self_baseline() -> Derivation:
     """
     pol = IndexedSoftmax()
     R, bb = sp.IndexedBase("R", real=True), sp.IndexedBase("b", real=True)
-    d = Derivation("The self-baseline kills the gradient", assumptions=[_ASSUME, sp.Eq(bb, R)], unfold=pol.unfold)
+    d = Derivation("The self-baseline kills the gradient", assumptions=[_ASSUME, sp.Eq(bb, R)], unfold=pol.definitions)
     d.step(
         pol.expectation(lambda x: (R[x] - bb[x]) * pol.score(x)),
         pol.expectation(lambda x: R[x] * pol.score(x)) - pol.expectation(lambda x: bb[x] * pol.score(x)),

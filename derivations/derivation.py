@@ -15,18 +15,20 @@ expressions built by the code, and unevaluated operators (``Sum``,
 notation and the CAS checks the content.
 
 A step whose truth is not an equality (an inequality, a case split, an
-equivalence) carries its own ``proof``: a function that receives the step's
-displayed :class:`Claim` (``lhs``, relation, ``rhs``, with the derivation's
-``unfold`` and the step's ``facts``) and returns ``True`` only when the CAS has
-established exactly that claim.  :mod:`derivations.proofs` holds the proofs
-the notes use (region by region, a verified lemma instantiated, a minimum, a
-solution set).  Soundness is tested the sceptic's way: :meth:`Derivation.perturbed`
+equivalence) carries its own ``proof``, built by :mod:`derivations.proofs`
+(region by region, a verified lemma instantiated, a minimum, a solution set);
+the kernel (:mod:`derivations.kernel`) hands it the step's displayed
+:class:`Claim` and compares what it establishes with the display.  The
+notation's meaning is the derivation's ``unfold``, a
+:class:`~derivations.definitions.Definitions` value that the kernel applies and
+the page shows after the steps.
+Soundness is tested the sceptic's way: :meth:`Derivation.perturbed`
 makes one displayed right-hand side false, and every check must then fail.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -35,6 +37,7 @@ import sympy as sp
 from . import kernel
 from ._validate import require_expr, require_optional
 from .canonical import CANONICALISERS, DerivationError, is_zero
+from .definitions import Definitions
 from .kernel import Claim
 
 __all__ = ["CANONICALISERS", "Claim", "Derivation", "Step", "is_zero", "reason_to_latex"]
@@ -105,13 +108,13 @@ class Step:
         self.given = _require_conditions("given", self.given)
         require_optional("proved_by", self.proved_by, str, "a str")
 
-    def claim(self, unfold: Callable | None = None, premises: tuple = ()) -> Claim:
+    def claim(self, unfold: Definitions | None = None, premises: tuple = ()) -> Claim:
         """The displayed statement of this step, under the derivation's ``premises`` and the step's ``given``."""
         given_facts = {c.lhs: c.rhs for c in self.given if isinstance(c, sp.Eq)}
         facts = {**(self.facts or {}), **given_facts} or None
         return Claim(self.lhs, self.relation, self.rhs, unfold, facts, tuple(premises), self.given)
 
-    def verify(self, unfold: Callable | None = None, premises: tuple = ()) -> str | None:
+    def verify(self, unfold: Definitions | None = None, premises: tuple = ()) -> str | None:
         """The kernel's verdict: the method's name, or ``None`` (and :attr:`refusal` says why)."""
         try:
             verdict = kernel.check(self.claim(unfold, premises), self.proof)
@@ -180,10 +183,11 @@ class Derivation:
         is also a *premise*: a proof may rely on it (:func:`derivations.proofs.by_lemma`
         accepts a lemma's premise when the instance satisfies it or the
         derivation states it).
-    unfold : callable, optional
-        Rewrites the notation of the steps into definitions before checking
-        (for instance ``pi[a]`` into ``exp(theta[a]) / Z``), so that the page
-        shows :math:`\pi_a` and the CAS checks the softmax.
+    unfold : Definitions, optional
+        The notation's definitions (for instance :math:`\pi_a := e^{\theta_a}/Z`),
+        data that the kernel applies before checking, so that the page shows
+        :math:`\pi_a` and the CAS checks the softmax; the page shows them
+        after the steps ("where ...").  A function is refused.
 
     Examples
     --------
@@ -204,11 +208,12 @@ class Derivation:
     derivations.canonical.DerivationError: wrong: step 1 (a slip) does not hold: x = x + 1 (the CAS does not reduce lhs - rhs to 0)
     """
 
-    def __init__(self, title: str, start: Side | None = None, assumptions: Sequence[str | sp.Basic] = (), unfold: Callable[[sp.Basic], sp.Basic] | None = None) -> None:
+    def __init__(self, title: str, start: Side | None = None, assumptions: Sequence[str | sp.Basic] = (), unfold: Definitions | None = None) -> None:
         if not isinstance(title, str) or not title:
             raise TypeError(f"title must be a non-empty str, got {title!r}")
-        if unfold is not None and not callable(unfold):
-            raise TypeError(f"unfold must be callable, got {type(unfold).__name__}")
+        if unfold is not None and not isinstance(unfold, Definitions):
+            raise TypeError(f"unfold must be a Definitions (the notation's definitions, as data the kernel applies; "
+                            f"a function is not accepted), got {type(unfold).__name__}")
         self.title = title
         if isinstance(assumptions, (str, sp.Basic)) or not isinstance(assumptions, Sequence):
             raise TypeError(f"assumptions must be a sequence of str or SymPy relations, got {type(assumptions).__name__}")
@@ -251,11 +256,10 @@ class Derivation:
 
     def subs(self, mapping: Mapping[sp.Basic, sp.Basic], title: str | None = None) -> Derivation:
         """The same chain with ``mapping`` substituted into every step (an instance of it)."""
-        unfold = self.unfold
         out = Derivation(
             title or self.title,
             assumptions=[a if isinstance(a, str) else a.subs(mapping) for a in self._stated],
-            unfold=None if unfold is None else (lambda e: unfold(e).subs(mapping)),
+            unfold=None if self.unfold is None else self.unfold.subs(mapping),
         )
         for st in self.steps:
             facts = None if st.facts is None else {k.subs(mapping): v.subs(mapping) for k, v in st.facts.items()}
@@ -349,6 +353,8 @@ class Derivation:
             reason = r"\color{gray}{" + reason_to_latex(st.reason) + "}" + st.badge_latex()
             lines.append(f"{left} &{rel} {sp.latex(st.rhs)} && {reason}")
             previous = st.rhs
+        if self.unfold:
+            lines += [r"& \quad " + (r"\text{where } " if k == 0 else r"\phantom{\text{where }} ") + line for k, line in enumerate(self.unfold.latex())]
         return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
 
     def _repr_latex_(self) -> str:

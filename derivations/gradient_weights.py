@@ -60,6 +60,7 @@ from functools import cache, lru_cache
 
 import sympy as sp
 
+from .definitions import Definitions, Differentiation
 from .derivation import Derivation, is_zero
 from .methods import (  # the registry's symbols; sg: stop-gradient (d_dell holds it constant)
     FORMS,
@@ -77,6 +78,7 @@ from .regions import resolve
 
 __all__ = [
     "METHODS",
+    "differentiation",
     "gradient_weight",
     "look_alike_gradients",
     "on_policy_limit",
@@ -128,6 +130,10 @@ def _method(method) -> str:
     return method
 
 
+differentiation = Differentiation(ell, held=(sg,), written=((r, sp.exp(ell - ell0)),))
+r"""The kernel's rule for :math:`\partial/\partial\ell`: :math:`\mathrm{sg}` held constant, :math:`r = e^{\ell - \ell_0}` (the model of :func:`d_dell`)."""
+
+
 def d_dell(expr: sp.Expr) -> sp.Expr:
     r""":math:`\partial/\partial\ell` with :math:`r = e^{\ell-\ell_0}` and :math:`\mathrm{sg}` held constant.
 
@@ -141,27 +147,12 @@ def d_dell(expr: sp.Expr) -> sp.Expr:
     >>> d_dell(-sg(r) * A * ell), d_dell(-r * A * ell)
     (-A*r, -A*ell*r - A*r)
     """
-    held = {}
-
-    def hold(*args):
-        s = sp.Dummy("sg")
-        held[s] = args[0]
-        return s
-
-    smooth = expr.replace(sg, hold) if expr.has(sg) else expr
-    smooth = smooth.xreplace({r: sp.exp(ell - ell0)})
-    out = sp.diff(smooth, ell).xreplace(held)
-    return out.xreplace({sp.exp(ell - ell0): r}).subs(sp.exp(ell - ell0), r)
+    return differentiation.of(expr)
 
 
-def _unfold(expr: sp.Expr) -> sp.Expr:
-    """Evaluate every ``Derivative`` in ``ell`` with the stop-gradient model (:func:`d_dell`)."""
-    return expr.replace(lambda e: isinstance(e, sp.Derivative), lambda e: d_dell(e.expr))
-
-
-def _unfolding(definitions: dict):
-    """An ``unfold`` that writes each display name as its definition, then evaluates the derivatives."""
-    return lambda expr: _unfold(expr.xreplace(definitions))
+def _unfolding(definitions: dict) -> Definitions:
+    r"""The definitions of the display names, then :data:`differentiation` for every derivative in :math:`\ell`."""
+    return Definitions(definitions, differentiation)
 
 
 # ----------------------------------------------------------------- regions
@@ -518,7 +509,7 @@ def sign_flip() -> Derivation:
     g = look_alike_gradients()
     pi = sp.Symbol("pi", positive=True)
     d = Derivation("Without sg, the sign flips when π < 1/e", assumptions=[r"$r = 1$ (the token is live)", r"$\pi = e^{\ell}$"],
-                   unfold=lambda e: e.xreplace({pi: sp.exp(ell)}))
+                   unfold=Definitions({pi: sp.exp(ell)}))
     d.step(sp.Subs(g["a"], r, 1), -A, r"gradient of (a) at $r = 1$")
     d.step(sp.Subs(g["b"], r, 1), -A * (1 + ell), r"gradient of (b) at $r = 1$: (a) times $1 + \ell$")
     d.step(1 + ell < 0, ell < -1, "(b) and (a) have opposite signs; solve for $\\ell$", relation="<=>",

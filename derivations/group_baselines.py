@@ -30,7 +30,6 @@ open language models" (GRPO), arXiv:2402.03300 (2024).
 
 from __future__ import annotations
 
-import itertools
 import numbers
 from collections.abc import Sequence
 from functools import cache
@@ -38,9 +37,10 @@ from functools import cache
 import sympy as sp
 
 from ._validate import require_int
+from .definitions import Definitions
 from .derivation import Derivation
 from .iid_groups import Expect, IIDGroup
-from .proofs import at_values, evaluated_by
+from .proofs import at_values, evaluated_by, from_table
 
 __all__ = [
     "GRAD_J",
@@ -87,7 +87,7 @@ def _centred_update(baseline, title: str, result, result_reason: str) -> Derivat
         title,
         assumptions=[r"$G \ge 2$ answers drawn i.i.d. from $\pi_\theta$", r"$s_i$: a coordinate of the score of answer $i$",
                      sp.Eq(Es, 0), sp.Eq(ERs, GRAD_J)],
-        unfold=grp.unfold,
+        unfold=grp.definitions,
     )
     coeff_total = sp.Poly(sp.expand(b), grp.total()).coeff_monomial(grp.total())
     coeff_self = sp.expand(b - coeff_total * grp.total()).coeff(R[i])
@@ -364,7 +364,7 @@ def grpo_conditioning(G_checked: Sequence[int] = (2, 3, 4)) -> Derivation:
             r"$\Pr[S_{-i} = k] = \binom{G-1}{k} p^k (1-p)^{G-1-k}$",
             sp.Eq(Expect(sp_), 0), sp.Eq(Expect(Rp * sp_), GRAD_P),
         ],
-        unfold=grp.unfold,
+        unfold=grp.definitions,
     )
     d.step(
         Expect(_a(R[i], OthersSucceed(i)) * s[i]),
@@ -517,11 +517,11 @@ def grpo_weight(G: int, std: str = "population") -> sp.Expr:
 def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
     r"""The GRPO weight at a fixed :math:`G`: conditioning (checked by enumerating :math:`2^G` groups), then the closed form.
 
-    The first step's proof evaluates the displayed :math:`\mathbb{E}[A_1 s_1]`
-    by enumerating the :math:`2^G` reward patterns: the displayed integrand's
-    coefficient of :math:`s_1` at :math:`A_1` = the pattern's std-normalised
-    advantage (:func:`zscore_advantage`), times the probability of the other
-    answers' rewards, times :math:`\mathbb{E}[\mathbb{1}[R_1 = r_1]\, s_1] = \pm\nabla_\theta p`.
+    The first step's proof is the kernel's sum over the reward patterns
+    (:func:`~derivations.proofs.from_table`): the table of :math:`A_1` (the
+    std-normalised advantage, :func:`zscore_advantage`, of answer 1's reward
+    and the others' counts), times the probability of the others' counts,
+    times :math:`\mathbb{E}[\mathbb{1}[R_1 = r_1]\, s_1] = \pm\nabla_\theta p`.
 
     Examples
     --------
@@ -550,7 +550,7 @@ def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
         Expect(_A1 * s[1]),
         sp.Add(*terms, evaluate=False) * GRAD_P,
         r"sum over the $2^{" + str(G) + r"}$ reward patterns",
-        proof=evaluated_by(rf"summing over the $2^{{{G}}}$ reward patterns", _reward_patterns(G, std)),
+        proof=_reward_patterns(G, std, s[1]),
     )
     d.then(sp.collect(sp.expand(sp.Add(*terms)), P) * GRAD_P, "expand")
     return d
@@ -559,26 +559,10 @@ def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
 _A1 = sp.Symbol("A_1", real=True)
 
 
-def _reward_patterns(G: int, std: str):
-    r"""Evaluation: the displayed :math:`\mathbb{E}[c\, A_1 s_1]` (``c`` free of :math:`s_1`) summed over all reward patterns."""
-
-    def evaluate(lhs, rhs) -> tuple:
-        lhs = sp.sympify(lhs)
-        if not isinstance(lhs, Expect):
-            raise ValueError("the left side must be an expectation")
-        s1 = sp.IndexedBase("s", real=True)[1]
-        integrand = sp.expand(lhs.args[0])
-        coeff = integrand.coeff(s1)
-        if coeff.has(s1) or sp.expand(integrand - coeff * s1) != 0:
-            raise ValueError("the expectation must be linear in s_1")
-        total = sp.Integer(0)
-        for pattern in itertools.product((0, 1), repeat=G):
-            prob_others = sp.Mul(*[P if r else 1 - P for r in pattern[1:]])
-            score = GRAD_P if pattern[0] else -GRAD_P  # E[1{R_1 = r} s_1]
-            total += coeff.xreplace({_A1: zscore_advantage(list(pattern), std)}) * prob_others * score
-        return total, rhs
-
-    return evaluate
+def _reward_patterns(G: int, std: str, score: sp.Basic):
+    r"""Proof: :math:`\mathbb{E}[A_1 s_1]` summed by the kernel over the reward patterns, from the table of :math:`A_1` (:func:`zscore_advantage`)."""
+    table = [(r, (k0, G - 1 - k0), zscore_advantage([r] + [0] * k0 + [1] * (G - 1 - k0), std)) for r in (0, 1) for k0 in range(G)]
+    return from_table(_A1, score, (0, 1), (1 - P, P), (-GRAD_P, GRAD_P), G, table)
 
 
 def grpo_weight_closed_forms(G_values: Sequence[int] = (2, 3, 4, 5), std: str = "population") -> Derivation:
@@ -603,11 +587,7 @@ def grpo_weight_closed_forms(G_values: Sequence[int] = (2, 3, 4, 5), std: str = 
     _require_std(std)
     G_values = _group_sizes("G_values", G_values)
     w = sp.Function("omega")  # the GRPO weight ω(p, G)
-
-    def unfold(expr):
-        return sp.sympify(expr).replace(
-            lambda e: isinstance(e, w) and e.args[1].is_Integer, lambda e: grpo_weight(int(e.args[1]), std).xreplace({P: e.args[0]})
-        )
+    unfold = Definitions({w(P, G): grpo_weight(G, std) for G in G_values})
 
     d = Derivation(
         f"The GRPO weight in closed form ({std} std)",

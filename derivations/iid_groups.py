@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 import sympy as sp
 
 from ._validate import require_int
+from .definitions import Definitions, GroupExpectation
 
 __all__ = ["Expect", "IIDGroup"]
 
@@ -221,7 +222,12 @@ class IIDGroup:
     def _is_random(self, expr) -> bool:
         return any(a.base in self._plain_of for a in expr.atoms(sp.Indexed))
 
-    # -- notation -> definitions, for Derivation(unfold=...) ------------------------------
+    # -- notation -> definitions (the kernel's GroupExpectation rule) ---------------------
+    @property
+    def definitions(self) -> Definitions:
+        """This group's expectation algebra as the kernel's rule, for ``Derivation(unfold=...)``."""
+        return Definitions((), GroupExpectation(tuple(self.bases), int(self.G) if self.G.is_number else None))
+
     def unfold(self, expr: sp.Basic) -> sp.Expr:
         r"""Evaluate every :class:`Expect` of indexed quantities; expand plain moments by linearity.
 
@@ -236,6 +242,41 @@ class IIDGroup:
             lambda e: self.expect(e.args[0]),
         )
         return expr.replace(lambda e: isinstance(e, Expect) and not _is_monomial(e.args[0]), self._plain_linearity)
+
+    def expect_separable(self, expr: sp.Basic, answer: int = 1) -> sp.Expr:
+        r""":math:`\mathbb{E}[\text{expr}]` at a number :math:`G`: a polynomial in ``answer``'s quantities times any function of the others.
+
+        Each term is :math:`g(X_i)\,h(X_{\ne i})`; independence gives
+        :math:`\mathbb{E}[g]\,\mathbb{E}[h]`, and a non-polynomial ``h`` stays
+        an unevaluated :math:`\mathbb{E}[h]`.
+
+        Raises
+        ------
+        ValueError
+            If a factor mixes the answer with the others, or the answer's own
+            factor is not a polynomial in its quantities.
+        """
+        own_atoms = [b[answer] for b in self.bases.values()]
+        out = sp.Integer(0)
+        for term in sp.Add.make_args(sp.expand(expr)):
+            own, others = sp.Integer(1), sp.Integer(1)
+            for f in sp.Mul.make_args(term):
+                idx = {a.indices[0] for a in f.atoms(sp.Indexed) if a.base in self._plain_of}
+                if not idx or idx == {answer}:
+                    own *= f
+                elif answer in idx:
+                    raise ValueError(f"expr must separate answer {answer} from the others; the factor {sp.sstr(f)} mixes them")
+                else:
+                    others *= f
+            if not own.is_polynomial(*own_atoms) and own.has(*own_atoms):
+                raise ValueError(f"expr must be a polynomial in answer {answer}'s quantities, got the factor {sp.sstr(own)}")
+            if others == 1:
+                out += self.expect(own)
+            elif others.is_polynomial(*sorted(others.atoms(sp.Indexed), key=str)):
+                out += self.expect(own * others)
+            else:
+                out += self.expect(own) * Expect(others)
+        return sp.expand(out)
 
     def _has_group_expectation(self, expr) -> bool:
         return any(self._is_random(e.args[0]) for e in expr.atoms(Expect))

@@ -3,18 +3,24 @@ r"""The proof kernel: the only code that marks a step of a derivation verified.
 **What a ✓ guarantees.** A ✓ on a step means that SymPy reduced the difference of the two displayed sides
 to zero, or decided its sign, for every value that the stated assumptions and
 premises allow (on every region of a partition the kernel built itself, for a
-lemma instance whose assumptions the kernel checked), using only the
-derivation's notation and facts that are stated premises or verified by the
-CAS; a step checked only at instances, numerically or by a named evaluation
-says so in a box beside it.
+lemma instance whose assumptions the kernel checked), with the notation
+replaced by its definitions as the page shows them and facts that are stated
+premises or verified by the CAS; a step checked only at instances,
+numerically, to a floating-point tolerance, from a table of values or by a
+named evaluation says so in a box beside it.
 
 What the kernel **trusts**: SymPy reducing a difference to zero
 (:func:`~derivations.canonical.is_zero`); SymPy's sign decisions
 (``is_positive`` and friends on factored forms) under the symbols' stated
-assumptions (:mod:`derivations.regions`); ``solveset`` for the solution set of a
-condition in one variable; ``sympy.minimum`` and ``sympy.limit``; a
-derivation's ``unfold`` and an :func:`~derivations.proofs.evaluated_by` evaluation, which give the
-notation its meaning (the latter shown on the page by name).
+assumptions (:mod:`derivations.regions`, :mod:`derivations.premises`);
+``solveset`` for the solution set of a condition in one variable;
+``sympy.minimum`` and ``sympy.limit``; the fixed rules by which it applies a
+derivation's :class:`~derivations.definitions.Definitions` (substitution of
+a symbol, a function or an indexed entry; differentiation with a
+stop-gradient held constant; linearity of an expectation; the i.i.d. group
+algebra of :mod:`derivations.iid_groups`, a rule whose data are the
+quantities' names and :math:`G`); and the one kind of evaluation that still
+runs code, :func:`~derivations.proofs.evaluated_by`, named on the page.
 
 What it does **not** trust: the caller.  A proof is one of the kernel's proof
 objects (never a bare function); it states what it establishes (left side,
@@ -39,16 +45,19 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import pairwise
 from typing import TypeVar, dataclass_transform
 
 import sympy as sp
 
-from ._validate import require_expr, require_optional, require_optional_callable
-from .canonical import DerivationError, is_zero, reject_vacuous_derivatives
+from ._validate import require_expr, require_optional
+from .canonical import is_zero, reject_vacuous_derivatives
+from .definitions import Definitions
+from .iid_groups import Expect
+from .premises import Refused, bounds, is_relation, parametrisation, require_consistent
 from .regions import at_least, resolve, truth
 
 __all__ = ["Argmin", "Claim", "Proof", "Refused", "Verdict", "check", "implies", "is_proof", "relation_holds", "require_consistent"]
@@ -78,10 +87,6 @@ def _require_relation(name: str, relation) -> str:
     return relation
 
 
-def _is_relation(p) -> bool:
-    return isinstance(p, sp.logic.boolalg.Boolean) and not isinstance(p, sp.Expr)
-
-
 @dataclass(frozen=True)
 class Claim:
     r"""The displayed statement ``lhs <relation> rhs`` of a step, with what checking it may use.
@@ -95,7 +100,7 @@ class Claim:
     lhs: sp.Basic
     relation: str
     rhs: sp.Basic
-    unfold: Callable | None = None
+    unfold: Definitions | None = None
     facts: Mapping | None = None
     premises: tuple = ()
     given: tuple = ()
@@ -104,11 +109,11 @@ class Claim:
         require_expr("lhs", self.lhs)
         _require_relation("relation", self.relation)
         require_expr("rhs", self.rhs)
-        require_optional_callable("unfold", self.unfold)
+        require_optional("unfold", self.unfold, Definitions, "a Definitions (the notation's definitions, as data)")
         require_optional("facts", self.facts, Mapping, "a mapping")
         for name in ("premises", "given"):
             value = getattr(self, name)
-            if not isinstance(value, tuple) or not all(_is_relation(p) for p in value):
+            if not isinstance(value, tuple) or not all(is_relation(p) for p in value):
                 raise TypeError(f"{name} must be a tuple of SymPy relations, got {value!r}")
 
     @property
@@ -123,7 +128,7 @@ class Claim:
     def content(self, expr: sp.Basic) -> sp.Basic:
         """``expr`` as the CAS checks it: unfolded, evaluated, facts substituted."""
         if self.unfold is not None:
-            expr = self.unfold(expr)
+            expr = self.unfold.apply(expr)
         reject_vacuous_derivatives(expr)
         expr = expr.doit()
         if self.facts:
@@ -156,122 +161,6 @@ class Verdict:
         if not isinstance(self.method, str) or not self.method:
             raise TypeError(f"method must be a non-empty str, got {self.method!r}")
         require_optional("badge", self.badge, str, "a str")
-
-
-class Refused(DerivationError):
-    """The kernel refuses a step; the message says why."""
-
-
-# --------------------------------------------------------------- premises
-
-
-def _bounds(s: sp.Symbol, premises: Sequence) -> tuple[list, list]:
-    """Bounds ``(value, closed)`` on ``s`` below and above: the premises' (``s > b``, either way round) first, then its assumptions'."""
-    lows, highs = [], []
-    for p in premises:
-        if not isinstance(p, sp.core.relational.Relational) or isinstance(p, (sp.Eq, sp.Ne)):
-            continue
-        big, small, closed = p.gts, p.lts, p.rel_op in (">=", "<=")
-        if big == s and not small.has(s):
-            lows.append((small, closed))
-        elif small == s and not big.has(s):
-            highs.append((big, closed))
-    if s.is_positive or s.is_nonnegative:
-        lows.append((sp.Integer(0), not s.is_positive))
-    if s.is_negative or s.is_nonpositive:
-        highs.append((sp.Integer(0), not s.is_negative))
-    return lows, highs
-
-
-def parametrisation(premises: Sequence[sp.Basic], exclude: Iterable[sp.Symbol] = (), given: Sequence[sp.Basic] = ()) -> dict[sp.Symbol, sp.Expr]:
-    r"""Each plain symbol that a premise bounds strictly, written as the image of fresh positive symbols.
-
-    :math:`s > b` gives :math:`s = b + \eta`, :math:`s < c` gives :math:`s = c - \eta`,
-    both give :math:`s = b + (c - b)\,\eta/(1 + \eta)`, :math:`\eta > 0`: every
-    admissible value of :math:`s` is reached, so a sign decided for all
-    :math:`\eta > 0` holds for all admissible :math:`s` (:math:`s \ge b` gives
-    :math:`s = b + \eta`, :math:`\eta \ge 0`).  A symbol with several premise
-    bounds on one side, or with a closed end of a bounded interval, is left alone.
-    The ``given`` conditions of a step (a region) are parametrised second, in
-    the parametrised constants of the premises.
-    """
-    if given:
-        bounded = _bounded(given) - _bounded(premises)  # a constant the premises bound stays a constant
-        first = parametrisation(premises, set(exclude) | bounded)
-        second = parametrisation([sp.sympify(g).xreplace(first) for g in given], set(exclude) | set(first))
-        return {**{k: v.xreplace(second) for k, v in first.items()}, **second}
-    out: dict[sp.Symbol, sp.Expr] = {}
-    used: set[sp.Basic] = set()
-    for s in sorted({a for p in premises for a in p.free_symbols if isinstance(a, sp.Symbol)} - set(exclude), key=sp.default_sort_key):
-        mine = [p for p in premises if p.has(s) and p not in used]  # a premise a < b bounds one of its symbols, not both
-        lows, highs = _bounds(s, mine)
-        own_lows, own_highs = _bounds(s, [])
-        stated_lows, stated_highs = len(lows) - len(own_lows), len(highs) - len(own_highs)
-        if stated_lows + stated_highs == 0 or stated_lows > 1 or stated_highs > 1:
-            continue  # nothing stated, or several bounds on one side (which is tighter is not known)
-        low, high = (lows[0] if lows else None), (highs[0] if highs else None)
-        closed = bool((low and low[1]) or (high and high[1]))
-        if closed and low and high:
-            continue  # a closed end of a bounded interval: b + (c - b) eta/(1 + eta) would miss it
-        used.update(p for p in mine if _bounds(s, [p]) != _bounds(s, []))
-        eta = sp.Dummy(f"eta_{s}", nonnegative=True) if closed else sp.Dummy(f"eta_{s}", positive=True)
-        if low and high:
-            out[s] = low[0] + (high[0] - low[0]) * eta / (1 + eta)
-        elif low:
-            out[s] = low[0] + eta
-        else:
-            assert high is not None  # no bound at all was skipped above
-            out[s] = high[0] - eta
-    for _ in range(len(out)):  # bounds written in other bounded symbols
-        out = {s: v.xreplace(out) for s, v in out.items()}
-    if any(v.has(*out) for v in out.values()):
-        return {}  # cyclic bounds: decide nothing from them
-    return out
-
-
-def _bounded(conditions: Sequence) -> set:
-    """The plain symbols that some condition bounds (``s > b`` or ``b < s``)."""
-    return {s for c in conditions if isinstance(c, sp.core.relational.Relational) and not isinstance(c, (sp.Eq, sp.Ne))
-            for s in (c.lhs, c.rhs) if isinstance(s, sp.Symbol)}
-
-
-def require_consistent(premises: tuple) -> None:
-    """Refuse premises from which SymPy derives ``False`` (``sp.false``, a contradiction in one variable, or a premise false once the others are parametrised).
-
-    Examples
-    --------
-    >>> import sympy as sp
-    >>> from derivations.kernel import require_consistent
-    >>> x = sp.Symbol("x", real=True)
-    >>> require_consistent((x > 1, x < 2))
-    >>> require_consistent((x > 1, x < 0))
-    Traceback (most recent call last):
-    ...
-    derivations.kernel.Refused: its premises are contradictory (x > 1, x < 0 admit no x)
-    """
-    if not isinstance(premises, tuple) or not all(_is_relation(p) for p in premises):
-        raise TypeError(f"premises must be a tuple of SymPy relations, got {premises!r}")
-    if premises:
-        _require_consistent(tuple(premises))
-
-
-@lru_cache(maxsize=256)
-def _require_consistent(premises: tuple) -> None:
-    if sp.false in premises or sp.And(*premises) == sp.false:
-        raise Refused("its premises are contradictory (they contain False)")
-    for s in {a for p in premises for a in p.free_symbols if isinstance(a, sp.Symbol)}:
-        alone = [p for p in premises if p.free_symbols == {s} and isinstance(p, sp.core.relational.Relational)]
-        domain = sp.Interval.open(0, sp.oo) if s.is_positive else sp.Interval(0, sp.oo) if s.is_nonnegative else sp.S.Reals
-        try:
-            solutions = sp.Intersection(domain, *[sp.solveset(p, s, sp.S.Reals) for p in alone])
-        except (NotImplementedError, ValueError, TypeError):  # solveset could not solve: no contradiction derived
-            continue
-        if alone and solutions == sp.S.EmptySet:
-            raise Refused(f"its premises are contradictory ({', '.join(map(sp.sstr, alone))} admit no {s})")
-    param = parametrisation(premises)
-    for p in premises:
-        if param and truth(p.subs(param)) is False:
-            raise Refused(f"its premises are contradictory ({sp.sstr(p)} fails under the others)")
 
 
 def _holds_under(rel, claim: Claim) -> bool:
@@ -307,7 +196,7 @@ def relation_holds(left: sp.Basic | float, relation: str, right: sp.Basic | floa
         if lt is None or rt is None:
             return False
         return lt == rt if relation == "<=>" else (not lt) or rt
-    if _is_relation(left) or _is_relation(right):
+    if is_relation(left) or is_relation(right):
         return False
     if relation == "=":
         return is_zero(left - right) is not None
@@ -353,7 +242,7 @@ def is_proof(obj: object) -> bool:
 
 
 def _same(a, b) -> bool:
-    if _is_relation(a) or _is_relation(b):
+    if is_relation(a) or is_relation(b):
         return a == b
     return is_zero(sp.sympify(a) - sp.sympify(b) if not isinstance(a, sp.MatrixBase) else a - b) is not None
 
@@ -361,15 +250,20 @@ def _same(a, b) -> bool:
 # ---------------------------------------------------------------- the check
 
 
-def justify_facts(facts: Mapping[sp.Basic, sp.Basic], premises: Sequence[sp.Basic], unfold: Callable[[sp.Basic], sp.Basic] | None) -> None:
+def justify_facts(facts: Mapping[sp.Basic, sp.Basic], premises: Sequence[sp.Basic], unfold: Definitions | None) -> None:
     """Each fact ``k -> v`` is a premise ``Eq(k, v)`` shown on the page, or the CAS verifies ``k = v``; else refused."""
     for k, v in facts.items():
         k, v = sp.sympify(k), sp.sympify(v)
         if any(isinstance(p, sp.Eq) and {p.lhs, p.rhs} == {k, v} for p in premises):
             continue
-        if is_zero(k - v, unfold=unfold) is not None:
+        if is_zero(k - v, unfold=_applied(unfold)) is not None:
             continue
         raise Refused(f"the fact {sp.sstr(k)} = {sp.sstr(v)} is neither a stated premise nor verified by the CAS")
+
+
+def _applied(definitions: Definitions | None) -> Callable | None:
+    """The kernel's own application of the definitions, for the canonicalisers."""
+    return None if definitions is None else definitions.apply
 
 
 def check(claim: Claim, proof: Proof | None) -> Verdict:
@@ -386,7 +280,7 @@ def check(claim: Claim, proof: Proof | None) -> Verdict:
     >>> check(Claim(x, ">", x), holds)
     Traceback (most recent call last):
     ...
-    derivations.kernel.Refused: the sign decided proof does not establish it
+    derivations.premises.Refused: the sign decided proof does not establish it
     """
     if not isinstance(claim, Claim):
         raise TypeError(f"claim must be a Claim (a step's displayed statement), got {type(claim).__name__}")
@@ -398,7 +292,7 @@ def check(claim: Claim, proof: Proof | None) -> Verdict:
     if proof is None:
         if claim.relation != "=":
             raise Refused(f"a step with relation {claim.relation!r} needs a proof")
-        how = is_zero(claim.lhs - claim.rhs, claim.facts, claim.unfold)
+        how = is_zero(claim.lhs - claim.rhs, claim.facts, _applied(claim.unfold))
         if how is None:
             raise Refused("the CAS does not reduce lhs - rhs to 0")
         return Verdict(how)
@@ -438,7 +332,7 @@ def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = (
             def at(e, p=p):
                 return sp.sympify(e).subs(param).subs(p)
 
-            lows, highs = _bounds(x, premises)
+            lows, highs = bounds(x, premises)
             lo, lo_closed = (at(lows[0][0]), lows[0][1]) if lows else (-sp.oo, False)
             hi, hi_closed = (at(highs[0][0]), highs[0][1]) if highs else (sp.oo, False)
             cut: list[sp.Basic] = []
@@ -563,7 +457,7 @@ class Minimum(Proof):
 
 def _require_domain(var, domain: sp.Set, premises) -> None:
     """``domain`` must contain every admissible value of ``var`` (its assumptions and the premises bound it)."""
-    lows, highs = _bounds(var, premises)
+    lows, highs = bounds(var, premises)
     lo, lo_c = lows[0] if lows else (-sp.oo, False)
     hi, hi_c = highs[0] if highs else (sp.oo, False)
     admissible = sp.Interval(lo, hi, not lo_c, not hi_c)
@@ -713,11 +607,75 @@ class Evaluated(Proof):
         badge = f"evaluated by {self.label}"
         if relation_holds(left, claim.relation, right):
             return Established(claim.lhs, claim.relation, claim.rhs, badge)
-        if self.tol is None or claim.relation != "=" or not (left - right).has(sp.Float):
-            return None
-        gap = sp.expand(left - right)
-        symbols = sorted(gap.free_symbols, key=str)
-        coefficients = sp.Poly(gap, *symbols).coeffs() if symbols else [gap]
-        if all(cf.is_number and abs(sp.N(cf)) <= self.tol for cf in coefficients):
+        if self.tol is not None and claim.relation == "=" and within(left - right, self.tol):
             return Established(claim.lhs, "=", claim.rhs, f"{badge}; equal to {self.tol:g} per coefficient")
         return None
+
+
+def within(gap: sp.Basic, tol: float) -> bool:
+    """A difference with floating-point coefficients, each of them at most ``tol`` in absolute value."""
+    gap = sp.expand(gap)
+    if not gap.has(sp.Float):
+        return False
+    symbols = sorted(gap.free_symbols, key=str)
+    coefficients = sp.Poly(gap, *symbols).coeffs() if symbols else [gap]
+    return all(cf.is_number and abs(sp.N(cf)) <= tol for cf in coefficients)
+
+
+@_kind
+class Tolerance(Proof):
+    """An equality whose sides differ only in floating-point coefficients, each at most ``tol`` (badged)."""
+
+    tol: float
+
+    @property
+    def name(self) -> str:  # type: ignore[override]  # a kind whose name is its label shadows Proof.name
+        return f"equal to {self.tol:g} per coefficient"
+
+    def establish(self, claim: Claim) -> Established | None:
+        if claim.relation != "=" or not within(claim.left - claim.right, self.tol):
+            return None
+        return Established(claim.lhs, "=", claim.rhs, f"floating-point coefficients equal to {self.tol:g}")
+
+
+def count_patterns(m: int, n: int) -> list[tuple]:
+    """Every way to put ``n`` answers on ``m`` values, as count tuples."""
+    return [c for c in itertools.product(range(n + 1), repeat=m) if sum(c) == n]
+
+
+@_kind
+class Table(Proof):
+    r"""``E[a s_1] = sum`` over the count patterns of ``G`` i.i.d. draws of a finite law, from the table of ``a`` (badged with the table).
+
+    The kernel enumerates the patterns itself: answer 1's value :math:`v` and
+    the others' counts :math:`c`; each has probability
+    :math:`\binom{G-1}{c}\prod_k q_k^{c_k}`, and
+    :math:`\mathbb{E}[\mathbb{1}[R_1 = v]\, s_1] = \nabla q_v`.  The table must give one
+    value for each pattern.
+    """
+
+    advantage: sp.Symbol
+    score: sp.Basic
+    values: tuple
+    q: tuple
+    grads: tuple
+    G: int
+    table: tuple
+    tol: float | None = None
+    name = "summed over the value table"
+
+    def establish(self, claim: Claim) -> Established | None:
+        if claim.relation != "=" or claim.lhs != Expect(self.advantage * self.score):
+            return None
+        keys = [(v, c) for v, c, _ in self.table]
+        needed = {(v, c) for v in self.values for c in count_patterns(len(self.values), self.G - 1)}
+        if len(set(keys)) != len(keys) or set(keys) != needed:
+            raise Refused(f"the table must give one value of {self.advantage} for each of the {len(needed)} count patterns")
+        ways = sp.multinomial_coefficients(len(self.values), self.G - 1)
+        total = sp.Add(*[ways[c] * sp.Mul(*[qk**ck for qk, ck in zip(self.q, c)])
+                         * a * self.grads[self.values.index(v)] for v, c, a in self.table])
+        left = claim.content(total)
+        if not (relation_holds(left, "=", claim.right) or (self.tol is not None and within(left - claim.right, self.tol))):
+            return None
+        shown = ", ".join(rf"{sp.latex(v)};{','.join(map(str, c))} \mapsto {sp.latex(a)}" for v, c, a in self.table)
+        return Established(claim.lhs, "=", claim.rhs, f"summed over the table of ${sp.latex(self.advantage)}$ on (own reward; others' counts): ${shown}$")

@@ -46,6 +46,7 @@ import sympy as sp
 
 from . import gradient_weights as gw
 from . import methods
+from .definitions import Definitions
 from .derivation import Derivation
 
 __all__ = [
@@ -95,10 +96,6 @@ def token_loss(method: str) -> sp.Expr:
     return methods.FORMS[method].loss()
 
 
-def _unfold(expr):
-    return expr.replace(lambda e: isinstance(e, sp.Derivative), lambda e: gw.d_dell(e.expr))
-
-
 @cache
 def weight_derivation(method: str) -> Derivation:
     r"""The gradient weight of a token method, by differentiating its loss in :math:`\ell`.
@@ -122,7 +119,7 @@ def weight_derivation(method: str) -> Derivation:
         f"Gradient weight of {_NAMES[method]}",
         start=sp.Derivative(loss, ell),
         assumptions=[r"$r = e^{\ell - \ell_0}$", r"$\mathrm{sg}(x)$ has the value of $x$ and derivative 0", r"$\partial\,\mathrm{loss}/\partial\ell = -A\,w$"],
-        unfold=_unfold,
+        unfold=Definitions((), gw.differentiation),
     )
     d.then(sp.factor(gw.d_dell(loss)), r"differentiate in $\ell$, $\mathrm{sg}$ held constant, $\partial r/\partial\ell = r$")
     return d

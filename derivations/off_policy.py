@@ -41,6 +41,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ._validate import require_int
+from .definitions import Definitions
 from .derivation import Derivation
 from .policy import IndexedSoftmax
 from .proofs import at_values, by_lemma, evaluated_by, holds, on_regions
@@ -69,14 +70,8 @@ _mu1, _mu2 = sp.IndexedBase(r"\mu_1", positive=True), sp.IndexedBase(r"\mu_2", p
 _rho1, _rho2 = sp.IndexedBase(r"\rho_1", positive=True), sp.IndexedBase(r"\rho_2", positive=True)
 
 
-def _ratios(expr):
-    r"""Unfold :math:`\rho_1[a] = \pi_1[a]/\mu_1[a]` and :math:`\rho_2[a, b] = \pi_2[a, b]/\mu_2[a, b]`."""
-    def swap(e):
-        if e.base == _rho1:
-            return _pi1[e.indices] / _mu1[e.indices]
-        return _pi2[e.indices] / _mu2[e.indices]
-
-    return expr.replace(lambda e: isinstance(e, sp.Indexed) and e.base in (_rho1, _rho2), swap)
+_ratios = Definitions({_rho1[_a]: _pi1[_a] / _mu1[_a], _rho2[_a, _b]: _pi2[_a, _b] / _mu2[_a, _b]})
+r"""The ratios' definitions :math:`\rho_1[a] := \pi_1[a]/\mu_1[a]`, :math:`\rho_2[a, b] := \pi_2[a, b]/\mu_2[a, b]`."""
 
 
 def _episodes(term):
@@ -133,7 +128,7 @@ def token_bias_term() -> sp.Expr:
 
 
 def _token_bias_lemma() -> Derivation:
-    unfold = lambda e: e.subs({_r1: _p1 / _q1, _r2: _p2 / _q2})
+    unfold = Definitions({_r1: _p1 / _q1, _r2: _p2 / _q2})
     d = Derivation("Token-ratio bias of one episode", assumptions=[r"$\rho_1 = \pi_1/\mu_1$, $\rho_2 = \pi_2/\mu_2$"], unfold=unfold)
     d.step(_q1 * _q2 * (_r1 * _s1 + _r2 * _s2) * _A - _p1 * _p2 * (_s1 + _s2) * _A, token_bias_term(),
            r"$\mu_1\mu_2\rho_1 = \pi_1\mu_2$, $\mu_1\mu_2\rho_2 = \mu_1\pi_2$")
@@ -189,9 +184,7 @@ def constant_baseline_adds_zero() -> Derivation:
     mu, rho = sp.IndexedBase(r"\mu", positive=True), sp.IndexedBase(r"\rho", positive=True)
     b = sp.Symbol("b", real=True)
 
-    def unfold(e):
-        e = e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == rho, lambda x: pol.prob(x.indices[0]) / mu[x.indices[0]])
-        return pol.unfold(e)
+    unfold = Definitions({rho[a]: pol.prob(a) / mu[a]}) | pol.definitions
 
     d = Derivation("A constant baseline adds zero under a mismatched sampler",
                    assumptions=[r"softmax policy over $K = j + n$ actions; $a \sim \mu$, $\rho_a = \pi_a/\mu_a$", r"$b$ constant"], unfold=unfold)
@@ -308,10 +301,7 @@ def turn1_decomposition(K: int = 3) -> Derivation:
     V = sp.Symbol("V", real=True)
     S = lambda e, i: sp.Sum(e, (i, 1, K))
 
-    def unfold(e):
-        q = lambda x: S(pi2[x.indices[0], c] * Rm[x.indices[0], c], c)
-        e = e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == W, lambda x: S(pi2[x.indices[0], c] * R2[x.indices[0], c], c) - Q[x.indices[0]] ** 2)
-        return e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == Q, q)
+    unfold = Definitions({W[a]: S(pi2[a, c] * R2[a, c], c) - Q[a] ** 2, Q[a]: S(pi2[a, c] * Rm[a, c], c)})
 
     normalised = {pi2[i, K]: 1 - sum(pi2[i, j] for j in range(1, K)) for i in range(1, K + 1)}
     d = Derivation(f"Turn-1 second moment: credit plus turn-2 noise (K = {K})",
@@ -415,13 +405,12 @@ def score_sum_second_moment() -> Derivation:
     t, u = sp.symbols("t u", integer=True, positive=True)
     lengths = range(1, 6)
 
-    def unfold(e):
-        return e.replace(lambda x: isinstance(x, SquaredScoreSum), lambda x: sp.Sum(Inner(t, u), (u, 1, x.args[0]), (t, 1, x.args[0])))
+    unfold = Definitions({SquaredScoreSum(L): sp.Sum(Inner(t, u), (u, 1, L), (t, 1, L))})
 
     def martingale(e):
         r""":math:`\mathbb E[s_t \cdot s_u] = 0` for :math:`t \ne u` (:func:`martingale_orthogonality`, re-verified)."""
         martingale_orthogonality(2).verify()
-        e = unfold(sp.sympify(e)).doit()
+        e = unfold.apply(sp.sympify(e)).doit()
         return e.replace(lambda x: isinstance(x, Inner) and x.args[0] != x.args[1], lambda x: sp.Integer(0))
 
     cross_terms_vanish = at_values(L, lengths, inner=evaluated_by(r"martingale differences, $\mathbb E[s_t \cdot s_u] = 0$ for $t \ne u$",
@@ -462,7 +451,7 @@ def unmasked_feedback_term(K: int = 3) -> Derivation:
     d = Derivation(f"An unmasked feedback token adds a term (K = {K})",
                    assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = a' \sim \pi_2(\cdot \mid a)$; $f = f(a)$ chosen by the environment",
                                 r"$Q_a = \sum_{a'} \pi_2(a' \mid a) A_{aa'}$; $s_1, s_f$ depend on $a$ only", sp.Eq(pf[1], 1 - sum(pf[j] for j in range(2, K + 1)))],
-                   unfold=lambda e: e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == Q, lambda x: sp.Sum(pi2[x.indices[0], b] * A[x.indices[0], b], (b, 1, K))))
+                   unfold=Definitions({Q[a]: sp.Sum(pi2[a, b] * A[a, b], (b, 1, K))}))
     d.step(E(s1[a] + sf[a] + s2[a, b]) - E(s1[a] + s2[a, b]), sp.Sum(pi1[a] * Q[a] * sf[a], (a, 1, K)), r"linearity; sum over $a'$")
     d.step(sp.Sum((sp.KroneckerDelta(k, 1) - pf[k]) ** 2, (k, 1, K)), sp.Integer(0),
            r"$\lVert e_{f} - \pi_f \rVert^2 > 0$ unless $\pi_f(f) = 1$", relation=">",
@@ -490,7 +479,7 @@ def truncated_ratio_mean() -> Derivation:
     """
     mu, rho, pi = (sp.IndexedBase(n, positive=True) for n in (r"\mu", r"\rho", r"\pi"))
     S = lambda e: sp.Sum(e, (_a, 1, _K))
-    unfold = lambda e: e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == rho, lambda x: pi[x.indices] / mu[x.indices])
+    unfold = Definitions({rho[_a]: pi[_a] / mu[_a]})
     d = Derivation(
         "The mean of a truncated ratio",
         assumptions=[r"$K$ outcomes $a \sim \mu$", r"$\rho_a = \pi_a/\mu_a > 0$, $C > 0$", sp.Eq(S(pi[_a]), 1)],

@@ -24,6 +24,7 @@ from collections.abc import Callable
 import sympy as sp
 
 from ._validate import require_int, require_name
+from .definitions import Definitions
 
 __all__ = ["IndexedSoftmax", "SoftmaxPolicy"]
 
@@ -126,12 +127,14 @@ class IndexedSoftmax:
         r""":math:`e^{\theta_a} / Z` with :math:`Z = \sum_{b=1}^{K} e^{\theta_b}`."""
         return sp.exp(self.theta[a]) / self.Z
 
+    @property
+    def definitions(self) -> Definitions:
+        r"""The notation's definition :math:`\pi_a := e^{\theta_a} / Z`, for ``Derivation(unfold=...)``."""
+        return Definitions({self.pi[self.a]: self.softmax(self.a)})
+
     def unfold(self, expr: sp.Expr) -> sp.Expr:
-        r"""Replace every :math:`\pi_i` by its softmax definition."""
-        return expr.replace(
-            lambda e: isinstance(e, sp.Indexed) and e.base == self.pi,
-            lambda e: self.softmax(e.indices[0]),
-        )
+        r"""Replace every :math:`\pi_i` by its softmax definition (:attr:`definitions` applied)."""
+        return self.definitions.apply(expr)
 
     def score(self, a: sp.Basic | int) -> sp.Expr:
         r"""Coordinate :math:`j` of the closed-form score: :math:`\delta_{aj} - \pi_j`."""

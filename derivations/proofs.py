@@ -23,6 +23,10 @@ not a proof.
 :func:`minimum_over`, :func:`same_solutions`, :func:`is_argmin`, :func:`limit_along`
     A minimum over an interval, equal solution sets, a unique minimiser, a
     limit along a tail.
+:func:`from_table`, :func:`to_tolerance`
+    An expectation over the count patterns of a finite law, summed by the
+    kernel from a table of values (data, shown in the badge); an equality of
+    floating-point coefficients to a tolerance.
 :func:`at_values`, :func:`numerically`, :func:`evaluated_by`
     Instances of a parameter, a numerical inequality between constants, a
     named evaluation of the notation: each leaves a badge on the page.
@@ -62,6 +66,7 @@ __all__ = [
     "by_lemma",
     "decide_sign",
     "evaluated_by",
+    "from_table",
     "holds",
     "interval_points",
     "is_argmin",
@@ -72,6 +77,7 @@ __all__ = [
     "relation_holds",
     "resolve",
     "same_solutions",
+    "to_tolerance",
     "Undecided",
 ]
 
@@ -256,6 +262,53 @@ def at_values(symbol: sp.Symbol, values: Iterable, inner: _k.Proof | None = None
     return _k.Instances(symbol, values, holds if inner is None else _proof("inner", inner))
 
 
+def _tol(tol) -> float:
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1e-6:
+        raise ValueError(f"tol must be a float in (0, 1e-6), got {tol!r}")
+    return float(tol)
+
+
+def to_tolerance(tol: float) -> _k.Proof:
+    """Proof of an equality whose sides differ only in floating-point coefficients, each at most ``tol`` (badged on the page)."""
+    return _k.Tolerance(_tol(tol))
+
+
+def from_table(advantage: sp.Symbol, score: sp.Basic, values: Sequence, q: Sequence, grads: Sequence, G: int,
+               table: Iterable, tol: float | None = None) -> _k.Proof:
+    r"""Proof of :math:`\mathbb{E}[a\, s_1] = \dots` for ``G`` i.i.d. draws of a finite law, from the table of ``a``'s values (badged with the table).
+
+    ``table`` holds ``(v, counts, a)``: answer 1's value, the others' counts on
+    ``values`` and the advantage there; the kernel enumerates the count
+    patterns itself, requires one entry for each, and sums
+    :math:`\binom{G-1}{c}\prod_k q_k^{c_k}\, a\, \nabla q_v` (``grads`` are the
+    :math:`\nabla q_v`).  The table is data, shown on the page; no function is called.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations import Derivation, Expect
+    >>> from derivations.proofs import from_table
+    >>> p, g, A, s = sp.symbols("p g A_1 s_1", real=True)
+    >>> table = [(0, (1, 0), 0), (0, (0, 1), -1), (1, (1, 0), 1), (1, (0, 1), 0)]
+    >>> d = Derivation("RLOO at G = 2").step(Expect(A * s), g, "sum over the patterns",
+    ...                                     proof=from_table(A, s, (0, 1), (1 - p, p), (-g, g), 2, table))
+    >>> d.verify().proved_by()
+    {'summed over the value table': 1}
+    """
+    require_symbol("advantage", advantage)
+    require_expr("score", score)
+    G = require_int("G", G, minimum=2)
+    values, q, grads = (tuple(sp.sympify(require_expr(n, x)) for x in v) for n, v in (("values", values), ("q", q), ("grads", grads)))
+    if not values or len(q) != len(values) or len(grads) != len(values):
+        raise ValueError(f"values, q and grads must be non-empty and of one length, got {len(values)}, {len(q)}, {len(grads)}")
+    rows = []
+    for row in table:
+        if not (isinstance(row, tuple) and len(row) == 3 and isinstance(row[1], tuple)):
+            raise TypeError(f"table must hold (value, counts, advantage) triples, got {row!r}")
+        rows.append((sp.sympify(row[0]), tuple(int(c) for c in row[1]), sp.sympify(require_expr("table", row[2]))))
+    return _k.Table(advantage, score, values, q, grads, G, tuple(rows), None if tol is None else _tol(tol))
+
+
 def evaluated_by(label: str, evaluate: Callable, tol: float | None = None) -> _k.Proof:
     """Proof by a named evaluation of the notation (an enumeration of outcomes, say) of the displayed sides.
 
@@ -271,6 +324,4 @@ def evaluated_by(label: str, evaluate: Callable, tol: float | None = None) -> _k
         raise TypeError(f"label must be a non-empty str, got {label!r}")
     if not callable(evaluate):
         raise TypeError(f"evaluate must be callable, got {type(evaluate).__name__}")
-    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1e-6):
-        raise ValueError(f"tol must be None or a float in (0, 1e-6), got {tol!r}")
-    return _k.Evaluated(label, evaluate, tol)
+    return _k.Evaluated(label, evaluate, None if tol is None else _tol(tol))

@@ -45,6 +45,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ._validate import require_int
+from .definitions import Definitions, Linearity
 from .derivation import Derivation
 from .iid_groups import Expect
 
@@ -184,7 +185,7 @@ def reward_to_go_unbiased(T: int = 3) -> Derivation:
         f"Reward-to-go is unbiased (T = {T})",
         assumptions=[r"steps $t, u = 0, \dots, T - 1$", r"$R_u$ is known once $o_{\le u}$ is", r"$s_t$: score of step $t$",
                      r"past rewards are uncorrelated with later scores (the lemma above):", *[sp.Eq(k, v) for k, v in past.items()]],
-        unfold=_plain_linearity,
+        unfold=Definitions((), Linearity(Expect)),
     )
     both = ((u, 0, last), (t, 0, last))
     causal = sp.Sum(Indicator(u >= t) * pair, *both)
@@ -195,19 +196,6 @@ def reward_to_go_unbiased(T: int = 3) -> Derivation:
     d.then(sp.Sum(Expect(_s[t] * sp.Sum(_R[u], (u, t, last))), (t, 0, last)),
            r"the indicator keeps $u = t, \dots, T - 1$: $\sum_{u \ge t} R_u = R_{\ge t}$")
     return d
-
-
-def _plain_linearity(expr):
-    """Expand every Expect by linearity into moments of monomials."""
-
-    def expand(e):
-        out = sp.Integer(0)
-        for term in sp.Add.make_args(sp.expand(e.args[0])):
-            coeff, mono = term.as_coeff_Mul()
-            out += coeff * Expect(mono)
-        return out
-
-    return expr.doit().replace(lambda e: isinstance(e, Expect), expand)  # sums written out first
 
 
 def outcome_reward_to_go() -> Derivation:
@@ -232,8 +220,7 @@ def outcome_reward_to_go() -> Derivation:
     r = _R
     last = t + n
 
-    def unfold(e):
-        return e.replace(lambda x: isinstance(x, sp.Indexed) and x.base == r, lambda x: R * sp.KroneckerDelta(x.indices[0], last))
+    unfold = Definitions({r[u]: R * sp.KroneckerDelta(u, last)})
 
     d = Derivation(
         "An outcome reward is its own reward-to-go",

@@ -37,28 +37,20 @@ from collections.abc import Callable
 import sympy as sp
 
 from ._validate import require_int
+from .definitions import Definitions, Differentiation
 from .derivation import Derivation
 from .policy import IndexedSoftmax
 
 _THETA = sp.Symbol("theta", real=True)
-_FROZEN = sp.Symbol(r"\bar{\theta}", real=True)
 
 
-def _as_functions_of(theta: sp.Symbol, *bases: sp.IndexedBase) -> Callable[[sp.Expr], sp.Expr]:
-    r"""An unfold that turns ``base[i, ...]`` into an undefined function ``base(i, ..., theta)``.
+def _as_functions_of(theta: sp.Symbol, *entries: sp.Indexed) -> dict:
+    r"""Definitions that write each ``base[i, ...]`` as an undefined function ``base(i, ..., theta)``.
 
     The page shows :math:`\pi_a`; the CAS checks with :math:`\pi(a, \theta)`, a
     positive function of the parameter about which nothing else is assumed.
     """
-    fns = {b: sp.Function(str(b.label), positive=True) for b in bases}
-
-    def unfold(expr: sp.Expr) -> sp.Expr:
-        return expr.replace(
-            lambda e: isinstance(e, sp.Indexed) and e.base in fns,
-            lambda e: fns[e.base](*e.indices, theta),
-        )
-
-    return unfold
+    return {e: sp.Function(str(e.base.label), positive=True)(*e.indices, theta) for e in entries}
 
 __all__ = [
     "environment_gradient",
@@ -93,7 +85,7 @@ def expected_score() -> Derivation:
     d = Derivation(
         r"The score has mean zero",
         assumptions=[r"softmax policy over $K = j + n$ actions, $n \ge 0$"],
-        unfold=pol.unfold,
+        unfold=pol.definitions,
     )
     d.step(
         pol.expectation(pol.score),
@@ -128,7 +120,7 @@ def log_derivative_trick() -> Derivation:
     d = Derivation(
         r"The log-derivative trick",
         assumptions=[r"softmax policy over $K = j + n$ actions", r"rewards $R_a$ free of $\theta$"],
-        unfold=pol.unfold,
+        unfold=pol.definitions,
     )
     d.step(
         sp.Derivative(sp.Sum(pol.prob(a) * R[a], (a, 1, pol.K)), theta[j]),
@@ -172,7 +164,7 @@ def product_rule() -> Derivation:
     d = Derivation(
         "Product rule: a score term and a direct term",
         assumptions=[r"$\pi_a(\theta) > 0$ and $f_a(\theta)$ differentiable", r"$K$ actions, $K$ symbolic"],
-        unfold=_as_functions_of(_THETA, pi, f),
+        unfold=Definitions(_as_functions_of(_THETA, pi[a], f[a])),
     )
     d.step(D(E(f[a])), sp.Sum(f[a] * D(pi[a]), (a, 1, K)) + E(D(f[a])), r"product rule under the finite sum")
     d.then(E(f[a] * D(sp.log(pi[a]))) + E(D(f[a])), r"$\partial \pi_a = \pi_a\, \partial \log \pi_a$")
@@ -204,22 +196,13 @@ def stopped_direct_term() -> Derivation:
     """
     a, K = sp.Symbol("a", integer=True, positive=True), sp.Symbol("K", integer=True, positive=True)
     pi, f = sp.IndexedBase("pi"), sp.IndexedBase("f")
-    unfold_pi = _as_functions_of(_THETA, pi)
-    fn = sp.Function("f", real=True)
-
-    def unfold(expr):  # f is a function of the frozen copy where the page says sg, of theta elsewhere
-        expr = unfold_pi(expr)
-        return expr.replace(lambda e: isinstance(e, sp.Indexed) and e.base == f, lambda e: fn(*e.indices, _THETA))
-
+    fn, sg = sp.Function("f", real=True), sp.Function("sg")
     frozen = sp.IndexedBase(r"\operatorname{sg}(f)")
     D = lambda e: sp.Derivative(e, _THETA)
     E = lambda e: sp.Sum(pi[a] * e, (a, 1, K))
-
-    def unfold_sg(expr):
-        expr = expr.replace(
-            lambda e: isinstance(e, sp.Indexed) and e.base == frozen, lambda e: fn(*e.indices, _FROZEN)
-        )
-        return unfold(expr).doit().subs(_FROZEN, _THETA)
+    # f is a function of theta; sg(f) has its value and is held constant under d/dtheta
+    unfold_sg = Definitions({**_as_functions_of(_THETA, pi[a]), f[a]: fn(a, _THETA), frozen[a]: sg(fn(a, _THETA))},
+                            Differentiation(_THETA, held=(sg,)))
 
     d = Derivation(
         "Stopping the gradient of the integrand drops the direct term",
@@ -260,7 +243,7 @@ def kl_penalty_direct_term() -> Derivation:
     d = Derivation(
         "The direct term of a log-ratio KL penalty has mean zero",
         assumptions=[r"softmax policy over $K = j + n$ actions", r"$R_a$, $\pi_{\mathrm{ref},a}$ free of $\theta$"],
-        unfold=pol.unfold,
+        unfold=pol.definitions,
     )
     d.step(
         pol.expectation(lambda x: sp.Derivative(f.subs(a, x), theta[j])),
@@ -316,14 +299,7 @@ def environment_gradient(parametrised: bool = False, K: int = 2, M: int = 2) -> 
     E = lambda e: sp.Sum(p * e, *ranges)
     policy_scores = D(sp.log(pi[a])) + D(sp.log(pi2[b, x]))
     kernel = r"a transition kernel $P_\theta$ that depends on $\theta$" if parametrised else "a fixed transition kernel $P$"
-    as_functions = _as_functions_of(_THETA, pi, pi2, *((P,) if parametrised else ()))
-
-    def unfold(expr):
-        expr = expr.replace(
-            lambda e: isinstance(e, sp.Indexed) and e.base == traj,
-            lambda e: pi[e.indices[0]] * P[e.indices[1], e.indices[0]] * pi2[e.indices[2], e.indices[1]],
-        )
-        return as_functions(expr)
+    unfold = Definitions({p: pi[a] * P[x, a] * pi2[b, x], **_as_functions_of(_THETA, pi[a], pi2[b, x], *((P[x, a],) if parametrised else ()))})
 
     d = Derivation(
         "What the environment contributes" + (" (parametrised kernel)" if parametrised else " (fixed kernel)"),

@@ -41,9 +41,10 @@ from __future__ import annotations
 import sympy as sp
 
 from ._validate import require_int
+from .definitions import Definitions
 from .derivation import Derivation
 from .policy import IndexedSoftmax, SoftmaxPolicy
-from .proofs import by_lemma, minimum_over, numerically, on_regions
+from .proofs import by_lemma, holds, minimum_over, on_regions
 
 __all__ = [
     "bias_corrected_kl_gradient",
@@ -303,14 +304,15 @@ def k2_bias() -> Derivation:
         "k2 is biased, at third order",
         assumptions=[r"$\pi = (p, 1-p)$, $\pi_{\mathrm{ref}} = (p+t, 1-p-t)$",
                      r"$g(t) = \mathbb{E}_\pi[k_2] - \mathrm{KL}(\pi \| \pi_{\mathrm{ref}})$"],
-        unfold=lambda e: e.replace(g, lambda x: gap.subs(t, x)),
+        unfold=Definitions({g(t): gap}),
     )
     d.step(g(0), sp.Integer(0), "no gap at $t = 0$")
     d.step(sp.Subs(sp.Derivative(g(t), t), t, 0), sp.Integer(0), "first order")
     d.step(sp.Subs(sp.Derivative(g(t), t, 2), t, 0), sp.Integer(0), "second order: $k_2$ matches KL to second order")
-    quarter = gap.subs({p: sp.Rational(1, 2), t: sp.Rational(1, 4)})
-    d.step(sp.Subs(g(t), (p, t), (sp.Rational(1, 2), sp.Rational(1, 4))), sp.Integer(0),
-           f"but not exactly: $g = {float(quarter):.4f}$ there", relation=">", proof=numerically(30))
+    half, quarter = sp.Rational(1, 2), sp.Rational(1, 4)
+    exact = (sp.log(sp.Rational(3, 2)) ** 2 + sp.log(2) ** 2) / 4 - sp.log(sp.Rational(4, 3)) / 2
+    d.step(sp.Subs(g(t), (p, t), (half, quarter)), exact, r"at $p = 1/2$, $t = 1/4$: $\pi_{\mathrm{ref}} = (3/4, 1/4)$")
+    d.then(sp.Integer(0), f"but not exactly: $g = {float(exact):.4f}$ there", relation=">", proof=holds)
     return d
 
 
@@ -371,19 +373,21 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
             out.append(s)
         return sp.Matrix([out])
 
+    rows = {k: shown(latex, row) for k, latex, row in (
+        ("k1", r"\mathbb{E}_\pi[\partial_j k_1]", expected_grad(k_1)), ("k2", r"\mathbb{E}_\pi[\partial_j k_2]", expected_grad(k_2)),
+        ("reverse", r"\partial_j \mathrm{KL}(\pi \| \pi_{\mathrm{ref}})", grad(reverse)), ("k3", r"\mathbb{E}_\pi[\partial_j k_3]", expected_grad(k_3)),
+        ("forward", r"\partial_j \mathrm{KL}(\pi_{\mathrm{ref}} \| \pi)", grad(forward)))}
     d = Derivation(
         f"Expected gradients of the KL estimators as losses, K = {K}",
         assumptions=[r"$a \sim \mathrm{sg}(\pi)$", r"$\pi_{\mathrm{ref}}$ fixed", r"$\partial_j = \partial / \partial\theta_j$",
                      *[sp.Eq(k, v) for k, v in total.items()]],
-        unfold=lambda e: softmax.unfold(e.xreplace(definitions)),
+        unfold=Definitions(definitions) | softmax.definitions,
     )
     d.step(sp.Derivative(pa[a_], softmax.theta[j_]), jacobian,
            r"softmax Jacobian, $\pi_a = e^{\theta_a} / \sum_b e^{\theta_b}$ (any number of actions)")
-    d.step(shown(r"\mathbb{E}_\pi[\partial_j k_1]", expected_grad(k_1)), sp.zeros(1, K), r"$\sum_a \partial_j \pi_a = 0$", facts=total)
-    d.step(shown(r"\mathbb{E}_\pi[\partial_j k_2]", expected_grad(k_2)), shown(r"\partial_j \mathrm{KL}(\pi \| \pi_{\mathrm{ref}})", grad(reverse)),
-           r"the reverse KL", facts=total)
-    d.step(shown(r"\mathbb{E}_\pi[\partial_j k_3]", expected_grad(k_3)), shown(r"\partial_j \mathrm{KL}(\pi_{\mathrm{ref}} \| \pi)", grad(forward)),
-           r"the forward KL, not the reverse", facts=total)
+    d.step(rows["k1"], sp.zeros(1, K), r"$\sum_a \partial_j \pi_a = 0$", facts=total)
+    d.step(rows["k2"], rows["reverse"], r"the reverse KL", facts=total)
+    d.step(rows["k3"], rows["forward"], r"the forward KL, not the reverse", facts=total)
     return d
 
 
@@ -447,20 +451,20 @@ def bias_corrected_kl_gradient(K: int = 3) -> Derivation:
         return sp.Matrix([out])
 
     expected_value = sp.Symbol(r"\mathbb{E}_\mu[\rho\,k_3]")
-    kl_value = sp.Symbol(r"\mathrm{KL}(\pi \| \rho_{\mathrm{ref}})")
+    kl_value = sp.Symbol(r"\mathrm{KL}(\pi \| \pi_{\mathrm{ref}})")
     definitions[expected_value] = sum(mu[a] * corrected(a) for a in range(K))
     definitions[kl_value] = reverse
     d = Derivation(
         f"The bias-corrected KL term, K = {K}",
         assumptions=[r"$a \sim \mu = \pi_{\mathrm{old}}$, fixed", r"$\rho = \pi_\theta(a)/\mu(a)$, differentiated through $\pi_\theta$",
-                     r"$\rho_{\mathrm{ref}} = \pi_{\mathrm{ref}}$ fixed", r"$\partial_j = \partial / \partial\theta_j$",
+                     r"$\pi_{\mathrm{ref}} = \pi_{\mathrm{ref}}$ fixed", r"$\partial_j = \partial / \partial\theta_j$",
                      *[sp.Eq(k, v) for k, v in total.items()]],
-        unfold=lambda e: softmax.unfold(e.xreplace(definitions)),
+        unfold=Definitions(definitions) | softmax.definitions,
     )
     d.step(sp.Derivative(pa[a_], softmax.theta[j_]), jacobian,
            r"softmax Jacobian, $\pi_a = e^{\theta_a} / \sum_b e^{\theta_b}$ (any number of actions)")
     d.step(expected_value, kl_value, r"$\mu_a \rho_a = \pi_a$: the value is the reverse KL, for any $\mu$", facts=total)
     expected_grad = sum((mu[a] * grad(corrected(a)) for a in range(K)), sp.zeros(1, K))
-    d.step(shown(r"\mathbb{E}_\mu[\partial_j(\rho k_3)]", expected_grad), shown(r"\partial_j \mathrm{KL}(\pi \| \rho_{\mathrm{ref}})", grad(reverse)),
+    d.step(shown(r"\mathbb{E}_\mu[\partial_j(\rho k_3)]", expected_grad), shown(r"\partial_j \mathrm{KL}(\pi \| \pi_{\mathrm{ref}})", grad(reverse)),
            r"and so is the gradient: $\sum_a \mu_a\,\partial_j(\pi_a k_{3,a}/\mu_a) = \partial_j \sum_a \pi_a k_{3,a}$", facts=total)
     return d

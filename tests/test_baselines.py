@@ -35,7 +35,7 @@ def test_an_action_dependent_baseline_is_not_free():
     """Negative control: claiming E[b_a s_j] = 0 for an action-dependent b fails at K = 3."""
     pol = IndexedSoftmax()
     bb = sp.IndexedBase("b", real=True)
-    claim = Derivation("wrong", unfold=pol.unfold).step(pol.expectation(lambda a: bb[a] * pol.score(a)), 0, "wrong")
+    claim = Derivation("wrong", unfold=pol.definitions).step(pol.expectation(lambda a: bb[a] * pol.score(a)), 0, "wrong")
     for inst in claim.subs({pol.j: 1, pol.n: 2}), claim:
         with pytest.raises(DerivationError):
             inst.verify()

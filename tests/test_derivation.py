@@ -43,7 +43,7 @@ def test_wrong_softmax_step_is_rejected():
     """Soundness: flipping a sign in the log-derivative trick must fail verification."""
     pol = IndexedSoftmax()
     R = sp.IndexedBase("R", real=True)
-    d = Derivation("wrong", unfold=pol.unfold)
+    d = Derivation("wrong", unfold=pol.definitions)
     d.step(
         sp.Derivative(sp.Sum(pol.prob(pol.a) * R[pol.a], (pol.a, 1, pol.K)), pol.theta[pol.j]),
         pol.expectation(lambda a: R[a] * (sp.KroneckerDelta(a, pol.j) + pol.prob(pol.j))),
@@ -155,7 +155,7 @@ def test_first_derivations_general_and_fixed_K(make):
 def test_bad_input():
     with pytest.raises(TypeError, match="title must be a non-empty str"):
         Derivation("")
-    with pytest.raises(TypeError, match="unfold must be callable"):
+    with pytest.raises(TypeError, match="unfold must be a Definitions"):
         Derivation("t", unfold=3)
     with pytest.raises(ValueError, match="then\\(\\) needs a start"):
         Derivation("t").then(x, "r")

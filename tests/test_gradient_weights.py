@@ -7,7 +7,7 @@ import pytest
 import sympy as sp
 import torch
 
-from derivations import Derivation
+from derivations import Definitions, Derivation
 from derivations import gradient_weights as dgw
 from derivations.proofs import limit_along
 from numeric import (
@@ -72,7 +72,7 @@ def test_silenced_set_and_limits_catch_a_wrong_mask_or_weight(fails_to_verify):
     d = dgw.silenced_set()
     M_ = next(s for s in d.steps[2].rhs.free_symbols if s.name == "M")
     wrong_mask = sp.Piecewise((0, ((A > 0) & (r > 1 + eps_h)) | ((A < 0) & (r > 1 - eps_l))), (1, True))
-    wrong = Derivation(d.title, unfold=lambda e: d.unfold(e.xreplace({M_: wrong_mask})))
+    wrong = Derivation(d.title, unfold=Definitions({**d.unfold.entries, M_: wrong_mask}, *d.unfold.rules))
     wrong.steps = d.steps
     assert fails_to_verify(wrong)
     limits = dgw.on_policy_limit()

@@ -12,15 +12,17 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from derivations import Derivation, DerivationError, kernel
+from derivations import Definitions, Derivation, DerivationError, Expect, IndexedSoftmax, kernel
 from derivations.proofs import (
     Argmin,
     at_values,
     by_lemma,
+    from_table,
     holds,
     is_argmin,
     numerically,
     on_regions,
+    to_tolerance,
 )
 from derivations.regions import resolve
 
@@ -306,3 +308,130 @@ def test_the_argmin_lies_in_the_variable_domain():
     v = sp.Symbol("v", positive=True)
     refused(Derivation("outside").step(Argmin((v + 1) ** 2, v), sp.Integer(-1), "stationary", proof=is_argmin), "not provably positive")
     accepted(Derivation("inside").step(Argmin((v - 1) ** 2, v), sp.Integer(1), "stationary", proof=is_argmin))
+
+
+# ---------------------------------------------------------------- definitions: data, shown, applied by the kernel
+
+y = sp.Symbol("y", real=True)
+g, h = sp.Function("g"), sp.Function("h")
+Q, i = sp.IndexedBase("Q"), sp.Symbol("i", integer=True)
+
+
+def test_an_unfold_callable_is_refused():
+    """The old hole: an unfold mapping everything to 0 verified every step.  Only a Definitions value is accepted."""
+    for fake in (lambda e: sp.Integer(0), print, {g(y): 0}):
+        with pytest.raises(TypeError, match="unfold must be a Definitions"):
+            Derivation("zero", unfold=fake)
+        with pytest.raises(TypeError, match="unfold must be a Definitions"):
+            kernel.Claim(x, "=", x + 1, unfold=fake)
+    with pytest.raises(TypeError, match="entries must be a mapping"):
+        Definitions(lambda e: sp.Integer(0))
+    with pytest.raises(TypeError, match="a callable is not a rule"):
+        Definitions({}, lambda e: sp.Integer(0))
+    accepted(Derivation("square", unfold=Definitions({g(y): y**2})).step(g(2), sp.Integer(4), "definition"))
+
+
+def test_a_definition_that_is_not_shown_cannot_be_used():
+    """The kernel applies exactly the definitions the page shows: h is not among them, so h(2) = 4 is refused."""
+    d = Derivation("shown", unfold=Definitions({g(y): y**2})).step(g(2), sp.Integer(4), "definition")
+    assert r"\text{where } g{\left(y \right)} := y^{2}" in accepted(d).to_latex()
+    refused(Derivation("not shown", unfold=Definitions({g(y): y**2})).step(h(2), sp.Integer(4), "definition"), "does not reduce")
+    refused(Derivation("nothing shown").step(g(2), sp.Integer(4), "definition"), "does not reduce")
+
+
+def test_a_wrong_definition_makes_a_step_fail():
+    """pi_a without its normaliser does not sum to one; the softmax does."""
+    pol = IndexedSoftmax()
+    total = sp.Sum(pol.pi[pol.a], (pol.a, 1, pol.K))
+    refused(Derivation("no normaliser", unfold=Definitions({pol.pi[pol.a]: sp.exp(pol.theta[pol.a])})).step(total, sp.Integer(1), "sums to one"))
+    accepted(Derivation("softmax", unfold=pol.definitions).step(total, sp.Integer(1), "sums to one"))
+    refused(Derivation("cube", unfold=Definitions({g(y): y**3})).step(g(2), sp.Integer(4), "definition"))
+
+
+def test_a_definition_left_side_must_be_a_symbol_a_function_or_an_indexed_entry():
+    for lhs in (x + 1, sp.exp(x), sp.Integer(1), Q[i + 1], Q[i, i], sp.Sum(Q[i], (i, 1, 3))):
+        with pytest.raises(ValueError, match="entries:"):
+            Definitions({lhs: sp.Integer(0)})
+    with pytest.raises(ValueError, match="defined twice"):
+        Definitions([(x, sp.Integer(0)), (x, sp.Integer(1))])
+    defs = Definitions({x: y + 1, g(y): y**2, Q[i]: 2 * i})
+    assert defs.apply(x + g(3) + Q[5]) == y + 20
+    with pytest.raises(ValueError, match=r"circular \(x -> y -> x\)"):
+        Definitions({x: y + 1, y: x - 1})
+    with pytest.raises(ValueError, match="circular"):
+        Definitions({g(y): g(y + 1)})
+    accepted(Derivation("chained", unfold=Definitions({x: y + 1, y: 2 * t})).step(x, 2 * t + 1, "definitions"))
+
+
+def test_differentiation_holds_the_stop_gradient_constant():
+    """d/dl [-sg(r) A l] = -A r with r = e^(l - l0): the stop-gradient is held; without it the rule gives another weight."""
+    from derivations.definitions import Differentiation
+
+    ell, ell0, A, r = sp.symbols("ell ell_0 A r", real=True)
+    sg = sp.Function("sg")
+    rule = Differentiation(ell, held=(sg,), written=((r, sp.exp(ell - ell0)),))
+    loss = -sg(r) * A * ell
+    accepted(Derivation("held", unfold=Definitions((), rule)).step(sp.Derivative(loss, ell), -A * r, "sg held"))
+    refused(Derivation("not held", unfold=Definitions((), Differentiation(ell, written=((r, sp.exp(ell - ell0)),))))
+            .step(sp.Derivative(loss, ell), -A * r, "sg held"))
+    with pytest.raises(TypeError, match="held must hold undefined functions"):
+        Differentiation(ell, held=(sp.exp,))
+
+
+# ---------------------------------------------------------------- tables and tolerances: data, never a callable
+
+A1, s1, gp = sp.symbols("A_1 s_1 g", real=True)
+RLOO_2 = [(0, (1, 0), 0), (0, (0, 1), -1), (1, (1, 0), 1), (1, (0, 1), 0)]  # RLOO at G = 2: a = R_1 - R_2
+
+
+def _table_step(table, rhs=gp, lhs=None):
+    proof = from_table(A1, s1, (0, 1), (1 - p, p), (-gp, gp), 2, table)
+    return Derivation("RLOO at G = 2").step(Expect(A1 * s1) if lhs is None else lhs, rhs, "sum over the patterns", proof=proof)
+
+
+def test_the_value_table_refuses_a_table_that_disagrees_at_one_pattern():
+    """E[(R_1 - R_2) s_1] = grad p: the kernel sums the table itself; one wrong entry, a missing or a doubled pattern is refused."""
+    d = accepted(_table_step(RLOO_2))
+    assert "summed over the table" in d.steps[0].badge
+    wrong = [*RLOO_2[:2], (1, (1, 0), 2), RLOO_2[3]]
+    refused(_table_step(wrong), "does not establish it")
+    refused(_table_step(RLOO_2[:3]), "one value of A_1 for each of the 4 count patterns")
+    refused(_table_step([*RLOO_2, RLOO_2[0]]), "one value of A_1")
+    refused(_table_step(RLOO_2, rhs=2 * gp))
+    refused(_table_step(RLOO_2, lhs=Expect(2 * A1 * s1)))
+    with pytest.raises(TypeError, match="callable|triples"):
+        from_table(A1, s1, (0, 1), (1 - p, p), (-gp, gp), 2, [lambda v, c: 0])
+
+
+def test_the_value_table_weighs_each_count_pattern_by_its_multiplicity():
+    """RLOO at G = 3, a = R_1 - K/2: the pattern with one success among the others occurs in 2 orders; E[a s_1] = grad p."""
+    table = [(v, (2 - k, k), v - sp.Rational(k, 2)) for v in (0, 1) for k in range(3)]
+    proof = from_table(A1, s1, (0, 1), (1 - p, p), (-gp, gp), 3, table)
+    accepted(Derivation("RLOO at G = 3").step(Expect(A1 * s1), gp, "sum over the patterns", proof=proof))
+    refused(Derivation("RLOO at G = 3").step(Expect(A1 * s1), 2 * gp, "sum over the patterns", proof=proof))
+
+
+def test_a_tolerance_proof_accepts_rounding_only():
+    near = Derivation("rounding").step(gp * sp.Float(0.5), gp / 2 + sp.Float(1e-15) * gp, "fp64", proof=to_tolerance(1e-12))
+    assert accepted(near).steps[0].badge == "floating-point coefficients equal to 1e-12"
+    refused(Derivation("far").step(gp * sp.Float(0.5), gp / 2 + sp.Float(1e-9) * gp, "fp64", proof=to_tolerance(1e-12)), "does not establish")
+    refused(Derivation("exact slip").step(gp / 2, gp / 3, "fp64", proof=to_tolerance(1e-12)), "does not establish")
+    with pytest.raises(ValueError, match="tol must be a float"):
+        to_tolerance(0.1)
+
+
+def test_the_rules_refuse_bad_data():
+    from derivations.definitions import GroupExpectation, Linearity
+
+    with pytest.raises(TypeError, match="expectation must be a SymPy Function class"):
+        Linearity(lambda e: e)
+    with pytest.raises(TypeError, match="randoms must be a tuple of symbols"):
+        Linearity(Expect, ("R",))
+    with pytest.raises(ValueError, match="answer must be an answer index"):
+        GroupExpectation(("R", "s"), None, answer=1)
+    with pytest.raises(ValueError, match="answer must be an answer index"):
+        GroupExpectation(("R", "s"), 3, answer=4)
+    with pytest.raises(TypeError, match="names must be"):
+        GroupExpectation("Rs")
+    R_, s_ = sp.symbols("R s", real=True)
+    assert Definitions((), Linearity(Expect)).apply(Expect(2 * R_ + 3 * s_)) == 2 * Expect(R_) + 3 * Expect(s_)

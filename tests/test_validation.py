@@ -34,6 +34,7 @@ import derivations
 import numeric
 from derivations import baselines as d_baselines
 from derivations import canonical as d_canonical
+from derivations import definitions as d_definitions
 from derivations import derivation as d_derivation
 from derivations import gradient_weights as d_weights
 from derivations import group_baselines as d_groups
@@ -399,6 +400,11 @@ ROWS = [
     Row(_positional(d_proofs.by_lemma, 2, ("termwise",), "by_lemma"), (LEMMA, {X: 2}, False), {0: "derivation", 1: "mapping", 2: "bool"}),
     *[Row(f, (X, sp.Interval(0, 1)), {0: "symbol", 1: "set"}) for f in (d_proofs.minimum_over, d_proofs.same_solutions)],
     Row(d_proofs.numerically, (30,), {0: "int"}, ranges={0: [0, 5]}),
+    Row(d_proofs.to_tolerance, (1e-12,), {0: "real"}, ranges={0: [0, 0.5, -1e-13]}),
+    Row(d_proofs.from_table, (X, sp.Symbol("s_1"), (0, 1), (1 - sp.Symbol("p"), sp.Symbol("p")), (-1, 1), 2, [(0, (1, 0), 0), (0, (0, 1), -1), (1, (1, 0), 1), (1, (0, 1), 0)]),
+        {0: "symbol", 1: "expr", 5: "int"}, ranges={5: [1]}),
+    Row(d_definitions.Definitions, ({X: 1},), {0: "mapping"}),
+    Row(d_definitions.Differentiation, (X, (), ()), {0: "symbol"}),
     Row(d_proofs.at_values, (G_SYM, (2, 3), None), {0: "symbol", 1: "values", 2: "optional_callable"}),
     # -- the variant checkers (issue 11's bad inputs): the entry points in numeric, the symbolic core in derivations
     Row(_positional(n_variants.check_group_advantage, 1, ("G", "rewards", "constants", "name", "confirm"), "check_group_advantage"),
@@ -638,6 +644,8 @@ NOT_SWEPT = {
     "suite": "registry plumbing (tests/test_checks.py)", "run_suites": "registry plumbing (tests/test_checks.py)",
     "Method": "a registry record (derivations.methods)", "Form": "a registry record (derivations.methods)",
     "load_function": "the command's FILE.py:FUNCTION loader (bad input: tests/test_cli.py)",
+    "Linearity": "a rule of the kernel's definitions (bad input: tests/test_kernel.py)",
+    "GroupExpectation": "a rule of the kernel's definitions (bad input: tests/test_kernel.py)",
     "parse_fixed": "the command's --fixed parser (bad input: tests/test_cli.py)",
 }
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import sympy as sp
 
+from ..definitions import Definitions, GroupExpectation
 from ..derivation import Derivation
 from ..group_baselines import GRAD_J, GRAD_P, P
 from ..iid_groups import Expect, IIDGroup
@@ -132,53 +133,17 @@ def derive_group_advantage(advantage: sp.Expr | Mapping | Callable, *, G: int | 
 # ============================================================ general law: the i.i.d. group algebra
 
 
-def _separable_expect(expr, grp: IIDGroup) -> sp.Expr:
-    r"""E[expr] for a number G, answer 1 under study: polynomial in R[1]; any function of the others.
-
-    Each term is :math:`g(R_1)\,h(R_2, \dots, R_G)\,s_1`; independence gives
-    :math:`\mathbb{E}[g(R)s]\,\mathbb{E}[h]`, and a non-polynomial ``h`` stays
-    an unevaluated :math:`\mathbb{E}[h]`.
-    """
-    out = sp.Integer(0)
-    for term in sp.Add.make_args(sp.expand(expr)):
-        own, others = sp.Integer(1), sp.Integer(1)
-        for f in sp.Mul.make_args(term):
-            idx = {a.indices[0] for a in f.atoms(sp.Indexed)}
-            if not idx:
-                own *= f
-            elif idx == {1}:
-                own *= f
-            elif 1 in idx:
-                raise _NotSeparable(sp.sstr(f))
-            else:
-                others *= f
-        if not own.is_polynomial(R[1], S[1]) and own.has(R[1]):
-            raise _NotSeparable(sp.sstr(own))
-        if others == 1:
-            out += grp.expect(own)
-        elif others.is_polynomial(*sorted(others.atoms(sp.Indexed), key=str)):
-            out += grp.expect(own * others)
-        else:
-            out += grp.expect(own) * Expect(others)
-    return sp.expand(out)
-
-
-class _NotSeparable(Exception):
-    pass
-
-
 def _general(expr, G) -> GroupReport:
     grp = IIDGroup(("R", "s"), G=G if isinstance(G, int) else None)
     ERs, Es = Expect(R_PLAIN * S_PLAIN), Expect(S_PLAIN)
     if isinstance(G, int):
         A1 = explicit_advantage(expr, G)
         try:
-            moments = _separable_expect(A1 * S[1], grp)
-        except (_NotSeparable, ValueError) as err:
+            moments = grp.expect_separable(A1 * S[1], 1)
+        except ValueError as err:
             return _undecided_general(expr, G, f"the advantage is not a polynomial in the answer's own reward times a function of the others ({err})")
 
-        def unfold(e):
-            return e.replace(lambda x: isinstance(x, Expect) and x.args[0].has(S[1]), lambda x: _separable_expect(x.args[0], grp))
+        unfold = Definitions((), GroupExpectation(("R", "s"), G, answer=1))
 
         start = Expect(A1 * S[1])
     else:
@@ -186,7 +151,7 @@ def _general(expr, G) -> GroupReport:
             moments = grp.expect(expr * S[I])
         except ValueError as err:
             return _undecided_general(expr, G, f"the advantage is not a polynomial in the rewards, so the i.i.d. algebra has no closed form ({err}); pass a number G or a finite reward law")
-        unfold = grp.unfold
+        unfold = Definitions((), GroupExpectation(("R", "s")))
         start = Expect(expr * S[I])
     d = Derivation(
         "Expected update of the group advantage (any reward law)",

@@ -30,10 +30,11 @@ from functools import cache
 
 import sympy as sp
 
+from ..definitions import Definitions
 from ..derivation import Derivation, is_zero
 from ..group_baselines import GRAD_J, GRAD_P, P
 from ..iid_groups import Expect
-from ..proofs import evaluated_by
+from ..proofs import from_table, to_tolerance
 from .inputs import R_PLAIN, S_PLAIN, R, S, explicit_advantage, require_group_size, reward_law
 from .reports import GroupReport, NotPermutationEquivariant, nonzero, verdict
 
@@ -260,7 +261,7 @@ def _binary_scale(d: Derivation, bern: list, bernstein: sp.Expr, G: int) -> tupl
     elif depends is False:
         c = diffs[0]
         d.then(c * GRAD_P, r"coefficients equal to fp64 rounding; the Bernstein polynomials sum to 1",
-               proof=evaluated_by("the coefficients compared to 1e-12", lambda lhs, rhs: (lhs, rhs), tol=1e-12))
+               proof=to_tolerance(1e-12))
     elif not bernstein.has(sp.Float) and G <= 6:  # fp64 values, and long radicals, stay in the Bernstein form
         c_nice = _nice(sp.collect(sp.expand(bernstein), P))
         if len(sp.sstr(c_nice)) < len(sp.sstr(bernstein)):
@@ -300,24 +301,10 @@ def _interpolate(values: tuple, cond: dict) -> dict:
     return {dg: alpha[dg] for dg in range(m)}
 
 
-def _finite_unfold(values: tuple, q: tuple, grads: tuple):
-    """Write grad J and E[R^d s] in grad q_k, eliminate the last (sum of grad q = 0) and q_m = 1 - sum q."""
-    last = {grads[-1]: -sum(grads[:-1]), q[-1]: 1 - sum(q[:-1])}
-
-    def unfold(e):
-        e = e.replace(lambda x: isinstance(x, Expect), lambda x: _moment_in_q(x, values, grads))
-        e = e.xreplace({GRAD_J: sum(v * g for v, g in zip(values, grads))})
-        return e.xreplace(last)
-
-    return unfold
-
-
-def _moment_in_q(x: Expect, values, grads):
-    mono = x.args[0]
-    dg = sp.degree(mono, R_PLAIN)
-    if mono != R_PLAIN**dg * S_PLAIN:
-        return x
-    return sum(v**dg * g for v, g in zip(values, grads))
+def _finite_unfold(values: tuple, q: tuple, grads: tuple) -> Definitions:
+    r"""Definitions: :math:`\nabla J` and the residual's :math:`\mathbb{E}[R^d s]` (:math:`2 \le d < m`) in :math:`\nabla q_k`; the last :math:`\nabla q_m = -\sum_{k<m} \nabla q_k`, :math:`q_m = 1 - \sum_{k<m} q_k`."""
+    moments = {Expect(R_PLAIN**dg * S_PLAIN): sum(v**dg * g for v, g in zip(values, grads)) for dg in range(2, len(values))}
+    return Definitions({**moments, GRAD_J: sum(v * g for v, g in zip(values, grads)), grads[-1]: -sum(grads[:-1]), q[-1]: 1 - sum(q[:-1])})
 
 
 def _reduction_proof(advantage, G, values, q, grads, constants):
@@ -328,16 +315,14 @@ def _reduction_proof(advantage, G, values, q, grads, constants):
     a non-symmetric advantage, or a displayed value that is not the
     advantage's, fails the step; an evaluator is called again; a table is read
     again (the caller's callable was checked for orderings before it was
-    tabulated, by :mod:`numeric.variants`).
+    tabulated, by :mod:`numeric.variants`).  The kernel sums the fresh table
+    itself (:func:`~derivations.proofs.from_table`).
     """
-
-    def evaluate(lhs, rhs):
-        fresh = _Values(advantage, G, values, constants)
-        if isinstance(advantage, sp.Basic):
-            _require_symmetric(advantage, G, values, constants, fresh)
-        return sum(fresh.conditional(v, q) * gq for v, gq in zip(values, grads)), rhs
-
-    return evaluated_by("advantage re-evaluated on every pattern", evaluate, tol=1e-12)
+    fresh = _Values(advantage, G, values, constants)
+    if isinstance(advantage, sp.Basic):
+        _require_symmetric(advantage, G, values, constants, fresh)
+    table = [(v, c_, a) for v in values for c_, a in zip(fresh.patterns, fresh.a[v])]
+    return from_table(sp.Symbol("A_1", real=True), S[1], values, q, grads, G, table, tol=1e-12)
 
 
 def _require_symmetric(expr, G, values, constants, tab: _Values) -> None:

@@ -19,6 +19,7 @@ from functools import cache, cmp_to_key
 import sympy as sp
 
 from .. import gradient_weights as gw
+from ..definitions import Definitions
 from ..derivation import Derivation, is_zero
 from ..methods import known_token_forms
 from ..proofs import decide_sign, holds, interval_points, resolve
@@ -247,10 +248,6 @@ def _regions(breaks: list) -> list:
     return [(lo, hi, p[gw.r]) for (lo, hi), p in zip(zip(edges, edges[1:]), interiors)]
 
 
-def _token_unfold(name, loss):
-    return lambda e: e.xreplace({name: loss}).replace(lambda x: isinstance(x, sp.Derivative), lambda x: gw.d_dell(x.expr))
-
-
 def _region_condition(sign: int, lo, hi):
     parts = [sp.StrictGreaterThan(gw.A, 0) if sign > 0 else sp.StrictLessThan(gw.A, 0)]
     if lo != 0:
@@ -357,7 +354,7 @@ def _token_symbolic(loss) -> TokenReport:
         assumptions=[f"${sp.latex(name)} = {sp.latex(loss)}$", r"$r = e^{\ell - \ell_0}$",
                      r"$\varepsilon_l, \varepsilon_h, c > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h,
                      r"$\partial\,\mathcal{L}/\partial\ell = -A\,w$; $\mathrm{sg}$ held constant"],
-        unfold=_token_unfold(name, loss),
+        unfold=Definitions({name: loss}, gw.differentiation),
     )
     pieces: dict[int, list[tuple]] = {}
     try:

@@ -28,6 +28,9 @@ Kernel mutants (issue 16, 2026-12-01, ``kernel_*``, ``resolver_*``, ``lemma_*``,
 ``argmin_*``, ``premises_*``, ``chain_*``, ``facts_*``, ``numeric_*``; 11 mutants, about 40-70 s each on
 2 shared cores): 11/11 killed by ``tests/test_kernel.py``; ``resolver_strict_as_weak`` first survived
 (SymPy decides ``x > 0`` at ``x = 0`` itself) until a test used a condition SymPy leaves unevaluated.
+Definitions as data (issue 16 items 2 and 5, 2026-12-01): the 11 kernel mutants re-run on the split kernel
+and 7 new ones (``definitions_*``, ``differentiation_*``, ``table_*``, ``tolerance_*``), one batch of 18
+with ``tests/test_kernel.py``: 18/18 killed, 46-247 s each on 2 heavily shared cores.
 On the tree before issue 8 (commit 9492733) ``b_star_A0``, ``ppo_detach`` and
 ``cispo_bound_no_sqrt`` survived (``A0_uses_R`` was killed by a test with
 :math:`2R - 1/2`; other mutants' texts differ there).
@@ -252,6 +255,21 @@ MUTANTS = [
            _KERNEL, "facts={x: 1} out of nowhere is taken on trust"),
     Mutant("numeric_margin_dropped", "derivations/kernel.py", "abs(gap) <= scale * sp.Float(10) ** (5 - self.digits)", "abs(gap) <= 0",
            _KERNEL, "numerically accepts a gap it cannot tell from rounding"),
+    # -- the definitions the kernel applies, and its tables and tolerances (issue 16, items 2 and 5)
+    Mutant("definitions_callable_accepted", "derivations/derivation.py", "if unfold is not None and not isinstance(unfold, Definitions):",
+           "if False:", _KERNEL, "Derivation(unfold=<a function>) is accepted again"),
+    Mutant("definitions_any_lhs", "derivations/definitions.py", '    raise ValueError(f"entries: a left side must be',
+           '    return "symbol"\n    raise ValueError(f"entries: a left side must be', _KERNEL, "x + 1 := 0 or exp(x) := 0 is a definition"),
+    Mutant("definitions_cycle_unchecked", "derivations/definitions.py", "        _require_acyclic(checked)\n", "",
+           _KERNEL, "x := y + 1, y := x - 1 is accepted"),
+    Mutant("differentiation_sg_not_held", "derivations/definitions.py", "            expr = expr.replace(h, hold)", "            pass",
+           _KERNEL, "the stop-gradient is differentiated through"),
+    Mutant("table_patterns_unchecked", "derivations/kernel.py", "if len(set(keys)) != len(keys) or set(keys) != needed:", "if False:",
+           _KERNEL, "a table missing a pattern (whose value is 0) is summed"),
+    Mutant("table_multiplicity_dropped", "derivations/kernel.py", "total = sp.Add(*[ways[c] * sp.Mul(", "total = sp.Add(*[1 * sp.Mul(",
+           _KERNEL, "each count pattern counted once, not once per ordering"),
+    Mutant("tolerance_loosened", "derivations/kernel.py", "abs(sp.N(cf)) <= tol for cf", "abs(sp.N(cf)) <= 1e3 * tol for cf",
+           _KERNEL, "a 1e-9 gap passes a 1e-12 tolerance"),
 ]
 
 

@@ -1,0 +1,139 @@
+r"""What a derivation's premises allow: bounds on a symbol, a parametrisation of its admissible values, consistency.
+
+The proof kernel (:mod:`derivations.kernel`) reads the premises through these
+functions: :func:`bounds` (the stated and assumed bounds on a symbol),
+:func:`parametrisation` (every admissible value as the image of fresh positive
+symbols, so a sign decided for all of them holds for every admissible value)
+and :func:`require_consistent` (premises from which SymPy derives ``False`` are
+refused).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+import sympy as sp
+
+from .canonical import DerivationError
+from .regions import truth
+
+__all__ = ["Refused", "require_consistent"]
+
+
+def is_relation(p) -> bool:
+    """A SymPy relation or logical condition (a Boolean that is not an expression)."""
+    return isinstance(p, sp.logic.boolalg.Boolean) and not isinstance(p, sp.Expr)
+
+
+class Refused(DerivationError):
+    """The kernel refuses a step; the message says why."""
+
+
+def bounds(s: sp.Symbol, premises: Sequence) -> tuple[list, list]:
+    """Bounds ``(value, closed)`` on ``s`` below and above: the premises' (``s > b``, either way round) first, then its assumptions'."""
+    lows, highs = [], []
+    for p in premises:
+        if not isinstance(p, sp.core.relational.Relational) or isinstance(p, (sp.Eq, sp.Ne)):
+            continue
+        big, small, closed = p.gts, p.lts, p.rel_op in (">=", "<=")
+        if big == s and not small.has(s):
+            lows.append((small, closed))
+        elif small == s and not big.has(s):
+            highs.append((big, closed))
+    if s.is_positive or s.is_nonnegative:
+        lows.append((sp.Integer(0), not s.is_positive))
+    if s.is_negative or s.is_nonpositive:
+        highs.append((sp.Integer(0), not s.is_negative))
+    return lows, highs
+
+
+def parametrisation(premises: Sequence[sp.Basic], exclude: Iterable[sp.Symbol] = (), given: Sequence[sp.Basic] = ()) -> dict[sp.Symbol, sp.Expr]:
+    r"""Each plain symbol that a premise bounds strictly, written as the image of fresh positive symbols.
+
+    :math:`s > b` gives :math:`s = b + \eta`, :math:`s < c` gives :math:`s = c - \eta`,
+    both give :math:`s = b + (c - b)\,\eta/(1 + \eta)`, :math:`\eta > 0`: every
+    admissible value of :math:`s` is reached, so a sign decided for all
+    :math:`\eta > 0` holds for all admissible :math:`s` (:math:`s \ge b` gives
+    :math:`s = b + \eta`, :math:`\eta \ge 0`).  A symbol with several premise
+    bounds on one side, or with a closed end of a bounded interval, is left alone.
+    The ``given`` conditions of a step (a region) are parametrised second, in
+    the parametrised constants of the premises.
+    """
+    if given:
+        bounded = _bounded(given) - _bounded(premises)  # a constant the premises bound stays a constant
+        first = parametrisation(premises, set(exclude) | bounded)
+        second = parametrisation([sp.sympify(g).xreplace(first) for g in given], set(exclude) | set(first))
+        return {**{k: v.xreplace(second) for k, v in first.items()}, **second}
+    out: dict[sp.Symbol, sp.Expr] = {}
+    used: set[sp.Basic] = set()
+    for s in sorted({a for p in premises for a in p.free_symbols if isinstance(a, sp.Symbol)} - set(exclude), key=sp.default_sort_key):
+        mine = [p for p in premises if p.has(s) and p not in used]  # a premise a < b bounds one of its symbols, not both
+        lows, highs = bounds(s, mine)
+        own_lows, own_highs = bounds(s, [])
+        stated_lows, stated_highs = len(lows) - len(own_lows), len(highs) - len(own_highs)
+        if stated_lows + stated_highs == 0 or stated_lows > 1 or stated_highs > 1:
+            continue  # nothing stated, or several bounds on one side (which is tighter is not known)
+        low, high = (lows[0] if lows else None), (highs[0] if highs else None)
+        closed = bool((low and low[1]) or (high and high[1]))
+        if closed and low and high:
+            continue  # a closed end of a bounded interval: b + (c - b) eta/(1 + eta) would miss it
+        used.update(p for p in mine if bounds(s, [p]) != bounds(s, []))
+        eta = sp.Dummy(f"eta_{s}", nonnegative=True) if closed else sp.Dummy(f"eta_{s}", positive=True)
+        if low and high:
+            out[s] = low[0] + (high[0] - low[0]) * eta / (1 + eta)
+        elif low:
+            out[s] = low[0] + eta
+        else:
+            assert high is not None  # no bound at all was skipped above
+            out[s] = high[0] - eta
+    for _ in range(len(out)):  # bounds written in other bounded symbols
+        out = {s: v.xreplace(out) for s, v in out.items()}
+    if any(v.has(*out) for v in out.values()):
+        return {}  # cyclic bounds: decide nothing from them
+    return out
+
+
+def _bounded(conditions: Sequence) -> set:
+    """The plain symbols that some condition bounds (``s > b`` or ``b < s``)."""
+    return {s for c in conditions if isinstance(c, sp.core.relational.Relational) and not isinstance(c, (sp.Eq, sp.Ne))
+            for s in (c.lhs, c.rhs) if isinstance(s, sp.Symbol)}
+
+
+def require_consistent(premises: tuple) -> None:
+    """Refuse premises from which SymPy derives ``False`` (``sp.false``, a contradiction in one variable, or a premise false once the others are parametrised).
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.premises import require_consistent
+    >>> x = sp.Symbol("x", real=True)
+    >>> require_consistent((x > 1, x < 2))
+    >>> require_consistent((x > 1, x < 0))
+    Traceback (most recent call last):
+    ...
+    derivations.premises.Refused: its premises are contradictory (x > 1, x < 0 admit no x)
+    """
+    if not isinstance(premises, tuple) or not all(is_relation(p) for p in premises):
+        raise TypeError(f"premises must be a tuple of SymPy relations, got {premises!r}")
+    if premises:
+        _require_consistent(tuple(premises))
+
+
+@lru_cache(maxsize=256)
+def _require_consistent(premises: tuple) -> None:
+    if sp.false in premises or sp.And(*premises) == sp.false:
+        raise Refused("its premises are contradictory (they contain False)")
+    for s in {a for p in premises for a in p.free_symbols if isinstance(a, sp.Symbol)}:
+        alone = [p for p in premises if p.free_symbols == {s} and isinstance(p, sp.core.relational.Relational)]
+        domain = sp.Interval.open(0, sp.oo) if s.is_positive else sp.Interval(0, sp.oo) if s.is_nonnegative else sp.S.Reals
+        try:
+            solutions = sp.Intersection(domain, *[sp.solveset(p, s, sp.S.Reals) for p in alone])
+        except (NotImplementedError, ValueError, TypeError):  # solveset could not solve: no contradiction derived
+            continue
+        if alone and solutions == sp.S.EmptySet:
+            raise Refused(f"its premises are contradictory ({', '.join(map(sp.sstr, alone))} admit no {s})")
+    param = parametrisation(premises)
+    for p in premises:
+        if param and truth(p.subs(param)) is False:
+            raise Refused(f"its premises are contradictory ({sp.sstr(p)} fails under the others)")
