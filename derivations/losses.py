@@ -256,7 +256,7 @@ def _sequence_form(method: str, eps_low: object = 0.2) -> str | None:
 
 
 def _d_row(expr: sp.Expr, var: sp.Symbol) -> sp.Expr:
-    """``d expr / d var`` with every :math:`\mathrm{sg}(x)` held constant (a fresh symbol while differentiating)."""
+    r"""``d expr / d var`` with every :math:`\mathrm{sg}(x)` held constant (a fresh symbol while differentiating)."""
     held: dict = {}
 
     def hold(*args):
