@@ -46,6 +46,21 @@ def _clip(method):
     return {k: v for k, v in {"eps_low": 0.2, "eps_high": 0.28}.items() if k in METHODS[method].parameters}
 
 
+def _selected(method, shape):
+    """A fixed selection (every third token) for the methods that require one (Clip-Cov, KL-Cov); nothing for the others."""
+    if method not in ("clip_cov", "kl_cov"):
+        return {}
+    B, T = shape
+    return {"selected": torch.arange(B * T).reshape(B, T) % 3 == 0}
+
+
+def _mode(method):
+    """The method's default aggregation (GMPO: its mean over rows, seq-mean-token-mean's kappa)."""
+    from derivations.methods import METHODS
+
+    return METHODS[method].aggregation or "seq-mean-token-mean"
+
+
 def cispo_loss(log_prob, old_log_prob, advantages, mask, eps_high=0.28):
     """CISPO's one-sided cap (``eps_low=None``), through the one code path, ``policy_loss``."""
     return numeric.policy_loss("cispo", log_prob, old_log_prob, advantages, mask, eps_low=None, eps_high=eps_high)
@@ -355,6 +370,7 @@ from numeric import (  # noqa: E402
     masked_whiten,
     opo_advantages,
     passk_advantages,
+    penalty_gradient,
     policy_loss,
     policy_weight,
     reinforce_pp_advantages,
@@ -556,21 +572,25 @@ def test_both_gspo_forms_follow_the_same_gradient_with_different_values_of_nothi
     assert (grads[0] - grads[1]).abs().max().item() <= 1e-15
 
 
-def _naive_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28):
+def _naive_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28, selected=None):
     """Token by token, in Python scalars: the loss as a sum over (row, token) of each token's share."""
     B, T = lp.shape
     total = 0.0
     for i in range(B):
         n = int(m[i].sum())
         toks = [t for t in range(T) if m[i, t] > 0]
-        if method in ("gspo", "gspo_token", "gmpo"):
-            deltas = [lp[i, t] - old[i, t] for t in toks]
+        deltas = [lp[i, t] - old[i, t] for t in toks]
+        if method in ("gspo", "gspo_token", "gmpo", "sapo_seq"):
             if method == "gmpo":
                 s = 1 if A[i] > 0 else -1
                 deltas = [s * torch.minimum(s * d, s * d.clamp(-0.4, 0.4)) for d in deltas]
                 total = total + (-A[i] * torch.exp(sum(deltas) / n)) / B
                 continue
             ratio = torch.exp(sum(deltas) / n)
+            if method == "sapo_seq":  # one value per row, the mean over rows
+                tau = 1.0 if A[i] > 0 else 1.05
+                total = total - torch.sigmoid(tau * (ratio - 1)) * 4 / tau * A[i] / B
+                continue
             if method == "gspo_token":
                 ratio = [ratio.detach() * torch.exp(lp[i, t] - lp[i, t].detach()) for t in toks]
             else:
@@ -580,17 +600,30 @@ def _naive_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28):
             continue
         for t in toks:
             r = torch.exp(lp[i, t] - old[i, t])
-            if method == "ppo":
+            if method in ("ppo", "clip_cov"):
                 piece = -torch.minimum(r * A[i], r.clamp(1 - eps_l, 1 + eps_h) * A[i])
+                if method == "clip_cov" and selected[i, t]:
+                    piece = 0 * piece
+            elif method == "kl_cov":
+                piece = -r * A[i] + (torch.abs(lp[i, t] - old[i, t]) if selected[i, t] else 0.0)
             elif method == "cispo":
                 piece = -r.clamp(1 - eps_l, 1 + eps_h).detach() * A[i] * lp[i, t]
+            elif method == "cispo_seq":
+                s = torch.exp(sum(deltas) / n)
+                piece = -s.clamp(1 - eps_l, 1 + eps_h).detach() * A[i] * lp[i, t]
+            elif method == "vespo":  # TRL's defaults: (k, lambda) = (2, 3) for A >= 0, (3, 2) for A < 0
+                W = torch.exp(sum(deltas))
+                k, lam = (2.0, 3.0) if A[i] >= 0 else (3.0, 2.0)
+                piece = -(W**k * torch.exp(lam * (1 - W))).detach() * A[i] * lp[i, t]
             elif method == "sapo":
                 tau = 1.0 if A[i] > 0 else 1.05
                 piece = -torch.sigmoid(tau * (r - 1)) * 4 / tau * A[i]
             elif method == "is":
                 piece = -r.detach() * A[i] * lp[i, t]
-            else:
+            elif method in ("reinforce", "gpg"):
                 piece = -A[i] * lp[i, t]
+            else:
+                raise AssertionError(f"no naive loop for {method}")
             total = total + piece / m.sum()
     return total
 
@@ -600,15 +633,19 @@ def test_batched_gradient_equals_derived_weight_and_a_naive_token_loop(method):
     """autograd of the batched loss == -kappa w A grad(log pi) with the derived w == a naive per-token loop."""
     lp0, old, A, mask = _trainer_batch(B=4, T=5, seed=2)
     lp = lp0.clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(policy_loss(method, lp, old, A, mask, **_clip(method)), lp)
-    w = policy_weight(method, lp0, old, A, mask, **_clip(method))
-    mode = "seq-mean-token-mean" if method in ("gspo", "gspo_token", "gmpo") else "token-mean"
-    derived = -token_weights(mask, mode) * w * A[:, None]
+    params = {**_clip(method), **_selected(method, lp0.shape)}
+    (g,) = torch.autograd.grad(policy_loss(method, lp, old, A, mask, **params), lp)
+    w = policy_weight(method, lp0, old, A, mask, **params)
+    p = penalty_gradient(method, lp0, old, mask, **_selected(method, lp0.shape))
+    derived = -token_weights(mask, _mode(method)) * (w * A[:, None] - p)
     lp_loop = lp0.clone().requires_grad_(True)
-    (g_loop,) = torch.autograd.grad(_naive_loss(method, lp_loop, old, A, mask), lp_loop)
+    (g_loop,) = torch.autograd.grad(_naive_loss(method, lp_loop, old, A, mask, selected=params.get("selected")), lp_loop)
     assert (g - derived).abs().max().item() <= 1e-15
     assert (g - g_loop).abs().max().item() <= 1e-15
     assert (w[mask > 0] != 0).any()  # the batch exercises live tokens
+    if method in ("clip_cov", "kl_cov"):  # and the selection matters: ignoring it would be caught
+        ignored = policy_loss(method, lp, old, A, mask, **{**params, "selected": torch.zeros_like(params["selected"])})
+        assert (torch.autograd.grad(ignored, lp)[0] - g).abs().max().item() > 1e-3
 
 
 def test_policy_weight_mistakes_would_be_caught():
@@ -637,9 +674,10 @@ def test_policy_loss_is_trainer_ready(dtype):
     pad = mask == 0
     x = torch.where(pad, -math.inf, lp).to(dtype).requires_grad_(True)
     for method in POLICY_LOSSES:
-        out = policy_loss(method, x, torch.where(pad, math.nan, old).to(dtype), A.to(dtype), mask.bool())
+        sel = _selected(method, lp.shape)
+        out = policy_loss(method, x, torch.where(pad, math.nan, old).to(dtype), A.to(dtype), mask.bool(), **sel)
         (g,) = torch.autograd.grad(out, x)
-        ref = policy_loss(method, lp, old, A, mask)
+        ref = policy_loss(method, lp, old, A, mask, **sel)
         assert out.dtype == dtype and torch.isfinite(g).all() and g[pad].abs().max().item() == 0.0
         assert abs(out.double().item() - ref.item()) <= TOL[dtype] * 10 * (1 + abs(ref.item()))
 
@@ -906,12 +944,13 @@ def test_an_all_masked_row_contributes_nothing_and_counts_in_B(method):
     mask = mask.clone()
     mask[2] = 0
     lp = torch.where(mask > 0, lp0, -math.inf).requires_grad_(True)
-    loss = policy_loss(method, lp, old, A, mask)
+    sel = _selected(method, lp0.shape)
+    loss = policy_loss(method, lp, old, A, mask, **sel)
     (g,) = torch.autograd.grad(loss, lp)
     assert torch.isfinite(loss) and torch.isfinite(g).all() and g[2].abs().max().item() == 0.0
     keep = torch.tensor([0, 1, 3, 4, 5])
-    rest = policy_loss(method, lp0[keep], old[keep], A[keep], mask[keep])
-    scale = 5 / 6 if method in ("gspo", "gspo_token", "gmpo") else 1.0  # seq-mean divides by B = 6
+    rest = policy_loss(method, lp0[keep], old[keep], A[keep], mask[keep], **{k: v[keep] for k, v in sel.items()})
+    scale = 5 / 6 if _mode(method) == "seq-mean-token-mean" else 1.0  # seq-mean divides by B = 6
     assert abs(loss.item() - scale * rest.item()) <= 1e-15 * (1 + abs(rest.item()))
 
 
@@ -928,10 +967,11 @@ def test_parameter_gradient_is_derived_weight_times_advantage_times_score(method
     R = (lm.tokens == 1).double().mul(lm.mask).sum(1) / lm.lengths
     A, mask = R[idx] - 0.4, lm.mask[idx]
     th = theta.clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(policy_loss(method, lm.token_log_probs(th)[idx], old, A, mask, **_clip(method)), th)
-    w = policy_weight(method, lm.token_log_probs(theta)[idx], old, A, mask, **_clip(method))
-    mode = "seq-mean-token-mean" if method in ("gspo", "gspo_token", "gmpo") else "token-mean"
-    coef = -token_weights(mask, mode) * w * A[:, None]  # [n, L]
+    params = {**_clip(method), **_selected(method, mask.shape)}
+    (g,) = torch.autograd.grad(policy_loss(method, lm.token_log_probs(th)[idx], old, A, mask, **params), th)
+    w = policy_weight(method, lm.token_log_probs(theta)[idx], old, A, mask, **params)
+    p = penalty_gradient(method, lm.token_log_probs(theta)[idx], old, mask, **_selected(method, mask.shape))
+    coef = -token_weights(mask, _mode(method)) * (w * A[:, None] - p)  # [n, L]
     scores = token_score_tensor(lm, theta)[idx]  # [n, L, P]
     assert (g - (coef[..., None] * scores).sum((0, 1))).abs().max().item() <= 1e-15
 
@@ -957,7 +997,7 @@ def _pad_case(method, dirty_arg, sentinel):
 
 def _loss_and_grad(method, args, mask):
     lp = args["log_prob"].clone().requires_grad_(True)
-    loss = policy_loss(method, lp, args["old_log_prob"], args["advantages"], mask, weight=args["weight"])
+    loss = policy_loss(method, lp, args["old_log_prob"], args["advantages"], mask, weight=args["weight"], **_selected(method, lp.shape))
     (g,) = torch.autograd.grad(loss, lp)
     return loss, g
 
@@ -1003,7 +1043,7 @@ def test_a_non_finite_kept_value_is_named(method, arg, bad):
     args[arg][1, 0] = bad
     for m in (mask, mask.bool()):
         with pytest.raises(ValueError, match=f"^{arg} must be finite .*where mask is 1"):
-            policy_loss(method, args["log_prob"], args["old_log_prob"], args["advantages"], m, weight=args["weight"])
+            policy_loss(method, args["log_prob"], args["old_log_prob"], args["advantages"], m, weight=args["weight"], **_selected(method, m.shape))
 
 
 def test_reinforce_and_gpg_never_read_old_log_prob():
@@ -1036,7 +1076,7 @@ def test_a_float64_mask_that_rounds_to_1_in_float32_is_refused():
     near_one[0, 0] = 1 + 1e-10  # float32(1 + 1e-10) == 1
     for method in POLICY_LOSSES:
         with pytest.raises(ValueError, match="mask must hold only 0 and 1"):
-            policy_loss(method, lp.float(), old.float(), A.float(), near_one)
+            policy_loss(method, lp.float(), old.float(), A.float(), near_one, **_selected(method, lp.shape))
     for bad in (0.5, 2.0, -1.0, math.nan, math.inf):
         with pytest.raises(ValueError, match="mask must hold only 0 and 1"):
             policy_loss("ppo", lp, old, A, torch.where(mask > 0, bad, 0.0))
@@ -1052,7 +1092,8 @@ def test_a_float64_mask_that_rounds_to_1_in_float32_is_refused():
 from derivations import methods as registry  # noqa: E402
 from derivations.gradient_weights import d_dell  # noqa: E402
 
-_CONSTANTS = {"eps_low": 0.2, "eps_high": 0.28, "dual_clip": 3.0, "sapo_tau": (1.0, 1.05), "gmpo_clip": (0.4, 0.4)}
+_CONSTANTS = {"eps_low": 0.2, "eps_high": 0.28, "dual_clip": 3.0, "sapo_tau": (1.0, 1.05), "gmpo_clip": (0.4, 0.4),
+              "vespo_k": (2.0, 3.0), "vespo_lambda": (3.0, 2.0), "kl_cov_coef": 0.7}
 # every edge of every method: 1 - eps_l, 1 + eps_h, c, GMPO's e^{-0.4}, e^{0.4}, and r = 1; each crossed on both sides
 _EDGES = [0.8, 1.28, 3.0, math.exp(-0.4), math.exp(0.4), 1.0]
 _GRID = sorted({e * (1 + s) for e in _EDGES for s in (-1e-3, 1e-3)} | {0.05, 0.5, 1.1, 2.0, 5.0, 40.0})
@@ -1062,7 +1103,11 @@ def _forms():
     """(method, the optional parameters that select a formula, the SymPy value of those parameters)."""
     for name in registry.METHODS:
         variants = {"ppo": [({}, {}), ({"dual_clip": 3.0}, {"dual_clip": registry.c})],
-                    "cispo": [({}, {}), ({"eps_low": None}, {"eps_low": None})]}.get(name, [({}, {})])
+                    "gspo": [({}, {}), ({"dual_clip": 3.0}, {"dual_clip": registry.c})],
+                    "cispo": [({}, {}), ({"eps_low": None}, {"eps_low": None})],
+                    "cispo_seq": [({}, {}), ({"eps_low": None}, {"eps_low": None})],
+                    "clip_cov": [({"selected": False}, {"selected": False}), ({"selected": True}, {"selected": True})],
+                    "kl_cov": [({"selected": False}, {"selected": False}), ({"selected": True}, {"selected": True})]}.get(name, [({}, {})])
         for given, symbolic in variants:
             yield name, given, symbolic
 
@@ -1073,7 +1118,10 @@ def _sympy_value_and_gradient(name, symbolic, r, A, ell0=-1.5):
     grad = d_dell(loss)
     plain = lambda e: e.replace(registry.sg, lambda x: x)  # noqa: E731  (the value of sg(x) is x)
     tau = sp.Piecewise((_CONSTANTS["sapo_tau"][0], registry.A > 0), (_CONSTANTS["sapo_tau"][1], True))
-    values = {registry.eps_l: 0.2, registry.eps_h: 0.28, registry.c: 3.0, registry.delta_l: 0.4, registry.delta_h: 0.4, registry.tau: tau}
+    k = sp.Piecewise((_CONSTANTS["vespo_k"][0], registry.A >= 0), (_CONSTANTS["vespo_k"][1], True))  # TRL: A >= 0 is the positive side
+    lam = sp.Piecewise((_CONSTANTS["vespo_lambda"][0], registry.A >= 0), (_CONSTANTS["vespo_lambda"][1], True))
+    values = {registry.eps_l: 0.2, registry.eps_h: 0.28, registry.c: 3.0, registry.delta_l: 0.4, registry.delta_h: 0.4, registry.tau: tau,
+              registry.k: k, registry.lam: lam, registry.beta: _CONSTANTS["kl_cov_coef"]}
     heaviside = {"Heaviside": lambda x, h0=0.5: np.heaviside(np.asarray(x, dtype=float), 0.5)}  # off the kinks: never 0.5
     out = []
     for expr in (loss, grad):
@@ -1092,6 +1140,8 @@ def test_every_registered_method_is_its_sympy_formula_values_and_gradients(name,
     params = {k: _CONSTANTS[k] for k in registry.METHODS[name].parameters if k != "dual_clip"}  # dual_clip: only where given
     params.update(given)
     old = torch.full((len(r), 1), -1.5, dtype=torch.float64)
+    if "selected" in params:  # the same choice for every token of the grid
+        params["selected"] = torch.full(old.shape, params["selected"])
     lp = (old + torch.from_numpy(np.log(r))[:, None]).requires_grad_(True)  # one token per row: s_i = r_i
     loss = policy_loss(name, lp, old, torch.from_numpy(A), torch.ones_like(old), **params)
     (g,) = torch.autograd.grad(loss, lp)
@@ -1099,8 +1149,12 @@ def test_every_registered_method_is_its_sympy_formula_values_and_gradients(name,
     assert abs(loss.item() - value.mean()) <= 1e-13 * (1 + np.abs(value).max())  # every method averages the one-token rows
     assert np.abs(g[:, 0].numpy() * len(r) - grad).max() <= 1e-12 * (1 + np.abs(grad).max())
     w = policy_weight(name, lp.detach(), old, torch.from_numpy(A), torch.ones_like(old), **params)[:, 0].numpy()
-    assert np.abs(-w * A - grad).max() <= 1e-12 * (1 + np.abs(grad).max())  # the derived weight says the same
-    assert len({np.sign(x) for x in grad}) > 1 or name in ("reinforce", "gpg")  # the grid exercises both signs
+    p = penalty_gradient(name, lp.detach(), old, torch.ones_like(old), **{k: v for k, v in params.items() if k in ("selected", "kl_cov_coef")})
+    assert np.abs(-w * A + p[:, 0].numpy() - grad).max() <= 1e-12 * (1 + np.abs(grad).max())  # the derived weight says the same
+    if given == {"selected": True}:
+        assert name == "kl_cov" or np.abs(grad).max() == 0.0  # Clip-Cov drops a selected token
+    else:
+        assert len({np.sign(x) for x in grad}) > 1 or name in ("reinforce", "gpg")  # the grid exercises both signs
 
 
 def test_the_registry_is_complete_and_each_name_means_one_thing():
@@ -1122,7 +1176,7 @@ _EDGE_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 # log-ratios at and past where exp overflows: fp32 88.72, fp64 709.78 (fp16 and bf16 are computed in fp32), and far below 0
 _LOG_RATIOS = [0.0, 0.1, 5.0, 88.0, 88.7, 89.0, 700.0, 709.8, 710.0, 6.0e4, -6.0e4, -1.0e3, -104.0]
 # where the exact loss itself exceeds the dtype, so inf is its value: an unclipped ratio times a negative advantage
-_MAY_BE_INF = {("ppo", -1), ("gspo", -1), ("gspo_token", -1), ("gmpo", -1), ("is", -1), ("is", 1)}
+_MAY_BE_INF = {("ppo", -1), ("gspo", -1), ("gspo_token", -1), ("gmpo", -1), ("is", -1), ("is", 1), ("clip_cov", -1), ("kl_cov", -1), ("kl_cov", 1)}
 
 
 def _edge_batch(dtype, sign):
@@ -1139,10 +1193,10 @@ def test_no_nan_gradient_for_any_finite_input_at_any_dtype(method, dtype):
     inf gave NaN (PPO, dual clip, SAPO, GSPO): one such token poisoned a whole step.  Now: no NaN, and inf only
     where the exact value exceeds the dtype."""
     for sign in (1, -1):
-        for params in ({}, {"dual_clip": 3.0}) if method == "ppo" else ({},):
+        for params in ({}, {"dual_clip": 3.0}) if method in ("ppo", "gspo") else ({},):
             lp, old, A, m = _edge_batch(dtype, sign)
             lp = lp.clone().requires_grad_(True)
-            loss = policy_loss(method, lp, old, A, m, **params)
+            loss = policy_loss(method, lp, old, A, m, **params, **_selected(method, lp.shape))
             (g,) = torch.autograd.grad(loss, lp)
             assert not torch.isnan(loss) and not torch.isnan(g).any(), (sign, params, g)
             if (method, sign) not in _MAY_BE_INF or params:

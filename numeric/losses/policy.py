@@ -157,7 +157,8 @@ def _policy_loss(method, x: _Inputs, keep: torch.Tensor, agg, norm, options, cla
     return loss, witness + loss.detach()
 
 
-def _ppo_terms(neg_A: torch.Tensor, log_ratio: torch.Tensor, low: float, high: float, dual_clip: float | None) -> torch.Tensor:
+def _ppo_terms(neg_A: torch.Tensor, log_ratio: torch.Tensor, low: float, high: float, dual_clip: float | None,
+               dropped: torch.Tensor | None = None) -> torch.Tensor:
     r"""PPO's per-token loss :math:`-\min(rA, \mathrm{clip}(r)A)` (dual clip: :math:`\le -cA` for :math:`A < 0`), overflow-safe.
 
     A token is *live* where the loss is :math:`-rA` (:math:`A > 0`, :math:`r \le 1+\varepsilon_h`;
@@ -166,6 +167,8 @@ def _ppo_terms(neg_A: torch.Tensor, log_ratio: torch.Tensor, low: float, high: f
     ratio is exponentiated only where the token is live, so a clipped token with
     :math:`r = \infty` has gradient exactly 0 (``0 * exp(inf)`` would be NaN).
     The live sets are closed, as derived (:mod:`derivations.gradient_weights`).
+    A ``dropped`` token (Clip-Cov's selected ones) has loss 0, and is never live,
+    so its ratio is not exponentiated either.
     """
     with torch.no_grad():
         r = log_ratio.exp()
@@ -177,6 +180,9 @@ def _ppo_terms(neg_A: torch.Tensor, log_ratio: torch.Tensor, low: float, high: f
             live = live & ~beyond
             bound = torch.where(beyond, torch.full_like(r, dual_clip), bound)
         live = live & (neg_A != 0)
+        if dropped is not None:
+            live = live & ~dropped
+            bound = torch.where(dropped, torch.zeros_like(bound), bound)
     unclipped = neg_A * torch.where(live, log_ratio, torch.zeros_like(log_ratio)).exp()
     return torch.where(live, unclipped, neg_A * bound)
 
@@ -197,8 +203,7 @@ def token_terms(method: str, lp: torch.Tensor, delta: torch.Tensor | None, A: to
         return neg_A * lp
     assert delta is not None
     if method in ("ppo", "clip_cov"):
-        terms = _ppo_terms(neg_A, delta, options["eps_low"], options["eps_high"], options.get("dual_clip"))
-        return terms if selected is None else torch.where(selected, torch.zeros_like(terms), terms)
+        return _ppo_terms(neg_A, delta, options["eps_low"], options["eps_high"], options.get("dual_clip"), selected)
     if method == "kl_cov":  # -A r, exponentiated only where A != 0 (0 * exp(inf) would be NaN), plus beta |delta| where selected
         unclipped = neg_A * torch.where(neg_A != 0, delta, torch.zeros_like(delta)).exp()
         return unclipped + torch.where(selected, delta.abs() * options["kl_cov_coef"], torch.zeros_like(delta))
