@@ -31,9 +31,6 @@ from derivations.score_function import instances
 
 from ._types import Array, ArrayT
 from ._validate import (
-    compute_dtype,
-    like,
-    masked_inputs,
     require_finite,
     require_int,
     require_real,

@@ -205,6 +205,7 @@ def token_terms(method: str, lp: torch.Tensor, delta: torch.Tensor | None, A: to
     if method in ("ppo", "clip_cov"):
         return _ppo_terms(neg_A, delta, options["eps_low"], options["eps_high"], options.get("dual_clip"), selected)
     if method == "kl_cov":  # -A r, exponentiated only where A != 0 (0 * exp(inf) would be NaN), plus beta |delta| where selected
+        assert selected is not None
         unclipped = neg_A * torch.where(neg_A != 0, delta, torch.zeros_like(delta)).exp()
         return unclipped + torch.where(selected, delta.abs() * options["kl_cov_coef"], torch.zeros_like(delta))
     if method in ("gspo", "gspo_token", "cispo_seq", "sapo_seq"):

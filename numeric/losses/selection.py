@@ -41,7 +41,7 @@ def _fraction(value: object) -> float:
     return value
 
 
-def _covariance(log_prob: Array, advantages: Array, mask: Array, **more: Array) -> tuple[torch.Tensor, torch.Tensor, dict, str]:
+def _covariance(log_prob: Array, advantages: Array, mask: Array | None, **more: Array) -> tuple[torch.Tensor, torch.Tensor, dict, str]:
     """``(Cov, keep, tensors, kind)``: the centred products over the kept tokens (means over the kept tokens), float64."""
     if mask is None:
         raise ValueError("mask is required: a [B, T] 0/1 or boolean response mask")
@@ -53,7 +53,7 @@ def _covariance(log_prob: Array, advantages: Array, mask: Array, **more: Array) 
         raise ValueError(f"advantages must have shape [B] = {tuple(lp.shape[:1])} or the shape of log_prob {tuple(lp.shape)}, got {tuple(A.shape)}")
     if isinstance(advantages, torch.Tensor):
         A = A.to(lp.device)
-    t, keep, kind = masked_inputs(mask, log_prob=log_prob, advantages=A, **more)
+    t, keep, kind = masked_inputs(mask, "mask", log_prob=log_prob, advantages=A, **more)
     t = {name: x.detach().double() for name, x in t.items()}
     n = keep.sum().clamp(min=1)
     centred = {name: torch.where(keep, t[name] - t[name].sum() / n, 0.0) for name in ("log_prob", "advantages")}
