@@ -400,6 +400,6 @@ def undecided(name: str) -> str:
     >>> undecided("ppo"), undecided("clip_cov_selected")[:60]
     ('', 'which tokens are selected depends on the whole batch (a rand')
     """
-    if isinstance(name, str) and name in FORMS:
-        name = FORMS[name].method
-    return globals()["method"](name).undecided
+    if not isinstance(name, str) or name not in {**METHODS, **FORMS}:
+        raise ValueError(f"name must be a method {tuple(METHODS)} or a form {TOKEN_FORMS}, got {name!r}")
+    return METHODS[FORMS[name].method if name in FORMS else name].undecided
