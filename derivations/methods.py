@@ -88,7 +88,7 @@ sg = sp.Function("sg")
 """Stop-gradient in notation: the value of its argument, derivative 0."""
 
 
-def _clip(x: sp.Expr, low: sp.Expr = 1 - eps_l, high: sp.Expr = 1 + eps_h) -> sp.Expr:
+def _clip(x, low=1 - eps_l, high=1 + eps_h) -> sp.Expr:
     return sp.Min(sp.Max(x, low), high)
 
 
