@@ -48,6 +48,13 @@ def _clip(method):
     return {k: v for k, v in zip(("eps_low", "eps_high"), EPS) if k in METHODS[method].parameters}
 
 
+def _selected(method, like):
+    """Clip-Cov's and KL-Cov's selection: every seventh token (any fixed mask times the same work)."""
+    if method not in ("clip_cov", "kl_cov"):
+        return {}
+    return {"selected": (torch.arange(like.numel(), device=like.device).reshape(like.shape) % 7) == 0}
+
+
 def batch(dtype, device, seed=0):
     gen = torch.Generator().manual_seed(seed)
     lengths = torch.randint(T // 2, T + 1, (B,), generator=gen)
@@ -73,8 +80,22 @@ def shortest(method, lp, old, A, m):
     if method == "sapo":
         tau = torch.where(At > 0, 1.0, 1.05).to(lp)
         return -(torch.sigmoid(tau * (r - 1)) * 4 / tau * At * m).sum() / m.sum()
+    if method in ("clip_cov", "kl_cov"):
+        sel = _selected(method, lp)["selected"].to(lp)
+        if method == "clip_cov":
+            return (torch.max(-At * r, -At * r.clamp(0.8, 1.28)) * (1 - sel) * m).sum() / m.sum()
+        return ((-At * r + sel * (lp - old).abs()) * m).sum() / m.sum()
     n = m.sum(1, keepdim=True)
+    if method == "vespo":
+        log_W = ((lp - old) * m).sum(1, keepdim=True).detach()
+        k, lam = torch.where(At >= 0, 2.0, 3.0).to(lp), torch.where(At >= 0, 3.0, 2.0).to(lp)
+        return -((lam + k * log_W - lam * log_W.exp()).exp() * At * lp * m).sum() / m.sum()
     log_s = ((lp - old) * m).sum(1, keepdim=True) / n
+    if method == "cispo_seq":
+        return -(log_s.exp().clamp(0.8, 1.28).detach() * At * lp * m).sum() / m.sum()
+    if method == "sapo_seq":
+        tau = torch.where(At > 0, 1.0, 1.05).to(lp)
+        return -(torch.sigmoid(tau * (log_s.exp() - 1)) * 4 / tau * At).mean()
     if method == "gspo":
         s = log_s.exp()
         return -((torch.min(s * At, s.clamp(0.8, 1.28) * At) * m).sum(1, keepdim=True) / n).mean()
@@ -100,6 +121,20 @@ def naive(method, lp, old, A, m):
     total, count = 0.0, float(m.sum())
     for i in range(rows):
         toks = [t for t in range(cols) if m[i, t] > 0]
+        if method in ("cispo_seq", "vespo", "sapo_seq"):
+            deltas = sum(lp[i, t] - old[i, t] for t in toks)
+            if method == "sapo_seq":
+                tau, s = (1.0 if A[i] > 0 else 1.05), torch.exp(deltas / len(toks))
+                total = total - torch.sigmoid(tau * (s - 1)) * 4 / tau * A[i] / rows
+                continue
+            if method == "cispo_seq":
+                w = torch.exp(deltas / len(toks)).clamp(0.8, 1.28).detach()
+            else:
+                k, lam = (2.0, 3.0) if A[i] >= 0 else (3.0, 2.0)
+                w = (torch.exp(deltas) ** k * torch.exp(lam * (1 - torch.exp(deltas)))).detach()
+            for t in toks:
+                total = total - w * A[i] * lp[i, t] / count
+            continue
         if method in ("gspo", "gspo_token", "gmpo"):
             n = len(toks)
             deltas = [lp[i, t] - old[i, t] for t in toks]
@@ -115,8 +150,11 @@ def naive(method, lp, old, A, m):
             continue
         for t in toks:
             r = torch.exp(lp[i, t] - old[i, t])
-            if method == "ppo":
-                piece = -torch.minimum(r * A[i], r.clamp(0.8, 1.28) * A[i])
+            chosen = method in ("clip_cov", "kl_cov") and (i * cols + t) % 7 == 0
+            if method in ("ppo", "clip_cov"):
+                piece = -torch.minimum(r * A[i], r.clamp(0.8, 1.28) * A[i]) * (0.0 if chosen else 1.0)
+            elif method == "kl_cov":
+                piece = -r * A[i] + (torch.abs(lp[i, t] - old[i, t]) if chosen else 0.0)
             elif method == "cispo":
                 piece = -r.clamp(0.8, 1.28).detach() * A[i] * lp[i, t]
             elif method == "is":
@@ -207,7 +245,7 @@ def main() -> None:
         lp, old, A, m = batch(dtype, device)
         lp_inf = torch.where(m > 0, lp, -torch.inf)
         for method in POLICY_LOSSES:
-            ours = lambda x, o=old, a=A, mk=m, meth=method: policy_loss(meth, x, o, a, mk, **_clip(meth))  # noqa: E731
+            ours = lambda x, o=old, a=A, mk=m, meth=method: policy_loss(meth, x, o, a, mk, **_clip(meth), **_selected(meth, x))  # noqa: E731
             short = lambda x, o=old, a=A, mk=m, meth=method: shortest(meth, x, o, a, mk)  # noqa: E731
             safe = lambda x, o=old, a=A, mk=m, meth=method: guarded(meth, x, o, a, mk)  # noqa: E731
             runs = [lambda f=f, x=lp: fwd_bwd(f, x) for f in (ours, short, safe)] + [lambda f=ours, x=lp_inf: fwd_bwd(f, x)]

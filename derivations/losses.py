@@ -11,11 +11,18 @@ with :math:`\ell_{it} = \log\pi_\theta(o_{it}\mid o_{i,<t})`, the *gradient
 weight* :math:`w` of the method and the *aggregation weight* :math:`\kappa` of
 the mode.  This module derives both.
 
-* Token methods (REINFORCE/GPG, PPO, dual-clip PPO, CISPO two ways, SAPO):
+* Token methods (REINFORCE/GPG, PPO, dual-clip PPO, CISPO two ways, SAPO, and
+  Clip-Cov's and KL-Cov's selected and unselected tokens):
   :func:`weight_derivation` differentiates the per-token loss in :math:`\ell`
   (stop-gradients held constant, clipped losses region by region with the
   machinery of :mod:`derivations.gradient_weights`); :func:`weight` returns
-  :math:`w(r, A)`.
+  :math:`w(r, A)`, and :func:`penalty_gradient` the part of the derivative that
+  is no multiple of :math:`A` (KL-Cov's :math:`\beta\,\mathrm{sgn}(\ell - \ell_0)`
+  on a selected token; 0 for every other form).
+* Methods with a sequence ratio in a token loss (CISPO and SAPO at TRL's
+  ``importance_sampling_level="sequence"``, VESPO, GSPO with dual clip):
+  :func:`sequence_weight_derivation` differentiates a row's loss and finds the
+  token form's weight at the row's ratio; :func:`sequence_table` lists them.
 * Sequence methods: :func:`gspo_derivation` shows that both GSPO forms give
   PPO's weight evaluated at the *sequence* ratio :math:`s_i` (the sequence form
   through :math:`\partial\log s_i/\partial\ell_{it} = 1/n_i`, the token form
@@ -34,6 +41,8 @@ References
 Zheng et al., "Group Sequence Policy Optimization", arXiv:2507.18071 (2025).
 Zhao et al., "Geometric-Mean Policy Optimization", arXiv:2507.20673 (2025).
 Gao et al., "Soft Adaptive Policy Optimization", arXiv:2511.20347 (2025).
+"Variational Sequence-Level Soft Policy Optimization" (VESPO), arXiv:2602.10693 (2026).
+Cui et al., "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models" (Clip-Cov, KL-Cov), arXiv:2505.22617 (2025).
 MiniMax, "MiniMax-M1", arXiv:2506.13585 (2025) (CISPO).
 Liu et al., "Understanding R1-Zero-Like Training" (Dr. GRPO), arXiv:2503.20783 (2025).
 """
@@ -46,7 +55,7 @@ import sympy as sp
 
 from . import gradient_weights as gw
 from . import methods
-from .definitions import Definitions
+from .definitions import Definitions, Differentiation
 from .derivation import Derivation
 
 __all__ = [
@@ -58,18 +67,23 @@ __all__ = [
     "gspo_derivation",
     "length_bias",
     "loss_table",
+    "penalty_gradient",
+    "sequence_table",
+    "sequence_weight_derivation",
     "token_loss",
     "weight",
     "weight_derivation",
 ]
 
 ell, ell0, r, A, eps_l, eps_h, c, sg, tau = methods.ell, methods.ell0, methods.r, methods.A, methods.eps_l, methods.eps_h, methods.c, methods.sg, methods.tau
+k, lam, beta = methods.k, methods.lam, methods.beta
 
 TOKEN_METHODS = methods.TOKEN_FORMS
 """The per-token forms of :data:`derivations.methods.FORMS`: ``cispo`` is CISPO's two-sided clip, ``cispo_cap`` CISPO with ``eps_low=None``."""
 
 _NAMES = {name: f.label for name, f in methods.FORMS.items()}
-_PPO_FORMS = ("ppo", "ppo_dual_clip")  # clipped in the ratio: derived region by region in derivations.gradient_weights
+_PPO_FORMS = {"ppo": "ppo", "ppo_dual_clip": "ppo_dual_clip", "clip_cov_kept": "ppo"}
+"""The forms clipped in the ratio, derived region by region in :mod:`derivations.gradient_weights` (Clip-Cov's unselected token has PPO's loss)."""
 
 
 def token_loss(method: str) -> sp.Expr:
@@ -82,7 +96,9 @@ def token_loss(method: str) -> sp.Expr:
         \mathcal L_{\mathrm{cap}} = -\mathrm{sg}(\min(r, 1+\varepsilon_h))A\ell,\quad
         \mathcal L_{\mathrm{SAPO}} = -\tfrac{4}{\tau}\,\sigma\bigl(\tau(r - 1)\bigr)A;
 
-    PPO and dual-clip PPO are :func:`derivations.gradient_weights.token_loss`.
+    PPO and dual-clip PPO are :func:`derivations.gradient_weights.token_loss`;
+    Clip-Cov's unselected token has PPO's loss and its selected one the loss 0;
+    KL-Cov's is :math:`-rA`, plus :math:`\beta|\ell - \ell_0|` on a selected token.
     (:math:`A` is a number here: the advantage is detached in every loss.)
 
     Examples
@@ -113,12 +129,13 @@ def weight_derivation(method: str) -> Derivation:
     -4*A*r*exp(-tau)*exp(r*tau)/(1 + exp(-tau)*exp(r*tau))**2
     """
     if method in _PPO_FORMS:
-        return gw.weight_derivation(method)
+        return gw.weight_derivation(_PPO_FORMS[method])
     loss = token_loss(method)
     d = Derivation(
         f"Gradient weight of {_NAMES[method]}",
-        start=sp.Derivative(loss, ell),
-        assumptions=[r"$r = e^{\ell - \ell_0}$", r"$\mathrm{sg}(x)$ has the value of $x$ and derivative 0", r"$\partial\,\mathrm{loss}/\partial\ell = -A\,w$"],
+        start=sp.Derivative(loss, ell, evaluate=False),
+        assumptions=[r"$r = e^{\ell - \ell_0}$", r"$\mathrm{sg}(x)$ has the value of $x$ and derivative 0",
+                     r"$\partial\,\mathrm{loss}/\partial\ell = -A\,w + p$, $p$ the part that is no multiple of $A$"],
         unfold=Definitions((), gw.differentiation),
     )
     d.then(sp.factor(gw.d_dell(loss)), r"differentiate in $\ell$, $\mathrm{sg}$ held constant, $\partial r/\partial\ell = r$")
@@ -150,9 +167,32 @@ def weight(method: str) -> sp.Expr:
     1
     """
     if method in _PPO_FORMS:
-        return gw.gradient_weight(method)
+        return gw.gradient_weight(_PPO_FORMS[method])
     d = weight_derivation(method).verify()
-    return sp.simplify(-d.steps[-1].rhs / A)
+    return sp.simplify(-(d.steps[-1].rhs - penalty_gradient(method)) / A)
+
+
+@cache
+def penalty_gradient(method: str) -> sp.Expr:
+    r"""The part :math:`p` of :math:`\partial\,\mathrm{loss}/\partial\ell = -A\,w + p` that is no multiple of :math:`A`: the derivative at :math:`A = 0`.
+
+    Every form's loss but KL-Cov's selected token is :math:`A` times a function
+    of :math:`r` and :math:`\ell`, so :math:`p = 0`; KL-Cov adds
+    :math:`\beta|\ell - \ell_0|` to a selected token, whose derivative
+    :math:`\beta\,\mathrm{sgn}(\ell - \ell_0)` pulls the token back towards the old
+    policy whatever its advantage (it vanishes at :math:`r = 1`).
+
+    Examples
+    --------
+    >>> from derivations.losses import penalty_gradient
+    >>> penalty_gradient("kl_cov_selected"), penalty_gradient("kl_cov_kept"), penalty_gradient("ppo")
+    (beta*sign(ell - ell_0), 0, 0)
+    """
+    if method not in TOKEN_METHODS:
+        raise ValueError(f"method must be one of {TOKEN_METHODS}, got {method!r}")
+    if method in _PPO_FORMS:
+        return sp.Integer(0)
+    return weight_derivation(method).verify().steps[-1].rhs.subs(A, 0)
 
 
 # ------------------------------------------------------------------ sequence methods
@@ -199,6 +239,92 @@ def gspo_derivation(n: int = 3) -> Derivation:
     held = sp.Symbol("sg_logs", real=True), sp.Symbol("sg_ell", real=True)
     log_s_token = held[0] + ells[0] - held[1]  # the sg's are constants for the derivative
     d.step(sp.Derivative(log_s_token, ells[0]), sp.Integer(1), r"token form: $\mathrm{sg}(\log s)$ and $\mathrm{sg}(\ell_t)$ held constant")
+    return d
+
+
+_SEQUENCE_FORMS = {"cispo_seq": "cispo", "sapo_seq": "sapo", "vespo": None}
+"""Methods whose token loss is a token form at the row's ratio: the form (chosen by the options), or None for VESPO's Gamma weight."""
+
+
+def _sequence_form(method: str, eps_low: object = 0.2) -> str | None:
+    if method not in _SEQUENCE_FORMS:
+        raise ValueError(f"method must be one of {tuple(_SEQUENCE_FORMS)}, got {method!r}")
+    return "cispo_cap" if method == "cispo_seq" and eps_low is None else _SEQUENCE_FORMS[method]
+
+
+def _d_row(expr: sp.Expr, var: sp.Symbol) -> sp.Expr:
+    r"""``d expr / d var`` with every :math:`\mathrm{sg}(x)` held constant (a fresh symbol while differentiating)."""
+    held: dict = {}
+
+    def hold(*args):
+        x = sp.Dummy("sg")
+        held[x] = args[0]
+        return x
+
+    return sp.diff(expr.replace(sg, hold), var).xreplace(held)
+
+
+@cache
+def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -> Derivation:
+    r"""The gradient weight of a method that puts a row's ratio into a token loss: the token form's weight at that ratio.
+
+    For row :math:`i` with tokens :math:`t = 1..n` and :math:`\Delta_t = \ell_t - \ell_{0,t}`:
+
+    * ``cispo_seq`` (TRL's ``cispo`` at ``importance_sampling_level="sequence"``):
+      token loss :math:`-\mathrm{sg}(\mathrm{clip}(s))\,A\,\ell_t` with
+      :math:`s = \exp(\frac1n\sum_t\Delta_t)`; the stopped weight is a constant, so
+      :math:`w_t = \mathrm{clip}(s)` (``eps_low=None``: :math:`\min(s, 1+\varepsilon_h)`);
+    * ``sapo_seq``: the row's value :math:`f(s) = -\frac4\tau\sigma(\tau(s-1))A` on
+      each of its :math:`n` tokens; :math:`\partial\log s/\partial\ell_t = 1/n` and the
+      :math:`n` tokens cancel it: :math:`w_t = w_{\mathrm{SAPO}}(s)`;
+    * ``vespo``: token loss :math:`-\mathrm{sg}(\phi(W))\,A\,\ell_t` with the
+      *product* of the ratios :math:`W = \exp(\sum_t\Delta_t)` and the Gamma weight
+      :math:`\phi(W) = W^k e^{\lambda(1-W)}` (:func:`derivations.methods.gamma_weight`):
+      :math:`w_t = \phi(W)`, the same for every token of the row.
+
+    Each is :math:`\partial/\partial\ell_1` of the row's summed token losses, so an
+    aggregation's :math:`\kappa` multiplies it as for a token method.  The
+    second step writes the derivative as :math:`-A` times the token form's
+    derived weight (:func:`weight`) at the row's ratio; the CAS checks both.
+
+    Examples
+    --------
+    >>> from derivations.losses import sequence_weight_derivation
+    >>> sequence_weight_derivation("vespo").verify().steps[-1].rhs
+    -A*W**k*exp(lambda*(1 - W))
+    >>> len(sequence_weight_derivation("sapo_seq").verify().steps)
+    2
+    >>> sequence_weight_derivation("cispo_seq", eps_low=None).verify().steps[-1].rhs
+    -A*Min(s, varepsilon_h + 1)
+    """
+    token_form = _sequence_form(method, eps_low)
+    ells, olds = _sequence_symbols(n)
+    total = sum(e - o for e, o in zip(ells, olds))
+    if method == "vespo":
+        ratio, value = sp.Symbol("W", positive=True), sp.exp(total)
+        per_token = sp.Add(*(-sg(methods.gamma_weight(ratio)) * A * e for e in ells))
+        w = methods.gamma_weight(ratio)
+        where = r"$W = \exp\sum_t(\ell_t - \ell_{0,t})$"
+    else:
+        ratio, value = sp.Symbol("s", positive=True), sp.exp(total / n)
+        per_token = sp.Add(*(token_loss(str(token_form)).subs(r, ratio).subs(ell, e) for e in ells))
+        w = weight(str(token_form)).subs(r, ratio)
+        where = r"$s = \exp\bigl(\frac1n\sum_t(\ell_t - \ell_{0,t})\bigr)$"
+
+    unfold = Definitions({ratio: value}, Differentiation(ells[0], held=(sg,)))  # the ratio in the log-probs, then d/dl_1 with sg held
+
+    d = Derivation(
+        f"Gradient weight of {methods.METHODS[method].label} (a row of n = {n} tokens)",
+        start=sp.Derivative(per_token, ells[0], evaluate=False),
+        assumptions=[where, r"$\mathrm{sg}(x)$ has the value of $x$ and derivative 0"],
+        unfold=unfold,
+    )
+    if method == "sapo_seq":  # the ratio itself is differentiated: the chain rule through s, then SAPO's weight at s
+        derivative = _d_row(per_token.subs(ratio, value), ells[0]).subs(value, ratio)
+        d.then(sp.factor(derivative), r"differentiate the row's token losses in $\ell_1$: $\partial s/\partial\ell_1 = s/n$, $n$ tokens")
+        d.then(-A * w, "SAPO's derived weight at the row's ratio")
+    else:  # the ratio sits inside sg: a constant for the derivative
+        d.then(-A * w, r"differentiate in $\ell_1$, the stopped weight at the row's ratio held constant")
     return d
 
 
@@ -370,14 +496,49 @@ def loss_table() -> str:
     constants = {eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3}
     lines = [r"\begin{array}{l|l|l|l|l}", r"\text{method} & \text{per-token loss} & w(r, A) & \text{aggregation} & \text{unbiased for } \nabla J \\ \hline"]
     for method in TOKEN_METHODS:
-        w = weight(method)
+        w, p = weight(method), penalty_gradient(method)
         on_policy = sp.simplify(sp.piecewise_fold(w.subs(r, 1)).subs(constants)) == 1
         off_policy = sp.simplify(w - r) == 0
         verdict = r"\text{on and off policy}" if off_policy else (r"\text{on policy } (w(1, A) = 1)" if on_policy else r"\text{no}")
-        lines.append(rf"\text{{{_NAMES[method]}}} & {sp.latex(token_loss(method))} & {sp.latex(w)} & \text{{token-mean}} & {verdict} \\")
+        if methods.undecided(method):
+            verdict = r"\text{undecided (batch-dependent selection)}"
+        cell = sp.latex(w) + ("" if p == 0 else rf",\ p = {sp.latex(p)}")
+        lines.append(rf"\text{{{_NAMES[method]}}} & {sp.latex(token_loss(method))} & {cell} & \text{{token-mean}} & {verdict} \\")
     s_i = sp.Symbol("s_i", positive=True)
     w_gspo = gw.gradient_weight("ppo").subs(r, s_i)
     lines.append(rf"\text{{GSPO (both forms)}} & -\min(s_iA, \mathrm{{clip}}(s_i)A) & {sp.latex(w_gspo)} & \text{{seq-mean-token-mean}} & \text{{on policy }} (s_i = 1) \\")
     lines.append(r"\text{GMPO} & -\bar A_i \exp\overline{g(\Delta)} & \bar r_i\,g'(\Delta_{it}) & \text{mean over rows} & \text{on policy } (\bar r_i = 1) \\")
+    lines.append(r"\end{array}")
+    return "\n".join(lines)
+
+
+def sequence_table() -> str:
+    r"""The methods that put a row's ratio into a token loss: the row ratio, the derived weight, the default aggregation, the verdict, as a LaTeX array.
+
+    The weight is :func:`sequence_weight_derivation`'s (GSPO with dual clip:
+    :func:`gspo_derivation` and dual-clip PPO's weight at :math:`s_i`).  The
+    verdict is computed as in :func:`loss_table`: :math:`w = 1` at the row's
+    ratio 1 (the trainers' constants) makes the method REINFORCE on policy.
+
+    Examples
+    --------
+    >>> from derivations.losses import sequence_table
+    >>> print(sequence_table().splitlines()[-2][:40])
+    \text{VESPO} & W_i = \prod_t r_{it} & W_
+    """
+    s_i, W_i = sp.Symbol("s_i", positive=True), sp.Symbol("W_i", positive=True)
+    constants = {eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3, k: 2, lam: 3}
+    rows = [
+        ("GSPO, dual clip", r"s_i", gw.gradient_weight("ppo_dual_clip").subs(r, s_i), "gspo"),
+        ("CISPO (sequence ratio)", r"s_i", weight("cispo").subs(r, s_i), "cispo_seq"),
+        ("SAPO (sequence ratio)", r"s_i", weight("sapo").subs(r, s_i), "sapo_seq"),
+        ("VESPO", r"W_i = \prod_t r_{it}", methods.gamma_weight(W_i), "vespo"),
+    ]
+    lines = [r"\begin{array}{l|l|l|l|l}", r"\text{method} & \text{row ratio} & w_{it} & \text{aggregation} & \text{unbiased for } \nabla J \\ \hline"]
+    for label, ratio, w, name in rows:
+        at_one = sp.simplify(sp.piecewise_fold(w.subs({s_i: 1, W_i: 1})).subs(constants)) == 1
+        verdict = r"\text{on policy (row ratio 1)}" if at_one else r"\text{no}"
+        agg = methods.METHODS[name].aggregation
+        lines.append(rf"\text{{{label}}} & {ratio} & {sp.latex(w)} & \text{{{agg}}} & {verdict} \\")
     lines.append(r"\end{array}")
     return "\n".join(lines)

@@ -11,17 +11,23 @@ batched loss and weight of :mod:`numeric.losses`, and the chapters' tables all
 read it; the torch form of each loss lives in :mod:`numeric.losses.policy`
 and is tested against the formula here, values and gradients.
 
-Optional parameters change the formula, not only its constants: PPO with
-``dual_clip`` (the constant :math:`c > 1`) bounds the loss of a negative
-advantage by :math:`-cA`, and CISPO with ``eps_low=None`` caps the stopped
-weight from above only.  Each such choice is a *form* of the method, named by
+Optional parameters change the formula, not only its constants: PPO (and
+GSPO) with ``dual_clip`` (the constant :math:`c > 1`) bounds the loss of a
+negative advantage by :math:`-cA`, and CISPO with ``eps_low=None`` caps the
+stopped weight from above only.  Clip-Cov and KL-Cov treat a few *selected*
+tokens differently from the rest; which tokens are selected depends on the
+whole batch (and, for Clip-Cov, on a random draw), so the selection is an
+argument (``selected=True`` or ``False`` here, a ``[B, T]`` mask in
+:func:`numeric.policy_loss`), each method has a form per case, and
+:attr:`Method.undecided` says what no per-token check can state about it.  Each such choice is a *form* of the method, named by
 :func:`form` (``"ppo"`` or ``"ppo_dual_clip"``, ``"cispo"`` or ``"cispo_cap"``);
 :data:`FORMS` lists every form with its method and the options that select it.
 A form's name is never the name of another method.
 
 Symbols: :data:`ell`, :data:`ell0`, :data:`r`, :data:`A`, :data:`eps_l`,
 :data:`eps_h`, :data:`c` (dual clip), :data:`tau` (SAPO's temperature),
-:data:`delta_l`, :data:`delta_h` (GMPO's clip range in log space) and the
+:data:`delta_l`, :data:`delta_h` (GMPO's clip range in log space), :data:`k`,
+:data:`lam` (VESPO's Gamma weight), :data:`beta` (KL-Cov's coefficient) and the
 stop-gradient :data:`sg`.
 
 Adding a method is one entry of :data:`METHODS` (and, for the batched loss,
@@ -36,9 +42,12 @@ Examples
 --------
 >>> from derivations.methods import FORMS, METHODS, form
 >>> list(METHODS)
-['reinforce', 'gpg', 'ppo', 'gspo', 'gspo_token', 'cispo', 'sapo', 'gmpo', 'is']
+['reinforce', 'gpg', 'ppo', 'gspo', 'gspo_token', 'cispo', 'cispo_seq', 'sapo', 'sapo_seq',
+ 'vespo', 'gmpo', 'clip_cov', 'kl_cov', 'is']
 >>> form("ppo", dual_clip=3.0), form("cispo", eps_low=None), form("cispo", eps_low=0.2)
 ('ppo_dual_clip', 'cispo_cap', 'cispo')
+>>> form("clip_cov", selected=True), form("kl_cov", selected=False)
+('clip_cov_selected', 'kl_cov_kept')
 >>> METHODS["cispo"].loss(eps_low=None)
 -A*ell*sg(Min(r, varepsilon_h + 1))
 """
@@ -59,9 +68,11 @@ __all__ = [
     "Method",
     "form",
     "form_of",
+    "gamma_weight",
     "known_token_forms",
     "method",
     "peer_table",
+    "undecided",
 ]
 
 ell, ell0 = sp.symbols("ell ell_0", real=True)
@@ -71,24 +82,62 @@ eps_l, eps_h = sp.symbols("varepsilon_l varepsilon_h", positive=True)
 c = sp.Symbol("c", positive=True)
 tau = sp.Symbol("tau", positive=True)
 delta_l, delta_h = sp.symbols("delta_l delta_h", positive=True)
+k, lam = sp.symbols("k lambda", positive=True)
+beta = sp.Symbol("beta", positive=True)
 sg = sp.Function("sg")
 """Stop-gradient in notation: the value of its argument, derivative 0."""
 
 
-def _clip(x, low=1 - eps_l, high=1 + eps_h):
+def _clip(x, low=1 - eps_l, high=1 + eps_h) -> sp.Expr:
     return sp.Min(sp.Max(x, low), high)
 
 
-def _ppo(dual_clip=None) -> sp.Expr:
+def _ppo(dual_clip: object = None) -> sp.Expr:
     ppo = -sp.Min(r * A, _clip(r) * A)
     if dual_clip is None:
         return ppo
     return sp.Piecewise((ppo, A >= 0), (-sp.Max(sp.Min(r * A, _clip(r) * A), c * A), True))
 
 
-def _cispo(eps_low=0.2) -> sp.Expr:
+def _cispo(eps_low: object = 0.2) -> sp.Expr:
     weight = sp.Min(r, 1 + eps_h) if eps_low is None else _clip(r)
     return -sg(weight) * A * ell
+
+
+def gamma_weight(x: sp.Expr) -> sp.Expr:
+    r"""VESPO's Gamma weight :math:`\phi(x) = x^k e^{\lambda(1 - x)}`, normalised so that :math:`\phi(1) = 1`.
+
+    It is the density of a Gamma law (shape :math:`k + 1`, rate :math:`\lambda`)
+    up to a constant: it vanishes at :math:`x = 0` and as :math:`x \to \infty`
+    and peaks at :math:`x = k/\lambda`.
+
+    Examples
+    --------
+    >>> from derivations.methods import gamma_weight, k, lam
+    >>> gamma_weight(1), gamma_weight(k / lam).subs({k: 2, lam: 3})
+    (1, 4*E/9)
+    """
+    return x**k * sp.exp(lam * (1 - x))
+
+
+def _vespo() -> sp.Expr:
+    return -sg(gamma_weight(r)) * A * ell
+
+
+def _selected(selected: object) -> bool:
+    if not isinstance(selected, bool):
+        raise TypeError(f"selected must be True or False (is the token one of the selected ones?), got {selected!r}")
+    return selected
+
+
+def _clip_cov(selected: object) -> sp.Expr:
+    """Clip-Cov: PPO's loss on a token that is not selected; a selected token's loss is dropped (0)."""
+    return sp.Integer(0) if _selected(selected) else _ppo()
+
+
+def _kl_cov(selected: object) -> sp.Expr:
+    r"""KL-Cov: the unclipped surrogate :math:`-rA`, plus :math:`\beta|\ell - \ell_0|` on a selected token."""
+    return -r * A + (beta * sp.Abs(ell - ell0) if _selected(selected) else 0)
 
 
 def _sapo() -> sp.Expr:
@@ -107,11 +156,15 @@ class Method:
     r"""One policy loss: its per-token formula and everything a table or a trainer needs to know about it.
 
     ``loss(**options)`` is the per-token loss (minimised) for the given optional
-    parameters (only ``dual_clip`` and ``eps_low`` change the formula); for a
-    sequence-level method it is the loss of a row of one token, in which the
-    sequence ratio is the token's ratio.  ``parameters`` maps each parameter the
-    method takes to its default; ``peers`` maps a trainer to ``(its name for the
-    method, the package call that reproduces it)`` at :data:`PEER_COMMITS`.
+    parameters (only ``dual_clip``, ``eps_low`` and Clip-Cov's and KL-Cov's
+    ``selected`` change the formula); for a sequence-level method it is the loss
+    of a row of one token, in which the sequence ratio is the token's ratio.
+    ``parameters`` maps each parameter the method takes to its default; ``peers``
+    maps a trainer to ``(its name for the method, the package call that
+    reproduces it)`` at :data:`PEER_COMMITS`.  ``undecided`` is empty when the
+    per-token loss is the whole method; otherwise it says what a check of the
+    per-token loss cannot state about the method (a variant checker reports it
+    as "undecided" rather than guess).
     """
 
     name: str
@@ -122,6 +175,7 @@ class Method:
     parameters: dict = field(default_factory=dict)
     peers: dict = field(default_factory=dict)
     reference: str = ""
+    undecided: str = ""
 
 
 PEER_COMMITS = {
@@ -133,11 +187,19 @@ PEER_COMMITS = {
 
 _CLIP = {"eps_low": 0.2, "eps_high": 0.2}
 
+_SELECTION = (
+    "which tokens are selected depends on the whole batch ({how}); the per-token weight of a selected and of an "
+    "unselected token is certified, but the expected update (bias, scale, length bias) is a property of the "
+    "selection law, which a per-token loss does not carry: undecided"
+)
+
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
         Method("reinforce", "REINFORCE", lambda: -A * ell, False, "token-mean", {},
-               {}, "Williams, Machine Learning 8 (1992)"),
+               {"verl": ('policy_loss "bypass_mode", loss_type "reinforce"',
+                         'policy_loss("reinforce", ..., agg=loss_agg_mode, weight=rollout_is_weights)')},
+               "Williams, Machine Learning 8 (1992)"),
         Method("gpg", "GPG", lambda: -A * ell, False, "token-mean", {},
                {"verl": ('policy_loss "gpg"', 'policy_loss("gpg", ...)')}, "Chu et al., arXiv:2504.02546 (2025)"),
         Method("ppo", "PPO", _ppo, False, "token-mean", {**_CLIP, "dual_clip": None},
@@ -148,10 +210,11 @@ METHODS: dict[str, Method] = {
                 "OpenRLHF": ('PolicyLoss, policy_loss_type "ppo"',
                              'policy_loss("ppo", ..., eps_low=clip_eps_low, eps_high=clip_eps_high, dual_clip=dual_clip, log_ratio_clamp=20)')},
                "Schulman et al., arXiv:1707.06347 (2017); Ye et al. (dual clip), AAAI (2020)"),
-        Method("gspo", "GSPO (sequence form)", _ppo, True, "seq-mean-token-mean", dict(_CLIP),
+        Method("gspo", "GSPO (sequence form)", _ppo, True, "seq-mean-token-mean", {**_CLIP, "dual_clip": None},
                {"TRL": ('importance_sampling_level "sequence"', 'policy_loss("gspo", ..., eps_low=epsilon, eps_high=epsilon_high)'),
-                "OpenRLHF": ('policy_loss_type "gspo"', 'policy_loss("gspo", ..., eps_low=clip_eps_low, eps_high=clip_eps_high)')},
-               "Zheng et al., arXiv:2507.18071 (2025)"),
+                "OpenRLHF": ('policy_loss_type "gspo"',
+                             'policy_loss("gspo", ..., eps_low=clip_eps_low, eps_high=clip_eps_high, dual_clip=dual_clip)')},
+               "Zheng et al., arXiv:2507.18071 (2025); Ye et al. (dual clip), AAAI (2020)"),
         Method("gspo_token", "GSPO (token form)", _ppo, True, "seq-mean-token-mean", dict(_CLIP),
                {"verl": ('policy_loss "gspo"', 'policy_loss("gspo_token", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high)')},
                "Zheng et al., arXiv:2507.18071 (2025)"),
@@ -159,12 +222,38 @@ METHODS: dict[str, Method] = {
                {"verl": ('policy_loss "cispo"', 'policy_loss("cispo", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high)'),
                 "TRL": ('loss_type "cispo"', 'policy_loss("cispo", ..., eps_low=None, eps_high=epsilon_high - 1, norm=num_items_in_batch)')},
                "MiniMax, arXiv:2506.13585 (2025), Eq. 4-5"),
+        Method("cispo_seq", "CISPO (sequence ratio)", _cispo, True, "token-mean", dict(_CLIP),
+               {"TRL": ('loss_type "cispo", importance_sampling_level "sequence"',
+                        'policy_loss("cispo_seq", ..., eps_low=None, eps_high=epsilon_high - 1, norm=num_items_in_batch)')},
+               "MiniMax, arXiv:2506.13585 (2025); Zheng et al. (the sequence ratio), arXiv:2507.18071 (2025)"),
         Method("sapo", "SAPO", _sapo, False, "token-mean", {"sapo_tau": (1.0, 1.05)},
-               {"TRL": ('loss_type "sapo"', 'policy_loss("sapo", ..., sapo_tau=(sapo_temperature_pos, sapo_temperature_neg), agg="seq-mean-token-mean")')},
+               {"verl": ('policy_loss "sapo"',
+                         'policy_loss("sapo", ..., sapo_tau=(tau_pos, tau_neg), agg="seq-mean-token-mean", log_ratio_clamp=20)'),
+                "TRL": ('loss_type "sapo"', 'policy_loss("sapo", ..., sapo_tau=(sapo_temperature_pos, sapo_temperature_neg), agg="seq-mean-token-mean")')},
                "Gao et al., arXiv:2511.20347 (2025)"),
+        Method("sapo_seq", "SAPO (sequence ratio)", _sapo, True, "seq-mean-token-mean", {"sapo_tau": (1.0, 1.05)},
+               {"TRL": ('loss_type "sapo", importance_sampling_level "sequence"',
+                        'policy_loss("sapo_seq", ..., sapo_tau=(sapo_temperature_pos, sapo_temperature_neg))')},
+               "Gao et al., arXiv:2511.20347 (2025); Zheng et al. (the sequence ratio), arXiv:2507.18071 (2025)"),
+        Method("vespo", "VESPO", _vespo, True, "token-mean", {"vespo_k": (2.0, 3.0), "vespo_lambda": (3.0, 2.0)},
+               {"TRL": ('loss_type "vespo"',
+                        'policy_loss("vespo", ..., vespo_k=(vespo_k_pos, vespo_k_neg), vespo_lambda=(vespo_lambda_pos, vespo_lambda_neg), '
+                        'norm=num_items_in_batch, log_ratio_clamp=20) (TRL also clamps log w to [ln 1e-8, 20])')},
+               "VESPO, arXiv:2602.10693 (2026)"),
         Method("gmpo", "GMPO", _gmpo, True, None, {"gmpo_clip": (0.4, 0.4)},
                {"verl": ('policy_loss "geo_mean"', 'policy_loss("gmpo", ..., gmpo_clip=(clip_ratio_low, clip_ratio_high))')},
                "Zhao et al., arXiv:2507.20673 (2025)"),
+        Method("clip_cov", "Clip-Cov", _clip_cov, False, "token-mean", dict(_CLIP),
+               {"verl": ('policy_loss "clip_cov"',
+                         'policy_loss("clip_cov", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high, '
+                         'selected=clip_cov_selection(..., fraction=clip_cov_ratio, bounds=(clip_cov_lb, clip_cov_ub)))')},
+               "Cui et al., arXiv:2505.22617 (2025), Clip-Cov",
+               _SELECTION.format(how="a random draw among the unclipped tokens whose centred covariance of A and log-probability lies in the bounds")),
+        Method("kl_cov", "KL-Cov", _kl_cov, False, "token-mean", {"kl_cov_coef": 1.0},
+               {"verl": ('policy_loss "kl_cov"',
+                         'policy_loss("kl_cov", ..., kl_cov_coef=ppo_kl_coef, selected=kl_cov_selection(..., fraction=kl_cov_ratio))')},
+               "Cui et al., arXiv:2505.22617 (2025), KL-Cov",
+               _SELECTION.format(how="the tokens of largest centred covariance of A and log-probability in the batch")),
         Method("is", "token IS", lambda: -sg(r) * A * ell, False, "token-mean", {},
                {}, "the unclipped importance-sampling surrogate (CISPO without a clip)"),
     )
@@ -210,27 +299,37 @@ FORMS: dict[str, Form] = {
         Form("cispo", "cispo", {"eps_low": eps_l}, "CISPO"),
         Form("cispo_cap", "cispo", {"eps_low": None}, "CISPO (one-sided)"),
         Form("sapo", "sapo", {}, "SAPO"),
+        Form("clip_cov_kept", "clip_cov", {"selected": False}, "Clip-Cov (unselected token)"),
+        Form("clip_cov_selected", "clip_cov", {"selected": True}, "Clip-Cov (selected token)"),
+        Form("kl_cov_kept", "kl_cov", {"selected": False}, "KL-Cov (unselected token)"),
+        Form("kl_cov_selected", "kl_cov", {"selected": True}, "KL-Cov (selected token)"),
         Form("is", "is", {}, "token IS"),
     )
 }
-"""The per-token forms: each token method, and PPO with ``dual_clip``, CISPO with ``eps_low=None``."""
+"""The per-token forms: each token method, PPO with ``dual_clip``, CISPO with ``eps_low=None``, and Clip-Cov's and KL-Cov's selected and unselected tokens."""
 
 TOKEN_FORMS = tuple(FORMS)
 """The names of :data:`FORMS`, in table order."""
 
 
-def form(method: str, **options) -> str:
-    """The per-token form of ``method`` that ``options`` select: PPO with ``dual_clip`` set, CISPO with ``eps_low=None``.
+def form(method: str, **options: object) -> str:
+    """The per-token form of ``method`` that ``options`` select: PPO with ``dual_clip`` set, CISPO with ``eps_low=None``, Clip-Cov's and KL-Cov's token ``selected`` or not.
 
     Examples
     --------
     >>> from derivations.methods import form
     >>> form("ppo"), form("ppo", dual_clip=None), form("sapo", sapo_tau=(1.0, 1.05))
     ('ppo', 'ppo', 'sapo')
+    >>> form("kl_cov", selected=True, kl_cov_coef=1.0)
+    'kl_cov_selected'
     """
     m = globals()["method"](method)
     if m.sequence_level:
         raise ValueError(f"method {method!r} is sequence-level: it has no per-token form")
+    if method in ("clip_cov", "kl_cov"):
+        if "selected" not in options:
+            raise ValueError(f"selected is required for {method!r}: a selected and an unselected token have different losses")
+        return f"{method}_{'selected' if _selected(options['selected']) else 'kept'}"
     if method == "ppo" and options.get("dual_clip") is not None:
         return "ppo_dual_clip"
     if method == "cispo" and "eps_low" in options and options["eps_low"] is None:
@@ -258,7 +357,7 @@ def peer_table() -> str:
     Examples
     --------
     >>> from derivations.methods import peer_table
-    >>> print(peer_table().splitlines()[2][:60])
+    >>> print(peer_table().splitlines()[3][:60])
     \text{verl @ b178a3c} & \text{policy\_loss "gpg"} & \mathtt{
     """
     esc = lambda x: x.replace("_", r"\_").replace("{", r"\{").replace("}", r"\}")  # noqa: E731
@@ -275,6 +374,10 @@ def peer_table() -> str:
 def known_token_forms() -> dict[str, str]:
     """``{form name: label}`` of every per-token form, for the variant checker's list of known methods.
 
+    Clip-Cov's and KL-Cov's forms are a selected and an unselected token: a
+    checker that matches a loss with one of them can certify that token's
+    weight, and must report the method's :func:`undecided` note for the rest.
+
     Examples
     --------
     >>> from derivations.methods import known_token_forms
@@ -282,3 +385,21 @@ def known_token_forms() -> dict[str, str]:
     'CISPO (one-sided)'
     """
     return {name: f.label for name, f in FORMS.items()}
+
+
+def undecided(name: str) -> str:
+    """What a check of the per-token loss cannot state about a method or form (``""`` when the per-token loss is the whole method).
+
+    Clip-Cov and KL-Cov choose their selected tokens from the whole batch, so
+    the weight of each kind of token is certified and the expected update is
+    left undecided.
+
+    Examples
+    --------
+    >>> from derivations.methods import undecided
+    >>> undecided("ppo"), undecided("clip_cov_selected")[:60]
+    ('', 'which tokens are selected depends on the whole batch (a rand')
+    """
+    if not isinstance(name, str) or name not in {**METHODS, **FORMS}:
+        raise ValueError(f"name must be a method {tuple(METHODS)} or a form {TOKEN_FORMS}, got {name!r}")
+    return METHODS[FORMS[name].method if name in FORMS else name].undecided

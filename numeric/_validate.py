@@ -253,11 +253,14 @@ def require_dual_clip(name: str, value) -> float | None:
 
 
 _OPTION_CHECKS = {
-    "eps_low": lambda name, v, method: require_eps_low(name, v, allow_none=method == "cispo"),
+    "eps_low": lambda name, v, method: require_eps_low(name, v, allow_none=method in ("cispo", "cispo_seq")),
     "eps_high": lambda name, v, method: require_nonnegative(name, v),
     "dual_clip": lambda name, v, method: require_dual_clip(name, v),
     "sapo_tau": lambda name, v, method: require_pair(name, v, require_positive),
     "gmpo_clip": lambda name, v, method: require_pair(name, v, require_finite_nonnegative),
+    "vespo_k": lambda name, v, method: require_pair(name, v, require_positive),
+    "vespo_lambda": lambda name, v, method: require_pair(name, v, require_positive),
+    "kl_cov_coef": lambda name, v, method: require_finite_nonnegative(name, v),
 }
 
 

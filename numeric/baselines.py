@@ -31,9 +31,6 @@ from derivations.score_function import instances
 
 from ._types import Array, ArrayT
 from ._validate import (
-    compute_dtype,
-    like,
-    masked_inputs,
     require_finite,
     require_int,
     require_real,
@@ -340,7 +337,10 @@ def reinforce_loss(log_prob: ArrayT, advantages: Array, mask: Array | None = Non
     Its gradient is minus the REINFORCE estimate
     :math:`\frac1n\sum_i A_i \nabla_\theta \log\pi_\theta(o_i)`; the advantages
     are detached, so one backward pass does the whole batch (an advantage that
-    requires grad contributes nothing to the gradient).
+    requires grad contributes nothing to the gradient).  It is
+    :func:`numeric.policy_loss` ``("reinforce", ..., agg="seq-mean-token-sum")``,
+    the one code path of every policy loss; ``[B]`` sequence log-probabilities
+    are rows of one token.
 
     Parameters
     ----------
@@ -369,8 +369,10 @@ def reinforce_loss(log_prob: ArrayT, advantages: Array, mask: Array | None = Non
     >>> loss.backward(); logp.grad.tolist()
     [[-0.5, -0.5], [0.5, 0.0]]
     """
+    from .losses.policy import policy_loss  # one code path: REINFORCE is policy_loss("reinforce") with seq-mean-token-sum
+
     require_same_device(log_prob=log_prob, advantages=advantages, mask=mask)
-    logp, kind = to_tensor("log_prob", log_prob)
+    logp, _ = to_tensor("log_prob", log_prob)
     adv, _ = to_tensor("advantages", advantages)
     if logp.ndim not in (1, 2) or adv.shape != logp.shape[:1]:
         raise ValueError(f"advantages must have shape [B] matching log_prob [B] or [B, T]; got {tuple(adv.shape)} and {tuple(logp.shape)}")
@@ -378,14 +380,13 @@ def reinforce_loss(log_prob: ArrayT, advantages: Array, mask: Array | None = Non
     if logp.ndim == 2:
         if mask is None:
             raise ValueError("mask is required with [B, T] token log-probabilities")
-        t, _, _ = masked_inputs(mask, log_prob=logp)
-        seq_logp = t["log_prob"].sum(1)
-    else:
-        if mask is not None:
-            raise ValueError("mask must be None with [B] sequence log-probabilities")
-        seq_logp = require_finite("log_prob", logp).to(compute_dtype(logp.dtype))
-    loss = -(adv.detach().to(seq_logp) * seq_logp).mean().to(logp.dtype)
-    return like(kind, loss)
+        return policy_loss("reinforce", log_prob, log_prob, advantages, mask, agg="seq-mean-token-sum")
+    if mask is not None:
+        raise ValueError("mask must be None with [B] sequence log-probabilities")
+    require_finite("log_prob", logp)
+    column = log_prob[:, None]  # each sequence a row of one token
+    return policy_loss("reinforce", column, column, advantages, np.ones(column.shape) if isinstance(column, np.ndarray) else torch.ones_like(column, dtype=torch.bool),
+                       agg="seq-mean-token-sum")
 
 
 def reinforce_per_sample(lm: TinyLM, theta: torch.Tensor, samples: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:

@@ -46,6 +46,21 @@ def _clip(method):
     return {k: v for k, v in {"eps_low": 0.2, "eps_high": 0.28}.items() if k in METHODS[method].parameters}
 
 
+def _selected(method, shape):
+    """A fixed selection (every third token) for the methods that require one (Clip-Cov, KL-Cov); nothing for the others."""
+    if method not in ("clip_cov", "kl_cov"):
+        return {}
+    B, T = shape
+    return {"selected": torch.arange(B * T).reshape(B, T) % 3 == 0}
+
+
+def _mode(method):
+    """The method's default aggregation (GMPO: its mean over rows, seq-mean-token-mean's kappa)."""
+    from derivations.methods import METHODS
+
+    return METHODS[method].aggregation or "seq-mean-token-mean"
+
+
 def cispo_loss(log_prob, old_log_prob, advantages, mask, eps_high=0.28):
     """CISPO's one-sided cap (``eps_low=None``), through the one code path, ``policy_loss``."""
     return numeric.policy_loss("cispo", log_prob, old_log_prob, advantages, mask, eps_low=None, eps_high=eps_high)
@@ -355,6 +370,7 @@ from numeric import (  # noqa: E402
     masked_whiten,
     opo_advantages,
     passk_advantages,
+    penalty_gradient,
     policy_loss,
     policy_weight,
     reinforce_pp_advantages,
@@ -369,7 +385,7 @@ from numeric import (  # noqa: E402
     token_weights,
     value_loss,
 )
-from numeric.losses import length_bias_gradients  # noqa: E402
+from numeric.losses import clip_cov_selection, kl_cov_selection, length_bias_gradients  # noqa: E402
 
 
 def _trainer_batch(B=6, T=7, seed=1):
@@ -520,6 +536,28 @@ def _their_policy_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28, **kw):
     if method == "sapo":  # TRL sapo with its default temperatures
         t = torch.where(At > 0, torch.ones_like(At), torch.full_like(At, 1.05))
         return seq_mean(-torch.sigmoid(t * (r - 1)) * 4 / t * At)
+    if method == "gspo_dual":  # OpenRLHF PolicyLoss, policy_loss_type "gspo", dual_clip c: mean log-ratio per row, per-sample mean
+        coef = (((lp - old) * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True)).exp()
+        clip1 = torch.min(coef * At, torch.clamp(coef, 1 - eps_l, 1 + eps_h) * At)
+        return seq_mean(-torch.where(At < 0, torch.max(clip1, kw["dual_clip"] * At), clip1))
+    if method == "cispo_seq":  # TRL cispo at importance_sampling_level="sequence": (B, 1) ratio capped at epsilon_high, / num_items
+        coef = (((lp - old) * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1.0)).exp()
+        return tok_mean(-torch.clamp(coef, max=kw["cispo_cap"]).detach() * At * lp)
+    if method == "sapo_seq":  # TRL sapo at importance_sampling_level="sequence": one gate per row, grpo's per-row mean
+        coef = (((lp - old) * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1.0)).exp()
+        t = torch.where(A[:, None] > 0, torch.tensor(1.0, dtype=lp.dtype), torch.tensor(1.05, dtype=lp.dtype))
+        return seq_mean((-torch.sigmoid(t * (coef - 1)) * 4 / t * A[:, None]).expand_as(lp))
+    if method == "vespo":  # TRL vespo: phi of the clamped product of ratios, in log space, detached; / num_items
+        log_w = torch.clamp((torch.clamp(lp - old, -20.0, 20.0) * m).sum(-1, keepdim=True), math.log(1e-8), 20.0).detach()
+        k = torch.where(A[:, None] >= 0, 2.0, 3.0).to(lp.dtype)
+        lam = torch.where(A[:, None] >= 0, 3.0, 2.0).to(lp.dtype)
+        phi = torch.exp(lam + k * log_w - lam * torch.exp(log_w))
+        return tok_mean(-phi * At * lp)
+    if method == "clip_cov":  # verl clip_cov with the selection given: max of the negated surrogates, times 0 where selected
+        corr = torch.where(kw["selected"], 0.0, 1.0).to(lp.dtype)
+        return tok_mean(torch.max(-At * r, -At * torch.clamp(r, 1 - eps_l, 1 + eps_h)) * corr)
+    if method == "kl_cov":  # verl kl_cov with the selection given: -A r, plus coef |log r| where selected
+        return tok_mean(-At * r + torch.where(kw["selected"], kw["coef"] * (lp - old).abs(), 0.0))
     if method == "gmpo":  # verl geo_mean, clip (0.4, 0.4) in log space
         d = lp - old
         sgn = torch.sign(At)
@@ -533,6 +571,12 @@ CONVENTIONS = [
     ("ppo", {}, {}), ("ppo", {"dual_clip": 3.0}, {"dual_clip": 3.0}), ("gspo", {}, {}), ("gspo_token", {}, {}),
     ("cispo", {}, {}), ("cispo", {"eps_low": None, "eps_high": 0.1}, {"cispo_cap": 1.1}), ("sapo", {"agg": "seq-mean-token-mean"}, {}),
     ("gmpo", {}, {}), ("reinforce", {}, {}), ("gpg", {}, {}),
+    ("gspo", {"dual_clip": 3.0}, {"method": "gspo_dual", "dual_clip": 3.0}),
+    ("cispo_seq", {"eps_low": None, "eps_high": 0.1}, {"cispo_cap": 1.1}),
+    ("sapo_seq", {}, {}),
+    ("vespo", {"log_ratio_clamp": 20.0}, {}),
+    ("clip_cov", {}, {}),
+    ("kl_cov", {"kl_cov_coef": 0.7}, {"coef": 0.7}),
 ]
 
 
@@ -540,8 +584,10 @@ CONVENTIONS = [
 def test_policy_loss_reproduces_each_trainer_convention_value_and_gradient(method, ours, theirs):
     lp0, old, A, mask = _trainer_batch()
     lp = lp0.clone().requires_grad_(True)
-    a = policy_loss(method, lp, old, A, mask, **{**_clip(method), **ours})
-    b = _their_policy_loss(method, lp, old, A, mask, **theirs)
+    sel = _selected(method, lp0.shape)
+    a = policy_loss(method, lp, old, A, mask, **{**_clip(method), **ours, **sel})
+    theirs = dict(theirs)
+    b = _their_policy_loss(theirs.pop("method", method), lp, old, A, mask, **theirs, **sel)
     (ga,), (gb,) = torch.autograd.grad(a, lp), torch.autograd.grad(b, lp)
     assert abs(a.item() - b.item()) <= 1e-15 * (1 + abs(b.item()))
     assert (ga - gb).abs().max().item() <= 1e-15
@@ -556,21 +602,25 @@ def test_both_gspo_forms_follow_the_same_gradient_with_different_values_of_nothi
     assert (grads[0] - grads[1]).abs().max().item() <= 1e-15
 
 
-def _naive_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28):
+def _naive_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28, selected=None):
     """Token by token, in Python scalars: the loss as a sum over (row, token) of each token's share."""
     B, T = lp.shape
     total = 0.0
     for i in range(B):
         n = int(m[i].sum())
         toks = [t for t in range(T) if m[i, t] > 0]
-        if method in ("gspo", "gspo_token", "gmpo"):
-            deltas = [lp[i, t] - old[i, t] for t in toks]
+        deltas = [lp[i, t] - old[i, t] for t in toks]
+        if method in ("gspo", "gspo_token", "gmpo", "sapo_seq"):
             if method == "gmpo":
                 s = 1 if A[i] > 0 else -1
                 deltas = [s * torch.minimum(s * d, s * d.clamp(-0.4, 0.4)) for d in deltas]
                 total = total + (-A[i] * torch.exp(sum(deltas) / n)) / B
                 continue
             ratio = torch.exp(sum(deltas) / n)
+            if method == "sapo_seq":  # one value per row, the mean over rows
+                tau = 1.0 if A[i] > 0 else 1.05
+                total = total - torch.sigmoid(tau * (ratio - 1)) * 4 / tau * A[i] / B
+                continue
             if method == "gspo_token":
                 ratio = [ratio.detach() * torch.exp(lp[i, t] - lp[i, t].detach()) for t in toks]
             else:
@@ -580,17 +630,30 @@ def _naive_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28):
             continue
         for t in toks:
             r = torch.exp(lp[i, t] - old[i, t])
-            if method == "ppo":
+            if method in ("ppo", "clip_cov"):
                 piece = -torch.minimum(r * A[i], r.clamp(1 - eps_l, 1 + eps_h) * A[i])
+                if method == "clip_cov" and selected[i, t]:
+                    piece = 0 * piece
+            elif method == "kl_cov":
+                piece = -r * A[i] + (torch.abs(lp[i, t] - old[i, t]) if selected[i, t] else 0.0)
             elif method == "cispo":
                 piece = -r.clamp(1 - eps_l, 1 + eps_h).detach() * A[i] * lp[i, t]
+            elif method == "cispo_seq":
+                s = torch.exp(sum(deltas) / n)
+                piece = -s.clamp(1 - eps_l, 1 + eps_h).detach() * A[i] * lp[i, t]
+            elif method == "vespo":  # TRL's defaults: (k, lambda) = (2, 3) for A >= 0, (3, 2) for A < 0
+                W = torch.exp(sum(deltas))
+                k, lam = (2.0, 3.0) if A[i] >= 0 else (3.0, 2.0)
+                piece = -(W**k * torch.exp(lam * (1 - W))).detach() * A[i] * lp[i, t]
             elif method == "sapo":
                 tau = 1.0 if A[i] > 0 else 1.05
                 piece = -torch.sigmoid(tau * (r - 1)) * 4 / tau * A[i]
             elif method == "is":
                 piece = -r.detach() * A[i] * lp[i, t]
-            else:
+            elif method in ("reinforce", "gpg"):
                 piece = -A[i] * lp[i, t]
+            else:
+                raise AssertionError(f"no naive loop for {method}")
             total = total + piece / m.sum()
     return total
 
@@ -600,15 +663,19 @@ def test_batched_gradient_equals_derived_weight_and_a_naive_token_loop(method):
     """autograd of the batched loss == -kappa w A grad(log pi) with the derived w == a naive per-token loop."""
     lp0, old, A, mask = _trainer_batch(B=4, T=5, seed=2)
     lp = lp0.clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(policy_loss(method, lp, old, A, mask, **_clip(method)), lp)
-    w = policy_weight(method, lp0, old, A, mask, **_clip(method))
-    mode = "seq-mean-token-mean" if method in ("gspo", "gspo_token", "gmpo") else "token-mean"
-    derived = -token_weights(mask, mode) * w * A[:, None]
+    params = {**_clip(method), **_selected(method, lp0.shape)}
+    (g,) = torch.autograd.grad(policy_loss(method, lp, old, A, mask, **params), lp)
+    w = policy_weight(method, lp0, old, A, mask, **params)
+    p = penalty_gradient(method, lp0, old, mask, **_selected(method, lp0.shape))
+    derived = -token_weights(mask, _mode(method)) * (w * A[:, None] - p)
     lp_loop = lp0.clone().requires_grad_(True)
-    (g_loop,) = torch.autograd.grad(_naive_loss(method, lp_loop, old, A, mask), lp_loop)
+    (g_loop,) = torch.autograd.grad(_naive_loss(method, lp_loop, old, A, mask, selected=params.get("selected")), lp_loop)
     assert (g - derived).abs().max().item() <= 1e-15
     assert (g - g_loop).abs().max().item() <= 1e-15
     assert (w[mask > 0] != 0).any()  # the batch exercises live tokens
+    if method in ("clip_cov", "kl_cov"):  # and the selection matters: ignoring it would be caught
+        ignored = policy_loss(method, lp, old, A, mask, **{**params, "selected": torch.zeros_like(params["selected"])})
+        assert (torch.autograd.grad(ignored, lp)[0] - g).abs().max().item() > 1e-3
 
 
 def test_policy_weight_mistakes_would_be_caught():
@@ -637,9 +704,10 @@ def test_policy_loss_is_trainer_ready(dtype):
     pad = mask == 0
     x = torch.where(pad, -math.inf, lp).to(dtype).requires_grad_(True)
     for method in POLICY_LOSSES:
-        out = policy_loss(method, x, torch.where(pad, math.nan, old).to(dtype), A.to(dtype), mask.bool())
+        sel = _selected(method, lp.shape)
+        out = policy_loss(method, x, torch.where(pad, math.nan, old).to(dtype), A.to(dtype), mask.bool(), **sel)
         (g,) = torch.autograd.grad(out, x)
-        ref = policy_loss(method, lp, old, A, mask)
+        ref = policy_loss(method, lp, old, A, mask, **sel)
         assert out.dtype == dtype and torch.isfinite(g).all() and g[pad].abs().max().item() == 0.0
         assert abs(out.double().item() - ref.item()) <= TOL[dtype] * 10 * (1 + abs(ref.item()))
 
@@ -779,7 +847,9 @@ from derivations import losses as dl  # noqa: E402
 
 
 def _my_derivations():
-    yield from (dl.weight_derivation(m) for m in ("reinforce", "cispo", "cispo_cap", "sapo"))
+    yield from (dl.weight_derivation(m) for m in ("reinforce", "cispo", "cispo_cap", "sapo", "clip_cov_selected", "kl_cov_kept", "kl_cov_selected"))
+    yield from (dl.sequence_weight_derivation(m, n) for m in ("cispo_seq", "sapo_seq", "vespo") for n in (2, 3))
+    yield dl.sequence_weight_derivation("cispo_seq", 2, eps_low=None)
     yield dl.gspo_derivation(3)
     yield dl.gmpo_derivation()
     yield from dl.aggregation_weights(3).values()
@@ -801,7 +871,26 @@ def test_derived_weights_are_the_known_closed_forms():
     assert dl.weight("cispo_cap") == sp.Min(r, 1 + dl.eps_h)
     assert dl.weight("cispo") == sp.Min(sp.Max(r, 1 - dl.eps_l), 1 + dl.eps_h)
     assert dl.weight("is") == r
-    assert dl.weight("ppo") == dtr_weight("ppo")
+    assert dl.weight("ppo") == dtr_weight("ppo") == dl.weight("clip_cov_kept")
+    assert dl.weight("clip_cov_selected") == 0 and dl.penalty_gradient("clip_cov_selected") == 0
+    assert dl.weight("kl_cov_kept") == dl.weight("kl_cov_selected") == r  # the advantage's weight; the penalty apart:
+    assert dl.penalty_gradient("kl_cov_selected") == dl.beta * sp.sign(dl.ell - dl.ell0)
+    assert all(dl.penalty_gradient(m) == 0 for m in dl.TOKEN_METHODS if m != "kl_cov_selected")
+
+
+def test_sequence_ratio_weights_are_the_token_forms_at_the_row_ratio():
+    """CISPO and SAPO at the sequence ratio: their token form's weight at s (no 1/n left: the n tokens of the row cancel it);
+    VESPO: the Gamma weight of the product of the ratios, 1 at W = 1, largest at W = k / lambda."""
+    s_, W = sp.Symbol("s", positive=True), sp.Symbol("W", positive=True)
+    for method, form in (("cispo_seq", "cispo"), ("sapo_seq", "sapo")):
+        for n in (2, 4):
+            rhs = dl.sequence_weight_derivation(method, n).verify().steps[-1].rhs
+            assert sp.simplify(rhs + dl.A * dl.weight(form).subs(dl.r, s_)) == 0
+    phi = -dl.sequence_weight_derivation("vespo", 3).verify().steps[-1].rhs / dl.A
+    assert phi.subs(W, 1) == 1
+    assert sp.solve(sp.diff(phi, W), W) == [dl.k / dl.lam]
+    table = dl.sequence_table()
+    assert table.count(r"\text{on policy (row ratio 1)}") == 4 and "VESPO" in table and "GSPO, dual clip" in table
 
 
 def dtr_weight(method):
@@ -819,6 +908,12 @@ def test_derivations_reject_bad_arguments():
         dl.aggregation_weights(1)
     with pytest.raises(ValueError, match="mode must be one of"):
         dl.aggregation_weight("sum")
+    with pytest.raises(ValueError, match="method must be one of"):
+        dl.sequence_weight_derivation("gspo")
+    with pytest.raises(ValueError, match="n must be an int >= 2"):
+        dl.sequence_weight_derivation("vespo", 1)
+    with pytest.raises(ValueError, match="method must be one of"):
+        dl.penalty_gradient("kl_cov")
 
 
 # ------------------------------------------------------------------ every public function of numeric.losses: bad input, dtype
@@ -906,12 +1001,13 @@ def test_an_all_masked_row_contributes_nothing_and_counts_in_B(method):
     mask = mask.clone()
     mask[2] = 0
     lp = torch.where(mask > 0, lp0, -math.inf).requires_grad_(True)
-    loss = policy_loss(method, lp, old, A, mask)
+    sel = _selected(method, lp0.shape)
+    loss = policy_loss(method, lp, old, A, mask, **sel)
     (g,) = torch.autograd.grad(loss, lp)
     assert torch.isfinite(loss) and torch.isfinite(g).all() and g[2].abs().max().item() == 0.0
     keep = torch.tensor([0, 1, 3, 4, 5])
-    rest = policy_loss(method, lp0[keep], old[keep], A[keep], mask[keep])
-    scale = 5 / 6 if method in ("gspo", "gspo_token", "gmpo") else 1.0  # seq-mean divides by B = 6
+    rest = policy_loss(method, lp0[keep], old[keep], A[keep], mask[keep], **{k: v[keep] for k, v in sel.items()})
+    scale = 5 / 6 if _mode(method) == "seq-mean-token-mean" else 1.0  # seq-mean divides by B = 6
     assert abs(loss.item() - scale * rest.item()) <= 1e-15 * (1 + abs(rest.item()))
 
 
@@ -928,10 +1024,11 @@ def test_parameter_gradient_is_derived_weight_times_advantage_times_score(method
     R = (lm.tokens == 1).double().mul(lm.mask).sum(1) / lm.lengths
     A, mask = R[idx] - 0.4, lm.mask[idx]
     th = theta.clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(policy_loss(method, lm.token_log_probs(th)[idx], old, A, mask, **_clip(method)), th)
-    w = policy_weight(method, lm.token_log_probs(theta)[idx], old, A, mask, **_clip(method))
-    mode = "seq-mean-token-mean" if method in ("gspo", "gspo_token", "gmpo") else "token-mean"
-    coef = -token_weights(mask, mode) * w * A[:, None]  # [n, L]
+    params = {**_clip(method), **_selected(method, mask.shape)}
+    (g,) = torch.autograd.grad(policy_loss(method, lm.token_log_probs(th)[idx], old, A, mask, **params), th)
+    w = policy_weight(method, lm.token_log_probs(theta)[idx], old, A, mask, **params)
+    p = penalty_gradient(method, lm.token_log_probs(theta)[idx], old, mask, **_selected(method, mask.shape))
+    coef = -token_weights(mask, _mode(method)) * (w * A[:, None] - p)  # [n, L]
     scores = token_score_tensor(lm, theta)[idx]  # [n, L, P]
     assert (g - (coef[..., None] * scores).sum((0, 1))).abs().max().item() <= 1e-15
 
@@ -957,7 +1054,7 @@ def _pad_case(method, dirty_arg, sentinel):
 
 def _loss_and_grad(method, args, mask):
     lp = args["log_prob"].clone().requires_grad_(True)
-    loss = policy_loss(method, lp, args["old_log_prob"], args["advantages"], mask, weight=args["weight"])
+    loss = policy_loss(method, lp, args["old_log_prob"], args["advantages"], mask, weight=args["weight"], **_selected(method, lp.shape))
     (g,) = torch.autograd.grad(loss, lp)
     return loss, g
 
@@ -1003,7 +1100,7 @@ def test_a_non_finite_kept_value_is_named(method, arg, bad):
     args[arg][1, 0] = bad
     for m in (mask, mask.bool()):
         with pytest.raises(ValueError, match=f"^{arg} must be finite .*where mask is 1"):
-            policy_loss(method, args["log_prob"], args["old_log_prob"], args["advantages"], m, weight=args["weight"])
+            policy_loss(method, args["log_prob"], args["old_log_prob"], args["advantages"], m, weight=args["weight"], **_selected(method, m.shape))
 
 
 def test_reinforce_and_gpg_never_read_old_log_prob():
@@ -1036,7 +1133,7 @@ def test_a_float64_mask_that_rounds_to_1_in_float32_is_refused():
     near_one[0, 0] = 1 + 1e-10  # float32(1 + 1e-10) == 1
     for method in POLICY_LOSSES:
         with pytest.raises(ValueError, match="mask must hold only 0 and 1"):
-            policy_loss(method, lp.float(), old.float(), A.float(), near_one)
+            policy_loss(method, lp.float(), old.float(), A.float(), near_one, **_selected(method, lp.shape))
     for bad in (0.5, 2.0, -1.0, math.nan, math.inf):
         with pytest.raises(ValueError, match="mask must hold only 0 and 1"):
             policy_loss("ppo", lp, old, A, torch.where(mask > 0, bad, 0.0))
@@ -1052,7 +1149,8 @@ def test_a_float64_mask_that_rounds_to_1_in_float32_is_refused():
 from derivations import methods as registry  # noqa: E402
 from derivations.gradient_weights import d_dell  # noqa: E402
 
-_CONSTANTS = {"eps_low": 0.2, "eps_high": 0.28, "dual_clip": 3.0, "sapo_tau": (1.0, 1.05), "gmpo_clip": (0.4, 0.4)}
+_CONSTANTS = {"eps_low": 0.2, "eps_high": 0.28, "dual_clip": 3.0, "sapo_tau": (1.0, 1.05), "gmpo_clip": (0.4, 0.4),
+              "vespo_k": (2.0, 3.0), "vespo_lambda": (3.0, 2.0), "kl_cov_coef": 0.7}
 # every edge of every method: 1 - eps_l, 1 + eps_h, c, GMPO's e^{-0.4}, e^{0.4}, and r = 1; each crossed on both sides
 _EDGES = [0.8, 1.28, 3.0, math.exp(-0.4), math.exp(0.4), 1.0]
 _GRID = sorted({e * (1 + s) for e in _EDGES for s in (-1e-3, 1e-3)} | {0.05, 0.5, 1.1, 2.0, 5.0, 40.0})
@@ -1062,7 +1160,11 @@ def _forms():
     """(method, the optional parameters that select a formula, the SymPy value of those parameters)."""
     for name in registry.METHODS:
         variants = {"ppo": [({}, {}), ({"dual_clip": 3.0}, {"dual_clip": registry.c})],
-                    "cispo": [({}, {}), ({"eps_low": None}, {"eps_low": None})]}.get(name, [({}, {})])
+                    "gspo": [({}, {}), ({"dual_clip": 3.0}, {"dual_clip": registry.c})],
+                    "cispo": [({}, {}), ({"eps_low": None}, {"eps_low": None})],
+                    "cispo_seq": [({}, {}), ({"eps_low": None}, {"eps_low": None})],
+                    "clip_cov": [({"selected": False}, {"selected": False}), ({"selected": True}, {"selected": True})],
+                    "kl_cov": [({"selected": False}, {"selected": False}), ({"selected": True}, {"selected": True})]}.get(name, [({}, {})])
         for given, symbolic in variants:
             yield name, given, symbolic
 
@@ -1073,7 +1175,10 @@ def _sympy_value_and_gradient(name, symbolic, r, A, ell0=-1.5):
     grad = d_dell(loss)
     plain = lambda e: e.replace(registry.sg, lambda x: x)  # noqa: E731  (the value of sg(x) is x)
     tau = sp.Piecewise((_CONSTANTS["sapo_tau"][0], registry.A > 0), (_CONSTANTS["sapo_tau"][1], True))
-    values = {registry.eps_l: 0.2, registry.eps_h: 0.28, registry.c: 3.0, registry.delta_l: 0.4, registry.delta_h: 0.4, registry.tau: tau}
+    k = sp.Piecewise((_CONSTANTS["vespo_k"][0], registry.A >= 0), (_CONSTANTS["vespo_k"][1], True))  # TRL: A >= 0 is the positive side
+    lam = sp.Piecewise((_CONSTANTS["vespo_lambda"][0], registry.A >= 0), (_CONSTANTS["vespo_lambda"][1], True))
+    values = {registry.eps_l: 0.2, registry.eps_h: 0.28, registry.c: 3.0, registry.delta_l: 0.4, registry.delta_h: 0.4, registry.tau: tau,
+              registry.k: k, registry.lam: lam, registry.beta: _CONSTANTS["kl_cov_coef"]}
     heaviside = {"Heaviside": lambda x, h0=0.5: np.heaviside(np.asarray(x, dtype=float), 0.5)}  # off the kinks: never 0.5
     out = []
     for expr in (loss, grad):
@@ -1092,6 +1197,8 @@ def test_every_registered_method_is_its_sympy_formula_values_and_gradients(name,
     params = {k: _CONSTANTS[k] for k in registry.METHODS[name].parameters if k != "dual_clip"}  # dual_clip: only where given
     params.update(given)
     old = torch.full((len(r), 1), -1.5, dtype=torch.float64)
+    if "selected" in params:  # the same choice for every token of the grid
+        params["selected"] = torch.full(old.shape, params["selected"])
     lp = (old + torch.from_numpy(np.log(r))[:, None]).requires_grad_(True)  # one token per row: s_i = r_i
     loss = policy_loss(name, lp, old, torch.from_numpy(A), torch.ones_like(old), **params)
     (g,) = torch.autograd.grad(loss, lp)
@@ -1099,8 +1206,12 @@ def test_every_registered_method_is_its_sympy_formula_values_and_gradients(name,
     assert abs(loss.item() - value.mean()) <= 1e-13 * (1 + np.abs(value).max())  # every method averages the one-token rows
     assert np.abs(g[:, 0].numpy() * len(r) - grad).max() <= 1e-12 * (1 + np.abs(grad).max())
     w = policy_weight(name, lp.detach(), old, torch.from_numpy(A), torch.ones_like(old), **params)[:, 0].numpy()
-    assert np.abs(-w * A - grad).max() <= 1e-12 * (1 + np.abs(grad).max())  # the derived weight says the same
-    assert len({np.sign(x) for x in grad}) > 1 or name in ("reinforce", "gpg")  # the grid exercises both signs
+    p = penalty_gradient(name, lp.detach(), old, torch.ones_like(old), **{k: v for k, v in params.items() if k in ("selected", "kl_cov_coef")})
+    assert np.abs(-w * A + p[:, 0].numpy() - grad).max() <= 1e-12 * (1 + np.abs(grad).max())  # the derived weight says the same
+    if given == {"selected": True}:
+        assert name == "kl_cov" or np.abs(grad).max() == 0.0  # Clip-Cov drops a selected token
+    else:
+        assert len({np.sign(x) for x in grad}) > 1 or name in ("reinforce", "gpg")  # the grid exercises both signs
 
 
 def test_the_registry_is_complete_and_each_name_means_one_thing():
@@ -1116,13 +1227,141 @@ def test_the_registry_is_complete_and_each_name_means_one_thing():
         registry.method("dual_clip")
 
 
+def test_clip_cov_and_kl_cov_forms_and_what_stays_undecided():
+    """A selected and an unselected token are two forms; the method's note says what no per-token check can state."""
+    assert registry.form("clip_cov", selected=True) == "clip_cov_selected" and registry.form("kl_cov", selected=False) == "kl_cov_kept"
+    assert registry.FORMS["clip_cov_kept"].loss() == registry.FORMS["ppo"].loss()
+    with pytest.raises(ValueError, match="selected is required for 'clip_cov'"):
+        registry.form("clip_cov")
+    with pytest.raises(TypeError, match="selected must be True or False"):
+        registry.form("kl_cov", selected=1)
+    for name in ("clip_cov", "kl_cov", "clip_cov_selected", "kl_cov_kept"):
+        assert "undecided" in registry.undecided(name) and "whole batch" in registry.undecided(name)
+    assert [m for m in registry.METHODS if registry.undecided(m)] == ["clip_cov", "kl_cov"]
+    assert {"clip_cov_kept", "clip_cov_selected", "kl_cov_kept", "kl_cov_selected"} <= set(registry.known_token_forms())
+    assert "undecided" in dl.loss_table().split("Clip-Cov (selected token)")[1].split(r"\\")[0]
+
+
+def _selection_batch(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    B, T = 8, 9
+    old = -torch.rand(B, T, generator=gen, dtype=torch.float64) * 3
+    lp = old + 0.3 * torch.randn(B, T, generator=gen, dtype=torch.float64)
+    A = 1.5 * torch.randn(B, generator=gen, dtype=torch.float64)
+    mask = (torch.rand(B, T, generator=gen) < 0.8).double()
+    return lp, old, A, mask
+
+
+def _covariances(lp, A, mask):
+    """Cov_it = (A - mean A)(lp - mean lp) over the response tokens, by a loop in Python floats."""
+    kept = [(i, t) for i in range(lp.shape[0]) for t in range(lp.shape[1]) if mask[i, t] > 0]
+    mA = sum(float(A[i]) for i, _ in kept) / len(kept)
+    ml = sum(float(lp[i, t]) for i, t in kept) / len(kept)
+    return {(i, t): (float(A[i]) - mA) * (float(lp[i, t]) - ml) for i, t in kept}
+
+
+def test_kl_cov_selection_is_the_top_covariances_by_a_loop():
+    lp, old, A, mask = _selection_batch()
+    cov = _covariances(lp, A, mask)
+    for fraction in (0.05, 0.2, 1.0):
+        sel = kl_cov_selection(lp, A, mask, fraction=fraction)
+        count = max(1, int(len(cov) * fraction))
+        top = sorted(cov, key=cov.get, reverse=True)[:count]
+        assert {(i, t) for i, t in torch.nonzero(sel).tolist()} == set(top)
+    assert kl_cov_selection(lp, A, torch.zeros_like(mask)).sum().item() == 0  # no response token, nothing selected
+    assert isinstance(kl_cov_selection(lp.numpy(), A.numpy(), mask.numpy()), np.ndarray)
+
+
+def test_clip_cov_selection_draws_from_the_candidates_by_a_loop_and_its_seed():
+    lp, old, A, mask = _selection_batch()
+    cov = _covariances(lp, A, mask)
+    band = (0.05, 1.0)
+    candidates = set()
+    for (i, t), c in cov.items():
+        r = math.exp(float(lp[i, t] - old[i, t]))
+        clipped = -float(A[i]) * min(max(r, 0.8), 1.28) > -float(A[i]) * r  # PPO takes the clipped branch strictly
+        if band[0] < c < band[1] and not clipped:
+            candidates.add((i, t))
+    assert 4 < len(candidates) < len(cov)  # the band and the clip both bite
+    draws = []
+    for seed in range(4):
+        sel = clip_cov_selection(lp, old, A, mask, fraction=0.05, bounds=band, eps_low=0.2, eps_high=0.28, seed=seed)
+        chosen = {(i, t) for i, t in torch.nonzero(sel).tolist()}
+        assert chosen <= candidates and len(chosen) == max(1, int(0.05 * len(cov)))
+        assert torch.equal(sel, clip_cov_selection(lp, old, A, mask, fraction=0.05, bounds=band, eps_low=0.2, eps_high=0.28, seed=seed))
+        draws.append(frozenset(chosen))
+    assert len(set(draws)) > 1  # the seed draws
+    everything = clip_cov_selection(lp, old, A, mask, fraction=1.0, bounds=band, eps_low=0.2, eps_high=0.28)
+    assert {(i, t) for i, t in torch.nonzero(everything).tolist()} == candidates  # fewer candidates than asked: all of them
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda b: policy_loss("clip_cov", *b), ValueError, "selected is required for 'clip_cov'"),
+    (lambda b: policy_weight("kl_cov", *b), ValueError, "selected is required for 'kl_cov'"),
+    (lambda b: policy_loss("ppo", *b, selected=torch.ones(b[0].shape, dtype=torch.bool)), ValueError, "selected is a parameter of"),
+    (lambda b: policy_loss("clip_cov", *b, selected=torch.ones(2, 2, dtype=torch.bool)), ValueError, "selected must have the shape of log_prob"),
+    (lambda b: policy_loss("kl_cov", *b, selected=torch.full(b[0].shape, 0.5)), ValueError, "selected must hold only 0 and 1"),
+    (lambda b: policy_loss("kl_cov", *b, selected=torch.ones(b[0].shape), kl_cov_coef=-1.0), ValueError, "kl_cov_coef must be >= 0"),
+    (lambda b: policy_loss("vespo", *b, vespo_k=(2.0, 0.0)), ValueError, r"vespo_k\[1\] must be a finite number > 0"),
+    (lambda b: policy_weight("vespo", *b, vespo_lambda=3.0), TypeError, "vespo_lambda must be a pair"),
+    (lambda b: policy_loss("vespo", *b, eps_high=0.2), ValueError, r"eps_high is not a parameter of 'vespo' \(it takes: vespo_k, vespo_lambda\)"),
+    (lambda b: policy_loss("gspo_token", *b, dual_clip=3.0), ValueError, "dual_clip is not a parameter of 'gspo_token'"),
+    (lambda b: policy_loss("gspo", *b, dual_clip=1.0), ValueError, "dual_clip must be > 1"),
+    (lambda b: penalty_gradient("kl_cov", b[0], b[1], None, selected=torch.ones(b[0].shape)), ValueError, "mask is required"),
+    (lambda b: kl_cov_selection(b[0], b[2], b[3], fraction=0.0), ValueError, r"fraction must lie in \(0, 1\]"),
+    (lambda b: kl_cov_selection(b[0], b[2][:2], b[3]), ValueError, "advantages must have shape"),
+    (lambda b: kl_cov_selection(b[0], b[2], None), ValueError, "mask is required"),
+    (lambda b: clip_cov_selection(*b, bounds=(5.0, 1.0)), ValueError, "bounds must be"),
+    (lambda b: clip_cov_selection(*b, seed=1.5), TypeError, "seed must be an int"),
+    (lambda b: clip_cov_selection(*b, eps_low=2.0), ValueError, "eps_low must lie in"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_new_methods_and_selections_refuse_bad_input_by_name(call, error, match):
+    with pytest.raises(error, match=match):
+        call(_trainer_batch())
+
+
+def test_vespo_weight_is_the_gamma_weight_of_the_product_of_ratios():
+    """phi(W) = W^k e^{lambda(1 - W)} with W the product (not the geometric mean) of the row's ratios; 1 on policy;
+    (k, lambda) by the sign of A with A = 0 on the positive side; no NaN where W overflows."""
+    lp, old, A, mask = _trainer_batch()
+    A = A.clone()
+    A[1] = 0.0
+    w = policy_weight("vespo", lp, old, A, mask)
+    logW = ((lp - old) * mask).sum(-1)
+    k = torch.where(A >= 0, 2.0, 3.0).double()
+    lam = torch.where(A >= 0, 3.0, 2.0).double()
+    phi = logW.exp() ** k * torch.exp(lam * (1 - logW.exp()))
+    assert (w - phi[:, None] * mask).abs().max().item() <= 1e-15
+    assert policy_weight("vespo", old, old, A, mask)[mask > 0].eq(1.0).all()
+    geometric = (logW / mask.sum(-1)).exp() ** k * torch.exp(lam * (1 - (logW / mask.sum(-1)).exp()))
+    assert (w - geometric[:, None] * mask).abs().max().item() > 1e-3  # the mean would be caught
+    huge = old + 400.0  # W = e^{400 n}: phi underflows to 0, exactly, with no NaN in value or gradient
+    x = huge.clone().requires_grad_(True)
+    loss = policy_loss("vespo", x, old, A, mask)
+    (g,) = torch.autograd.grad(loss, x)
+    assert loss.item() == 0.0 and g.abs().max().item() == 0.0 and policy_weight("vespo", huge, old, A, mask).abs().max().item() == 0.0
+
+
+def test_reinforce_loss_is_policy_loss_reinforce_with_seq_mean_token_sum():
+    """One code path: the same numbers, bit for bit, and the old per-row formula to fp64 rounding."""
+    from numeric.baselines import reinforce_loss as baseline_reinforce
+
+    lp, old, A, mask = _trainer_batch()
+    padded = torch.where(mask > 0, lp, -math.inf)
+    ours = baseline_reinforce(padded, A, mask)
+    assert ours.item() == policy_loss("reinforce", padded, old, A, mask, agg="seq-mean-token-sum").item()
+    assert abs(ours.item() - (-(A * (lp * mask).sum(1)).mean()).item()) <= 1e-15
+    seq = lp[:, 0]
+    assert baseline_reinforce(seq, A).item() == policy_loss("reinforce", seq[:, None], seq[:, None], A, torch.ones(6, 1), agg="seq-mean-token-sum").item()
+
+
 # ------------------------------------------------------------------ numbers at the edges (issue 16)
 
 _EDGE_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 # log-ratios at and past where exp overflows: fp32 88.72, fp64 709.78 (fp16 and bf16 are computed in fp32), and far below 0
 _LOG_RATIOS = [0.0, 0.1, 5.0, 88.0, 88.7, 89.0, 700.0, 709.8, 710.0, 6.0e4, -6.0e4, -1.0e3, -104.0]
 # where the exact loss itself exceeds the dtype, so inf is its value: an unclipped ratio times a negative advantage
-_MAY_BE_INF = {("ppo", -1), ("gspo", -1), ("gspo_token", -1), ("gmpo", -1), ("is", -1), ("is", 1)}
+_MAY_BE_INF = {("ppo", -1), ("gspo", -1), ("gspo_token", -1), ("gmpo", -1), ("is", -1), ("is", 1), ("clip_cov", -1), ("kl_cov", -1), ("kl_cov", 1)}
 
 
 def _edge_batch(dtype, sign):
@@ -1139,10 +1378,10 @@ def test_no_nan_gradient_for_any_finite_input_at_any_dtype(method, dtype):
     inf gave NaN (PPO, dual clip, SAPO, GSPO): one such token poisoned a whole step.  Now: no NaN, and inf only
     where the exact value exceeds the dtype."""
     for sign in (1, -1):
-        for params in ({}, {"dual_clip": 3.0}) if method == "ppo" else ({},):
+        for params in ({}, {"dual_clip": 3.0}) if method in ("ppo", "gspo") else ({},):
             lp, old, A, m = _edge_batch(dtype, sign)
             lp = lp.clone().requires_grad_(True)
-            loss = policy_loss(method, lp, old, A, m, **params)
+            loss = policy_loss(method, lp, old, A, m, **params, **_selected(method, lp.shape))
             (g,) = torch.autograd.grad(loss, lp)
             assert not torch.isnan(loss) and not torch.isnan(g).any(), (sign, params, g)
             if (method, sign) not in _MAY_BE_INF or params:

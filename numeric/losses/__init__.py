@@ -40,16 +40,18 @@ OpenRLHF ``openrlhf/models/loss.py`` (``PolicyLoss``, ``ValueLoss``) and its
 experience maker (``group_norm``, REINFORCE++).
 
 The package holds one concern per module: :mod:`~numeric.losses.tokens`,
-:mod:`~numeric.losses.aggregation`, :mod:`~numeric.losses.policy`,
+:mod:`~numeric.losses.aggregation`, :mod:`~numeric.losses.policy` (with
+:mod:`~numeric.losses.selection`, the token selections of Clip-Cov and KL-Cov),
 :mod:`~numeric.losses.penalties`, :mod:`~numeric.losses.advantages`, and the
 suite ``losses`` in :mod:`~numeric.losses.certificates`.
 """
 
-from . import advantages, aggregation, penalties, policy, tokens
+from . import advantages, aggregation, penalties, policy, selection, tokens
 from .advantages import *
 from .aggregation import *
 from .penalties import *
 from .policy import *
+from .selection import *
 from .tokens import *
 
 __all__ = [
@@ -59,12 +61,15 @@ __all__ = [
     "TRAINER_MODES",
     "aggregate",
     "broadcast_advantage",
+    "clip_cov_selection",
     "gpg_advantages",
     "kl_estimate",
+    "kl_cov_selection",
     "kl_penalty",
     "masked_whiten",
     "opo_advantages",
     "passk_advantages",
+    "penalty_gradient",
     "policy_loss",
     "policy_weight",
     "reinforce_pp_advantages",

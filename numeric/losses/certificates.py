@@ -17,7 +17,8 @@ from ..group_baselines import (
 from ..tinylm import TinyLM, default_reward
 from .advantages import gpg_advantages, passk_advantages
 from .aggregation import AGGREGATIONS, aggregate, token_weights
-from .policy import POLICY_LOSSES, policy_loss, policy_weight
+from .policy import POLICY_LOSSES, penalty_gradient, policy_loss, policy_weight
+from .selection import clip_cov_selection, kl_cov_selection
 
 __all__: list[str] = []  # the suite; certificate_gap and length_bias_gradients are its helpers (numeric.losses exports them)
 
@@ -29,11 +30,14 @@ def _batch_on(lm, theta, idx: torch.Tensor):
     return lp, lm.mask[idx], R[idx] - 0.3
 
 
-def certificate_gap(method: str, agg: str | None = None, seed: int = 3, **options) -> float:
-    r"""Largest gap between autograd of :func:`policy_loss` and :math:`-\kappa\,w\,A` (derived weights) on a TinyLM batch.
+def certificate_gap(method: str, agg: str | None = None, seed: int = 3, **options: object) -> float:
+    r"""Largest gap between autograd of :func:`policy_loss` and :math:`-\kappa\,(w\,A - p)` (derived weights) on a TinyLM batch.
 
     Twelve answers drawn from the old policy of the gradient-weights setting
     (variable lengths), a non-binary advantage, the setting's current policy.
+    Clip-Cov and KL-Cov get a ``selected`` mask drawn with ``seed`` (each token
+    with probability 1/2) unless ``options`` holds one; :math:`p` is
+    :func:`penalty_gradient` (KL-Cov's selected tokens; 0 elsewhere).
     """
     from ..gradient_weights import setting
 
@@ -43,16 +47,19 @@ def certificate_gap(method: str, agg: str | None = None, seed: int = 3, **option
     old, mask, A = _batch_on(s.lm, s.theta_old, idx)
     old = old.detach()
     lp = s.lm.token_log_probs(s.theta)[idx].detach().requires_grad_(True)
-    params = {k: v for k, v in {"eps_low": 0.2, "eps_high": 0.28}.items() if k in METHODS[method].parameters}
+    params: dict = {k: v for k, v in {"eps_low": 0.2, "eps_high": 0.28}.items() if k in METHODS[method].parameters}
     params.update(options)
+    if method in ("clip_cov", "kl_cov") and "selected" not in params:
+        params["selected"] = torch.rand(lp.shape, generator=gen) < 0.5
     loss = policy_loss(method, lp, old, A, mask, agg=agg, **params)
     (g,) = torch.autograd.grad(loss, lp)
     w = policy_weight(method, lp.detach(), old, A, mask, **params)
+    p = penalty_gradient(method, lp.detach(), old, mask, **{k: v for k, v in params.items() if k not in ("eps_low", "eps_high")}) if method == "kl_cov" else 0.0
     mode = agg or METHODS[method].aggregation or "seq-mean-token-mean"
-    return float((g + token_weights(mask, mode) * w * A[:, None]).abs().max())
+    return float((g + token_weights(mask, mode) * (w * A[:, None] - p)).abs().max())
 
 
-def length_bias_gradients(lm, theta, b: float = 0.3):
+def length_bias_gradients(lm: TinyLM, theta: torch.Tensor, b: float = 0.3) -> tuple[dict[str, tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
     r"""Each mode's expected REINFORCE update over batches of two answers, and the gradient of the objective it follows.
 
     Every pair of responses is enumerated with its probability; the reward is
@@ -90,6 +97,18 @@ def length_bias_gradients(lm, theta, b: float = 0.3):
     return out, grad(p @ R)
 
 
+def _verl_selections() -> dict[str, torch.Tensor]:
+    """Clip-Cov's and KL-Cov's selections as verl computes them, on the batch :func:`certificate_gap` draws (seed 3); Clip-Cov's band scaled to its covariances."""
+    from ..gradient_weights import setting
+
+    s = setting()
+    idx = torch.multinomial(s.q, 12, replacement=True, generator=torch.Generator().manual_seed(3))
+    old, mask, A = _batch_on(s.lm, s.theta_old, idx)
+    lp = s.lm.token_log_probs(s.theta)[idx].detach()
+    return {"clip_cov": clip_cov_selection(lp, old.detach(), A, mask, fraction=0.2, bounds=(0.0, 1.0), eps_low=0.2, eps_high=0.28, seed=0),
+            "kl_cov": kl_cov_selection(lp, A, mask, fraction=0.2)}
+
+
 @suite("losses")
 def cross_checks() -> None:
     """Gradient certificates of every loss, the length bias of every mode, and exact scales of the estimators."""
@@ -97,6 +116,12 @@ def cross_checks() -> None:
         check(f"{method}: autograd of policy_loss == -kappa w A with the derived weight w", certificate_gap(method), 1e-15)
     check("dual-clip PPO (c = 3): autograd == -kappa w A", certificate_gap("ppo", dual_clip=3.0), 1e-15)
     check("CISPO with eps_low=None (TRL's cap, 1 + eps_high = 1.1): autograd == -kappa w A", certificate_gap("cispo", eps_low=None, eps_high=0.1), 1e-15)
+    check("CISPO at the sequence ratio with eps_low=None (TRL, 1 + eps_high = 1.1): autograd == -kappa w A",
+          certificate_gap("cispo_seq", eps_low=None, eps_high=0.1), 1e-15)
+    check("GSPO with dual clip (OpenRLHF, c = 3): autograd == -kappa w A", certificate_gap("gspo", dual_clip=3.0), 1e-15)
+    for method, select in _verl_selections().items():
+        check(f"{method} with verl's selection ({int(select.sum())} of the batch's tokens): autograd == -kappa (w A - p)",
+              certificate_gap(method, selected=select), 1e-15)
     for agg in AGGREGATIONS[1:]:
         check(f"PPO aggregated with {agg}: autograd == -kappa w A", certificate_gap("ppo", agg=agg), 1e-15)
     lm = TinyLM()

@@ -36,7 +36,7 @@ from .._validate import (
 )
 from .aggregation import check_mode, reduce_tokens, zeroed
 
-__all__ = ["POLICY_LOSSES", "policy_loss", "policy_weight"]
+__all__ = ["POLICY_LOSSES", "penalty_gradient", "policy_loss", "policy_weight"]
 
 
 POLICY_LOSSES = tuple(METHODS)
@@ -46,6 +46,7 @@ SEQUENCE_LEVEL = tuple(name for name, m in METHODS.items() if m.sequence_level)
 """The methods whose loss is a function of a row's tokens together (GSPO, GMPO)."""
 
 _NO_RATIO = ("reinforce", "gpg")  # methods that never read old_log_prob
+_SELECTING = ("clip_cov", "kl_cov")  # methods that treat the caller's selected tokens differently
 
 
 class _Inputs(NamedTuple):
@@ -57,16 +58,36 @@ class _Inputs(NamedTuple):
     weight: torch.Tensor | None
     mask: torch.Tensor  # as given, on the device
     kind: str
+    selected: torch.Tensor | None  # boolean [B, T] (Clip-Cov, KL-Cov), else None
 
 
-def _policy_inputs(method, log_prob, old_log_prob, advantages, mask, weight) -> _Inputs:
+def _selection(method: str, selected, like_t: torch.Tensor) -> torch.Tensor | None:
+    """The caller's selected tokens as a boolean ``[B, T]`` tensor on ``like_t``'s device; required by Clip-Cov and KL-Cov, refused elsewhere."""
+    if method not in _SELECTING:
+        if selected is not None:
+            raise ValueError(f"selected is a parameter of {_SELECTING} only (the tokens they treat apart), not of {method!r}")
+        return None
+    if selected is None:
+        raise ValueError(f"selected is required for {method!r}: a [B, T] boolean mask of the selected tokens "
+                         "(numeric.losses.selection computes verl's selection, with a seed)")
+    t, _ = raw_tensor("selected", selected)
+    if t.shape != like_t.shape:
+        raise ValueError(f"selected must have the shape of log_prob {tuple(like_t.shape)}, got {tuple(t.shape)}")
+    if t.dtype != torch.bool:
+        if t.is_complex() or not bool(((t == 0) | (t == 1)).all()):
+            raise ValueError("selected must hold only 0 and 1 (or be boolean)")
+        t = t != 0
+    return t.to(like_t.device)
+
+
+def _policy_inputs(method, log_prob, old_log_prob, advantages, mask, weight, selected=None) -> _Inputs:
     lp, kind = to_tensor("log_prob", log_prob)
     if lp.ndim != 2:
         raise ValueError(f"log_prob must have shape [B, T], got {tuple(lp.shape)}")
     if mask is None:
         raise ValueError("mask is required: a [B, T] 0/1 or boolean response mask")
     raws = {"log_prob": lp}
-    for name, value in (("old_log_prob", old_log_prob), ("advantages", advantages), ("mask", mask), ("weight", weight)):
+    for name, value in (("old_log_prob", old_log_prob), ("advantages", advantages), ("mask", mask), ("weight", weight), ("selected", selected)):
         if value is not None:
             raws[name], k = raw_tensor(name, value)
             if k == "numpy":
@@ -89,7 +110,7 @@ def _policy_inputs(method, log_prob, old_log_prob, advantages, mask, weight) -> 
         w = _aligned("weight", weight, lp)
         if bool(((w < 0) & (m != 0) & torch.isfinite(w)).any()):  # padding may hold anything; inf and NaN are named below
             raise ValueError("weight must be >= 0 where mask is 1 (sampler-correction weights are ratios of probabilities)")
-    return _Inputs(lp, None if method in _NO_RATIO else old, A, w, m, kind)
+    return _Inputs(lp, None if method in _NO_RATIO else old, A, w, m, kind, _selection(method, selected, lp))
 
 
 def _aligned(name: str, value, like_t: torch.Tensor) -> torch.Tensor:
@@ -127,7 +148,7 @@ def _policy_loss(method, x: _Inputs, keep: torch.Tensor, agg, norm, options, cla
     if delta is not None and clamp is not None:
         delta = delta.clamp(-clamp, clamp)
     A = x.advantages if x.advantages.shape[-1] == 1 else zeroed(x.advantages, keep)
-    per_token = token_terms(method, lp, delta, A, n, options)
+    per_token = token_terms(method, lp, delta, A, n, options, x.selected)
     witness = A.detach().sum() + (0 if delta is None else delta.detach().sum())
     if x.weight is not None:
         per_token = per_token * zeroed(x.weight, keep).detach()
@@ -136,7 +157,8 @@ def _policy_loss(method, x: _Inputs, keep: torch.Tensor, agg, norm, options, cla
     return loss, witness + loss.detach()
 
 
-def _ppo_terms(neg_A: torch.Tensor, log_ratio: torch.Tensor, low: float, high: float, dual_clip: float | None) -> torch.Tensor:
+def _ppo_terms(neg_A: torch.Tensor, log_ratio: torch.Tensor, low: float, high: float, dual_clip: float | None,
+               dropped: torch.Tensor | None = None) -> torch.Tensor:
     r"""PPO's per-token loss :math:`-\min(rA, \mathrm{clip}(r)A)` (dual clip: :math:`\le -cA` for :math:`A < 0`), overflow-safe.
 
     A token is *live* where the loss is :math:`-rA` (:math:`A > 0`, :math:`r \le 1+\varepsilon_h`;
@@ -145,6 +167,8 @@ def _ppo_terms(neg_A: torch.Tensor, log_ratio: torch.Tensor, low: float, high: f
     ratio is exponentiated only where the token is live, so a clipped token with
     :math:`r = \infty` has gradient exactly 0 (``0 * exp(inf)`` would be NaN).
     The live sets are closed, as derived (:mod:`derivations.gradient_weights`).
+    A ``dropped`` token (Clip-Cov's selected ones) has loss 0, and is never live,
+    so its ratio is not exponentiated either.
     """
     with torch.no_grad():
         r = log_ratio.exp()
@@ -156,29 +180,42 @@ def _ppo_terms(neg_A: torch.Tensor, log_ratio: torch.Tensor, low: float, high: f
             live = live & ~beyond
             bound = torch.where(beyond, torch.full_like(r, dual_clip), bound)
         live = live & (neg_A != 0)
+        if dropped is not None:
+            live = live & ~dropped
+            bound = torch.where(dropped, torch.zeros_like(bound), bound)
     unclipped = neg_A * torch.where(live, log_ratio, torch.zeros_like(log_ratio)).exp()
     return torch.where(live, unclipped, neg_A * bound)
 
 
-def token_terms(method: str, lp, delta, A, n, options: dict) -> torch.Tensor:
+def token_terms(method: str, lp: torch.Tensor, delta: torch.Tensor | None, A: torch.Tensor, n: torch.Tensor | None,
+                options: dict, selected: torch.Tensor | None = None) -> torch.Tensor:
     r"""The torch per-token loss of ``method`` (:data:`derivations.methods.METHODS`), ``[B, T]``, or ``[B, 1]`` where constant along a row.
 
     ``lp`` is :math:`\ell`, ``delta`` the log-ratio :math:`\ell - \ell_{\mathrm{old}}`
-    (with ``old`` detached), ``A`` the advantages (detached here), ``n`` the
-    rows' token counts (sequence-level methods), ``options`` from
-    :func:`numeric._validate.method_options`.  The test suite checks every
+    (with ``old`` detached; ``None`` for REINFORCE and GPG), ``A`` the advantages
+    (detached here), ``n`` the rows' token counts (sequence-level methods),
+    ``options`` from :func:`numeric._validate.method_options`, ``selected`` the
+    boolean selected tokens (Clip-Cov, KL-Cov).  The test suite checks every
     method's values and gradients against the registry's SymPy formula.
     """
     neg_A = -A.detach()
     if method in ("reinforce", "gpg"):
         return neg_A * lp
-    if method == "ppo":
-        return _ppo_terms(neg_A, delta, options["eps_low"], options["eps_high"], options["dual_clip"])
-    if method in ("gspo", "gspo_token"):
+    assert delta is not None
+    if method in ("ppo", "clip_cov"):
+        return _ppo_terms(neg_A, delta, options["eps_low"], options["eps_high"], options.get("dual_clip"), selected)
+    if method == "kl_cov":  # -A r, exponentiated only where A != 0 (0 * exp(inf) would be NaN), plus beta |delta| where selected
+        assert selected is not None
+        unclipped = neg_A * torch.where(neg_A != 0, delta, torch.zeros_like(delta)).exp()
+        return unclipped + torch.where(selected, delta.abs() * options["kl_cov_coef"], torch.zeros_like(delta))
+    if method in ("gspo", "gspo_token", "cispo_seq", "sapo_seq"):
+        assert n is not None
         log_s = delta.sum(-1, keepdim=True) / n.clamp(min=1)
         if method == "gspo_token":  # straight-through: the value of s_i, the gradient of pi_t / sg(pi_t)
             log_s = log_s.detach() + (delta - delta.detach())
-        return _ppo_terms(neg_A, log_s, options["eps_low"], options["eps_high"], None)
+        if method in ("gspo", "gspo_token"):
+            return _ppo_terms(neg_A, log_s, options["eps_low"], options["eps_high"], options.get("dual_clip"))
+        method, delta = method[:-4], log_s  # CISPO and SAPO at the row's ratio
     if method in ("cispo", "is"):
         r = delta.detach().exp()
         if method == "cispo":
@@ -191,7 +228,16 @@ def token_terms(method: str, lp, delta, A, n, options: dict) -> torch.Tensor:
         # beyond tau (r - 1) = 200 the sigmoid is 1 in every float format: stop there, so exp never overflows
         r = delta.clamp(max=torch.log1p(200 / tau)).exp()
         return torch.sigmoid(tau * (r - 1)) * (4 * neg_A / tau)
+    if method == "vespo":  # the stopped Gamma weight of the product of the row's ratios, in log space (W = inf gives 0)
+        with torch.no_grad():
+            log_W = delta.sum(-1, keepdim=True)
+            nonneg = neg_A <= 0  # TRL: A >= 0 takes the positive side's (k, lambda)
+            k = torch.where(nonneg, neg_A.new_tensor(options["vespo_k"][0]), neg_A.new_tensor(options["vespo_k"][1]))
+            lam = torch.where(nonneg, neg_A.new_tensor(options["vespo_lambda"][0]), neg_A.new_tensor(options["vespo_lambda"][1]))
+            phi = (lam + k * log_W - lam * log_W.exp()).exp()
+        return lp * (phi * neg_A)
     # gmpo: exp(mean_t of the sign-clipped log-ratio), times the row's mean advantage
+    assert n is not None
     g_low, g_high = options["gmpo_clip"]
     sign = -torch.sign(neg_A)
     clipped = sign * torch.minimum(sign * delta, sign * delta.clamp(-g_low, g_high))
@@ -218,9 +264,10 @@ def policy_loss(
     *,
     agg: str | None = None,
     norm: float | None = None,
-    weight=None,
+    weight: Array | None = None,
+    selected: Array | None = None,
     log_ratio_clamp: float | None = None,
-    **params,
+    **params: float | tuple[float, float] | None,
 ) -> ArrayT:
     r"""The policy losses trainers ship, batched: :func:`aggregate` of a per-token loss.
 
@@ -245,9 +292,24 @@ def policy_loss(
         :math:`-\mathrm{sg}(\mathrm{clip}(r))\,A\,\ell` (MiniMax-M1 Eq. 4-5, verl ``cispo``); with
         ``eps_low=None`` the one-sided cap :math:`-\mathrm{sg}(\min(r, 1+\varepsilon_h))\,A\,\ell`
         (TRL ``cispo``, whose absolute cap ``epsilon_high`` is :math:`1 + \varepsilon_h`).
+    ``cispo_seq``
+        CISPO with the row's ratio :math:`s_i` in place of :math:`r`: :math:`-\mathrm{sg}(\mathrm{clip}(s_i))\,A\,\ell`
+        (TRL ``cispo`` at ``importance_sampling_level="sequence"``, with ``eps_low=None``).
     ``sapo``
         :math:`-\frac{4}{\tau}\,\sigma(\tau(r-1))\,A`, :math:`\tau = \tau_+` if :math:`A > 0`
-        else :math:`\tau_-` (TRL ``sapo``).
+        else :math:`\tau_-` (verl and TRL ``sapo``).
+    ``sapo_seq``
+        SAPO at the row's ratio :math:`s_i`, one value per row (TRL ``sapo`` at ``importance_sampling_level="sequence"``).
+    ``vespo``
+        :math:`-\mathrm{sg}(\phi(W_i))\,A\,\ell` with the product of the row's ratios
+        :math:`W_i = \prod_t r_{it}` and the Gamma weight :math:`\phi(W) = W^k e^{\lambda(1 - W)}`,
+        :math:`(k, \lambda)` the positive side's if :math:`A \ge 0` (TRL ``vespo``).
+    ``clip_cov``
+        PPO's loss, and 0 on the ``selected`` tokens (verl ``clip_cov``; its selection is
+        :func:`~numeric.losses.selection.clip_cov_selection`).
+    ``kl_cov``
+        :math:`-rA`, plus :math:`\beta\,|\ell - \ell_{\mathrm{old}}|` on the ``selected`` tokens
+        (verl ``kl_cov``; :func:`~numeric.losses.selection.kl_cov_selection`).
     ``gmpo``
         per row, :math:`-\bar A_i \exp\overline{g(\Delta)}` with
         :math:`g(\Delta) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\Delta,\ \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h))`,
@@ -280,6 +342,11 @@ def policy_loss(
         ``[B, T]`` non-negative per-token sampler-correction weights (detached),
         multiplying the per-token loss before aggregation, as TRL's
         ``importance_sampling_ratio`` and verl's ``rollout_is_weights``.
+    selected : numpy array or torch tensor, optional
+        Clip-Cov and KL-Cov only, and required there: ``[B, T]`` boolean (or 0/1)
+        mask of the tokens the method treats apart.  Trainers draw it from the
+        whole batch (a covariance rank, a random subset), so it is the caller's
+        argument; :mod:`numeric.losses.selection` computes verl's, with a seed.
     log_ratio_clamp : float, optional
         Clamp :math:`\ell - \ell_{\mathrm{old}}` to :math:`[-v, v]` before anything
         else, as verl's ``vanilla`` and OpenRLHF's ``PolicyLoss`` do with
@@ -295,6 +362,11 @@ def policy_loss(
         SAPO only: :math:`(\tau_+, \tau_-)`, positive; TRL's defaults ``(1.0, 1.05)``.
     gmpo_clip : (float, float)
         GMPO only: :math:`(\delta_l, \delta_h)`, its clip range in log space (verl's clip ratios).
+    vespo_k, vespo_lambda : (float, float)
+        VESPO only: :math:`(k_+, k_-)` and :math:`(\lambda_+, \lambda_-)`, positive; TRL's defaults
+        ``(2.0, 3.0)`` and ``(3.0, 2.0)``.
+    kl_cov_coef : float
+        KL-Cov only: :math:`\beta \ge 0` (verl ``ppo_kl_coef``), default 1.
 
     A parameter the method does not take is refused by name.
 
@@ -322,7 +394,8 @@ def policy_loss(
     ----------
     Schulman et al. (PPO) arXiv:1707.06347; Ye et al. (dual clip) AAAI 2020; Yu et al. (DAPO)
     arXiv:2503.14476; Zheng et al. (GSPO) arXiv:2507.18071; MiniMax (CISPO) arXiv:2506.13585;
-    Gao et al. (SAPO) arXiv:2511.20347; Zhao et al. (GMPO) arXiv:2507.20673; Chu et al. (GPG) arXiv:2504.02546.
+    Gao et al. (SAPO) arXiv:2511.20347; Zhao et al. (GMPO) arXiv:2507.20673; Chu et al. (GPG) arXiv:2504.02546;
+    VESPO arXiv:2602.10693; Cui et al. (Clip-Cov, KL-Cov) arXiv:2505.22617.
 
     Examples
     --------
@@ -341,7 +414,7 @@ def policy_loss(
         raise ValueError(f"agg must be None for {method}: it is a sequence loss averaged over rows")
     agg = check_mode(agg or METHODS[method].aggregation or "seq-mean-token-mean", "agg")
     clamp = _clamp(log_ratio_clamp)
-    x = _policy_inputs(method, log_prob, old_log_prob, advantages, mask, weight)
+    x = _policy_inputs(method, log_prob, old_log_prob, advantages, mask, weight, selected)
     keep, not_01 = _float_mask(x.mask, x.log_prob)
     loss, witness = _policy_loss(method, x, keep, agg, norm, options, clamp)
     if (not_01 + 0 * witness).item() != 0:  # a mask not 0/1, or NaN or inf somewhere: the careful way
@@ -352,17 +425,22 @@ def policy_loss(
     return like(x.kind, loss.to(result_dtype(log_prob)))
 
 
-def policy_weight(method: str, log_prob: ArrayT, old_log_prob: Array, advantages: Array, mask: Array, *, log_ratio_clamp: float | None = None, **params: float | tuple[float, float] | None) -> ArrayT:
-    r"""The derived gradient weight :math:`w_{it}` of ``method``: :math:`\partial\,\mathrm{loss}/\partial\ell_{it} = -\kappa_{it} w_{it} A_{it}`.
+def policy_weight(method: str, log_prob: ArrayT, old_log_prob: Array, advantages: Array, mask: Array, *, selected: Array | None = None,
+                  log_ratio_clamp: float | None = None, **params: float | tuple[float, float] | None) -> ArrayT:
+    r"""The derived gradient weight :math:`w_{it}` of ``method``: :math:`\partial\,\mathrm{loss}/\partial\ell_{it} = -\kappa_{it} (w_{it} A_{it} - p_{it})`.
 
     The weights are :func:`derivations.losses.weight` lambdified
     (:func:`numeric.gradient_weights.derived_weight`), evaluated at the token
     ratio :math:`r_{it}` (token methods, the form chosen by the options, as
-    :func:`derivations.methods.form`), at the sequence ratio :math:`s_i` (GSPO,
-    both forms, PPO's weight there), or at GMPO's clipped geometric mean times
-    the token's live indicator.  0 on masked tokens.  Takes the parameters of
-    :func:`policy_loss`, checked the same way.  With ``log_ratio_clamp`` a
-    token whose log-ratio is clamped has weight 0 (the clamp stops its gradient).
+    :func:`derivations.methods.form`; Clip-Cov's and KL-Cov's by ``selected``),
+    at the sequence ratio :math:`s_i` (GSPO, both forms, PPO's weight there;
+    CISPO and SAPO at the sequence ratio), at VESPO's Gamma weight of the
+    product :math:`W_i` of the row's ratios, or at GMPO's clipped geometric mean
+    times the token's live indicator.  0 on masked tokens.  Takes the
+    parameters of :func:`policy_loss`, checked the same way.  With
+    ``log_ratio_clamp`` a token whose log-ratio is clamped has weight 0 where
+    the gradient passes through the ratio (the clamp stops it).  The penalty
+    part :math:`p` is 0 for every method but KL-Cov: :func:`penalty_gradient`.
 
     Examples
     --------
@@ -371,11 +449,13 @@ def policy_weight(method: str, log_prob: ArrayT, old_log_prob: Array, advantages
     >>> lp = torch.log(torch.tensor([[0.3, 0.6]])); old = torch.log(torch.tensor([[0.2, 0.5]]))
     >>> policy_weight("ppo", lp, old, torch.tensor([1.0]), torch.ones(1, 2), eps_low=0.2, eps_high=0.28).tolist()
     [[0.0, 1.2]]
+    >>> policy_weight("clip_cov", lp, old, torch.tensor([-1.0]), torch.ones(1, 2), selected=torch.tensor([[False, True]])).tolist()
+    [[1.5, 0.0]]
     """
     method = _method(method)
     options = method_options(method, params)
     clamp = _clamp(log_ratio_clamp)
-    x = _policy_inputs("ppo", log_prob, old_log_prob, advantages, mask, None)
+    x = _policy_inputs(method if method in _SELECTING else "ppo", log_prob, old_log_prob, advantages, mask, None, selected)
     t, keep, _ = masked_inputs(x.mask, log_prob=x.log_prob, old_log_prob=x.old_log_prob, advantages=x.advantages.expand_as(x.log_prob))
     kind, dtype, m = x.kind, t["log_prob"].dtype, keep.double()
     delta = (t["log_prob"] - t["old_log_prob"]).detach().double()
@@ -383,19 +463,87 @@ def policy_weight(method: str, log_prob: ArrayT, old_log_prob: Array, advantages
     inside = torch.ones_like(delta) if clamp is None else (delta.abs() <= clamp).double()
     if clamp is not None:
         delta = delta.clamp(-clamp, clamp)
-    if method in ("gspo", "gspo_token"):
-        w = derived_weight("ppo", _row_mean(delta, m).exp().expand_as(A), A, options)
+    if method in ("gspo", "gspo_token", "sapo_seq", "cispo_seq"):
+        token_method = {"gspo": "ppo", "gspo_token": "ppo"}.get(method, method[:-4])
+        form = methods.form(token_method, **{k: v for k, v in params.items() if k in ("dual_clip", "eps_low")})
+        w = derived_weight(form, _row_mean(delta, m).exp().expand_as(A), A, options)
+    elif method == "vespo":
+        w = _gamma_weight((delta * m).sum(-1, keepdim=True).expand_as(A), A, options)
     elif method == "gmpo":
         g_low, g_high = options["gmpo_clip"]
         sign = torch.sign(A)
         clipped = sign * torch.minimum(sign * delta, sign * delta.clamp(-g_low, g_high))
         live = torch.where(A > 0, delta <= g_high, delta >= -g_low).double()
         w = _row_mean(clipped, m).exp() * live
+    elif method in _SELECTING:
+        assert x.selected is not None
+        kept, chosen = (derived_weight(f"{method}_{which}", delta.exp(), A, options) for which in ("kept", "selected"))
+        w = torch.where(x.selected.to(kept.device), chosen, kept)
     else:
         w = derived_weight(methods.form(method, **params), delta.exp(), A, options)
-    if method not in ("reinforce", "gpg", "cispo", "is"):  # their gradient does not pass through the ratio
+    if method not in ("reinforce", "gpg", "cispo", "is", "cispo_seq", "vespo"):  # their gradient does not pass through the ratio
         w = w * inside
     return like(kind, (w * m).to(dtype).to(result_dtype(log_prob)))
+
+
+def penalty_gradient(method: str, log_prob: ArrayT, old_log_prob: Array, mask: Array, *, selected: Array | None = None,
+                     log_ratio_clamp: float | None = None, **params: float | tuple[float, float] | None) -> ArrayT:
+    r"""The part :math:`p_{it}` of :math:`\partial\,\mathrm{loss}/\partial\ell_{it} = -\kappa_{it}(w_{it}A_{it} - p_{it})` that no advantage multiplies.
+
+    :func:`derivations.losses.penalty_gradient` lambdified: KL-Cov's
+    :math:`\beta\,\mathrm{sgn}(\ell - \ell_{\mathrm{old}})` on its selected tokens (its
+    :math:`\beta|\ell - \ell_{\mathrm{old}}|` pulls them towards the old policy, whatever
+    their advantage); 0 for every other method and on masked tokens.  With
+    ``log_ratio_clamp`` a clamped token's is 0.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numeric.losses import penalty_gradient
+    >>> lp = torch.log(torch.tensor([[0.3, 0.6, 0.5]])); old = torch.log(torch.tensor([[0.2, 0.7, 0.5]]))
+    >>> penalty_gradient("kl_cov", lp, old, torch.ones(1, 3), selected=torch.ones(1, 3), kl_cov_coef=0.5).tolist()
+    [[0.5, -0.5, 0.0]]
+    """
+    method = _method(method)
+    options = method_options(method, params)
+    clamp = _clamp(log_ratio_clamp)
+    lp, _ = to_tensor("log_prob", log_prob)
+    x = _policy_inputs(method if method in _SELECTING else "ppo", log_prob, old_log_prob, torch.zeros(lp.shape[:1]), mask, None, selected)
+    t, keep, _ = masked_inputs(x.mask, log_prob=x.log_prob, old_log_prob=x.old_log_prob)
+    delta = (t["log_prob"] - t["old_log_prob"]).detach().double()
+    p = torch.zeros_like(delta)
+    if method == "kl_cov":
+        assert x.selected is not None
+        inside = torch.ones_like(delta) if clamp is None else (delta.abs() <= clamp).double()
+        p = torch.where(x.selected.to(delta.device), _penalty_fn()(delta.cpu().numpy(), options["kl_cov_coef"]).to(delta.device), p) * inside
+    return like(x.kind, (p * keep.double()).to(t["log_prob"].dtype).to(result_dtype(log_prob)))
+
+
+@cache
+def _penalty_fn():
+    r"""KL-Cov's derived penalty gradient, lambdified in :math:`\Delta = \ell - \ell_0` and :math:`\beta`."""
+    delta = sp.Symbol("Delta", real=True)
+    p = derived.penalty_gradient("kl_cov_selected").subs(methods.ell, methods.ell0 + delta)
+    f = sp.lambdify((delta, methods.beta), p, "numpy")
+    return lambda delta, beta: torch.as_tensor(np.asarray(f(delta, beta), dtype=np.float64))
+
+
+@cache
+def _log_gamma_fn():
+    r""":math:`\log\phi(e^L) = kL + \lambda(1 - e^L)` from :func:`derivations.methods.gamma_weight`, lambdified in :math:`L, k, \lambda`."""
+    L = sp.Symbol("L", real=True)
+    log_phi = sp.expand_log(sp.log(methods.gamma_weight(sp.exp(L))), force=True)
+    return sp.lambdify((L, methods.k, methods.lam), log_phi, "numpy")
+
+
+def _gamma_weight(log_W: torch.Tensor, A: torch.Tensor, options: dict) -> torch.Tensor:
+    r"""VESPO's derived weight :math:`\phi(W)` at :math:`\log W`, float64: evaluated in log space, so :math:`W = \infty` gives 0, not NaN."""
+    nonneg = (A >= 0).cpu().numpy()
+    k = np.where(nonneg, options["vespo_k"][0], options["vespo_k"][1])
+    lam = np.where(nonneg, options["vespo_lambda"][0], options["vespo_lambda"][1])
+    with np.errstate(over="ignore"):
+        log_phi = _log_gamma_fn()(log_W.detach().double().cpu().numpy(), k, lam)
+    return torch.as_tensor(np.exp(log_phi)).to(log_W.device)
 
 
 def _row_mean(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
