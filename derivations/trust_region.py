@@ -454,6 +454,9 @@ def bias_corrected_kl_gradient(K: int = 3) -> Derivation:
     kl_value = sp.Symbol(r"\mathrm{KL}(\pi \| \pi_{\mathrm{ref}})")
     definitions[expected_value] = sum(mu[a] * corrected(a) for a in range(K))
     definitions[kl_value] = reverse
+    expected_grad = sum((mu[a] * grad(corrected(a)) for a in range(K)), sp.zeros(1, K))
+    corrected_row = shown(r"\mathbb{E}_\mu[\partial_j(\rho k_3)]", expected_grad)  # every definition before Definitions is built
+    reverse_row = shown(r"\partial_j \mathrm{KL}(\pi \| \pi_{\mathrm{ref}})", grad(reverse))
     d = Derivation(
         f"The bias-corrected KL term, K = {K}",
         assumptions=[r"$a \sim \mu = \pi_{\mathrm{old}}$, fixed", r"$\rho = \pi_\theta(a)/\mu(a)$, differentiated through $\pi_\theta$",
@@ -464,7 +467,6 @@ def bias_corrected_kl_gradient(K: int = 3) -> Derivation:
     d.step(sp.Derivative(pa[a_], softmax.theta[j_]), jacobian,
            r"softmax Jacobian, $\pi_a = e^{\theta_a} / \sum_b e^{\theta_b}$ (any number of actions)")
     d.step(expected_value, kl_value, r"$\mu_a \rho_a = \pi_a$: the value is the reverse KL, for any $\mu$", facts=total)
-    expected_grad = sum((mu[a] * grad(corrected(a)) for a in range(K)), sp.zeros(1, K))
-    d.step(shown(r"\mathbb{E}_\mu[\partial_j(\rho k_3)]", expected_grad), shown(r"\partial_j \mathrm{KL}(\pi \| \pi_{\mathrm{ref}})", grad(reverse)),
+    d.step(corrected_row, reverse_row,
            r"and so is the gradient: $\sum_a \mu_a\,\partial_j(\pi_a k_{3,a}/\mu_a) = \partial_j \sum_a \pi_a k_{3,a}$", facts=total)
     return d
