@@ -134,10 +134,7 @@ def is_zero(expr: sp.Basic | sp.MatrixBase | float, facts: Mapping | None = None
     for entry in _entries(expr):
         if unfold is not None:
             entry = unfold(entry)
-        try:
-            name = _reduced_by(entry, known) if known is not None else _reduce(entry, facts)
-        except TypeError:  # an unhashable part: nothing to remember it by
-            name = _reduce(entry, facts)
+        name = _reduced_by(entry, known) if known is not None and _hashable(entry) else _reduce(entry, facts)
         if name is None:
             return None
         used.append(name)
@@ -151,9 +148,18 @@ def _facts_key(facts: Mapping | None) -> frozenset | None:
     if not facts:
         return frozenset()
     try:
-        return frozenset((sp.sympify(k), sp.sympify(v)) for k, v in facts.items())
+        key = frozenset((sp.sympify(k), sp.sympify(v)) for k, v in facts.items())
     except (TypeError, sp.SympifyError):
         return None
+    return key if _hashable(key) else None
+
+
+def _hashable(x) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
 
 
 @lru_cache(maxsize=8192)
@@ -167,12 +173,13 @@ def _reduce(entry: sp.Basic, facts: Mapping | None) -> str | None:
     reject_vacuous_derivatives(entry)
     if not facts and refuting_point(entry) is not None:
         return None  # refuted before the (costly) evaluation of its sums: they are evaluated exactly at the point
+    shown = entry
     entry = entry.doit()
     if facts:
         # split logs while the symbols still carry their signs (a fact like pi_K = 1 - ... hides them);
         # without force, expand_log splits only what the assumptions allow
         entry = sp.expand_log(entry).subs(facts).doit()
-    if refuting_point(entry) is not None:
+    if (facts or entry != shown) and refuting_point(entry) is not None:
         return None
     tried = set()
     for name, rewrite, reduction in _STAGES:
