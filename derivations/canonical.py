@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 import sympy as sp
-from sympy.core.assumptions import _assume_defined
 
 from ._validate import require_expr, require_optional, require_optional_callable
 
@@ -204,11 +203,7 @@ _CANDIDATES = (*map(sp.Integer, (0, 1, 2, 3, -1, -2, 5, 7)), *(sp.Rational(n, d)
 
 def _admits(atom: sp.Basic, value: sp.Rational) -> bool:
     """``value`` has every assumption SymPy knows of ``atom`` (``positive``, ``integer``, ``zero``, ...), true or false."""
-    for key in _assume_defined:
-        known = getattr(atom, f"is_{key}", None)
-        if known is not None and getattr(value, f"is_{key}") is not known:
-            return False
-    return True
+    return all(getattr(value, f"is_{key}") is known for key, known in atom.assumptions0.items())
 
 
 def _point(atoms: list, rng: random.Random | None) -> dict | None:
