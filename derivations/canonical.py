@@ -4,17 +4,28 @@ r"""Canonicalisers: the CAS's test that a difference is zero.
 first that maps an expression to 0.  This is one of the two things the proof
 kernel (:mod:`derivations.kernel`) trusts; the other is SymPy's sign decisions
 (:mod:`derivations.regions`).
+
+Two things make it fast without changing a verdict.  The verdict on one
+expression (after ``unfold``) under one set of facts is remembered, so a claim
+that a doctest, a chapter and a test all check is reduced once per process
+(the verdict is a ``str`` or ``None``, nothing mutable is shared).  And an
+expression that is an exact nonzero rational at a rational point its symbols'
+assumptions admit is refuted at once (:func:`refuting_point`): no sound
+canonicaliser maps it to 0, so trying them all would only return ``None``
+slowly.  A point never proves a step: a zero there decides nothing.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 
 import sympy as sp
 
 from ._validate import require_expr, require_optional, require_optional_callable
 
-__all__ = ["CANONICALISERS", "DerivationError", "is_zero", "reject_vacuous_derivatives"]
+__all__ = ["CANONICALISERS", "DerivationError", "is_zero", "refuting_point", "reject_vacuous_derivatives"]
 
 
 class DerivationError(AssertionError):
@@ -65,14 +76,26 @@ def _sums_to_symbols(expr: sp.Expr) -> sp.Expr:
     return expr.xreplace({s: sp.Dummy("S") for s in sums})
 
 
-CANONICALISERS: tuple[tuple[str, Callable[[sp.Expr], sp.Expr]], ...] = (
-    ("expand", sp.expand),
-    ("cancel(together)", _cancel),
-    ("exp->x, cancel(together)", lambda e: _cancel(_exp_to_symbols(e))),
-    ("expand_log, cancel", lambda e: _cancel(sp.expand_log(e))),
-    ("sums as atoms, cancel(together)", lambda e: _cancel(_exp_to_symbols(_sums_to_symbols(e)))),
-    ("simplify", sp.simplify),
+def _as_is(expr: sp.Expr) -> sp.Expr:
+    return expr
+
+
+# (name, rewrite, reduction): the canonicaliser is reduction(rewrite(expr))
+_STAGES = (
+    ("expand", _as_is, sp.expand),
+    ("cancel(together)", _as_is, _cancel),
+    ("exp->x, cancel(together)", _exp_to_symbols, _cancel),
+    ("expand_log, cancel", sp.expand_log, _cancel),
+    ("sums as atoms, cancel(together)", lambda e: _exp_to_symbols(_sums_to_symbols(e)), _cancel),
+    ("simplify", _as_is, sp.simplify),
 )
+
+
+def _composed(rewrite: Callable, reduction: Callable) -> Callable[[sp.Expr], sp.Expr]:
+    return lambda e: reduction(rewrite(e))
+
+
+CANONICALISERS: tuple[tuple[str, Callable[[sp.Expr], sp.Expr]], ...] = tuple((name, _composed(rw, red)) for name, rw, red in _STAGES)
 """Canonicalisers tried in order: the first that maps ``lhs - rhs`` to 0 proves the step."""
 
 
@@ -105,29 +128,173 @@ def is_zero(expr: sp.Basic | sp.MatrixBase | float, facts: Mapping | None = None
     require_expr("expr", expr)
     require_optional("facts", facts, Mapping, "a mapping")
     require_optional_callable("unfold", unfold)
+    known = _facts_key(facts)
     used = []
     for entry in _entries(expr):
         if unfold is not None:
             entry = unfold(entry)
-        reject_vacuous_derivatives(entry)
-        entry = entry.doit()
-        if facts:
-            # split logs while the symbols still carry their signs (a fact like pi_K = 1 - ... hides them);
-            # without force, expand_log splits only what the assumptions allow
-            entry = sp.expand_log(entry).subs(facts).doit()
-        for name, canon in CANONICALISERS:
-            try:
-                reduced = canon(entry)
-            except Exception:  # a canonicaliser that breaks proves nothing; try the next
-                continue
-            if reduced == 0:
-                used.append(name)
-                break
-        else:
+        name = _reduced_by(entry, known) if known is not None and _hashable(entry) else _reduce(entry, facts)
+        if name is None:
             return None
+        used.append(name)
     # the most expensive canonicaliser any entry needed
     order = [name for name, _ in CANONICALISERS]
     return max(used, key=order.index) if used else "expand"
+
+
+def _facts_key(facts: Mapping | None) -> frozenset | None:
+    """``facts`` as a hashable key (SymPy substitutes a mapping in its own canonical order, so the order is immaterial)."""
+    if not facts:
+        return frozenset()
+    try:
+        key = frozenset((sp.sympify(k), sp.sympify(v)) for k, v in facts.items())
+    except (TypeError, sp.SympifyError):
+        return None
+    return key if _hashable(key) else None
+
+
+def _hashable(x) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=8192)
+def _reduced_by(entry: sp.Basic, facts: frozenset) -> str | None:
+    """:func:`_reduce`, remembered per (expression, facts): both are immutable, the verdict a ``str`` or ``None``."""
+    return _reduce(entry, dict(facts))
+
+
+def _reduce(entry: sp.Basic, facts: Mapping | None) -> str | None:
+    """The first canonicaliser that maps the unfolded ``entry`` to 0 once the facts are substituted, else ``None``."""
+    reject_vacuous_derivatives(entry)
+    if not facts and refuting_point(entry) is not None:
+        return None  # refuted before the (costly) evaluation of its sums: they are evaluated exactly at the point
+    shown = entry
+    entry = entry.doit()
+    if facts:
+        # split logs while the symbols still carry their signs (a fact like pi_K = 1 - ... hides them);
+        # without force, expand_log splits only what the assumptions allow
+        entry = sp.expand_log(entry).subs(facts).doit()
+    if (facts or entry != shown) and refuting_point(entry) is not None:
+        return None
+    tried = set()
+    for name, rewrite, reduction in _STAGES:
+        try:
+            rewritten = rewrite(entry)
+            if (reduction, rewritten) in tried:
+                continue  # the same reduction of the same expression already gave a nonzero result
+            tried.add((reduction, rewritten))
+            reduced = reduction(rewritten)
+        except Exception:  # a canonicaliser that breaks proves nothing; try the next
+            continue
+        if reduced == 0:
+            return name
+    return None
+
+
+# ------------------------------------------------------------ refutation at a rational point
+
+_UNEVALUATED = (sp.Integral, sp.Derivative, sp.Subs, sp.Limit, sp.Lambda, sp.Idx)  # nothing exact to evaluate at a point
+_CANDIDATES = (*map(sp.Integer, (0, 1, 2, 3, -1, -2, 5, 7)), *(sp.Rational(n, d) for n, d in ((1, 2), (-1, 3), (3, 7), (-5, 11))))
+
+
+def _admits(atom: sp.Basic, value: sp.Rational) -> bool:
+    """``value`` has every assumption SymPy knows of ``atom`` (``positive``, ``integer``, ``zero``, ...), true or false."""
+    return all(getattr(value, f"is_{key}") is known for key, known in atom.assumptions0.items())
+
+
+def _point(atoms: list, rng: random.Random | None) -> dict | None:
+    """Admissible values for ``atoms``: the simplest each admits (``rng`` None), or pseudo-random small ones; ``None`` if one admits none."""
+    out = {}
+    for atom in atoms:
+        if rng is None:
+            choices = _CANDIDATES
+        else:
+            d = rng.choice((2, 3, 5, 7, 11, 13))
+            q = sp.Rational(rng.randint(0, 7) * d + rng.randint(1, d - 1), d) * rng.choice((1, -1))  # never an integer
+            n = sp.Integer(rng.randint(2, 6))  # an integer stays small: it may be a sum's upper limit
+            choices = (q, -q, n, -n, *_CANDIDATES)
+        value = next((v for v in choices if _admits(atom, v)), None)
+        if value is None:
+            return None
+        out[atom] = value
+    return out
+
+
+def _plain_symbols(expr: sp.Basic) -> set:
+    """The symbols of ``expr`` outside a table's name (the label of an ``IndexedBase`` names the table, not a value)."""
+    if isinstance(expr, sp.IndexedBase):
+        return set()
+    if isinstance(expr, sp.Symbol):
+        return {expr}
+    return set().union(*map(_plain_symbols, expr.args)) if expr.args else set()
+
+
+def refuting_point(expr: sp.Basic) -> dict | None:
+    r"""A rational point, admissible under the symbols' assumptions, at which ``expr`` is an exact nonzero rational; else ``None``.
+
+    Every free symbol (then every table entry :math:`p_i` with a numeric
+    index) gets a rational value that has each of its stated assumptions
+    (positive, integer, nonzero, ...); a sum or product whose limits become
+    integers is expanded term by term.  If ``expr`` then evaluates, by exact
+    arithmetic alone, to a nonzero ``Rational``, it is not identically zero on
+    the domain the assumptions describe, and no sound canonicaliser maps it to
+    0: a rigorous refutation.  Tried at the simplest admissible point (where
+    :math:`e^0 = 1` keeps a softmax rational) and at one pseudo-random one
+    (fixed seed).  Anything else (a value that is not a rational, a division by
+    zero, a derivative, an undefined function, a sum whose upper limit falls
+    below its lower) refutes nothing.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.canonical import refuting_point
+    >>> x, d = sp.Symbol("x"), sp.Symbol("delta", positive=True)
+    >>> refuting_point((x + 1) ** 2 - x**2 - 2 * x - 1) is None
+    True
+    >>> refuting_point(sp.exp(x) / (1 + sp.exp(x)) - 1 / (1 + sp.exp(-x)) + d)
+    {delta: 1, x: 0}
+    >>> k, K = sp.Symbol("k", integer=True), sp.Symbol("K", integer=True, positive=True)
+    >>> refuting_point(sp.Sum(k, (k, 1, K)) - K * (K + 1) / 2) is None
+    True
+    >>> refuting_point(sp.Sum(k, (k, 1, K)) - K**2 / 2)
+    {K: 1}
+    """
+    require_expr("expr", expr)
+    expr = sp.sympify(expr)
+    if not isinstance(expr, sp.Expr) or expr.has(*_UNEVALUATED) or expr.atoms(sp.core.function.AppliedUndef):
+        return None
+    symbols = sorted(_plain_symbols(expr) & expr.free_symbols, key=sp.default_sort_key)
+    named = {b.label for b in expr.atoms(sp.IndexedBase)} | {v for x in expr.atoms(sp.Sum, sp.Product) for v in x.variables}
+    if named & set(symbols):
+        return None  # a table's name or a summation index that is also free: substituting one would change the other
+    rng = random.Random(0)
+    for draw in (None, rng):
+        at = _point(symbols, draw)
+        if at is None:
+            return None
+        try:
+            value = expr.xreplace(at)
+            if value.has(sp.Sum, sp.Product):
+                limits = [lim for x in value.atoms(sp.Sum, sp.Product) for lim in x.limits]
+                if not all(lo.is_Integer and hi.is_Integer and hi >= lo - 1 for _, lo, hi in limits):
+                    continue
+                value = value.doit()
+            entries = sorted(value.atoms(sp.Indexed), key=sp.default_sort_key)
+            if any(not i.is_Integer for e in entries for i in e.indices):
+                continue
+            table = _point(entries, draw)
+            if table is None:
+                return None
+            value = value.xreplace(table)
+        except (TypeError, ValueError, ZeroDivisionError, ArithmeticError):
+            continue
+        if isinstance(value, sp.Rational) and value != 0:
+            return {**at, **table}
+    return None
 
 
 def reject_vacuous_derivatives(expr: sp.Basic) -> None:

@@ -390,11 +390,15 @@ def reinforce_loss(log_prob: ArrayT, advantages: Array, mask: Array | None = Non
 
 
 def reinforce_per_sample(lm: TinyLM, theta: torch.Tensor, samples: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
-    r"""The REINFORCE estimate by a loop: one backward pass per sample.
+    r"""The REINFORCE estimate by a loop: one backward pass per distinct sampled response.
 
     .. math::
 
-        \hat g = \frac1n \sum_{i=1}^n A_i\, \nabla_\theta \log \pi_\theta(o_i).
+        \hat g = \frac1n \sum_{i=1}^n A_i\, \nabla_\theta \log \pi_\theta(o_i)
+                = \frac1n \sum_{o} \Big(\sum_{i:\, o_i = o} A_i\Big) \nabla_\theta \log \pi_\theta(o),
+
+    the second sum over the distinct responses :math:`o` in the sample (a toy LM
+    has few, so ``n`` samples cost at most :math:`N` backward passes).
 
     Examples
     --------
@@ -413,10 +417,12 @@ def reinforce_per_sample(lm: TinyLM, theta: torch.Tensor, samples: torch.Tensor,
     samples, advantages = _check_samples(lm, samples, advantages)
     th = theta.detach().clone().requires_grad_(True)
     total = torch.zeros_like(th)
-    for i, a in zip(samples.tolist(), advantages.tolist()):
+    distinct, which = torch.unique(samples, return_inverse=True)
+    summed = torch.zeros(len(distinct), dtype=advantages.dtype, device=advantages.device).index_add_(0, which, advantages)
+    for i, a in zip(distinct.tolist(), summed.tolist()):
         k = int(lm.lengths[i])
         rows, toks = lm.prefix_rows[i, :k], lm.tokens[i, :k]
-        logp = torch.log_softmax(lm.logits(th)[rows], -1)[torch.arange(k), toks].sum()  # log pi(o_i)
+        logp = torch.log_softmax(lm.logits(th)[rows], -1)[torch.arange(k), toks].sum()  # log pi(o)
         total += a * torch.autograd.grad(logp, th)[0]
     return total / len(samples)
 

@@ -1,5 +1,6 @@
 """The package as a reader meets it: the README's example runs as written, the license is there, the sources compile cleanly."""
 
+import os
 import re
 import subprocess
 import sys
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
 PYTHON_BLOCKS = re.findall(r"^```python\n(.*?)^```", README, re.S | re.M)
 
 
@@ -20,8 +22,10 @@ def test_the_readme_has_a_short_python_example():
 
 @pytest.mark.parametrize("code", PYTHON_BLOCKS)
 def test_readme_python_block_runs_as_written(code, tmp_path):
-    # a fresh interpreter outside the repository: no conftest, torch's own default dtype
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    # a fresh interpreter outside the repository: no conftest, torch's own default dtype; it imports this checkout
+    # (not whichever tree the editable install points at)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     promised = re.search(r"The last line prints `([^`]*)`", README).group(1)
     assert result.stdout.rstrip().splitlines()[-1] == promised

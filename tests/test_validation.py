@@ -394,6 +394,7 @@ ROWS = [
     Row(d_regions.decide_sign, (X - 1,), {0: "expr"}),
     Row(_positional(d_regions.resolve, 2, ("keep_variables",), "resolve"), (X - 1, None, False), {0: "expr", 1: "mapping", 2: "bool"}),
     Row(d_canonical.reject_vacuous_derivatives, (X,), {0: "expr"}),
+    Row(d_canonical.refuting_point, (X + 1,), {0: "expr"}),
     Row(d_kernel.relation_holds, (X**2 + 1, ">=", 2 * X), {0: "expr", 1: "choice", 2: "expr"}),
     Row(d_kernel.implies, ("=", "<="), {0: "choice", 1: "choice"}),
     Row(d_kernel.check, (CLAIM, d_proofs.holds), {0: "claim", 1: "proof"}),
