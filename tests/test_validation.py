@@ -381,6 +381,9 @@ ROWS = [
     Row(d_losses.gspo_derivation, (3,), {0: "int"}, ranges={0: [1]}),
     Row(_positional(d_losses.sequence_weight_derivation, 2, (), "sequence_weight_derivation"), ("vespo", 2), {0: "choice", 1: "int"}, ranges={1: [1]}),
     Row(d_losses.penalty_gradient, ("ppo",), {0: "choice"}),
+    Row(numeric.variants.certificate_table, ("loss",), {0: "choice"}),
+    Row(numeric.variants.certificate_latex, ("loss",), {0: "choice"}),
+    Row(numeric.variants.certificate, ("rloo",), {0: "choice"}),
     Row(d_methods.undecided, ("ppo",), {0: "choice"}),
     Row(d_losses.weight, ("ppo",), {0: "choice"}),
     *[Row(f, ("ppo",), {0: "choice"}) for f in (d_methods.method, d_methods.form, d_methods.form_of)],
@@ -630,6 +633,7 @@ def test_bad_input_gets_a_named_error_from_the_package(row):
 
 
 NOT_SWEPT = {
+    "Estimator": "a record of the estimator registry numeric.variants.field.ESTIMATORS (no user input); its rows are tested in tests/test_variants.py",
     # the trainer-code checks: their bad input is tested by name in tests/test_trainer_code.py (test_*_bad_input, the assertion helpers)
     "check_policy_loss": "bad input: tests/test_trainer_code.py::test_policy_loss_bad_input",
     "check_grouped_advantage": "bad input: tests/test_trainer_code.py::test_grouped_advantage_bad_input",
