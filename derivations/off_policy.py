@@ -199,14 +199,14 @@ def constant_baseline_adds_zero() -> Derivation:
 
 _r = sp.Symbol(r"\rho", positive=True)
 _C = sp.Symbol("C", positive=True)
-_w = sp.Symbol("w", real=True)
+_z = sp.Symbol("z", real=True)
 
 
 def truncation_identity() -> Derivation:
-    r"""Per sample, :math:`w\,(\min(\rho, C) - \rho) = -w\,(\rho - C)_+`: truncation removes the excess above :math:`C`.
+    r"""Per sample, :math:`z\,(\min(\rho, C) - \rho) = -z\,(\rho - C)_+`: truncation removes the excess above :math:`C`.
 
     Checked on :math:`\rho < C`, :math:`\rho = C`, :math:`\rho > C` (each region
-    parametrised by a positive symbol); :math:`w` stands for :math:`\mu A s`.
+    parametrised by a positive symbol); :math:`z` stands for :math:`\mu A s`.
 
     Examples
     --------
@@ -214,8 +214,8 @@ def truncation_identity() -> Derivation:
     >>> truncation_identity().verify().proved_by()
     {'regions': 1}
     """
-    d = Derivation("Truncation removes the excess ratio", assumptions=[r"$\rho > 0$, $C > 0$, $w$ real"])
-    d.step(_w * (sp.Min(_r, _C) - _r), -_w * sp.Max(_r - _C, 0), r"on $\rho < C$, $\rho = C$, $\rho > C$",
+    d = Derivation("Truncation removes the excess ratio", assumptions=[r"$\rho > 0$, $C > 0$, $z$ real"])
+    d.step(_z * (sp.Min(_r, _C) - _r), -_z * sp.Max(_r - _C, 0), r"on $\rho < C$, $\rho = C$, $\rho > C$",
            proof=on_regions((_r, [_C])))
     return d
 
@@ -240,7 +240,7 @@ def truncated_is_bias() -> Derivation:
     mu, rho, A, s = (sp.IndexedBase(n, **kw) for n, kw in ((r"\mu", {"positive": True}), (r"\rho", {"positive": True}), ("A", {"real": True}), ("s", {"real": True})))
     lemma = truncation_identity()
     lhs, _, rhs = lemma.statement()
-    mapping = {_w: mu[i] * A[i] * s[i], _r: rho[i]}
+    mapping = {_z: mu[i] * A[i] * s[i], _r: rho[i]}
     d = Derivation("Truncated IS minus IS is minus the excess", assumptions=[r"$N$ outcomes $i \sim \mu$; $\rho_i > 0$; $C > 0$", r"$s_i$: one coordinate of the score"])
     d.step(sp.Sum(lhs.subs(mapping), (i, 1, N)), sp.Sum(rhs.subs(mapping), (i, 1, N)), "the identity, per outcome",
            proof=by_lemma(lemma, mapping, termwise=True))
@@ -294,14 +294,14 @@ def turn1_decomposition(K: int = 3) -> Derivation:
     2
     """
     K = require_int("K", K, minimum=2)
-    a, b, c = _a, _b, sp.Symbol("c", integer=True, positive=True)
+    a, b, a3 = _a, _b, sp.Symbol("a''", integer=True, positive=True)   # a3: the dummy of the inner sums
     pi1, pi2 = sp.IndexedBase(r"\pi_1", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
     Rm, R2, nu = sp.IndexedBase(r"\bar{R}", real=True), sp.IndexedBase(r"\overline{R^2}", real=True), sp.IndexedBase(r"\nu", nonnegative=True)
     Q, W = sp.IndexedBase("Q", real=True), sp.IndexedBase(r"\mathrm{Var}_R", nonnegative=True)
     V = sp.Symbol("V", real=True)
     S = lambda e, i: sp.Sum(e, (i, 1, K))
 
-    unfold = Definitions({W[a]: S(pi2[a, c] * R2[a, c], c) - Q[a] ** 2, Q[a]: S(pi2[a, c] * Rm[a, c], c)})
+    unfold = Definitions({W[a]: S(pi2[a, a3] * R2[a, a3], a3) - Q[a] ** 2, Q[a]: S(pi2[a, a3] * Rm[a, a3], a3)})
 
     normalised = {pi2[i, K]: 1 - sum(pi2[i, j] for j in range(1, K)) for i in range(1, K + 1)}
     d = Derivation(f"Turn-1 second moment: credit plus turn-2 noise (K = {K})",
@@ -391,7 +391,7 @@ def score_sum_second_moment() -> Derivation:
 
     Expand the square; split the double sum into the diagonal and twice the
     upper triangle; the cross terms are 0 because score terms are martingale
-    differences (:func:`martingale_orthogonality`: :math:`\mathbb E[s_u \mid y_{<u}] = 0`).
+    differences (:func:`martingale_orthogonality`: :math:`\mathbb E[s_u \mid o_{<u}] = 0`).
     The steps are checked at :math:`L = 1, \dots, 5` (sums written out), not for
     a symbolic :math:`L`.
 
@@ -416,7 +416,7 @@ def score_sum_second_moment() -> Derivation:
     cross_terms_vanish = at_values(L, lengths, inner=evaluated_by(r"martingale differences, $\mathbb E[s_t \cdot s_u] = 0$ for $t \ne u$",
                                                                       lambda lhs, rhs: (martingale(lhs), martingale(rhs))))
     d = Derivation("The second moment of the score sum is the sum of the second moments",
-                   assumptions=[r"$s_t$: score of token $t$ of an $L$-token sequence", r"$\mathbb E[s_u \mid y_{<u}] = 0$"], unfold=unfold)
+                   assumptions=[r"$s_t$: score of token $t$ of an $L$-token sequence", r"$\mathbb E[s_u \mid o_{<u}] = 0$"], unfold=unfold)
     d.step(SquaredScoreSum(L), sp.Sum(Inner(t, u), (u, 1, L), (t, 1, L)), "expand the square; linearity")
     d.then(sp.Sum(Inner(t, t), (t, 1, L)) + 2 * sp.Sum(Before(t, u) * Inner(t, u), (u, 1, L), (t, 1, L)), r"diagonal and twice the upper triangle ($L = 1..5$)",
            proof=at_values(L, lengths))
@@ -466,7 +466,7 @@ def truncated_ratio_mean() -> Derivation:
     divides by, for a truncated weight: the untruncated ratio has mean 1
     (:math:`\sum_a \mu_a \rho_a = \sum_a \pi_a`), and truncation removes the
     excess mass, per outcome by :func:`truncation_identity` (with
-    :math:`w = \mu_a`).  The statement holds for a token ratio given its prefix
+    :math:`z = \mu_a`).  The statement holds for a token ratio given its prefix
     and for a sequence ratio alike (the outcomes :math:`a` are then whole
     sequences).
 
@@ -486,8 +486,8 @@ def truncated_ratio_mean() -> Derivation:
         unfold=unfold,
     )
     d.step(S(mu[_a] * (sp.Min(rho[_a], _C) - rho[_a])), S(-mu[_a] * sp.Max(rho[_a] - _C, 0)),
-           r"truncation removes the excess, per outcome ($w = \mu_a$)",
-           proof=by_lemma(truncation_identity(), {_w: mu[_a], _r: rho[_a]}, termwise=True))
+           r"truncation removes the excess, per outcome ($z = \mu_a$)",
+           proof=by_lemma(truncation_identity(), {_z: mu[_a], _r: rho[_a]}, termwise=True))
     d.step(S(mu[_a] * sp.Min(rho[_a], _C)), S(mu[_a] * rho[_a]) + S(mu[_a] * (sp.Min(rho[_a], _C) - rho[_a])), "linearity")
     d.step(S(mu[_a] * rho[_a]), sp.Integer(1), r"$\mu_a\rho_a = \pi_a$, $\sum_a \pi_a = 1$", facts={S(pi[_a]): 1})
     return d

@@ -128,7 +128,7 @@ def _f64(name: str, value) -> torch.Tensor:
 
 
 def estimator_samples(episodes: Episodes, weights: Array, advantages: Array | None = None) -> torch.Tensor:
-    r"""``[E, P]`` per-episode estimates :math:`\hat g = \sum_t w_t A\, s_t`.
+    r"""``[E, P]`` per-episode estimates :math:`\hat g = \sum_t v_t A\, s_t`.
 
     ``weights`` is ``[E, T]``; ``advantages`` is ``[E]`` or ``[E, T]`` (default the reward).
 
@@ -143,15 +143,15 @@ def estimator_samples(episodes: Episodes, weights: Array, advantages: Array | No
     ((32, 40), True)
     """
     ep = _episodes(episodes)
-    w = _f64("weights", weights)
+    v = _f64("weights", weights)
     A = ep.reward if advantages is None else _f64("advantages", advantages)
-    if w.shape != ep.mask.shape:
-        raise ValueError(f"weights must have shape {tuple(ep.mask.shape)}, got {tuple(w.shape)}")
+    if v.shape != ep.mask.shape:
+        raise ValueError(f"weights must have shape {tuple(ep.mask.shape)}, got {tuple(v.shape)}")
     if A.shape == ep.reward.shape:
         A = A[:, None]
     elif A.shape != ep.mask.shape:
         raise ValueError(f"advantages must have shape {tuple(ep.reward.shape)} or {tuple(ep.mask.shape)}, got {tuple(A.shape)}")
-    return torch.einsum("et,etp->ep", w * A, ep.scores)
+    return torch.einsum("et,etp->ep", v * A, ep.scores)
 
 
 def sampler_moments(episodes: Episodes, samples: torch.Tensor) -> SchemeMoments:
@@ -191,8 +191,8 @@ def scheme_moments(episodes: Episodes, scheme: str, baseline: float = 0.0) -> Sc
     if not isinstance(scheme, str) or scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {list(SCHEMES)}, got {scheme!r}")
     b = require_finite_real("baseline", baseline)
-    w = SCHEMES[scheme](ep.log_prob, ep.sampler_log_prob, ep.mask)
-    return sampler_moments(ep, estimator_samples(ep, w, ep.reward - b))
+    v = SCHEMES[scheme](ep.log_prob, ep.sampler_log_prob, ep.mask)
+    return sampler_moments(ep, estimator_samples(ep, v, ep.reward - b))
 
 
 # -- the two-turn agent ------------------------------------------------------------------------
@@ -375,7 +375,7 @@ class ChainMoments:
 def chain_score_moments(L: int, K: int = 4, seed: int = 5) -> ChainMoments:
     r""":math:`\mathbb E\lVert\sum_t s_t\rVert^2` and each :math:`\mathbb E\lVert s_t\rVert^2` for an ``L``-step chain, enumerated over :math:`K^L` sequences.
 
-    Step :math:`t` picks :math:`y_t` with logits :math:`u + \Theta_{t, y_{t-1}}`
+    Step :math:`t` picks :math:`o_t` with logits :math:`u + \Theta_{t, o_{t-1}}`
     (a shared :math:`u`, so the token scores overlap and
     :math:`s_t \cdot s_u \ne 0` pointwise).  The score terms are martingale
     differences, so ``total`` is the sum of ``per_step``.
