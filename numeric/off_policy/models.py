@@ -224,7 +224,7 @@ def agent_logits(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     Layout of :math:`\theta` (``4K + 2K^2 = 40`` entries): :math:`u` (shared), :math:`a`
     (turn 1), :math:`F` (the model's logits at the feedback slot, per turn-1
     action), :math:`B` (turn 2, per turn-1 action).  Turn 1: :math:`u + a`;
-    feedback slot after :math:`y_1`: :math:`u + F_{y_1}`; turn 2: :math:`u + B_{y_1}`.
+    feedback slot after :math:`a`: :math:`u + F_{a}`; turn 2: :math:`u + B_{a}`.
     The shared :math:`u` makes :math:`s_1 \cdot s_2 \ne 0` pointwise, so
     :math:`\mathbb E[s_1 \cdot s_2] = 0` is a fact about expectations, not about blocks.
     """
@@ -265,12 +265,12 @@ def _agent_objective(theta, success):
 
 
 def two_turn_agent(mismatch: float = 1.0, *, theta: torch.Tensor | None = None) -> Episodes:
-    r"""Every episode :math:`(y_1, f, y_2, R)` of the two-turn agent under a stale sampler.
+    r"""Every episode :math:`(a, f, a', R)` of the two-turn agent under a stale sampler.
 
-    Turn 1 picks :math:`y_1` of 4 actions; the environment answers with the
-    feedback token :math:`f = (y_1 + 1) \bmod 4` (context only: mask 0); turn 2
-    picks :math:`y_2` given :math:`y_1`; the outcome is :math:`R = 2` with
-    probability :math:`T_{y_1 y_2}`, else :math:`R = -0.5`.  The sampler is the
+    Turn 1 picks :math:`a` of 4 actions; the environment answers with the
+    feedback token :math:`f = (a + 1) \bmod 4` (context only: mask 0); turn 2
+    picks :math:`a'` given :math:`a`; the outcome is :math:`R = 2` with
+    probability :math:`T_{a a'}`, else :math:`R = -0.5`.  The sampler is the
     policy with stale weights, :math:`\theta_\mu = \theta + m\,\xi` (fixed
     :math:`\xi`, entries :math:`\mathcal N(0, 0.35^2)`); ``mismatch`` is :math:`m`.
     ``E = 32`` episodes, ``T = 3`` slots ``[y1, f, y2]``, ``P = 40`` parameters.
@@ -314,7 +314,7 @@ def two_turn_agent(mismatch: float = 1.0, *, theta: torch.Tensor | None = None) 
 
 
 def agent_states(mismatch: float = 1.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    r"""``(pi, mu)`` at the agent's 5 decision states: turn 1 and turn 2 after each :math:`y_1`."""
+    r"""``(pi, mu)`` at the agent's 5 decision states: turn 1 and turn 2 after each :math:`a`."""
     m = require_finite_real("mismatch", mismatch, minimum=0)
     _, theta, lag = _agent_tables()
     (p1, _, p2), (q1, _, q2) = ([torch.softmax(l, -1) for l in agent_logits(t)] for t in (theta, theta + m * lag))
@@ -426,7 +426,7 @@ def _turn1_index(ep: Episodes) -> torch.Tensor:
 
 
 def _conditional_on_turn1(ep: Episodes, values: torch.Tensor) -> torch.Tensor:
-    r"""``[E]``: :math:`\mathbb E_\mu[\text{values} \mid y_1]` at each episode's :math:`y_1`."""
+    r"""``[E]``: :math:`\mathbb E_\mu[\text{values} \mid a]` at each episode's :math:`a`."""
     y1 = _turn1_index(ep)
     num = torch.zeros(ACTIONS, dtype=F64).index_add_(0, y1, ep.prob * values)
     den = torch.zeros(ACTIONS, dtype=F64).index_add_(0, y1, ep.prob)
@@ -442,8 +442,8 @@ class CreditAssignment:
     r"""Samples of the two credit estimators of a two-turn outcome, and the oracle baselines they use.
 
     ``broadcast`` and ``per_turn`` are ``[E, P]`` per-episode estimates;
-    ``Q`` (:math:`\mathbb E[R \mid y_1]`) and ``var_R`` (:math:`\mathrm{Var}(R \mid y_1)`)
-    are ``[E]``, at each episode's :math:`y_1`; ``V`` (:math:`\mathbb E[R]`) is a scalar tensor.
+    ``Q`` (:math:`\mathbb E[R \mid a]`) and ``var_R`` (:math:`\mathrm{Var}(R \mid a)`)
+    are ``[E]``, at each episode's :math:`a`; ``V`` (:math:`\mathbb E[R]`) is a scalar tensor.
     """
 
     broadcast: torch.Tensor
@@ -460,10 +460,10 @@ class CreditAssignment:
 def credit_assignment(ep: Episodes) -> CreditAssignment:
     r"""Outcome broadcast :math:`(R - V)(s_1 + s_2)` and per-turn credit :math:`(Q - V)s_1 + (R - Q)s_2`, per episode.
 
-    With oracle baselines :math:`V = \mathbb E[R]`, :math:`Q(y_1) = \mathbb E[R \mid y_1]`
+    With oracle baselines :math:`V = \mathbb E[R]`, :math:`Q_a = \mathbb E[R \mid a]`
     (for the on-policy agent, ``two_turn_agent(0.0)``).  Returns a
     :class:`CreditAssignment`: ``[E, P]`` samples of both estimators, and
-    :math:`Q`, :math:`\mathrm{Var}(R \mid y_1)`, :math:`V`.
+    :math:`Q`, :math:`\mathrm{Var}(R \mid a)`, :math:`V`.
 
     Examples
     --------
@@ -486,7 +486,7 @@ def credit_assignment(ep: Episodes) -> CreditAssignment:
 def feedback_term(ep: Episodes, baseline: float = 0.0) -> torch.Tensor:
     r"""``[P]`` :math:`\mathbb E_\pi[(R - b)\, s_f]`: what a feedback token left unmasked adds to the gradient.
 
-    The environment, not :math:`\pi`, chose :math:`f`, so :math:`\mathbb E[s_f \mid y_1] \ne 0`
+    The environment, not :math:`\pi`, chose :math:`f`, so :math:`\mathbb E[s_f \mid a] \ne 0`
     (:func:`derivations.off_policy.unmasked_feedback_term`).
 
     Examples
@@ -506,7 +506,7 @@ def token_bias_closed_form(mismatch: float = 1.0) -> torch.Tensor:
     r"""``[P]`` the derived token-ratio bias of the two-turn agent, :math:`\sum_{a,a'} \pi_1(\mu_2 - \pi_2)\bar A s_1 + (\mu_1 - \pi_1)\pi_2 \bar A s_2`.
 
     :func:`derivations.off_policy.token_bias_term`, lambdified and summed over
-    :math:`(y_1, y_2)`, with :math:`\bar A = \mathbb E[R \mid y_1, y_2]`.
+    :math:`(a, a')`, with :math:`\bar A = \mathbb E[R \mid a, a']`.
 
     Examples
     --------
