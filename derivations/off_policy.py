@@ -317,8 +317,8 @@ def turn1_decomposition(K: int = 3) -> Derivation:
 def martingale_orthogonality(K: int = 3) -> Derivation:
     r"""Scores of successive turns are orthogonal in expectation: :math:`\mathbb E[s_1 \cdot s_2] = 0`.
 
-    The turns share a block of parameters :math:`u` (logits :math:`u + a` and
-    :math:`u + B_{a}`), where :math:`s_1 = e_{a} - \pi_1` and
+    The turns share a block of parameters :math:`\theta^{\mathrm{sh}}` (logits :math:`\theta^{\mathrm{sh}} + \theta^{(1)}` and
+    :math:`\theta^{\mathrm{sh}} + \theta^{(2)}_{a}`), where :math:`s_1 = e_{a} - \pi_1` and
     :math:`s_2 = e_{a'} - \pi_2(\cdot\mid a)` overlap, so :math:`s_1\cdot s_2 \ne 0`
     pointwise; the other blocks are disjoint.  Summing over :math:`a'` first,
     :math:`\mathbb E[s_2 \mid a] = 0`.  Written out for ``K`` actions;

@@ -219,13 +219,13 @@ def _agent_tables():
 
 
 def agent_logits(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    r"""``(turn1 [K], feedback [K, K], turn2 [K, K])`` logits; a shared block :math:`u` enters all three.
+    r"""``(turn1 [K], feedback [K, K], turn2 [K, K])`` logits; a shared block :math:`\theta^{\mathrm{sh}}` enters all three.
 
-    Layout of :math:`\theta` (``4K + 2K^2 = 40`` entries): :math:`u` (shared), :math:`a`
-    (turn 1), :math:`F` (the model's logits at the feedback slot, per turn-1
-    action), :math:`B` (turn 2, per turn-1 action).  Turn 1: :math:`u + a`;
-    feedback slot after :math:`a`: :math:`u + F_{a}`; turn 2: :math:`u + B_{a}`.
-    The shared :math:`u` makes :math:`s_1 \cdot s_2 \ne 0` pointwise, so
+    Layout of :math:`\theta` (``4K + 2K^2 = 40`` entries): :math:`\theta^{\mathrm{sh}}` (shared), :math:`\theta^{(1)}`
+    (turn 1), :math:`\theta^{f}` (the model's logits at the feedback slot, per turn-1
+    action), :math:`\theta^{(2)}` (turn 2, per turn-1 action).  Turn 1: :math:`\theta^{\mathrm{sh}} + \theta^{(1)}`;
+    feedback slot after :math:`a`: :math:`\theta^{\mathrm{sh}} + \theta^{f}_{a}`; turn 2: :math:`\theta^{\mathrm{sh}} + \theta^{(2)}_{a}`.
+    The shared :math:`\theta^{\mathrm{sh}}` makes :math:`s_1 \cdot s_2 \ne 0` pointwise, so
     :math:`\mathbb E[s_1 \cdot s_2] = 0` is a fact about expectations, not about blocks.
     """
     K = ACTIONS
@@ -270,7 +270,7 @@ def two_turn_agent(mismatch: float = 1.0, *, theta: torch.Tensor | None = None) 
     Turn 1 picks :math:`a` of 4 actions; the environment answers with the
     feedback token :math:`f = (a + 1) \bmod 4` (context only: mask 0); turn 2
     picks :math:`a'` given :math:`a`; the outcome is :math:`R = 2` with
-    probability :math:`T_{a a'}`, else :math:`R = -0.5`.  The sampler is the
+    probability :math:`q_{aa'}`, else :math:`R = -0.5`.  The sampler is the
     policy with stale weights, :math:`\theta_\mu = \theta + m\,\xi` (fixed
     :math:`\xi`, entries :math:`\mathcal N(0, 0.35^2)`); ``mismatch`` is :math:`m`.
     ``E = 32`` episodes, ``T = 3`` slots ``[y1, f, y2]``, ``P = 40`` parameters.
@@ -375,8 +375,8 @@ class ChainMoments:
 def chain_score_moments(L: int, K: int = 4, seed: int = 5) -> ChainMoments:
     r""":math:`\mathbb E\lVert\sum_t s_t\rVert^2` and each :math:`\mathbb E\lVert s_t\rVert^2` for an ``L``-step chain, enumerated over :math:`K^L` sequences.
 
-    Step :math:`t` picks :math:`o_t` with logits :math:`u + \Theta_{t, o_{t-1}}`
-    (a shared :math:`u`, so the token scores overlap and
+    Step :math:`t` picks :math:`o_t` with logits :math:`\theta^{\mathrm{sh}} + \Theta_{t, o_{t-1}}`
+    (a shared :math:`\theta^{\mathrm{sh}}`, so the token scores overlap and
     :math:`s_t \cdot s_u \ne 0` pointwise).  The score terms are martingale
     differences, so ``total`` is the sum of ``per_step``.
 
