@@ -273,7 +273,7 @@ def two_turn_agent(mismatch: float = 1.0, *, theta: torch.Tensor | None = None) 
     probability :math:`q_{aa'}`, else :math:`R = -0.5`.  The sampler is the
     policy with stale weights, :math:`\theta_\mu = \theta + m\,\xi` (fixed
     :math:`\xi`, entries :math:`\mathcal N(0, 0.35^2)`); ``mismatch`` is :math:`m`.
-    ``E = 32`` episodes, ``T = 3`` slots ``[y1, f, y2]``, ``P = 40`` parameters.
+    ``E = 32`` episodes, ``T = 3`` slots ``[a, f, a']``, ``P = 40`` parameters.
 
     Parameters
     ----------
