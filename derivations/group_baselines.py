@@ -515,7 +515,7 @@ def grpo_weight(G: int, std: str = "population") -> sp.Expr:
 
 
 def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
-    r"""The GRPO weight at a fixed :math:`G`: conditioning (checked by enumerating :math:`2^G` groups), then the closed form.
+    r"""The GRPO weight at a fixed :math:`G`: conditioning (summed over the :math:`2G` entries of the table of :math:`A_1`), then the closed form.
 
     The first step's proof is the kernel's sum over the reward patterns
     (:func:`~derivations.proofs.from_table`): the table of :math:`A_1` (the
@@ -549,7 +549,7 @@ def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
     d.step(
         Expect(_A1 * s[1]),
         sp.Add(*terms, evaluate=False) * GRAD_P,
-        r"sum over the $2^{" + str(G) + r"}$ reward patterns",
+        r"sum over answer 1's reward and the others' count ($2G = " + str(2 * G) + r"$ table entries)",
         proof=_reward_patterns(G, std, s[1]),
     )
     d.then(sp.collect(sp.expand(sp.Add(*terms)), P) * GRAD_P, "expand")

@@ -24,9 +24,9 @@ the mode.  This module derives both.
   :func:`sequence_weight_derivation` differentiates a row's loss and finds the
   token form's weight at the row's ratio; :func:`sequence_table` lists them.
 * Sequence methods: :func:`gspo_derivation` shows that both GSPO forms give
-  PPO's weight evaluated at the *sequence* ratio :math:`s_i` (the sequence form
-  through :math:`\partial\log s_i/\partial\ell_{it} = 1/n_i`, the token form
-  through the straight-through ratio with :math:`\partial\log s_{it}/\partial\ell_{it} = 1`
+  PPO's weight evaluated at the *sequence* ratio :math:`\tilde r_i` (the sequence form
+  through :math:`\partial\log \tilde r_i/\partial\ell_{it} = 1/n_i`, the token form
+  through the straight-through ratio with :math:`\partial\log \tilde r_{it}/\partial\ell_{it} = 1`
   and seq-mean-token-mean's :math:`1/n_i`); :func:`gmpo_derivation` shows that
   GMPO's weight is its clipped geometric-mean ratio on the tokens whose
   log-ratio is inside the clip range (on the live side), 0 elsewhere.
@@ -210,18 +210,18 @@ def _sequence_symbols(n: int):
 def gspo_derivation(n: int = 3) -> Derivation:
     r"""GSPO's gradient, both forms: PPO's weight at the sequence ratio, times :math:`1/n`.
 
-    Sequence form (TRL): :math:`s = \exp\bigl(\frac1n\sum_t(\ell_t - \ell_{0,t})\bigr)` and
-    the row's loss is :math:`f(s) = -\min(sA, \mathrm{clip}(s)A)` on every token,
-    averaged over the row's tokens: :math:`\partial f(s)/\partial\ell_t =
-    f'(s)\,s\,\partial\log s/\partial\ell_t` and :math:`f'(s)\,s = -w_{\mathrm{PPO}}(s, A)A`
-    (the PPO derivation with :math:`r \to s`), so the step that remains is
-    :math:`\partial\log s/\partial\ell_1 = 1/n`.
+    Sequence form (TRL): :math:`\tilde r = \exp\bigl(\frac1n\sum_t(\ell_t - \ell_{0,t})\bigr)` and
+    the row's loss is :math:`f(\tilde r) = -\min(\tilde rA, \mathrm{clip}(\tilde r)A)` on every token,
+    averaged over the row's tokens: :math:`\partial f(\tilde r)/\partial\ell_t =
+    f'(\tilde r)\,\tilde r\,\partial\log \tilde r/\partial\ell_t` and :math:`f'(\tilde r)\,\tilde r = -w_{\mathrm{PPO}}(\tilde r, A)A`
+    (the PPO derivation with :math:`r \to \tilde r`), so the step that remains is
+    :math:`\partial\log \tilde r/\partial\ell_1 = 1/n`.
 
-    Token form (verl): :math:`\log s_t = \mathrm{sg}(\log s) + \ell_t - \mathrm{sg}(\ell_t)`
-    has value :math:`\log s` and :math:`\partial\log s_t/\partial\ell_t = 1`; the
-    per-token losses :math:`f(s_t)` averaged with seq-mean-token-mean put
+    Token form (verl): :math:`\log \tilde r_t = \mathrm{sg}(\log \tilde r) + \ell_t - \mathrm{sg}(\ell_t)`
+    has value :math:`\log \tilde r` and :math:`\partial\log \tilde r_t/\partial\ell_t = 1`; the
+    per-token losses :math:`f(\tilde r_t)` averaged with seq-mean-token-mean put
     :math:`1/n` back.  Both: :math:`\partial\,\mathrm{loss}/\partial\ell_t =
-    -\frac1n w_{\mathrm{PPO}}(s, A)\,A`.
+    -\frac1n w_{\mathrm{PPO}}(\tilde r, A)\,A`.
 
     Examples
     --------
@@ -233,12 +233,12 @@ def gspo_derivation(n: int = 3) -> Derivation:
     log_s = sum(e - o for e, o in zip(ells, olds)) / n
     d = Derivation(
         f"GSPO: the sequence ratio's log-derivative (n = {n} tokens)",
-        assumptions=[r"$\log s = \frac1n\sum_t (\ell_t - \ell_{0,t})$", r"$\log s_t = \mathrm{sg}(\log s) + \ell_t - \mathrm{sg}(\ell_t)$"],
+        assumptions=[r"$\log \tilde r = \frac1n\sum_t (\ell_t - \ell_{0,t})$", r"$\log \tilde r_t = \mathrm{sg}(\log \tilde r) + \ell_t - \mathrm{sg}(\ell_t)$"],
     )
     d.step(sp.Derivative(log_s, ells[0]), sp.Rational(1, n), r"sequence form: each token enters the mean with weight $1/n$")
     held = sp.Symbol("sg_logs", real=True), sp.Symbol("sg_ell", real=True)
     log_s_token = held[0] + ells[0] - held[1]  # the sg's are constants for the derivative
-    d.step(sp.Derivative(log_s_token, ells[0]), sp.Integer(1), r"token form: $\mathrm{sg}(\log s)$ and $\mathrm{sg}(\ell_t)$ held constant")
+    d.step(sp.Derivative(log_s_token, ells[0]), sp.Integer(1), r"token form: $\mathrm{sg}(\log \tilde r)$ and $\mathrm{sg}(\ell_t)$ held constant")
     return d
 
 
@@ -271,12 +271,12 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
     For row :math:`i` with tokens :math:`t = 1..n` and :math:`\Delta_t = \ell_t - \ell_{0,t}`:
 
     * ``cispo_seq`` (TRL's ``cispo`` at ``importance_sampling_level="sequence"``):
-      token loss :math:`-\mathrm{sg}(\mathrm{clip}(s))\,A\,\ell_t` with
-      :math:`s = \exp(\frac1n\sum_t\Delta_t)`; the stopped weight is a constant, so
-      :math:`w_t = \mathrm{clip}(s)` (``eps_low=None``: :math:`\min(s, 1+\varepsilon_h)`);
-    * ``sapo_seq``: the row's value :math:`f(s) = -\frac4\tau\sigma(\tau(s-1))A` on
-      each of its :math:`n` tokens; :math:`\partial\log s/\partial\ell_t = 1/n` and the
-      :math:`n` tokens cancel it: :math:`w_t = w_{\mathrm{SAPO}}(s)`;
+      token loss :math:`-\mathrm{sg}(\mathrm{clip}(\tilde r))\,A\,\ell_t` with
+      :math:`\tilde r = \exp(\frac1n\sum_t\Delta_t)`; the stopped weight is a constant, so
+      :math:`w_t = \mathrm{clip}(\tilde r)` (``eps_low=None``: :math:`\min(\tilde r, 1+\varepsilon_h)`);
+    * ``sapo_seq``: the row's value :math:`f(\tilde r) = -\frac4\tau\sigma(\tau(\tilde r-1))A` on
+      each of its :math:`n` tokens; :math:`\partial\log \tilde r/\partial\ell_t = 1/n` and the
+      :math:`n` tokens cancel it: :math:`w_t = w_{\mathrm{SAPO}}(\tilde r)`;
     * ``vespo``: token loss :math:`-\mathrm{sg}(\phi(W))\,A\,\ell_t` with the
       *product* of the ratios :math:`W = \exp(\sum_t\Delta_t)` and the Gamma weight
       :math:`\phi(W) = W^k e^{\lambda(1-W)}` (:func:`derivations.methods.gamma_weight`):
@@ -295,7 +295,7 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
     >>> len(sequence_weight_derivation("sapo_seq").verify().steps)
     2
     >>> sequence_weight_derivation("cispo_seq", eps_low=None).verify().steps[-1].rhs
-    -A*Min(s, varepsilon_h + 1)
+    -A*Min(rtilde, varepsilon_h + 1)
     """
     token_form = _sequence_form(method, eps_low)
     ells, olds = _sequence_symbols(n)
@@ -306,10 +306,10 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
         w = methods.gamma_weight(ratio)
         where = r"$W = \exp\sum_t(\ell_t - \ell_{0,t})$"
     else:
-        ratio, value = sp.Symbol("s", positive=True), sp.exp(total / n)
+        ratio, value = sp.Symbol("rtilde", positive=True), sp.exp(total / n)
         per_token = sp.Add(*(token_loss(str(token_form)).subs(r, ratio).subs(ell, e) for e in ells))
         w = weight(str(token_form)).subs(r, ratio)
-        where = r"$s = \exp\bigl(\frac1n\sum_t(\ell_t - \ell_{0,t})\bigr)$"
+        where = r"$\tilde r = \exp\bigl(\frac1n\sum_t(\ell_t - \ell_{0,t})\bigr)$"
 
     unfold = Definitions({ratio: value}, Differentiation(ells[0], held=(sg,)))  # the ratio in the log-probs, then d/dl_1 with sg held
 
@@ -504,9 +504,9 @@ def loss_table() -> str:
             verdict = r"\text{undecided (batch-dependent selection)}"
         cell = sp.latex(w) + ("" if p == 0 else rf",\ p = {sp.latex(p)}")
         lines.append(rf"\text{{{_NAMES[method]}}} & {sp.latex(token_loss(method))} & {cell} & \text{{token-mean}} & {verdict} \\")
-    s_i = sp.Symbol("s_i", positive=True)
-    w_gspo = gw.gradient_weight("ppo").subs(r, s_i)
-    lines.append(rf"\text{{GSPO (both forms)}} & -\min(s_iA, \mathrm{{clip}}(s_i)A) & {sp.latex(w_gspo)} & \text{{seq-mean-token-mean}} & \text{{on policy }} (s_i = 1) \\")
+    r_seq = sp.Symbol("rtilde_i", positive=True)
+    w_gspo = gw.gradient_weight("ppo").subs(r, r_seq)
+    lines.append(rf"\text{{GSPO (both forms)}} & -\min(\tilde r_iA, \mathrm{{clip}}(\tilde r_i)A) & {sp.latex(w_gspo)} & \text{{seq-mean-token-mean}} & \text{{on policy }} (\tilde r_i = 1) \\")
     lines.append(r"\text{GMPO} & -\bar A_i \exp\overline{g(\Delta)} & \bar r_i\,g'(\Delta_{it}) & \text{mean over rows} & \text{on policy } (\bar r_i = 1) \\")
     lines.append(r"\end{array}")
     return "\n".join(lines)
@@ -516,7 +516,7 @@ def sequence_table() -> str:
     r"""The methods that put a row's ratio into a token loss: the row ratio, the derived weight, the default aggregation, the verdict, as a LaTeX array.
 
     The weight is :func:`sequence_weight_derivation`'s (GSPO with dual clip:
-    :func:`gspo_derivation` and dual-clip PPO's weight at :math:`s_i`).  The
+    :func:`gspo_derivation` and dual-clip PPO's weight at :math:`\tilde r_i`).  The
     verdict is computed as in :func:`loss_table`: :math:`w = 1` at the row's
     ratio 1 (the trainers' constants) makes the method REINFORCE on policy.
 
@@ -526,17 +526,17 @@ def sequence_table() -> str:
     >>> print(sequence_table().splitlines()[-2][:40])
     \text{VESPO} & W_i = \prod_t r_{it} & W_
     """
-    s_i, W_i = sp.Symbol("s_i", positive=True), sp.Symbol("W_i", positive=True)
+    r_seq, W_i = sp.Symbol("rtilde_i", positive=True), sp.Symbol("W_i", positive=True)
     constants = {eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3, k: 2, lam: 3}
     rows = [
-        ("GSPO, dual clip", r"s_i", gw.gradient_weight("ppo_dual_clip").subs(r, s_i), "gspo"),
-        ("CISPO (sequence ratio)", r"s_i", weight("cispo").subs(r, s_i), "cispo_seq"),
-        ("SAPO (sequence ratio)", r"s_i", weight("sapo").subs(r, s_i), "sapo_seq"),
+        ("GSPO, dual clip", r"\tilde r_i", gw.gradient_weight("ppo_dual_clip").subs(r, r_seq), "gspo"),
+        ("CISPO (sequence ratio)", r"\tilde r_i", weight("cispo").subs(r, r_seq), "cispo_seq"),
+        ("SAPO (sequence ratio)", r"\tilde r_i", weight("sapo").subs(r, r_seq), "sapo_seq"),
         ("VESPO", r"W_i = \prod_t r_{it}", methods.gamma_weight(W_i), "vespo"),
     ]
     lines = [r"\begin{array}{l|l|l|l|l}", r"\text{method} & \text{row ratio} & w_{it} & \text{aggregation} & \text{unbiased for } \nabla J \\ \hline"]
     for label, ratio, w, name in rows:
-        at_one = sp.simplify(sp.piecewise_fold(w.subs({s_i: 1, W_i: 1})).subs(constants)) == 1
+        at_one = sp.simplify(sp.piecewise_fold(w.subs({r_seq: 1, W_i: 1})).subs(constants)) == 1
         verdict = r"\text{on policy (row ratio 1)}" if at_one else r"\text{no}"
         agg = methods.METHODS[name].aggregation
         lines.append(rf"\text{{{label}}} & {ratio} & {sp.latex(w)} & \text{{{agg}}} & {verdict} \\")

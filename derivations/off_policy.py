@@ -2,7 +2,7 @@ r"""Off-policy samplers and multi-turn agents: which weights are unbiased, and w
 
 A sampler :math:`\mu` (an inference engine, stale weights) produces the
 episodes; the gradient is wanted for :math:`\pi`.  For a two-turn episode
-:math:`(y_1, y_2)` with ratios :math:`\rho_1 = \pi_1/\mu_1`,
+:math:`(a, a')` with ratios :math:`\rho_1 = \pi_1/\mu_1`,
 :math:`\rho_2 = \pi_2/\mu_2` and any per-episode quantity :math:`g`:
 
 * the **sequence ratio** is exact, :math:`\mathbb E_\mu[\rho_1\rho_2\, g] = \mathbb E_\pi[g]`
@@ -21,7 +21,7 @@ episodes; the gradient is wanted for :math:`\pi`.  For a two-turn episode
   variation (:func:`derivations.trust_region.tv_bound`).
 
 For credit assignment over turns (on-policy, oracle baselines :math:`V`,
-:math:`Q(y_1) = \mathbb E[R \mid y_1]`): the turn-1 second moment of the
+:math:`Q_a = \mathbb E[R \mid a]`): the turn-1 second moment of the
 broadcast estimator splits into credit and turn-2 noise
 (:func:`turn1_decomposition`); score terms of successive tokens are orthogonal
 martingale differences (:func:`martingale_orthogonality`), so the second moment
@@ -80,7 +80,7 @@ def _episodes(term):
 
 
 _ASSUME = [
-    r"two turns, $K$ actions each; $y_1 = a \sim \mu_1$, $y_2 = a' \sim \mu_2(\cdot \mid a)$",
+    r"two turns, $K$ actions each; $a \sim \mu_1$, $a' \sim \mu_2(\cdot \mid a)$",
     r"$\pi, \mu > 0$; $\rho_1 = \pi_1/\mu_1$, $\rho_2 = \pi_2/\mu_2$",
 ]
 
@@ -199,14 +199,14 @@ def constant_baseline_adds_zero() -> Derivation:
 
 _r = sp.Symbol(r"\rho", positive=True)
 _C = sp.Symbol("C", positive=True)
-_w = sp.Symbol("w", real=True)
+_z = sp.Symbol("z", real=True)
 
 
 def truncation_identity() -> Derivation:
-    r"""Per sample, :math:`w\,(\min(\rho, C) - \rho) = -w\,(\rho - C)_+`: truncation removes the excess above :math:`C`.
+    r"""Per sample, :math:`z\,(\min(\rho, C) - \rho) = -z\,(\rho - C)_+`: truncation removes the excess above :math:`C`.
 
     Checked on :math:`\rho < C`, :math:`\rho = C`, :math:`\rho > C` (each region
-    parametrised by a positive symbol); :math:`w` stands for :math:`\mu A s`.
+    parametrised by a positive symbol); :math:`z` stands for :math:`\mu A s`.
 
     Examples
     --------
@@ -214,8 +214,8 @@ def truncation_identity() -> Derivation:
     >>> truncation_identity().verify().proved_by()
     {'regions': 1}
     """
-    d = Derivation("Truncation removes the excess ratio", assumptions=[r"$\rho > 0$, $C > 0$, $w$ real"])
-    d.step(_w * (sp.Min(_r, _C) - _r), -_w * sp.Max(_r - _C, 0), r"on $\rho < C$, $\rho = C$, $\rho > C$",
+    d = Derivation("Truncation removes the excess ratio", assumptions=[r"$\rho > 0$, $C > 0$, $z$ real"])
+    d.step(_z * (sp.Min(_r, _C) - _r), -_z * sp.Max(_r - _C, 0), r"on $\rho < C$, $\rho = C$, $\rho > C$",
            proof=on_regions((_r, [_C])))
     return d
 
@@ -240,7 +240,7 @@ def truncated_is_bias() -> Derivation:
     mu, rho, A, s = (sp.IndexedBase(n, **kw) for n, kw in ((r"\mu", {"positive": True}), (r"\rho", {"positive": True}), ("A", {"real": True}), ("s", {"real": True})))
     lemma = truncation_identity()
     lhs, _, rhs = lemma.statement()
-    mapping = {_w: mu[i] * A[i] * s[i], _r: rho[i]}
+    mapping = {_z: mu[i] * A[i] * s[i], _r: rho[i]}
     d = Derivation("Truncated IS minus IS is minus the excess", assumptions=[r"$N$ outcomes $i \sim \mu$; $\rho_i > 0$; $C > 0$", r"$s_i$: one coordinate of the score"])
     d.step(sp.Sum(lhs.subs(mapping), (i, 1, N)), sp.Sum(rhs.subs(mapping), (i, 1, N)), "the identity, per outcome",
            proof=by_lemma(lemma, mapping, termwise=True))
@@ -279,9 +279,9 @@ def turn1_decomposition(K: int = 3) -> Derivation:
     .. math::
 
         \mathbb E\bigl[(R - V)^2 \lVert s_1\rVert^2\bigr]
-        = \mathbb E\bigl[(Q - V)^2 \lVert s_1\rVert^2\bigr] + \mathbb E\bigl[\mathrm{Var}(R \mid y_1) \lVert s_1\rVert^2\bigr],
+        = \mathbb E\bigl[(Q - V)^2 \lVert s_1\rVert^2\bigr] + \mathbb E\bigl[\mathrm{Var}(R \mid a) \lVert s_1\rVert^2\bigr],
 
-    with :math:`Q_a = \mathbb E[R \mid y_1 = a]`.  :math:`\bar R_{aa'}` and
+    with :math:`Q_a = \mathbb E[R \mid a]`.  :math:`\bar R_{aa'}` and
     :math:`\overline{R^2}_{aa'}` are the first two moments of :math:`R` given
     :math:`(a, a')`, kept apart (a reward need not be binary); :math:`\nu_a = \lVert s_1(a)\rVert^2`.
     Every sum is written out for ``K`` actions, and :math:`\sum_{a'} \pi_2(a' \mid a) = 1`
@@ -294,18 +294,18 @@ def turn1_decomposition(K: int = 3) -> Derivation:
     2
     """
     K = require_int("K", K, minimum=2)
-    a, b, c = _a, _b, sp.Symbol("c", integer=True, positive=True)
+    a, b, a3 = _a, _b, sp.Symbol("a''", integer=True, positive=True)   # a3: the dummy of the inner sums
     pi1, pi2 = sp.IndexedBase(r"\pi_1", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
     Rm, R2, nu = sp.IndexedBase(r"\bar{R}", real=True), sp.IndexedBase(r"\overline{R^2}", real=True), sp.IndexedBase(r"\nu", nonnegative=True)
     Q, W = sp.IndexedBase("Q", real=True), sp.IndexedBase(r"\mathrm{Var}_R", nonnegative=True)
     V = sp.Symbol("V", real=True)
     S = lambda e, i: sp.Sum(e, (i, 1, K))
 
-    unfold = Definitions({W[a]: S(pi2[a, c] * R2[a, c], c) - Q[a] ** 2, Q[a]: S(pi2[a, c] * Rm[a, c], c)})
+    unfold = Definitions({W[a]: S(pi2[a, a3] * R2[a, a3], a3) - Q[a] ** 2, Q[a]: S(pi2[a, a3] * Rm[a, a3], a3)})
 
     normalised = {pi2[i, K]: 1 - sum(pi2[i, j] for j in range(1, K)) for i in range(1, K + 1)}
     d = Derivation(f"Turn-1 second moment: credit plus turn-2 noise (K = {K})",
-                   assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = a' \sim \pi_2(\cdot \mid a)$, on-policy", r"$V = \mathbb E[R]$, $Q_a = \sum_{a'} \pi_2(a' \mid a)\bar R_{aa'}$",
+                   assumptions=[r"$a \sim \pi_1$, $a' \sim \pi_2(\cdot \mid a)$, on-policy", r"$V = \mathbb E[R]$, $Q_a = \sum_{a'} \pi_2(a' \mid a)\bar R_{aa'}$",
                                 r"$\mathrm{Var}_R[a] = \sum_{a'} \pi_2(a' \mid a)\overline{R^2}_{aa'} - Q_a^2$", *[sp.Eq(k_, v) for k_, v in normalised.items()]],
                    unfold=unfold)
     d.step(S(pi1[a] * nu[a] * S(pi2[a, b] * (R2[a, b] - 2 * V * Rm[a, b] + V**2), b), a), S(pi1[a] * nu[a] * ((Q[a] - V) ** 2 + W[a]), a),
@@ -317,11 +317,11 @@ def turn1_decomposition(K: int = 3) -> Derivation:
 def martingale_orthogonality(K: int = 3) -> Derivation:
     r"""Scores of successive turns are orthogonal in expectation: :math:`\mathbb E[s_1 \cdot s_2] = 0`.
 
-    The turns share a block of parameters :math:`u` (logits :math:`u + a` and
-    :math:`u + B_{y_1}`), where :math:`s_1 = e_{y_1} - \pi_1` and
-    :math:`s_2 = e_{y_2} - \pi_2(\cdot\mid y_1)` overlap, so :math:`s_1\cdot s_2 \ne 0`
-    pointwise; the other blocks are disjoint.  Summing over :math:`y_2` first,
-    :math:`\mathbb E[s_2 \mid y_1] = 0`.  Written out for ``K`` actions;
+    The turns share a block of parameters :math:`\theta^{\mathrm{sh}}` (logits :math:`\theta^{\mathrm{sh}} + \theta^{(1)}` and
+    :math:`\theta^{\mathrm{sh}} + \theta^{(2)}_{a}`), where :math:`s_1 = e_{a} - \pi_1` and
+    :math:`s_2 = e_{a'} - \pi_2(\cdot\mid a)` overlap, so :math:`s_1\cdot s_2 \ne 0`
+    pointwise; the other blocks are disjoint.  Summing over :math:`a'` first,
+    :math:`\mathbb E[s_2 \mid a] = 0`.  Written out for ``K`` actions;
     normalisations substituted last.
 
     Examples
@@ -336,12 +336,12 @@ def martingale_orthogonality(K: int = 3) -> Derivation:
     d_ak, d_bk = sp.KroneckerDelta(a, k), sp.KroneckerDelta(b, k)
     normalised = {pi1[K]: 1 - sum(pi1[j] for j in range(1, K))} | {pi2[i, K]: 1 - sum(pi2[i, j] for j in range(1, K)) for i in range(1, K + 1)}
     d = Derivation(f"Successive scores are orthogonal in expectation (K = {K})",
-                   assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = a' \sim \pi_2(\cdot \mid a)$", r"shared block: $s_1 = e_a - \pi_1$, $s_2 = e_{a'} - \pi_2(\cdot \mid a)$",
+                   assumptions=[r"$a \sim \pi_1$, $a' \sim \pi_2(\cdot \mid a)$", r"shared block: $s_1 = e_a - \pi_1$, $s_2 = e_{a'} - \pi_2(\cdot \mid a)$",
                                 *[sp.Eq(k_, v) for k_, v in normalised.items()]])
     d.step(sp.Sum(pi1[a] * pi2[a, b] * sp.Sum((d_ak - pi1[k]) * (d_bk - pi2[a, k]), (k, 1, K)), (b, 1, K), (a, 1, K)),
            sp.Sum(pi1[a] * sp.Sum((d_ak - pi1[k]) * sp.Sum(pi2[a, b] * (d_bk - pi2[a, k]), (b, 1, K)), (k, 1, K)), (a, 1, K)),
-           r"sum over $y_2$ first")
-    d.then(sp.Integer(0), r"$\mathbb E[s_2 \mid y_1] = \sum_{a'} \pi_2(a' \mid a)(\delta_{a'k} - \pi_2(k \mid a)) = 0$", facts=normalised)
+           r"sum over $a'$ first")
+    d.then(sp.Integer(0), r"$\mathbb E[s_2 \mid a] = \sum_{a'} \pi_2(a' \mid a)(\delta_{a'k} - \pi_2(k \mid a)) = 0$", facts=normalised)
     return d
 
 
@@ -391,7 +391,7 @@ def score_sum_second_moment() -> Derivation:
 
     Expand the square; split the double sum into the diagonal and twice the
     upper triangle; the cross terms are 0 because score terms are martingale
-    differences (:func:`martingale_orthogonality`: :math:`\mathbb E[s_u \mid y_{<u}] = 0`).
+    differences (:func:`martingale_orthogonality`: :math:`\mathbb E[s_u \mid o_{<u}] = 0`).
     The steps are checked at :math:`L = 1, \dots, 5` (sums written out), not for
     a symbolic :math:`L`.
 
@@ -416,7 +416,7 @@ def score_sum_second_moment() -> Derivation:
     cross_terms_vanish = at_values(L, lengths, inner=evaluated_by(r"martingale differences, $\mathbb E[s_t \cdot s_u] = 0$ for $t \ne u$",
                                                                       lambda lhs, rhs: (martingale(lhs), martingale(rhs))))
     d = Derivation("The second moment of the score sum is the sum of the second moments",
-                   assumptions=[r"$s_t$: score of token $t$ of an $L$-token sequence", r"$\mathbb E[s_u \mid y_{<u}] = 0$"], unfold=unfold)
+                   assumptions=[r"$s_t$: score of token $t$ of an $L$-token sequence", r"$\mathbb E[s_u \mid o_{<u}] = 0$"], unfold=unfold)
     d.step(SquaredScoreSum(L), sp.Sum(Inner(t, u), (u, 1, L), (t, 1, L)), "expand the square; linearity")
     d.then(sp.Sum(Inner(t, t), (t, 1, L)) + 2 * sp.Sum(Before(t, u) * Inner(t, u), (u, 1, L), (t, 1, L)), r"diagonal and twice the upper triangle ($L = 1..5$)",
            proof=at_values(L, lengths))
@@ -427,8 +427,8 @@ def score_sum_second_moment() -> Derivation:
 def unmasked_feedback_term(K: int = 3) -> Derivation:
     r"""A feedback token left in the loss adds :math:`\mathbb E[A\, s_f] = \sum_a \pi_1(a)\, Q_a\, (e_{f(a)} - \pi_f(\cdot \mid a))`, which is not 0.
 
-    The environment writes :math:`f = f(y_1)`; the model's own distribution at
-    that slot is :math:`\pi_f(\cdot \mid y_1)`, and its score
+    The environment writes :math:`f = f(a)`; the model's own distribution at
+    that slot is :math:`\pi_f(\cdot \mid a)`, and its score
     :math:`s_f = e_{f} - \pi_f` has conditional mean :math:`e_{f(a)} - \pi_f(\cdot\mid a)`,
     not 0: nobody sampled :math:`f` from :math:`\pi_f`.  First step: the extra
     term of the unmasked loss (linearity, written out for ``K`` actions);
@@ -449,7 +449,7 @@ def unmasked_feedback_term(K: int = 3) -> Derivation:
     pf = sp.IndexedBase(r"\pi_f", positive=True)
     E = lambda g: sp.Sum(pi1[a] * pi2[a, b] * A[a, b] * g, (b, 1, K), (a, 1, K))
     d = Derivation(f"An unmasked feedback token adds a term (K = {K})",
-                   assumptions=[r"$y_1 = a \sim \pi_1$, $y_2 = a' \sim \pi_2(\cdot \mid a)$; $f = f(a)$ chosen by the environment",
+                   assumptions=[r"$a \sim \pi_1$, $a' \sim \pi_2(\cdot \mid a)$; $f = f(a)$ chosen by the environment",
                                 r"$Q_a = \sum_{a'} \pi_2(a' \mid a) A_{aa'}$; $s_1, s_f$ depend on $a$ only", sp.Eq(pf[1], 1 - sum(pf[j] for j in range(2, K + 1)))],
                    unfold=Definitions({Q[a]: sp.Sum(pi2[a, b] * A[a, b], (b, 1, K))}))
     d.step(E(s1[a] + sf[a] + s2[a, b]) - E(s1[a] + s2[a, b]), sp.Sum(pi1[a] * Q[a] * sf[a], (a, 1, K)), r"linearity; sum over $a'$")
@@ -466,7 +466,7 @@ def truncated_ratio_mean() -> Derivation:
     divides by, for a truncated weight: the untruncated ratio has mean 1
     (:math:`\sum_a \mu_a \rho_a = \sum_a \pi_a`), and truncation removes the
     excess mass, per outcome by :func:`truncation_identity` (with
-    :math:`w = \mu_a`).  The statement holds for a token ratio given its prefix
+    :math:`z = \mu_a`).  The statement holds for a token ratio given its prefix
     and for a sequence ratio alike (the outcomes :math:`a` are then whole
     sequences).
 
@@ -486,8 +486,8 @@ def truncated_ratio_mean() -> Derivation:
         unfold=unfold,
     )
     d.step(S(mu[_a] * (sp.Min(rho[_a], _C) - rho[_a])), S(-mu[_a] * sp.Max(rho[_a] - _C, 0)),
-           r"truncation removes the excess, per outcome ($w = \mu_a$)",
-           proof=by_lemma(truncation_identity(), {_w: mu[_a], _r: rho[_a]}, termwise=True))
+           r"truncation removes the excess, per outcome ($z = \mu_a$)",
+           proof=by_lemma(truncation_identity(), {_z: mu[_a], _r: rho[_a]}, termwise=True))
     d.step(S(mu[_a] * sp.Min(rho[_a], _C)), S(mu[_a] * rho[_a]) + S(mu[_a] * (sp.Min(rho[_a], _C) - rho[_a])), "linearity")
     d.step(S(mu[_a] * rho[_a]), sp.Integer(1), r"$\mu_a\rho_a = \pi_a$, $\sum_a \pi_a = 1$", facts={S(pi[_a]): 1})
     return d

@@ -4,10 +4,10 @@ A score-function estimator weights each token score by a number,
 
 .. math::
 
-    \hat g(o) = \sum_t w_t(o)\, s_t(o),
+    \hat g(o) = \sum_t v_t(o)\, s_t(o),
     \qquad s_t(o) = \nabla_\theta \log \pi_\theta(o_t \mid o_{<t}),
 
-with :math:`w_t(o) = R(o) - b` for REINFORCE with a baseline, the reward-to-go
+with :math:`v_t(o) = R(o) - b` for REINFORCE with a baseline, the reward-to-go
 for the causal estimator, and so on.  Its mean and second moment are sums over
 every sequence of the enumerated :class:`~numeric.TinyLM`.  A dense
 ``[N, P]`` score matrix cannot hold a large tree (:math:`N \approx 10^6`,
@@ -18,7 +18,7 @@ every sequence of the enumerated :class:`~numeric.TinyLM`.  A dense
 
   .. math::
 
-      \mathbb{E}[\hat g]_{h,\cdot} = \sum_{(o,t):\, o_{<t}=h} \pi(o)\, w_t(o)\,
+      \mathbb{E}[\hat g]_{h,\cdot} = \sum_{(o,t):\, o_{<t}=h} \pi(o)\, v_t(o)\,
       \bigl(\mathrm{onehot}(o_t) - \pi(\cdot \mid h)\bigr);
 
 * the prefixes of one sequence are distinct, so its token scores occupy
@@ -26,7 +26,7 @@ every sequence of the enumerated :class:`~numeric.TinyLM`.  A dense
 
   .. math::
 
-      \lVert \hat g(o) \rVert^2 = \sum_t w_t(o)^2 \lVert s_t(o) \rVert^2,
+      \lVert \hat g(o) \rVert^2 = \sum_t v_t(o)^2 \lVert s_t(o) \rVert^2,
       \qquad
       \lVert s_t \rVert^2 = 1 - 2\pi(o_t \mid h) + \lVert \pi(\cdot \mid h) \rVert^2.
 
@@ -87,7 +87,7 @@ def token_score_sqnorms(lm: TinyLM, theta: torch.Tensor) -> torch.Tensor:
 
 
 def expected_score_sum(lm: TinyLM, theta: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    r"""``[P]`` exact :math:`\mathbb{E}_{\pi_\theta}\bigl[\sum_t w_t(o)\, s_t(o)\bigr]`.
+    r"""``[P]`` exact :math:`\mathbb{E}_{\pi_\theta}\bigl[\sum_t v_t(o)\, s_t(o)\bigr]`.
 
     Parameters
     ----------
@@ -100,7 +100,7 @@ def expected_score_sum(lm: TinyLM, theta: torch.Tensor, weights: torch.Tensor) -
 
     Examples
     --------
-    With :math:`w = R` this is the policy gradient :math:`\nabla J = \mathbb{E}[R\, s]`:
+    With :math:`v = R` this is the policy gradient :math:`\nabla J = \mathbb{E}[R\, s]`:
 
     >>> import torch
     >>> from numeric import TinyLM, default_reward, expected_score_sum
@@ -113,10 +113,10 @@ def expected_score_sum(lm: TinyLM, theta: torch.Tensor, weights: torch.Tensor) -
     """
     lm = check_lm(lm)
     theta = check_theta(lm, theta)
-    w = _token_weights(lm, weights)
+    v = _token_weights(lm, weights)
     logits = lm.logits(theta).detach()
     pi = torch.softmax(logits, -1)
-    c = lm.probs(theta.detach())[:, None] * w
+    c = lm.probs(theta.detach())[:, None] * v
     rows, toks = lm.prefix_rows.reshape(-1), lm.tokens.reshape(-1)
     onehot_part = torch.zeros_like(pi).index_put_((rows, toks), c.reshape(-1), accumulate=True)
     mass = torch.zeros(lm.n_prefixes, dtype=pi.dtype).index_add_(0, rows, c.reshape(-1))
@@ -124,7 +124,7 @@ def expected_score_sum(lm: TinyLM, theta: torch.Tensor, weights: torch.Tensor) -
 
 
 def score_estimator_moments(lm: TinyLM, theta: torch.Tensor, weights: torch.Tensor) -> ScoreMoments:
-    r"""Exact mean, second moment and trace variance of :math:`\sum_t w_t s_t`.
+    r"""Exact mean, second moment and trace variance of :math:`\sum_t v_t s_t`.
 
     Examples
     --------
@@ -143,7 +143,7 @@ def score_estimator_moments(lm: TinyLM, theta: torch.Tensor, weights: torch.Tens
     lm = check_lm(lm)
     theta = check_theta(lm, theta)
     mean = expected_score_sum(lm, theta, weights)
-    w = _token_weights(lm, weights)
+    v = _token_weights(lm, weights)
     p = lm.probs(theta.detach())
-    second = float(p @ (w * w * token_score_sqnorms(lm, theta)).sum(1))
+    second = float(p @ (v * v * token_score_sqnorms(lm, theta)).sum(1))
     return ScoreMoments(mean, second, second - float(mean @ mean))

@@ -275,7 +275,7 @@ def cross_checks() -> None:
     check("fixed kernel: autograd of J == E[R (policy scores)]", maxabs(fixed.objective_gradient(th0), fixed.policy_score_gradient(th0)), 1e-14)
     extra = coupled.objective_gradient(th0) - coupled.policy_score_gradient(th0)
     check("parametrised kernel: autograd - policy-score term == E[R grad log P_theta]", maxabs(extra, coupled.kernel_score_gradient(th0)), 1e-14)
-    check("parametrised kernel: E[R grad log P_theta] == Upsilon (w(a,x') - W(a) P(x'|a)) (softmax closed form)", maxabs(extra, _kernel_term_closed_form(coupled, th0)), 1e-14)
+    check("parametrised kernel: E[R grad log P_theta] == Upsilon (Phi(a,x') - Phi(a) P(x'|a)) (softmax closed form)", maxabs(extra, _kernel_term_closed_form(coupled, th0)), 1e-14)
 
 
 def _conditional_score_means(lm: TinyLM, theta: torch.Tensor) -> float:
@@ -298,11 +298,11 @@ def _kernel_term_closed_form(mdp: TwoStepMDP, theta: torch.Tensor) -> torch.Tens
     r""":math:`\mathbb{E}[R\,\nabla\log P_\theta(x' \mid a)]` from the softmax score of the kernel, no autograd.
 
     :math:`\partial \log P(x' \mid a) / \partial \theta^{(2)}_{m, a''} = \Upsilon\, [a = a''] ([x' = m] - P(m \mid a))`,
-    so the :math:`(m, a)` entry is :math:`\Upsilon\,(w(a, m) - W(a) P(m \mid a))` with
-    :math:`w(a, x') = \sum_{a'} p(a, x', a') R(a, x', a')` and :math:`W(a) = \sum_{x'} w(a, x')`;
+    so the :math:`(m, a)` entry is :math:`\Upsilon\,(\Phi(a, m) - \Phi(a) P(m \mid a))` with
+    :math:`\Phi(a, x') = \sum_{a'} p(a, x', a') R(a, x', a')` and :math:`\Phi(a) = \sum_{x'} \Phi(a, x')`;
     the first-step block is zero.
     """
-    w = (mdp.trajectory_probs(theta) * mdp.reward).sum(2)  # [K, M]
+    Phi = (mdp.trajectory_probs(theta) * mdp.reward).sum(2)  # [K, M]
     P = mdp.log_kernel(theta).exp()  # [K, M]
-    block = mdp.coupling * (w - w.sum(1, keepdim=True) * P)  # [a, m]
+    block = mdp.coupling * (Phi - Phi.sum(1, keepdim=True) * P)  # [a, m]
     return torch.cat([torch.zeros(mdp.K, dtype=block.dtype), block.T.reshape(-1)])

@@ -879,13 +879,13 @@ def test_derived_weights_are_the_known_closed_forms():
 
 
 def test_sequence_ratio_weights_are_the_token_forms_at_the_row_ratio():
-    """CISPO and SAPO at the sequence ratio: their token form's weight at s (no 1/n left: the n tokens of the row cancel it);
+    """CISPO and SAPO at the sequence ratio: their token form's weight at the row ratio rtilde (no 1/n left: the n tokens of the row cancel it);
     VESPO: the Gamma weight of the product of the ratios, 1 at W = 1, largest at W = k / lambda."""
-    s_, W = sp.Symbol("s", positive=True), sp.Symbol("W", positive=True)
+    rt, W = sp.Symbol("rtilde", positive=True), sp.Symbol("W", positive=True)
     for method, form in (("cispo_seq", "cispo"), ("sapo_seq", "sapo")):
         for n in (2, 4):
             rhs = dl.sequence_weight_derivation(method, n).verify().steps[-1].rhs
-            assert sp.simplify(rhs + dl.A * dl.weight(form).subs(dl.r, s_)) == 0
+            assert sp.simplify(rhs + dl.A * dl.weight(form).subs(dl.r, rt)) == 0
     phi = -dl.sequence_weight_derivation("vespo", 3).verify().steps[-1].rhs / dl.A
     assert phi.subs(W, 1) == 1
     assert sp.solve(sp.diff(phi, W), W) == [dl.k / dl.lam]

@@ -322,27 +322,27 @@ def optimal_token_baseline_advantages(
     handle_zero_tail: bool | None = None,
     eps: float = 1e-8,
 ) -> ArrayT:
-    r"""verl's optimal token baseline (OTB): a baseline per step, :math:`A_{it} = G_{it} - b_t`, weighted by the path's score energy.
+    r"""verl's optimal token baseline (OTB): a baseline per step, :math:`A_{it} = R_{i,\ge t} - b_t`, weighted by the path's score energy.
 
     For each group (``[..., G, T]``, the group in the second-to-last
-    dimension) with token rewards :math:`r`, reward-to-go
-    :math:`G_{it} = \sum_{u \ge t} m_{iu} r_{iu}` and
+    dimension) with token rewards :math:`R`, reward-to-go
+    :math:`R_{i,\ge t} = \sum_{u \ge t} m_{iu} R_{iu}` and
 
     .. math::
 
-        w_{it} = \lVert \nabla_z \log\pi(o_{it}) \rVert^2 = 1 - 2\pi(o_{it}) + \sum_a \pi_a^2,
-        \qquad W_{it} = \sum_{u \le t} m_{iu}\, w_{iu}\,\bar\rho_{iu}^2,
-        \qquad b_t = \frac{\sum_i m_{it} G_{it} W_{it}}{\sum_i m_{it} W_{it} + \epsilon},
+        \eta_{it} = \lVert \nabla_z \log\pi(o_{it}) \rVert^2 = 1 - 2\pi(o_{it}) + \sum_a \pi_a^2,
+        \qquad \nu_{it} = \sum_{u \le t} m_{iu}\, \eta_{iu}\, v_{iu}^2,
+        \qquad b_t = \frac{\sum_i m_{it} R_{i,\ge t} \nu_{it}}{\sum_i m_{it} \nu_{it} + \epsilon},
 
-    :math:`w` the squared norm of the score of a softmax step in its logits
+    :math:`\eta` the squared norm of the score of a softmax step in its logits
     :math:`z` (:math:`e_a - \pi`, whose squared norm is the middle expression;
     ``tests/test_losses.py`` checks it against autograd), :math:`\pi(o)` from
     ``log_prob`` (verl: ``old_log_probs``), :math:`\sum_a\pi_a^2` given as
     ``sum_pi_squared`` (from logits: ``(stable_softmax(z) ** 2).sum(-1)``), and
-    :math:`\bar\rho` the optional sampler weights ``is_weights`` (verl
+    :math:`v` the optional sampler-correction weights ``is_weights`` (verl
     ``rollout_is_weights``; 1 without).  :math:`b_t` minimises
-    :math:`\sum_i m_{it} W_{it} (G_{it} - b)^2`, the group's estimate of
-    :math:`\mathbb E[W_t (G_t - b)^2]`; :math:`W_t` stands in for
+    :math:`\sum_i m_{it} \nu_{it} (R_{i,\ge t} - b)^2`, the group's estimate of
+    :math:`\mathbb E[\nu_t (R_{\ge t} - b)^2]`; :math:`\nu_t` stands in for
     :math:`\lVert\sum_{u\le t} s_u\rVert^2`, whose cross terms vanish in
     expectation (:func:`derivations.off_policy.martingale_orthogonality`), so
     it is verl's variance proxy, not the exact minimiser of the estimator's

@@ -211,7 +211,7 @@ def token_terms(method: str, lp: torch.Tensor, delta: torch.Tensor | None, A: to
     if method in ("gspo", "gspo_token", "cispo_seq", "sapo_seq"):
         assert n is not None
         log_s = delta.sum(-1, keepdim=True) / n.clamp(min=1)
-        if method == "gspo_token":  # straight-through: the value of s_i, the gradient of pi_t / sg(pi_t)
+        if method == "gspo_token":  # straight-through: the value of rtilde_i, the gradient of pi_t / sg(pi_t)
             log_s = log_s.detach() + (delta - delta.detach())
         if method in ("gspo", "gspo_token"):
             return _ppo_terms(neg_A, log_s, options["eps_low"], options["eps_high"], options.get("dual_clip"))
@@ -283,23 +283,23 @@ def policy_loss(
         :math:`\min(\cdot, -cA)` (verl ``vanilla``, TRL ``grpo``/``bnpo``/``dr_grpo``/``dapo``,
         OpenRLHF ``PolicyLoss``).
     ``gspo``
-        :math:`-\min(s_iA, \mathrm{clip}(s_i)A)` on every token of row :math:`i`,
-        :math:`s_i = \exp\overline{(\ell - \ell_{\mathrm{old}})}` (TRL
+        :math:`-\min(\tilde r_iA, \mathrm{clip}(\tilde r_i)A)` on every token of row :math:`i`,
+        :math:`\tilde r_i = \exp\overline{(\ell - \ell_{\mathrm{old}})}` (TRL
         ``importance_sampling_level="sequence"``).
     ``gspo_token``
-        the same with the straight-through :math:`s_{it} = \mathrm{sg}(s_i)\,\pi_{it}/\mathrm{sg}(\pi_{it})` (verl ``gspo``).
+        the same with the straight-through :math:`\tilde r_{it} = \mathrm{sg}(\tilde r_i)\,\pi_{it}/\mathrm{sg}(\pi_{it})` (verl ``gspo``).
     ``cispo``
         :math:`-\mathrm{sg}(\mathrm{clip}(r))\,A\,\ell` (MiniMax-M1 Eq. 4-5, verl ``cispo``); with
         ``eps_low=None`` the one-sided cap :math:`-\mathrm{sg}(\min(r, 1+\varepsilon_h))\,A\,\ell`
         (TRL ``cispo``, whose absolute cap ``epsilon_high`` is :math:`1 + \varepsilon_h`).
     ``cispo_seq``
-        CISPO with the row's ratio :math:`s_i` in place of :math:`r`: :math:`-\mathrm{sg}(\mathrm{clip}(s_i))\,A\,\ell`
+        CISPO with the row's ratio :math:`\tilde r_i` in place of :math:`r`: :math:`-\mathrm{sg}(\mathrm{clip}(\tilde r_i))\,A\,\ell`
         (TRL ``cispo`` at ``importance_sampling_level="sequence"``, with ``eps_low=None``).
     ``sapo``
         :math:`-\frac{4}{\tau}\,\sigma(\tau(r-1))\,A`, :math:`\tau = \tau_+` if :math:`A > 0`
         else :math:`\tau_-` (verl and TRL ``sapo``).
     ``sapo_seq``
-        SAPO at the row's ratio :math:`s_i`, one value per row (TRL ``sapo`` at ``importance_sampling_level="sequence"``).
+        SAPO at the row's ratio :math:`\tilde r_i`, one value per row (TRL ``sapo`` at ``importance_sampling_level="sequence"``).
     ``vespo``
         :math:`-\mathrm{sg}(\phi(W_i))\,A\,\ell` with the product of the row's ratios
         :math:`W_i = \prod_t r_{it}` and the Gamma weight :math:`\phi(W) = W^k e^{\lambda(1 - W)}`,
@@ -433,7 +433,7 @@ def policy_weight(method: str, log_prob: ArrayT, old_log_prob: Array, advantages
     (:func:`numeric.gradient_weights.derived_weight`), evaluated at the token
     ratio :math:`r_{it}` (token methods, the form chosen by the options, as
     :func:`derivations.methods.form`; Clip-Cov's and KL-Cov's by ``selected``),
-    at the sequence ratio :math:`s_i` (GSPO, both forms, PPO's weight there;
+    at the sequence ratio :math:`\tilde r_i` (GSPO, both forms, PPO's weight there;
     CISPO and SAPO at the sequence ratio), at VESPO's Gamma weight of the
     product :math:`W_i` of the row's ratios, or at GMPO's clipped geometric mean
     times the token's live indicator.  0 on masked tokens.  Takes the

@@ -2,12 +2,12 @@ r"""Off-policy samplers and multi-turn agents: sampler-correction weights, batch
 
 A trainer samples with :math:`\mu` (an inference engine, a lagged copy of the
 weights) and differentiates :math:`\pi`.  Every correction scheme that trainers
-ship is a stop-gradient weight :math:`w_t` on the token score:
+ship is a stop-gradient weight :math:`v_t` on the token score:
 
 .. math::
 
-    \hat g = \sum_t w_t\, A\, s_t, \qquad s_t = \nabla_\theta \log\pi_\theta(y_t \mid y_{<t}),
-    \qquad \rho_t = \frac{\pi(y_t \mid y_{<t})}{\mu(y_t \mid y_{<t})},
+    \hat g = \sum_t v_t\, A\, s_t, \qquad s_t = \nabla_\theta \log\pi_\theta(o_t \mid o_{<t}),
+    \qquad \rho_t = \frac{\pi(o_t \mid o_{<t})}{\mu(o_t \mid o_{<t})},
     \qquad \rho = \prod_{t\,:\,m_t = 1} \rho_t .
 
 Batched weight functions (``[batch, time]`` log-probabilities and a 0/1 mask;
@@ -20,9 +20,9 @@ numpy or torch in, the caller's kind, dtype and device out; detached):
 :func:`truncated_sequence_ratio`    :math:`\min(\rho, C)` (``sequence_truncate``)
 :func:`masked_token_ratio`          :math:`\rho_t\,\mathbb 1[l \le \rho_t \le h]` (IcePop, ``token_mask``)
 :func:`masked_sequence_ratio`       :math:`\rho\,\mathbb 1[l \le \rho \le h]` (``sequence_mask``)
-:func:`geometric_sequence_mask`     :math:`\mathbb 1[l \le \rho^{1/|y|} \le h]` (seq-mask-tis, geometric RS)
+:func:`geometric_sequence_mask`     :math:`\mathbb 1[l \le \rho^{1/|o|} \le h]` (seq-mask-tis, geometric RS)
 :func:`kl_rejection_mask`           :math:`\mathbb 1[\sum_t k_t \le \delta]`, :math:`k \in \{k_1, k_2, k_3\}` of :math:`\mathrm{KL}(\mu\,\|\,\pi)` (or per token, mean, max)
-:func:`batch_normalized_weights`    :math:`w_t / \bar w`, any weight over its batch mean
+:func:`batch_normalized_weights`    :math:`v_t / \bar v`, any weight over its batch mean
 ==================================  ==============================================================================================================
 
 Masked slots (prompt, tool output, feedback, padding) never enter a product, a

@@ -128,7 +128,7 @@ def _f64(name: str, value) -> torch.Tensor:
 
 
 def estimator_samples(episodes: Episodes, weights: Array, advantages: Array | None = None) -> torch.Tensor:
-    r"""``[E, P]`` per-episode estimates :math:`\hat g = \sum_t w_t A\, s_t`.
+    r"""``[E, P]`` per-episode estimates :math:`\hat g = \sum_t v_t A\, s_t`.
 
     ``weights`` is ``[E, T]``; ``advantages`` is ``[E]`` or ``[E, T]`` (default the reward).
 
@@ -143,15 +143,15 @@ def estimator_samples(episodes: Episodes, weights: Array, advantages: Array | No
     ((32, 40), True)
     """
     ep = _episodes(episodes)
-    w = _f64("weights", weights)
+    v = _f64("weights", weights)
     A = ep.reward if advantages is None else _f64("advantages", advantages)
-    if w.shape != ep.mask.shape:
-        raise ValueError(f"weights must have shape {tuple(ep.mask.shape)}, got {tuple(w.shape)}")
+    if v.shape != ep.mask.shape:
+        raise ValueError(f"weights must have shape {tuple(ep.mask.shape)}, got {tuple(v.shape)}")
     if A.shape == ep.reward.shape:
         A = A[:, None]
     elif A.shape != ep.mask.shape:
         raise ValueError(f"advantages must have shape {tuple(ep.reward.shape)} or {tuple(ep.mask.shape)}, got {tuple(A.shape)}")
-    return torch.einsum("et,etp->ep", w * A, ep.scores)
+    return torch.einsum("et,etp->ep", v * A, ep.scores)
 
 
 def sampler_moments(episodes: Episodes, samples: torch.Tensor) -> SchemeMoments:
@@ -191,8 +191,8 @@ def scheme_moments(episodes: Episodes, scheme: str, baseline: float = 0.0) -> Sc
     if not isinstance(scheme, str) or scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {list(SCHEMES)}, got {scheme!r}")
     b = require_finite_real("baseline", baseline)
-    w = SCHEMES[scheme](ep.log_prob, ep.sampler_log_prob, ep.mask)
-    return sampler_moments(ep, estimator_samples(ep, w, ep.reward - b))
+    v = SCHEMES[scheme](ep.log_prob, ep.sampler_log_prob, ep.mask)
+    return sampler_moments(ep, estimator_samples(ep, v, ep.reward - b))
 
 
 # -- the two-turn agent ------------------------------------------------------------------------
@@ -219,13 +219,13 @@ def _agent_tables():
 
 
 def agent_logits(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    r"""``(turn1 [K], feedback [K, K], turn2 [K, K])`` logits; a shared block :math:`u` enters all three.
+    r"""``(turn1 [K], feedback [K, K], turn2 [K, K])`` logits; a shared block :math:`\theta^{\mathrm{sh}}` enters all three.
 
-    Layout of :math:`\theta` (``4K + 2K^2 = 40`` entries): :math:`u` (shared), :math:`a`
-    (turn 1), :math:`F` (the model's logits at the feedback slot, per turn-1
-    action), :math:`B` (turn 2, per turn-1 action).  Turn 1: :math:`u + a`;
-    feedback slot after :math:`y_1`: :math:`u + F_{y_1}`; turn 2: :math:`u + B_{y_1}`.
-    The shared :math:`u` makes :math:`s_1 \cdot s_2 \ne 0` pointwise, so
+    Layout of :math:`\theta` (``4K + 2K^2 = 40`` entries): :math:`\theta^{\mathrm{sh}}` (shared), :math:`\theta^{(1)}`
+    (turn 1), :math:`\theta^{f}` (the model's logits at the feedback slot, per turn-1
+    action), :math:`\theta^{(2)}` (turn 2, per turn-1 action).  Turn 1: :math:`\theta^{\mathrm{sh}} + \theta^{(1)}`;
+    feedback slot after :math:`a`: :math:`\theta^{\mathrm{sh}} + \theta^{f}_{a}`; turn 2: :math:`\theta^{\mathrm{sh}} + \theta^{(2)}_{a}`.
+    The shared :math:`\theta^{\mathrm{sh}}` makes :math:`s_1 \cdot s_2 \ne 0` pointwise, so
     :math:`\mathbb E[s_1 \cdot s_2] = 0` is a fact about expectations, not about blocks.
     """
     K = ACTIONS
@@ -265,15 +265,15 @@ def _agent_objective(theta, success):
 
 
 def two_turn_agent(mismatch: float = 1.0, *, theta: torch.Tensor | None = None) -> Episodes:
-    r"""Every episode :math:`(y_1, f, y_2, R)` of the two-turn agent under a stale sampler.
+    r"""Every episode :math:`(a, f, a', R)` of the two-turn agent under a stale sampler.
 
-    Turn 1 picks :math:`y_1` of 4 actions; the environment answers with the
-    feedback token :math:`f = (y_1 + 1) \bmod 4` (context only: mask 0); turn 2
-    picks :math:`y_2` given :math:`y_1`; the outcome is :math:`R = 2` with
-    probability :math:`T_{y_1 y_2}`, else :math:`R = -0.5`.  The sampler is the
+    Turn 1 picks :math:`a` of 4 actions; the environment answers with the
+    feedback token :math:`f = (a + 1) \bmod 4` (context only: mask 0); turn 2
+    picks :math:`a'` given :math:`a`; the outcome is :math:`R = 2` with
+    probability :math:`q_{aa'}`, else :math:`R = -0.5`.  The sampler is the
     policy with stale weights, :math:`\theta_\mu = \theta + m\,\xi` (fixed
     :math:`\xi`, entries :math:`\mathcal N(0, 0.35^2)`); ``mismatch`` is :math:`m`.
-    ``E = 32`` episodes, ``T = 3`` slots ``[y1, f, y2]``, ``P = 40`` parameters.
+    ``E = 32`` episodes, ``T = 3`` slots ``[a, f, a']``, ``P = 40`` parameters.
 
     Parameters
     ----------
@@ -314,7 +314,7 @@ def two_turn_agent(mismatch: float = 1.0, *, theta: torch.Tensor | None = None) 
 
 
 def agent_states(mismatch: float = 1.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    r"""``(pi, mu)`` at the agent's 5 decision states: turn 1 and turn 2 after each :math:`y_1`."""
+    r"""``(pi, mu)`` at the agent's 5 decision states: turn 1 and turn 2 after each :math:`a`."""
     m = require_finite_real("mismatch", mismatch, minimum=0)
     _, theta, lag = _agent_tables()
     (p1, _, p2), (q1, _, q2) = ([torch.softmax(l, -1) for l in agent_logits(t)] for t in (theta, theta + m * lag))
@@ -375,8 +375,8 @@ class ChainMoments:
 def chain_score_moments(L: int, K: int = 4, seed: int = 5) -> ChainMoments:
     r""":math:`\mathbb E\lVert\sum_t s_t\rVert^2` and each :math:`\mathbb E\lVert s_t\rVert^2` for an ``L``-step chain, enumerated over :math:`K^L` sequences.
 
-    Step :math:`t` picks :math:`y_t` with logits :math:`u + \Theta_{t, y_{t-1}}`
-    (a shared :math:`u`, so the token scores overlap and
+    Step :math:`t` picks :math:`o_t` with logits :math:`\theta^{\mathrm{sh}} + \Theta_{t, o_{t-1}}`
+    (a shared :math:`\theta^{\mathrm{sh}}`, so the token scores overlap and
     :math:`s_t \cdot s_u \ne 0` pointwise).  The score terms are martingale
     differences, so ``total`` is the sum of ``per_step``.
 
@@ -426,7 +426,7 @@ def _turn1_index(ep: Episodes) -> torch.Tensor:
 
 
 def _conditional_on_turn1(ep: Episodes, values: torch.Tensor) -> torch.Tensor:
-    r"""``[E]``: :math:`\mathbb E_\mu[\text{values} \mid y_1]` at each episode's :math:`y_1`."""
+    r"""``[E]``: :math:`\mathbb E_\mu[\text{values} \mid a]` at each episode's :math:`a`."""
     y1 = _turn1_index(ep)
     num = torch.zeros(ACTIONS, dtype=F64).index_add_(0, y1, ep.prob * values)
     den = torch.zeros(ACTIONS, dtype=F64).index_add_(0, y1, ep.prob)
@@ -442,8 +442,8 @@ class CreditAssignment:
     r"""Samples of the two credit estimators of a two-turn outcome, and the oracle baselines they use.
 
     ``broadcast`` and ``per_turn`` are ``[E, P]`` per-episode estimates;
-    ``Q`` (:math:`\mathbb E[R \mid y_1]`) and ``var_R`` (:math:`\mathrm{Var}(R \mid y_1)`)
-    are ``[E]``, at each episode's :math:`y_1`; ``V`` (:math:`\mathbb E[R]`) is a scalar tensor.
+    ``Q`` (:math:`\mathbb E[R \mid a]`) and ``var_R`` (:math:`\mathrm{Var}(R \mid a)`)
+    are ``[E]``, at each episode's :math:`a`; ``V`` (:math:`\mathbb E[R]`) is a scalar tensor.
     """
 
     broadcast: torch.Tensor
@@ -460,10 +460,10 @@ class CreditAssignment:
 def credit_assignment(ep: Episodes) -> CreditAssignment:
     r"""Outcome broadcast :math:`(R - V)(s_1 + s_2)` and per-turn credit :math:`(Q - V)s_1 + (R - Q)s_2`, per episode.
 
-    With oracle baselines :math:`V = \mathbb E[R]`, :math:`Q(y_1) = \mathbb E[R \mid y_1]`
+    With oracle baselines :math:`V = \mathbb E[R]`, :math:`Q_a = \mathbb E[R \mid a]`
     (for the on-policy agent, ``two_turn_agent(0.0)``).  Returns a
     :class:`CreditAssignment`: ``[E, P]`` samples of both estimators, and
-    :math:`Q`, :math:`\mathrm{Var}(R \mid y_1)`, :math:`V`.
+    :math:`Q`, :math:`\mathrm{Var}(R \mid a)`, :math:`V`.
 
     Examples
     --------
@@ -486,7 +486,7 @@ def credit_assignment(ep: Episodes) -> CreditAssignment:
 def feedback_term(ep: Episodes, baseline: float = 0.0) -> torch.Tensor:
     r"""``[P]`` :math:`\mathbb E_\pi[(R - b)\, s_f]`: what a feedback token left unmasked adds to the gradient.
 
-    The environment, not :math:`\pi`, chose :math:`f`, so :math:`\mathbb E[s_f \mid y_1] \ne 0`
+    The environment, not :math:`\pi`, chose :math:`f`, so :math:`\mathbb E[s_f \mid a] \ne 0`
     (:func:`derivations.off_policy.unmasked_feedback_term`).
 
     Examples
@@ -506,7 +506,7 @@ def token_bias_closed_form(mismatch: float = 1.0) -> torch.Tensor:
     r"""``[P]`` the derived token-ratio bias of the two-turn agent, :math:`\sum_{a,a'} \pi_1(\mu_2 - \pi_2)\bar A s_1 + (\mu_1 - \pi_1)\pi_2 \bar A s_2`.
 
     :func:`derivations.off_policy.token_bias_term`, lambdified and summed over
-    :math:`(y_1, y_2)`, with :math:`\bar A = \mathbb E[R \mid y_1, y_2]`.
+    :math:`(a, a')`, with :math:`\bar A = \mathbb E[R \mid a, a']`.
 
     Examples
     --------

@@ -135,7 +135,7 @@ def cross_checks() -> None:
     n1 = (s1 * s1).sum(1)
     lhs = float(on.prob @ ((on.reward - credit.V) ** 2 * n1))
     rhs = float(on.prob @ ((credit.Q - credit.V) ** 2 * n1)) + float(on.prob @ (credit.var_R * n1))
-    check("8f. E[(R-V)^2 ||s1||^2] == E[(Q-V)^2 ||s1||^2] + E[Var(R|y1) ||s1||^2] (R in {-0.5, 2})", lhs - rhs, 1e-14)
+    check("8f. E[(R-V)^2 ||s1||^2] == E[(Q-V)^2 ||s1||^2] + E[Var(R|a) ||s1||^2] (R in {-0.5, 2})", lhs - rhs, 1e-14)
     dots = (s1 * s2).sum(1)
     check("8f. s1 . s2 is not 0 pointwise (shared parameters; 1 if max |s1.s2| < 0.01)", float(float(dots.abs().max()) < 0.01), 0.0)
     check("8f. martingale orthogonality E[s1 . s2] == 0", float(on.prob @ dots), 1e-15)

@@ -99,7 +99,7 @@ def _per_sequence(m: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
 
 
 def token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array) -> ArrayT:
-    r"""Token-level importance ratio :math:`\rho_t = \pi(y_t \mid y_{<t}) / \mu(y_t \mid y_{<t})` on the mask.
+    r"""Token-level importance ratio :math:`\rho_t = \pi(o_t \mid o_{<t}) / \mu(o_t \mid o_{<t})` on the mask.
 
     Unbiased per token only when the sampler equals the policy: it drops the
     ratio of the prefix and of the future (:func:`derivations.off_policy.token_ratio_bias`).
@@ -266,12 +266,12 @@ def masked_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array
 
 
 def geometric_sequence_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, low: float = 0.5, high: float = 2.0) -> ArrayT:
-    r"""Keep a sequence when its geometric-mean ratio :math:`\rho^{1/|y|} = \exp(\frac1{|y|}\sum_t \log\rho_t)` lies in :math:`[l, h]`.
+    r"""Keep a sequence when its geometric-mean ratio :math:`\rho^{1/|o|} = \exp(\frac1{|o|}\sum_t \log\rho_t)` lies in :math:`[l, h]`.
 
     A 0/1 mask, broadcast over the sequence's tokens; multiply it into another
     weight (OpenRLHF ``seq-mask-tis`` multiplies it into the plain token ratio
     :math:`\rho_t`; verl's ``seq_mean_k1`` rejection, bounds :math:`[1/h, 1/l]` on
-    the geometric mean of :math:`1/\rho_t`).  :math:`|y|` counts the masked
+    the geometric mean of :math:`1/\rho_t`).  :math:`|o|` counts the masked
     tokens; a sequence with none is kept (it has no tokens to weight).
 
     Edges: the band is closed, a geometric mean exactly at ``low`` or ``high``
@@ -335,7 +335,7 @@ def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, th
     Every level with :math:`k_2` or :math:`k_3` drops exactly the same tokens
     when :math:`\mu = \pi` (none), so the weight it multiplies keeps its
     on-policy bias; off policy its bias is
-    :math:`-\mathbb E_\mu[\sum_t \mathbb 1[\text{dropped}_t]\, w_t A s_t]`.
+    :math:`-\mathbb E_\mu[\sum_t \mathbb 1[\text{dropped}_t]\, v_t A s_t]`.
 
     Parameters
     ----------
@@ -382,19 +382,19 @@ def batch_normalized_weights(weights: ArrayT, mask: Array, *, level: str = "toke
     r"""Importance weights divided by their batch mean, so that the mean is 1 (verl ``rollout_is_batch_normalize``).
 
     For ``level="token"`` the mean is over every masked token of the batch,
-    :math:`\bar w = \sum_{i,t} m_{it} w_{it} / \sum_{i,t} m_{it}`; for
+    :math:`\bar v = \sum_{i,t} m_{it} v_{it} / \sum_{i,t} m_{it}`; for
     ``level="sequence"`` it is over the rows that hold a token, of each row's
-    token mean, :math:`\bar w = \frac{1}{|\{i: n_i > 0\}|}\sum_{i: n_i > 0}\frac{1}{n_i}\sum_t m_{it} w_{it}`
+    token mean, :math:`\bar v = \frac{1}{|\{i: n_i > 0\}|}\sum_{i: n_i > 0}\frac{1}{n_i}\sum_t m_{it} v_{it}`
     (for a sequence weight, constant along its row, the mean of the sequence
-    weights).  The result is :math:`w_{it}/\bar w`, 0 on masked slots; when
-    :math:`\bar w \le` ``eps`` (every weight 0, or an empty batch) the weights
+    weights).  The result is :math:`v_{it}/\bar v`, 0 on masked slots; when
+    :math:`\bar v \le` ``eps`` (every weight 0, or an empty batch) the weights
     are returned unchanged, as verl does.
 
     What it does to the gradient: within a batch it multiplies every weight by
-    the same :math:`1/\bar w`, so the direction of the update is the weights'
-    and only its length changes; across batches :math:`\bar w` is random, so
+    the same :math:`1/\bar v`, so the direction of the update is the weights'
+    and only its length changes; across batches :math:`\bar v` is random, so
     the estimate is a ratio (self-normalised) estimator, biased at finite
-    batch size.  As the batch grows :math:`\bar w` tends to its expectation:
+    batch size.  As the batch grows :math:`\bar v` tends to its expectation:
     for the sequence ratio :math:`\mathbb E_\mu[\rho] = 1`
     (:func:`derivations.off_policy.sequence_ratio_unbiased`), so normalising
     untruncated sequence IS changes nothing in the limit, while a truncated
