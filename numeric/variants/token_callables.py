@@ -58,7 +58,7 @@ def token_report_from_callable(fn: Callable, constants: dict) -> TokenReport:
     other = {s: _callable_weight(fn, r, torch.full_like(r, float(s)), -2.0) for s in (1, -1)}
     is_pg = all(bool((w[s] - other[s]).abs().max() <= 1e-9) for s in (1, -1))
     table = tuple((float(x), float(a), float(b)) for x, a, b in zip(r, w[1], w[-1]))
-    silenced = tuple(run for s in (1, -1) for run in _runs(s, r, w[s] == 0))  # exactly 0: a smooth weight that underflows is not silenced
+    silenced = tuple(run for s in (1, -1) for run in _silenced_runs(s, r, w[s]))
     top = r >= 10
     bounded = {s: bool(w[s][top].abs().max() <= 1.0001 * w[s][(r >= 1) & (r <= 10)].abs().max() + 1e-12) for s in (1, -1)}
     one = int((r - 1).abs().argmin())
@@ -68,6 +68,21 @@ def token_report_from_callable(fn: Callable, constants: dict) -> TokenReport:
     reason = "; ".join([f"weight tabulated by autograd on {len(r)} ratios in [0.01, 100] for A = +1 and -1",
                         *([] if is_pg else ["it changes with ell_0 at a fixed ratio: not a policy gradient"]), *known_names(same)])
     return TokenReport(None, silenced, bounded, on_policy, is_pg, known_label(same), None, reason, table, numeric, same_weight=same)
+
+
+UNDERFLOW = 1e-9
+"""A run of exact zeros entered from :math:`|w| <` this on each side is an underflow of a smooth weight (SAPO's sigmoid saturates), not a silenced region."""
+
+
+def _silenced_runs(sign: int, r: torch.Tensor, w: torch.Tensor) -> list:
+    """The runs of ratios where the weight is exactly 0 and that a kink enters: a grid neighbour of the run has :math:`|w| \\ge` :data:`UNDERFLOW` (or the whole grid is 0)."""
+    out = []
+    for run in _runs(sign, r, w == 0):
+        lo, hi = int((r == run[1]).nonzero()), int((r == run[2]).nonzero())
+        beside = [float(w[k].abs()) for k in (lo - 1, hi + 1) if 0 <= k < len(r)]
+        if not beside or max(beside) >= UNDERFLOW:
+            out.append(run)
+    return out
 
 
 def _runs(sign: int, r: torch.Tensor, flags: torch.Tensor) -> list:
