@@ -283,6 +283,26 @@ def test_every_registered_form_is_named_by_the_checker(registry_reports):
     assert "undecided" not in registry_reports["ppo"].reason
 
 
+def test_naming_helpers_refuse_unknown_forms():
+    from derivations.variants import known_label, known_names
+
+    assert known_label(()) is None and known_names(()) == []
+    for bad in (("PPO",), ["ppo"], "ppo"):
+        with pytest.raises(ValueError, match="forms must be a tuple of registry form names"):
+            known_label(bad)
+        with pytest.raises(ValueError, match="forms must be a tuple of registry form names"):
+            known_names(bad)
+
+
+def test_a_saturating_smooth_weight_is_not_silenced_but_a_clip_is():
+    """SAPO's sigmoid saturates in fp64 (autograd gives exactly 0 far from r = 1): an underflow, not a silenced region;
+    a clip that jumps to 0 from a weight of order 1 is silenced, and a loss dropped everywhere is silenced everywhere."""
+    sapo = check_token_loss(lambda lp, olp, a: -4 * a * torch.sigmoid(torch.exp(lp - olp) - 1))
+    assert sapo.silenced == () and any(row[1] == 0.0 for row in sapo.table)
+    clipped = check_token_loss(lambda lp, olp, a: -a * torch.exp(lp - olp) * (torch.exp(lp - olp) < 3))
+    assert [run[0] for run in clipped.silenced] == [1, -1] and all(abs(run[1] - 3) < 0.2 and run[2] == 100.0 for run in clipped.silenced)
+
+
 def test_sapo_weight_is_smooth_and_never_silenced(registry_reports):
     rep = registry_reports["sapo"]
     tau = next(iter(rep.weight.free_symbols - {gw.r}))

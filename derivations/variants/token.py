@@ -404,8 +404,21 @@ def _token_symbolic(loss) -> TokenReport:
 
 
 def known_label(forms: tuple) -> str | None:
-    """The label (:func:`known_methods`) of the first form of ``forms`` (:func:`derivations.methods.known_token_forms` keys), or ``None``."""
-    return _labels()[forms[0]] if forms else None
+    """The label (:func:`known_methods`) of the first form of ``forms`` (:func:`derivations.methods.known_token_forms` keys), or ``None``.
+
+    Examples
+    --------
+    >>> from derivations.variants import known_label, known_names
+    >>> known_label(("ppo", "clip_cov_kept")), known_names(("ppo", "clip_cov_kept"))
+    ('PPO', ['the weight of PPO', 'also the weight of Clip-Cov (unselected token)'])
+    """
+    return _labels()[_require_forms(forms)[0]] if forms else None
+
+
+def _require_forms(forms: tuple) -> tuple:
+    if not isinstance(forms, tuple) or not set(forms) <= set(_labels()):
+        raise ValueError(f"forms must be a tuple of registry form names {tuple(_labels())}, got {forms!r}")
+    return forms
 
 
 @cache
@@ -416,7 +429,7 @@ def _labels() -> dict[str, str]:
 def known_names(forms: tuple) -> list[str]:
     """The report's sentences naming ``forms``: the first as "the weight of" (with its method's "undecided" note, if any), the others as "also"."""
     labels = _labels()
-    if not forms:
+    if not _require_forms(forms):
         return []
     out = [f"the weight of {labels[forms[0]]}"]
     if len(forms) > 1:
