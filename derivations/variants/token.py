@@ -106,12 +106,15 @@ def _registry_loss(method: str) -> sp.Expr:
     return token_loss_expression(form_of(method).loss(), {s: 1 for s in form_of(method).loss().free_symbols - _TOKEN_SYMBOLS})
 
 
-@cache
 def _known_weight(method: str) -> sp.Expr:
-    loss = _registry_loss(method)
+    return _weight_of(_registry_loss(method))  # keyed by the loss: forms with one loss (PPO, unselected Clip-Cov) derive once
+
+
+@cache
+def _weight_of(loss: sp.Expr) -> sp.Expr:
     breaks = _order(breakpoints(loss))
     if breaks is None:
-        raise ValueError(f"the kinks of the registry's {method!r} loss cannot be ordered with the admissible constants")
+        raise ValueError(f"the kinks of the registry's loss {loss} cannot be ordered with the admissible constants")
     return gw.piecewise_weight({sign: [(lo, hi, _piece_weight(loss, sign, inside)[1]) for lo, hi, inside in _regions(breaks)]
                                 for sign in (1, -1)})
 
@@ -472,6 +475,9 @@ def _match(pieces: dict) -> tuple[str, ...]:
         if not _agree_at(pieces, method, probe, ratios):  # a cheap exact probe first: nothing derived
             continue
         known = method.weight
+        if any(known == _known_weight(f) for f in found):  # the weight of a form already confirmed
+            found.append(method.method)
+            continue
         ok = True
         for sign in (1, -1):  # compare at the interior points of the common refinement of both partitions
             breaks = _order(list({*[b for b in (p[0] for p in pieces[sign]) if b != 0], *_known_breakpoints(known)}))
