@@ -366,6 +366,7 @@ def derive_token_loss(loss: sp.Expr, *, constants: Mapping | None = None) -> Tok
     return _token_symbolic(token_loss_expression(loss, constants))
 
 
+@cache  # pure: the report of one loss expression is a constant (its derivation already verified), shared by every check of it
 def _token_symbolic(loss) -> TokenReport:
     breaks = _order(breakpoints(loss))
     if breaks is None:
