@@ -339,7 +339,6 @@ def test_a_loss_row_is_what_the_checker_finds_on_the_packages_loss(field_tables)
     """Each row's verdict, aggregation and identified weight, against check_policy_loss run here on numeric.policy_loss."""
     from derivations.methods import METHODS
     from numeric import policy_loss
-
     from numeric.losses import TRAINER_MODES
 
     seen = {}

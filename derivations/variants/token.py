@@ -471,7 +471,7 @@ def _match(pieces: dict) -> tuple[str, ...]:
     """The registry forms whose weight equals this one on every open region (each sign of A), in the order tried."""
     probe = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(2, 7), gw.c: 3}
     ratios = [sp.Rational(k, 10) for k in (1, 6, 9, 11, 15, 25, 50)]
-    found = []
+    found: list[str] = []
     for method in known_methods():
         if not _agree_at(pieces, method, probe, ratios):  # a cheap exact probe first: nothing derived
             continue

@@ -27,7 +27,6 @@ The peers' names are read at :data:`derivations.methods.PEER_COMMITS`.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -35,6 +34,7 @@ from functools import cache, partial
 import sympy as sp
 import torch
 
+from derivations import gradient_weights as gw
 from derivations.methods import FORMS, METHODS, PEER_COMMITS
 from derivations.variants import GroupReport, ReportTable, derive_token_loss
 
@@ -178,8 +178,6 @@ def _loss_row(method: str, agg: str | None = None) -> tuple:
 
 def _extra(loss: sp.Expr) -> dict:
     """The loss's constants beyond the token symbols (KL-Cov's beta), declared for the checker (their values are not used symbolically)."""
-    from derivations import gradient_weights as gw
-
     return {s: 1.0 for s in loss.free_symbols - {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}}
 
 

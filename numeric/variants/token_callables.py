@@ -130,7 +130,7 @@ def _match(w: dict, values: dict) -> tuple[str, ...]:
     """
     r = _GRID
     env = {gw.r: r, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
-    found = []
+    found: list[str] = []
     for method in known_methods():
         if not method.parameters <= set(values):  # SAPO's tau, KL-Cov's beta: only with a declared value
             continue
