@@ -328,7 +328,8 @@ def test_every_peer_name_in_the_registries_has_a_row(field_tables):
     from numeric.variants import ESTIMATORS
 
     losses = {(row[0], row[1], row[2]) for row in field_tables["loss"].rows}
-    assert losses == {(t, m.peers[t][0], name) for name, m in METHODS.items() for t in m.peers}
+    split = {("TRL", "ppo"): ['loss_type "grpo"', 'loss_type "bnpo"', 'loss_type "dr_grpo"', 'loss_type "dapo"']}  # one row per loss_type
+    assert losses == {(t, their, name) for name, m in METHODS.items() for t in m.peers for their in split.get((t, name), [m.peers[t][0]])}
     advantages = {(row[0], row[1], row[2]) for row in field_tables["advantage"].rows}
     assert advantages == {(t, their, name) for name, e in ESTIMATORS.items() for t, their in e.peers.items()}
     assert len(field_tables["loss"].rows) == len(losses) and len(field_tables["advantage"].rows) == len(advantages)
@@ -338,22 +339,32 @@ def test_a_loss_row_is_what_the_checker_finds_on_the_packages_loss(field_tables)
     """Each row's verdict, aggregation and identified weight, against check_policy_loss run here on numeric.policy_loss."""
     from derivations.methods import METHODS
     from numeric import policy_loss
+    from numeric.losses import TRAINER_MODES
 
     seen = {}
     for row in field_tables["loss"].rows:
         name = row[2]
-        if name not in seen:
-            agg = METHODS[name].aggregation
+        if METHODS[name].undecided:  # Clip-Cov, KL-Cov: the registry's reason, never a guessed verdict
+            assert row[3] == "undecided" and row[8] == METHODS[name].undecided and row[5:8] == ("-", "-", "-")
+            continue
+        their = row[1].split('"')[1]
+        agg = TRAINER_MODES[(row[0], their)][0] if (row[0], their) in TRAINER_MODES and not METHODS[name].sequence_level else METHODS[name].aggregation
+        if (name, agg) not in seen:
 
             def fn(old_log_prob, log_prob, advantages, response_mask, _n=name, _a=agg):
                 return policy_loss(_n, log_prob, old_log_prob, advantages, response_mask, agg=_a)
 
-            seen[name] = check_policy_loss(fn)
-        rep = seen[name]
-        assert row[3] == rep.verdict
+            seen[name, agg] = check_policy_loss(fn)
+        rep = seen[name, agg]
+        assert row[3] == rep.verdict and row[8] == ""
         assert row[7].startswith(rep.aggregation + " (") and ("length-biased" in row[7]) == rep.length_biased
         assert row[4] in (rep.method, "none known") and (row[4] == rep.method) == (rep.method is not None)
-    assert {seen[n].verdict for n in ("gspo", "gmpo")} == {"reweighted"} and seen["ppo"].verdict == "scaled"
+    assert {seen[k].verdict for k in (("gspo", "seq-mean-token-mean"), ("gmpo", None))} == {"reweighted"} and seen["ppo", "token-mean"].verdict == "scaled"
+    rows = {(row[0], row[1]): row for row in field_tables["loss"].rows}
+    assert rows["TRL", 'loss_type "grpo"'][7] == "seq-mean-token-mean (length-biased)" and rows["TRL", 'loss_type "grpo"'][3] == "reweighted"
+    assert rows["TRL", 'loss_type "dr_grpo"'][7].startswith("seq-mean-token-sum-norm (no length bias")
+    assert rows["verl", 'policy_loss "cispo"'][4] == "CISPO" and rows["verl", 'policy_loss "sapo"'][5] == "none"  # smooth: never exactly 0
+    assert rows["verl", 'policy_loss "clip_cov"'][4] == "Clip-Cov (unselected token): PPO; Clip-Cov (selected token): Clip-Cov (selected token)"
 
 
 def test_an_advantage_row_is_what_the_checker_finds_and_batch_coupling_is_undecided(field_tables):

@@ -241,12 +241,80 @@ def test_the_checker_known_weights_are_the_verified_weights_and_the_probe_reads_
 
     values = {gw.eps_l: 0.2, gw.eps_h: 0.28, gw.c: 3}
     exact = {k: sp.Rational(v) for k, v in values.items()}
+    assert {m.method for m in known_methods()} >= set(gw.METHODS)
     for method in known_methods():
-        weight = gw.gradient_weight(method.method) if method.method in gw.METHODS else sp.Integer(1)
-        assert method.weight == weight
+        if method.method in gw.METHODS:
+            assert method.weight == gw.gradient_weight(method.method)
+        params = {p: sp.Rational(3, 2) for p in method.parameters}
+        weight = method.weight.subs(params)
         for a in (1, -1):
-            for x in (0.3, 0.79, 0.95, 1.0, 1.1, 1.27, 1.5, 2.9, 3.5, 10.0):
-                assert method.weight_at(x, a, values) == weight.subs({**exact, gw.r: sp.Rational(x), gw.A: a})
+            for x in (0.3, 0.79, 0.95, 1.1, 1.27, 1.5, 2.9, 3.5, 10.0):
+                here = {**exact, gw.r: sp.Rational(x), gw.A: a}
+                got = method.weight_at(x, a, {**values, **params})
+                assert abs(sp.N(got - weight.subs(here).subs(gw.ell, gw.ell0 + sp.log(gw.r)).subs(here), 30)) < 1e-25
+
+
+@pytest.fixture(scope="module")
+def registry_reports():
+    """The checker on every per-token form of the registry, its extra constants (tau, beta) declared."""
+    from derivations.methods import FORMS, known_token_forms
+
+    assert set(known_token_forms()) == set(FORMS)
+    reports = {}
+    for name, form in FORMS.items():
+        loss = form.loss()
+        reports[name] = check_token_loss(loss, constants={p: 1.5 for p in loss.free_symbols - {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}})
+    return reports
+
+
+def test_every_registered_form_is_named_by_the_checker(registry_reports):
+    """Issue 17: for every registered method, the checker given its SymPy per-token loss names that method;
+    forms with one weight (REINFORCE/GPG, PPO/unselected Clip-Cov, IS/unselected KL-Cov) are all named."""
+    from derivations.methods import undecided
+
+    for name, rep in registry_reports.items():
+        assert name in rep.same_weight, (name, rep.same_weight, rep.reason)
+        assert rep.matches is not None and rep.is_policy_gradient
+    assert registry_reports["ppo"].same_weight == ("ppo", "clip_cov_kept") and registry_reports["ppo"].matches == "PPO"
+    assert registry_reports["is"].same_weight == ("is", "kl_cov_kept") and registry_reports["gpg"].matches == "REINFORCE"
+    assert registry_reports["cispo"].same_weight == ("cispo",) and registry_reports["sapo"].same_weight == ("sapo",)
+    for name in ("clip_cov_selected", "kl_cov_selected"):  # the selection law is not in a per-token loss: undecided, with the reason
+        assert registry_reports[name].same_weight == (name,) and undecided(name) in registry_reports[name].reason
+    assert "undecided" not in registry_reports["ppo"].reason
+
+
+def test_naming_helpers_refuse_unknown_forms():
+    from derivations.variants import known_label, known_names
+
+    assert known_label(()) is None and known_names(()) == []
+    for bad in (("PPO",), ["ppo"], "ppo"):
+        with pytest.raises(ValueError, match="forms must be a tuple of registry form names"):
+            known_label(bad)
+        with pytest.raises(ValueError, match="forms must be a tuple of registry form names"):
+            known_names(bad)
+
+
+def test_a_saturating_smooth_weight_is_not_silenced_but_a_clip_is():
+    """SAPO's sigmoid saturates in fp64 (autograd gives exactly 0 far from r = 1): an underflow, not a silenced region;
+    a clip that jumps to 0 from a weight of order 1 is silenced, and a loss dropped everywhere is silenced everywhere."""
+    sapo = check_token_loss(lambda lp, olp, a: -4 * a * torch.sigmoid(torch.exp(lp - olp) - 1))
+    assert sapo.silenced == () and any(row[1] == 0.0 for row in sapo.table)
+    clipped = check_token_loss(lambda lp, olp, a: -a * torch.exp(lp - olp) * (torch.exp(lp - olp) < 3))
+    assert [run[0] for run in clipped.silenced] == [1, -1] and all(abs(run[1] - 3) < 0.2 and run[2] == 100.0 for run in clipped.silenced)
+
+
+def test_sapo_weight_is_smooth_and_never_silenced(registry_reports):
+    rep = registry_reports["sapo"]
+    tau = next(iter(rep.weight.free_symbols - {gw.r}))
+    assert sp.simplify(rep.weight.subs(gw.r, 1)) == 1 and not rep.silenced and False not in rep.bounded.values()
+    assert float(rep.weight.subs({gw.r: 40, tau: 1})) > 0
+
+
+def test_kl_cov_selected_token_has_its_kink_at_ratio_one(registry_reports):
+    w = registry_reports["kl_cov_selected"].weight
+    beta = next(iter(w.free_symbols - {gw.r, gw.A}))
+    at = {beta: sp.Rational(1, 2), gw.A: 2}
+    assert (w.subs({**at, gw.r: sp.Rational(1, 2)}), w.subs({**at, gw.r: 2})) == (sp.Rational(3, 4), sp.Rational(7, 4))
 
 
 def test_ppo_silences_exactly_the_clipped_side():
@@ -306,7 +374,7 @@ def test_trainer_style_torch_losses_are_matched():
     assert check_token_loss(cispo_torch).matches == "CISPO (one-sided)"
     no_sg = check_token_loss(lambda lp, olp, a: -a * torch.clamp(torch.exp(lp - olp), max=1.28) * lp)
     assert no_sg.is_policy_gradient is False and no_sg.matches is None
-    assert check_token_loss(lambda lp, olp, a: -a * lp).matches == "on-policy REINFORCE"
+    assert check_token_loss(lambda lp, olp, a: -a * lp).matches == "REINFORCE"
 
 
 @pytest.mark.parametrize(

@@ -91,7 +91,7 @@ from .inputs import G_SYMBOL, GROUP, I, J, R
 from .patterns import CountPattern, count_patterns
 from .render import ReportTable, report_html
 from .reports import VERDICTS, GroupReport, NotPermutationEquivariant, SymbolicNumericMismatch, TokenReport
-from .token import KnownMethod, breakpoints, derive_token_loss, known_methods, token_loss_expression
+from .token import KnownMethod, breakpoints, derive_token_loss, known_label, known_methods, known_names, token_loss_expression
 
 __all__ = [
     "VERDICTS",
@@ -106,7 +106,9 @@ __all__ = [
     "count_patterns",
     "derive_group_advantage",
     "derive_token_loss",
+    "known_label",
     "known_methods",
+    "known_names",
     "report_html",
     "token_loss_expression",
     "tutorial_derivation",

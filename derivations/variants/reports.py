@@ -135,6 +135,10 @@ class TokenReport:
         ``(r, w for A > 0, w for A < 0)`` rows (callables: autograd on a grid; expressions: the weight evaluated).
     numeric : tuple
         ``(tokens compared, max discrepancy)`` of the autograd confirmation on TinyLM's tokens.
+    same_weight : tuple
+        The registry forms (:func:`derivations.methods.known_token_forms` keys) whose
+        weight equals this one, ``matches``'s first; a form whose method a per-token
+        loss does not settle (Clip-Cov, KL-Cov) is named with its "undecided" note in ``reason``.
     """
 
     weight: sp.Expr | None
@@ -147,6 +151,7 @@ class TokenReport:
     reason: str
     table: tuple = field(default=(), compare=False)
     numeric: tuple = field(default=(), compare=False)
+    same_weight: tuple = ()
 
     def __str__(self) -> str:
         w = "(table)" if self.weight is None else sp.sstr(self.weight)

@@ -21,12 +21,12 @@ import sympy as sp
 from .. import gradient_weights as gw
 from ..definitions import Definitions
 from ..derivation import Derivation, is_zero
-from ..methods import known_token_forms
+from ..methods import METHODS, form_of, known_token_forms, undecided
 from ..proofs import decide_sign, holds, interval_points, resolve
 from .inputs import require_constants, scalar_expression
 from .reports import TokenReport
 
-__all__ = ["KnownMethod", "breakpoints", "derive_token_loss", "known_methods", "token_loss_expression"]
+__all__ = ["KnownMethod", "breakpoints", "derive_token_loss", "known_label", "known_methods", "known_names", "token_loss_expression"]
 
 _pm, _pgamma, _pa = sp.symbols("m_admissible gamma_admissible a_admissible", positive=True)
 _ADMISSIBLE = {gw.eps_l: 1 / (1 + _pm), gw.c: 1 + gw.eps_h + _pgamma}
@@ -37,13 +37,14 @@ _TOKEN_SYMBOLS = {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}
 
 @dataclass(frozen=True)
 class KnownMethod:
-    """A per-token loss the checker can name: its method key and the label a report shows.
+    """A per-token loss the checker can name: its form's key in the registry and the label a report shows.
 
     Its gradient weight (:attr:`weight`) is derived on first use and cached, from
-    the registry's loss (:func:`derivations.gradient_weights.token_loss`) by the
-    same region split as :func:`derive_token_loss`; :meth:`weight_at` evaluates
-    it at one ratio and numeric constants without deriving it, so a check pays
-    only for the method its weight matches.
+    the registry's loss (:func:`derivations.methods.form_of`) by the same region
+    split as :func:`derive_token_loss`; :meth:`weight_at` evaluates it at one
+    ratio and numeric constants without deriving it, so a check pays only for
+    the methods its weight matches.  :attr:`undecided` is what naming this form
+    does not settle about its method (:func:`derivations.methods.undecided`).
     """
 
     method: str
@@ -51,8 +52,18 @@ class KnownMethod:
 
     @property
     def weight(self) -> sp.Expr:
-        """The gradient weight :math:`w(r, A)`, a ``Piecewise`` (the weights of :func:`derivations.gradient_weights.gradient_weight`)."""
+        """The gradient weight :math:`w(r, A)`, a ``Piecewise`` (for the chapter's methods, the weights of :func:`derivations.gradient_weights.gradient_weight`)."""
         return _known_weight(self.method)
+
+    @property
+    def parameters(self) -> frozenset:
+        """The constants of the registry's loss beyond :math:`\\varepsilon_l, \\varepsilon_h, c` (SAPO's :math:`\\tau`, KL-Cov's :math:`\\beta`)."""
+        return frozenset(_registry_loss(self.method).free_symbols - _TOKEN_SYMBOLS)
+
+    @property
+    def undecided(self) -> str:
+        """What a per-token check cannot state about this form's method (``""``: nothing)."""
+        return undecided(self.method)
 
     def weight_at(self, ratio: float | sp.Expr, sign: int, constants: dict) -> sp.Expr:
         """:math:`w` at ``ratio`` for :math:`A` of sign ``sign``, the constants numbers: an exact value off the kinks (a kink takes either side)."""
@@ -65,49 +76,51 @@ def _exact(x) -> sp.Expr:
     return sp.Rational(x) if isinstance(x, float) else sp.sympify(x)
 
 
-# the registry names the one-sided cap "CISPO (one-sided)": CISPO itself is the two-sided clip
-_LABELS = {"ppo": "PPO", "ppo_dual_clip": "dual-clip PPO", "cispo_cap": known_token_forms()["cispo_cap"], "is": "token IS"}
-
-
 @cache
 def known_methods() -> tuple[KnownMethod, ...]:
-    """The methods the checker recognises, in the order they are tried: every method of the gradient weights, then on-policy REINFORCE.
+    """The methods the checker recognises, in the order they are tried: every per-token form of the registry (:func:`derivations.methods.known_token_forms`), those whose per-token loss is the whole method first.
 
     The one place where the checker reads the method table.  Nothing is derived
-    here (see :class:`KnownMethod`).
+    here (see :class:`KnownMethod`).  Forms with the same weight (REINFORCE and
+    GPG; PPO and an unselected Clip-Cov token; token IS and an unselected
+    KL-Cov token) are all named by a report (:attr:`TokenReport.same_weight`);
+    the first one tried is its :attr:`~TokenReport.matches`.
 
     Examples
     --------
     >>> from derivations.variants import known_methods
-    >>> [m.label for m in known_methods()]
-    ['PPO', 'dual-clip PPO', 'CISPO (one-sided)', 'token IS', 'on-policy REINFORCE']
+    >>> [m.method for m in known_methods()][:7]
+    ['reinforce', 'gpg', 'ppo', 'ppo_dual_clip', 'cispo', 'cispo_cap', 'sapo']
     >>> from derivations.gradient_weights import eps_h, eps_l
-    >>> ppo = known_methods()[0]
+    >>> ppo = known_methods()[2]
     >>> [float(ppo.weight_at(x, 1, {eps_l: 0.2, eps_h: 0.28})) for x in (0.5, 2.0)]
     [0.5, 0.0]
     """
-    return (*(KnownMethod(m, _LABELS.get(m, m)) for m in gw.METHODS), KnownMethod("reinforce", "on-policy REINFORCE"))
-
-
-_registry_loss = cache(gw.token_loss)
+    forms = known_token_forms()  # a form that is its method in its default shape reads as the method ("PPO", not "PPO/GRPO")
+    known = (KnownMethod(name, METHODS[name].label if name in METHODS else label) for name, label in forms.items())
+    return tuple(sorted(known, key=lambda m: bool(undecided(m.method))))
 
 
 @cache
+def _registry_loss(method: str) -> sp.Expr:
+    return token_loss_expression(form_of(method).loss(), {s: 1 for s in form_of(method).loss().free_symbols - _TOKEN_SYMBOLS})
+
+
 def _known_weight(method: str) -> sp.Expr:
-    if method == "reinforce":
-        return sp.Integer(1)
-    loss = _registry_loss(method)
+    return _weight_of(_registry_loss(method))  # keyed by the loss: forms with one loss (PPO, unselected Clip-Cov) derive once
+
+
+@cache
+def _weight_of(loss: sp.Expr) -> sp.Expr:
     breaks = _order(breakpoints(loss))
     if breaks is None:
-        raise ValueError(f"the kinks of the registry's {method!r} loss cannot be ordered with the admissible constants")
+        raise ValueError(f"the kinks of the registry's loss {loss} cannot be ordered with the admissible constants")
     return gw.piecewise_weight({sign: [(lo, hi, _piece_weight(loss, sign, inside)[1]) for lo, hi, inside in _regions(breaks)]
                                 for sign in (1, -1)})
 
 
 @cache
 def _known_weight_at(method: str, ratio: sp.Expr, sign: int, constants: tuple) -> sp.Expr:
-    if method == "reinforce":
-        return sp.Integer(1)
     loss = _registry_loss(method).subs({gw.A: sign, **dict(constants)})
     return (-gw.d_dell(_piece(loss, {gw.r: ratio})) / sign).subs(gw.r, ratio)
 
@@ -127,6 +140,11 @@ def token_loss_expression(loss: sp.Expr, constants: Mapping | None = None) -> sp
     >>> from derivations.variants import token_loss_expression
     >>> token_loss_expression(-sp.exp(gw.ell - gw.ell0) * gw.A)
     -A*r
+    >>> token_loss_expression(sp.Abs(gw.ell - gw.ell0))   # |x| as max(x, -x), its kink in r
+    Max(-log(r), log(r))
+
+    A loss that is exactly 0 (a dropped token) is accepted: its weight is 0.
+    Any other loss without :math:`\ell` outside :math:`\mathrm{sg}` has no gradient and is refused.
     """
     constants = require_constants(constants)
     loss = scalar_expression("loss", loss, "one token's loss, a scalar sympy expression", "a torch callable")
@@ -137,8 +155,9 @@ def token_loss_expression(loss: sp.Expr, constants: Mapping | None = None) -> sp
             "varepsilon_l, varepsilon_h, c (derivations.gradient_weights) and constants declared in constants={symbol: value}"
         )
     loss = loss.subs(sp.exp(gw.ell - gw.ell0), gw.r)
+    loss = loss.replace(sp.Abs, lambda x: sp.Max(*(s * x.subs(gw.ell, gw.ell0 + sp.log(gw.r)) for s in (1, -1))))
     held = loss.replace(gw.sg, lambda *a: sp.Dummy("held"))
-    if not (held.has(gw.ell) or held.has(gw.r)):
+    if loss != 0 and not (held.has(gw.ell) or held.has(gw.r)):
         raise ValueError("loss must depend on ell = log pi (directly or through r = exp(ell - ell_0)) outside sg(...): "
                          "otherwise it has no gradient")
     return loss
@@ -164,6 +183,10 @@ def breakpoints(loss: sp.Expr) -> list:
                 x = sp.simplify(arg.subs(gw.A, sign) / sign) if arg.has(gw.A) else arg
                 if not x.has(gw.r, gw.ell, gw.ell0, sp.Min, sp.Max):
                     found.add(sp.sympify(x))
+        smooth = [a for a in node.args if a.has(gw.r) and not a.has(gw.ell, gw.ell0, gw.A, sp.Min, sp.Max, sp.Piecewise)]
+        for i, a in enumerate(smooth):  # two smooth arguments in r cross where they are equal (|log r| at r = 1)
+            for b in smooth[i + 1:]:
+                found.update(s for s in sp.solve(sp.Eq(a, b), gw.r) if not s.has(gw.ell, gw.ell0, gw.A))
     for pw in loss.atoms(sp.Piecewise):
         for _, cond in pw.args:
             for rel in (cond.atoms(sp.core.relational.Relational) if not isinstance(cond, sp.core.relational.Relational) else {cond}):
@@ -343,6 +366,7 @@ def derive_token_loss(loss: sp.Expr, *, constants: Mapping | None = None) -> Tok
     return _token_symbolic(token_loss_expression(loss, constants))
 
 
+@cache  # pure: the report of one loss expression is a constant (its derivation already verified), shared by every check of it
 def _token_symbolic(loss) -> TokenReport:
     breaks = _order(breakpoints(loss))
     if breaks is None:
@@ -374,14 +398,49 @@ def _token_symbolic(loss) -> TokenReport:
     is_pg = not any(w.has(gw.ell, gw.ell0) for s in pieces for _, _, w in pieces[s])
     bounded = {s: _bounded(pieces[s]) for s in (1, -1)}
     on_policy = _at_ratio_one(weight)
-    matches = _match(pieces) if is_pg else None
+    same = _match(pieces) if is_pg else ()
     parts = [f"w = {sp.sstr(weight)}"]
     if not is_pg:
         parts.append("w depends on ell other than through r: not a policy gradient (a missing stop-gradient?)" + _flip(weight))
-    if matches:
-        parts.append(f"the weight of {matches}")
+    parts += known_names(same)
     d.verify()
-    return TokenReport(weight, silenced, bounded, on_policy, is_pg, matches, d, "; ".join(parts))
+    return TokenReport(weight, silenced, bounded, on_policy, is_pg, known_label(same), d, "; ".join(parts), same_weight=same)
+
+
+def known_label(forms: tuple) -> str | None:
+    """The label (:func:`known_methods`) of the first form of ``forms`` (:func:`derivations.methods.known_token_forms` keys), or ``None``.
+
+    Examples
+    --------
+    >>> from derivations.variants import known_label, known_names
+    >>> known_label(("ppo", "clip_cov_kept")), known_names(("ppo", "clip_cov_kept"))
+    ('PPO', ['the weight of PPO', 'also the weight of Clip-Cov (unselected token)'])
+    """
+    return _labels()[_require_forms(forms)[0]] if forms else None
+
+
+def _require_forms(forms: tuple) -> tuple:
+    if not isinstance(forms, tuple) or not set(forms) <= set(_labels()):
+        raise ValueError(f"forms must be a tuple of registry form names {tuple(_labels())}, got {forms!r}")
+    return forms
+
+
+@cache
+def _labels() -> dict[str, str]:
+    return {m.method: m.label for m in known_methods()}
+
+
+def known_names(forms: tuple) -> list[str]:
+    """The report's sentences naming ``forms``: the first as "the weight of" (with its method's "undecided" note, if any), the others as "also"."""
+    labels = _labels()
+    if not _require_forms(forms):
+        return []
+    out = [f"the weight of {labels[forms[0]]}"]
+    if len(forms) > 1:
+        out.append("also the weight of " + ", ".join(labels[f] for f in forms[1:]))
+    if undecided(forms[0]):
+        out.append(f"{METHODS[form_of(forms[0]).method].label}: {undecided(forms[0])}")
+    return out
 
 
 def _at_ratio_one(weight) -> bool | None:
@@ -395,26 +454,31 @@ def _at_ratio_one(weight) -> bool | None:
 
 
 def _agree_at(pieces: dict, method: KnownMethod, probe: dict, ratios: list) -> bool:
-    """Equal at a few exact ratios (off the probe's kinks), each sign of A; other constants set to 3/2."""
+    """Equal at a few exact ratios (off the probe's kinks), each sign of A (A = +-1); other constants set to 3/2 in both."""
     for sign in (1, -1):
         ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]])
-        ours = ours.subs(probe)
-        ours = ours.subs({x: sp.Rational(3, 2) for x in ours.free_symbols - {gw.r, gw.ell, gw.ell0, gw.A}})
+        ours = ours.subs({**probe, gw.A: sign})
+        ours = ours.subs({x: sp.Rational(3, 2) for x in ours.free_symbols - {gw.r, gw.ell, gw.ell0}})
         for x in ratios:
             a, b = ours.subs(gw.r, x), method.weight_at(x, sign, probe)
-            if a.free_symbols or b.free_symbols or a != b:
+            b = b.subs({y: sp.Rational(3, 2) for y in b.free_symbols - {gw.r, gw.ell, gw.ell0}})
+            if a.free_symbols or b.free_symbols or abs(sp.N(a - b, 30)) > sp.Float("1e-25", 30):
                 return False
     return True
 
 
-def _match(pieces: dict) -> str | None:
-    """The known method whose weight equals this one on every open region (each sign of A)."""
+def _match(pieces: dict) -> tuple[str, ...]:
+    """The registry forms whose weight equals this one on every open region (each sign of A), in the order tried."""
     probe = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(2, 7), gw.c: 3}
     ratios = [sp.Rational(k, 10) for k in (1, 6, 9, 11, 15, 25, 50)]
+    found: list[str] = []
     for method in known_methods():
         if not _agree_at(pieces, method, probe, ratios):  # a cheap exact probe first: nothing derived
             continue
-        known, label = method.weight, method.label
+        known = method.weight
+        if any(known == _known_weight(f) for f in found):  # the weight of a form already confirmed
+            found.append(method.method)
+            continue
         ok = True
         for sign in (1, -1):  # compare at the interior points of the common refinement of both partitions
             breaks = _order(list({*[b for b in (p[0] for p in pieces[sign]) if b != 0], *_known_breakpoints(known)}))
@@ -431,7 +495,7 @@ def _match(pieces: dict) -> str | None:
             if not ok:
                 break
         if ok:
-            return label
-    return None
+            found.append(method.method)
+    return tuple(found)
 
 

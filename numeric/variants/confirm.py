@@ -281,9 +281,9 @@ def confirm_token(report: TokenReport, loss: sp.Expr, constants: dict) -> TokenR
     ratio = torch.exp(ell - ell0)
     env = {gw.ell: ell, gw.ell0: ell0, gw.r: ratio, gw.A: adv, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
     keep = lm.mask.bool() & ~near_kink(ratio.detach(), breakpoints(loss), values)
-    per_token = torch_value(loss, env)
+    per_token = torch.broadcast_to(torch.as_tensor(torch_value(loss, env), dtype=F64), adv.shape)
     total = torch.where(keep, per_token, torch.zeros_like(per_token)).sum()
-    (grad,) = torch.autograd.grad(total, theta)
+    grad = torch.autograd.grad(total, theta)[0] if total.requires_grad else torch.zeros_like(theta)  # a dropped token's loss is 0
     wenv = {gw.ell: ell.detach(), gw.ell0: ell0, gw.r: ratio.detach(), gw.A: adv, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
     w = torch_value(report.weight, wenv)
     w = torch.broadcast_to(torch.as_tensor(w, dtype=F64), adv.shape)

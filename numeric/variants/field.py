@@ -26,6 +26,7 @@ The peers' names are read at :data:`derivations.methods.PEER_COMMITS`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -33,11 +34,13 @@ from functools import cache, partial
 import sympy as sp
 import torch
 
-from derivations.methods import METHODS, PEER_COMMITS
-from derivations.variants import GroupReport, ReportTable
+from derivations import gradient_weights as gw
+from derivations.methods import FORMS, METHODS, PEER_COMMITS
+from derivations.variants import GroupReport, ReportTable, derive_token_loss
 
 from ..group_baselines import group_mean_advantages, group_zscore_advantages, rloo_advantages
 from ..losses import (
+    TRAINER_MODES,
     gpg_advantages,
     opo_advantages,
     passk_advantages,
@@ -152,15 +155,41 @@ def _bounded(token) -> str:
 
 
 @cache
-def _loss_row(method: str) -> tuple:
-    """``(weight identified, silenced, bounded, aggregation, verdict, reason)`` of the package's ``method``."""
+def _loss_row(method: str, agg: str | None = None) -> tuple:
+    """``(weight identified, silenced, bounded, aggregation, verdict, reason)`` of the package's ``method`` aggregated by ``agg`` (default: the registry's).
+
+    A method whose per-token loss is not the whole method (Clip-Cov, KL-Cov:
+    :func:`derivations.methods.undecided`) reads ``undecided`` with the
+    registry's reason; its weight cell is the symbolic checker's name for
+    each of its token forms.
+    """
     m = METHODS[method]
+    if m.undecided:
+        forms = [f for f in FORMS.values() if f.method == method]
+        named = "; ".join(f"{f.label}: {derive_token_loss(f.loss(), constants=_extra(f.loss())).matches}" for f in forms)
+        return (named, "-", "-", "-", "undecided", m.undecided)
     try:
-        rep = check_policy_loss(_trainer_loss(method, m.aggregation))
+        rep = check_policy_loss(_trainer_loss(method, m.aggregation if agg is None else agg))
     except (TypeError, ValueError) as err:
         return ("-", "-", "-", "-", "undecided", _short(err))
-    agg = f"{rep.aggregation} ({'length-biased' if rep.length_biased else 'no length bias'})"
-    return (rep.method or "none known", _silenced(rep.token), _bounded(rep.token), agg, rep.verdict, rep.reason)
+    agg_text = f"{rep.aggregation} ({'length-biased' if rep.length_biased else 'no length bias'})"
+    return (rep.method or "none known", _silenced(rep.token), _bounded(rep.token), agg_text, rep.verdict, rep.reason)
+
+
+def _extra(loss: sp.Expr) -> dict:
+    """The loss's constants beyond the token symbols (KL-Cov's beta), declared for the checker (their values are not used symbolically)."""
+    return {s: 1.0 for s in loss.free_symbols - {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}}
+
+
+def _peer_rows(trainer: str, name: str) -> list[tuple[str, str | None]]:
+    """``(their name, aggregation)`` rows of a peer's name for ``name``: one per quoted loss name that :data:`numeric.losses.TRAINER_MODES` maps to a mode for that trainer, else the name with the registry's default (``None``)."""
+    their = METHODS[name].peers[trainer][0]
+    quoted = re.findall(r'"([^"]+)"', their)
+    modes = [(q, TRAINER_MODES[(trainer, q)][0]) for q in quoted if (trainer, q) in TRAINER_MODES]
+    if not modes or METHODS[name].sequence_level:
+        return [(their, None)]
+    prefix = their.split('"', 1)[0]
+    return [(f'{prefix}"{q}"', mode) for q, mode in modes]
 
 
 def _scale(c) -> str:
@@ -227,9 +256,15 @@ def certificate_table(kind: str = "loss") -> ReportTable:
     """
     header: tuple[str, ...]
     if kind == "loss":
-        header = ("trainer", "their name", "package", "verdict", "weight identified", "silenced (w = 0)", "bounded", "aggregation (registry default)")
-        rows = [(trainer, m.peers[trainer][0], name, _loss_row(name)[4], *_loss_row(name)[:4])
-                for trainer in PEER_COMMITS for name, m in METHODS.items() if trainer in m.peers]
+        header = ("trainer", "their name", "package", "verdict", "weight identified", "silenced (w = 0)", "bounded",
+                  "aggregation (the trainer's loss_type, else the registry default)", "why, if undecided")
+        rows = []
+        for trainer in PEER_COMMITS:
+            for name, m in METHODS.items():
+                if trainer in m.peers:
+                    for their, agg in _peer_rows(trainer, name):
+                        row = _loss_row(name, agg)
+                        rows.append((trainer, their, name, row[4], *row[:4], row[5] if row[4] == "undecided" else ""))
     elif kind == "advantage":
         header = ("trainer", "their name", "package", "verdict", f"c(p, G={G_TABLE})", "why, if undecided")
         rows = []

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 
 from derivations import gradient_weights as gw
-from derivations.variants import TokenReport, breakpoints, known_methods
+from derivations.variants import TokenReport, breakpoints, known_label, known_methods, known_names
 from derivations.variants.inputs import require_constants
 
 from ..tinylm import token_score_tensor
@@ -58,16 +58,31 @@ def token_report_from_callable(fn: Callable, constants: dict) -> TokenReport:
     other = {s: _callable_weight(fn, r, torch.full_like(r, float(s)), -2.0) for s in (1, -1)}
     is_pg = all(bool((w[s] - other[s]).abs().max() <= 1e-9) for s in (1, -1))
     table = tuple((float(x), float(a), float(b)) for x, a, b in zip(r, w[1], w[-1]))
-    silenced = tuple(run for s in (1, -1) for run in _runs(s, r, w[s].abs() < 1e-12))
+    silenced = tuple(run for s in (1, -1) for run in _silenced_runs(s, r, w[s]))
     top = r >= 10
     bounded = {s: bool(w[s][top].abs().max() <= 1.0001 * w[s][(r >= 1) & (r <= 10)].abs().max() + 1e-12) for s in (1, -1)}
     one = int((r - 1).abs().argmin())
     on_policy = all(abs(float(w[s][one]) - 1) <= 1e-12 for s in (1, -1))
-    matches = _match(w, values) if is_pg else None
+    same = _match(w, values) if is_pg else ()
     numeric = _callable_on_tokens(fn)
-    reason = f"weight tabulated by autograd on {len(r)} ratios in [0.01, 100] for A = +1 and -1" + (
-        "" if is_pg else "; it changes with ell_0 at a fixed ratio: not a policy gradient") + (f"; the weight of {matches}" if matches else "")
-    return TokenReport(None, silenced, bounded, on_policy, is_pg, matches, None, reason, table, numeric)
+    reason = "; ".join([f"weight tabulated by autograd on {len(r)} ratios in [0.01, 100] for A = +1 and -1",
+                        *([] if is_pg else ["it changes with ell_0 at a fixed ratio: not a policy gradient"]), *known_names(same)])
+    return TokenReport(None, silenced, bounded, on_policy, is_pg, known_label(same), None, reason, table, numeric, same_weight=same)
+
+
+UNDERFLOW = 1e-9
+"""A run of exact zeros entered from :math:`|w| <` this on each side is an underflow of a smooth weight (SAPO's sigmoid saturates), not a silenced region."""
+
+
+def _silenced_runs(sign: int, r: torch.Tensor, w: torch.Tensor) -> list:
+    """The runs of ratios where the weight is exactly 0 and that a kink enters: a grid neighbour of the run has :math:`|w| \\ge` :data:`UNDERFLOW` (or the whole grid is 0)."""
+    out = []
+    for run in _runs(sign, r, w == 0):
+        lo, hi = int((r == run[1]).nonzero()), int((r == run[2]).nonzero())
+        beside = [float(w[k].abs()) for k in (lo - 1, hi + 1) if 0 <= k < len(r)]
+        if not beside or max(beside) >= UNDERFLOW:
+            out.append(run)
+    return out
 
 
 def _runs(sign: int, r: torch.Tensor, flags: torch.Tensor) -> list:
@@ -104,8 +119,8 @@ def _callable_on_tokens(fn) -> tuple:
     return (int(mask.sum()), gap)
 
 
-def _match(w: dict, values: dict) -> str | None:
-    r"""The first known method whose weight, evaluated on the grid with the constants ``values``, equals the tabulated one to 1e-12 (off its kinks).
+def _match(w: dict, values: dict) -> tuple[str, ...]:
+    r"""Every known form (in the order tried) whose weight, evaluated on the grid with the constants ``values``, equals the tabulated one to 1e-12 (off its kinks).
 
     A method is derived only if it passes a probe first: its exact weight at
     :data:`_PROBES` ratios (nothing derived) against the table.  A known weight
@@ -115,7 +130,10 @@ def _match(w: dict, values: dict) -> str | None:
     """
     r = _GRID
     env = {gw.r: r, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
+    found: list[str] = []
     for method in known_methods():
+        if not method.parameters <= set(values):  # SAPO's tau, KL-Cov's beta: only with a declared value
+            continue
         if sum(any(_probe_disagrees(method, w, values, i, s) for s in (1, -1)) for i in _PROBES) > 3:
             continue
         away = ~near_kink(r, breakpoints(method.weight), values)
@@ -124,8 +142,8 @@ def _match(w: dict, values: dict) -> str | None:
             known = torch.broadcast_to(torch.as_tensor(torch_value(method.weight, {**env, gw.A: torch.full_like(r, float(s))}), dtype=F64), r.shape)
             ok &= bool((known - w[s])[away].abs().max() <= 1e-12)
         if ok:
-            return method.label
-    return None
+            found.append(method.method)
+    return tuple(found)
 
 
 _PROBES = tuple(int(i) for i in torch.linspace(10, len(_GRID) - 10, 7))

@@ -231,6 +231,13 @@ MUTANTS = [
            "tol = sp.Float(10) ** (-6 if floats else -25)", _VARIANTS, "an RLOO scaled by 1 + 1e-9 reads 'unbiased'"),
     Mutant("binary_constancy_skips_p1", "derivations/variants/patterns.py", "equal = [nonzero(x - diffs[0]) for x in diffs[1:]]",
            "equal = [nonzero(x - diffs[0]) for x in diffs[2:]]", _VARIANTS, "c(p) = 1 + p at G = 2 reads as a constant"),
+    Mutant("underflow_read_as_silenced", "numeric/variants/token_callables.py", "if not beside or max(beside) >= UNDERFLOW:",
+           "if True:", ("tests/test_variants.py::test_a_saturating_smooth_weight_is_not_silenced_but_a_clip_is",),
+           "SAPO's saturating sigmoid reads as silenced far from r = 1"),
+    Mutant("checker_names_only_the_first_form", "derivations/variants/token.py", "            found.append(method.method)\n    return tuple(found)",
+           "            return (method.method,)\n    return tuple(found)",
+           ("tests/test_variants.py::test_every_registered_form_is_named_by_the_checker",),
+           "the checker names PPO but not the unselected Clip-Cov token of the same weight"),
 
     # -- the proof kernel: each of its decisions (issue 16)
     Mutant("kernel_strict_as_weak", "derivations/kernel.py", 'return at_least(left - right, relation in ("<", ">"))',
