@@ -14,7 +14,7 @@ The *gradient weight* :math:`w` is obtained here by differentiating each loss:
 
 ========================  ==================================================================
 ``ppo``                   :math:`-\min\bigl(rA,\ \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)A\bigr)`
-``ppo_dual_clip``         for :math:`A < 0`: :math:`-\max\bigl(\min(rA, \mathrm{clip}(r)A),\ CA\bigr)`, :math:`C > 1+\varepsilon_h`
+``ppo_dual_clip``         for :math:`A < 0`: :math:`-\max\bigl(\min(rA, \mathrm{clip}(r)A),\ C_dA\bigr)`, :math:`C_d > 1+\varepsilon_h`
 ``cispo_cap``             :math:`-\,\mathrm{sg}\bigl(\min(r, 1+\varepsilon_h)\bigr)\, A\, \ell` (CISPO with ``eps_low=None``)
 ``is``                    :math:`-\,\mathrm{sg}(r)\, A\, \ell`
 ========================  ==================================================================
@@ -99,7 +99,7 @@ _SUBSCRIPTS = {"ppo": r"\mathrm{PPO}", "ppo_dual_clip": r"\mathrm{dual}", "cispo
 
 # positive symbols that parametrise the admissible constants and the regions
 _m, _gamma, _a, _d = sp.symbols("m gamma a d", positive=True)
-_CONSTANTS = {eps_l: 1 / (1 + _m), c: 1 + eps_h + _gamma}  # 0 < eps_l < 1, C > 1 + eps_h
+_CONSTANTS = {eps_l: 1 / (1 + _m), c: 1 + eps_h + _gamma}  # 0 < eps_l < 1, C_d > 1 + eps_h
 
 
 def token_loss(method: str) -> sp.Expr:
@@ -113,7 +113,7 @@ def token_loss(method: str) -> sp.Expr:
         \qquad
         \mathcal L_{\mathrm{IS}} = -\,\mathrm{sg}(r) A \ell;
 
-    dual-clip PPO takes :math:`\max(\cdot, CA)` of the PPO minimum when :math:`A < 0`.
+    dual-clip PPO takes :math:`\max(\cdot, C_dA)` of the PPO minimum when :math:`A < 0`.
 
     Examples
     --------
@@ -203,7 +203,7 @@ def _region(sign, lo, hi) -> tuple:
 
 
 def _admissible(method: str = "ppo_dual_clip") -> list:
-    """The premises on the clip constants: :math:`\\varepsilon_l < 1` (and :math:`C > 1 + \\varepsilon_h` for dual-clip)."""
+    """The premises on the clip constants: :math:`\\varepsilon_l < 1` (and :math:`C_d > 1 + \\varepsilon_h` for dual-clip)."""
     return [eps_l < 1] + ([c > 1 + eps_h] if method == "ppo_dual_clip" else [])
 
 
@@ -244,7 +244,7 @@ def weight_derivation(method: str) -> Derivation:
         assumptions=[
             f"${sp.latex(name)} = {sp.latex(loss)}$",
             r"$r = e^{\ell - \ell_0}$",
-            r"$\varepsilon_l, \varepsilon_h > 0$" + (r", $C > 0$" if method == "ppo_dual_clip" else ""),
+            r"$\varepsilon_l, \varepsilon_h > 0$" + (r", $C_d > 0$" if method == "ppo_dual_clip" else ""),
             *_admissible(method),
             r"$\partial\,\mathrm{loss}/\partial\ell = -A\,w$",
             "on each region every min/max is decided by the sign of the difference of its arguments",

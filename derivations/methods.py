@@ -12,7 +12,7 @@ read it; the torch form of each loss lives in :mod:`numeric.losses.policy`
 and is tested against the formula here, values and gradients.
 
 Optional parameters change the formula, not only its constants: PPO (and
-GSPO) with ``dual_clip`` (the constant :math:`C > 1`, the letter of every cap) bounds the loss of a
+GSPO) with ``dual_clip`` (the constant :math:`C_d > 1`, a cap: :math:`C` with :math:`d` for dual) bounds the loss of a
 negative advantage by :math:`-cA`, and CISPO with ``eps_low=None`` caps the
 stopped weight from above only.  Clip-Cov and KL-Cov treat a few *selected*
 tokens differently from the rest; which tokens are selected depends on the
@@ -79,7 +79,7 @@ ell, ell0 = sp.symbols("ell ell_0", real=True)
 r = sp.Symbol("r", positive=True)
 A = sp.Symbol("A", real=True)
 eps_l, eps_h = sp.symbols("varepsilon_l varepsilon_h", positive=True)
-c = sp.Symbol("C", positive=True)  # the dual-clip constant: a cap on the ratio for A < 0, written C like every cap
+c = sp.Symbol("C_d", positive=True)  # the dual-clip constant C_d: a cap on the ratio for A < 0 (C is every cap; d for dual)
 tau = sp.Symbol("tau", positive=True)
 delta_l, delta_h = sp.symbols("delta_l delta_h", positive=True)
 k, lam = sp.symbols("k lambda", positive=True)

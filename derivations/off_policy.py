@@ -199,14 +199,14 @@ def constant_baseline_adds_zero() -> Derivation:
 
 _r = sp.Symbol(r"\rho", positive=True)
 _C = sp.Symbol("C", positive=True)
-_z = sp.Symbol("z", real=True)
+_z = sp.Symbol("g", real=True)  # any real quantity g (here mu A s), as g_{aa'} elsewhere in the chapter
 
 
 def truncation_identity() -> Derivation:
-    r"""Per sample, :math:`z\,(\min(\rho, C) - \rho) = -z\,(\rho - C)_+`: truncation removes the excess above :math:`C`.
+    r"""Per sample, :math:`g\,(\min(\rho, C) - \rho) = -g\,(\rho - C)_+`: truncation removes the excess above :math:`C`.
 
     Checked on :math:`\rho < C`, :math:`\rho = C`, :math:`\rho > C` (each region
-    parametrised by a positive symbol); :math:`z` stands for :math:`\mu A s`.
+    parametrised by a positive symbol); :math:`g` stands for :math:`\mu A s`.
 
     Examples
     --------
@@ -214,7 +214,7 @@ def truncation_identity() -> Derivation:
     >>> truncation_identity().verify().proved_by()
     {'regions': 1}
     """
-    d = Derivation("Truncation removes the excess ratio", assumptions=[r"$\rho > 0$, $C > 0$, $z$ real"])
+    d = Derivation("Truncation removes the excess ratio", assumptions=[r"$\rho > 0$, $C > 0$, $g$ real"])
     d.step(_z * (sp.Min(_r, _C) - _r), -_z * sp.Max(_r - _C, 0), r"on $\rho < C$, $\rho = C$, $\rho > C$",
            proof=on_regions((_r, [_C])))
     return d
@@ -463,7 +463,7 @@ def truncated_ratio_mean() -> Derivation:
     divides by, for a truncated weight: the untruncated ratio has mean 1
     (:math:`\sum_a \mu_a \rho_a = \sum_a \pi_a`), and truncation removes the
     excess mass, per outcome by :func:`truncation_identity` (with
-    :math:`z = \mu_a`).  The statement holds for a token ratio given its prefix
+    :math:`g = \mu_a`).  The statement holds for a token ratio given its prefix
     and for a sequence ratio alike (the outcomes :math:`a` are then whole
     sequences).
 
@@ -483,7 +483,7 @@ def truncated_ratio_mean() -> Derivation:
         unfold=unfold,
     )
     d.step(S(mu[_a] * (sp.Min(rho[_a], _C) - rho[_a])), S(-mu[_a] * sp.Max(rho[_a] - _C, 0)),
-           r"truncation removes the excess, per outcome ($z = \mu_a$)",
+           r"truncation removes the excess, per outcome ($g = \mu_a$)",
            proof=by_lemma(truncation_identity(), {_z: mu[_a], _r: rho[_a]}, termwise=True))
     d.step(S(mu[_a] * sp.Min(rho[_a], _C)), S(mu[_a] * rho[_a]) + S(mu[_a] * (sp.Min(rho[_a], _C) - rho[_a])), "linearity")
     d.step(S(mu[_a] * rho[_a]), sp.Integer(1), r"$\mu_a\rho_a = \pi_a$, $\sum_a \pi_a = 1$", facts={S(pi[_a]): 1})

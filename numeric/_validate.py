@@ -243,7 +243,7 @@ def require_eps_low(name: str, value, allow_none: bool = False) -> float | None:
 
 
 def require_dual_clip(name: str, value) -> float | None:
-    """PPO's dual-clip constant :math:`C > 1` (verl ``clip_ratio_c``, OpenRLHF ``dual_clip``), or ``None``."""
+    """PPO's dual-clip constant :math:`C_d > 1` (verl ``clip_ratio_c``, OpenRLHF ``dual_clip``), or ``None``."""
     if value is None:
         return None
     value = require_real(name, value)

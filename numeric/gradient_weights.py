@@ -101,7 +101,7 @@ def gradient_weight(method: str, ratio: ArrayT, advantages: Array, **params: flo
         \quad
         w_{\mathrm{IS}} = r;
 
-    PPO with ``dual_clip`` :math:`C` also silences :math:`A < 0,\ r > C`.  The
+    PPO with ``dual_clip`` :math:`C_d` also silences :math:`A < 0,\ r > C_d`.  The
     formula is :func:`derivations.losses.weight` of the form
     :func:`derivations.methods.form` picks, lambdified once
     (:func:`numeric.losses.policy.derived_weight`, which :func:`numeric.policy_weight` uses too).

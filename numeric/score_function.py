@@ -297,8 +297,8 @@ def _conditional_score_means(lm: TinyLM, theta: torch.Tensor) -> float:
 def _kernel_term_closed_form(mdp: TwoStepMDP, theta: torch.Tensor) -> torch.Tensor:
     r""":math:`\mathbb{E}[R\,\nabla\log P_\theta(x' \mid a)]` from the softmax score of the kernel, no autograd.
 
-    :math:`\partial \log P(x' \mid a) / \partial \theta^{(2)}_{m, a''} = \Upsilon\, [a = a''] ([x' = m] - P(m \mid a))`,
-    so the :math:`(m, a)` entry is :math:`\Upsilon\,(\Phi(a, m) - \Phi(a) P(m \mid a))` with
+    :math:`\partial \log P(x' \mid a) / \partial \theta^{(2)}_{j, a''} = \Upsilon\, [a = a''] ([x' = j] - P(j \mid a))`,
+    so the :math:`(j, a)` entry is :math:`\Upsilon\,(\Phi(a, j) - \Phi(a) P(j \mid a))` with
     :math:`\Phi(a, x') = \sum_{a'} p(a, x', a') R(a, x', a')` and :math:`\Phi(a) = \sum_{x'} \Phi(a, x')`;
     the first-step block is zero.
     """

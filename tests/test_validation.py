@@ -633,6 +633,8 @@ def test_bad_input_gets_a_named_error_from_the_package(row):
 
 
 NOT_SWEPT = {
+    "known_label": "bad input: tests/test_variants.py::test_naming_helpers_refuse_unknown_forms",
+    "known_names": "bad input: tests/test_variants.py::test_naming_helpers_refuse_unknown_forms",
     "Estimator": "a record of the estimator registry numeric.variants.field.ESTIMATORS (no user input); its rows are tested in tests/test_variants.py",
     # the trainer-code checks: their bad input is tested by name in tests/test_trainer_code.py (test_*_bad_input, the assertion helpers)
     "check_policy_loss": "bad input: tests/test_trainer_code.py::test_policy_loss_bad_input",

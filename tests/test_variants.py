@@ -287,7 +287,7 @@ def test_naming_helpers_refuse_unknown_forms():
     from derivations.variants import known_label, known_names
 
     assert known_label(()) is None and known_names(()) == []
-    for bad in (("PPO",), ["ppo"], "ppo"):
+    for bad in (("PPO",), ["ppo"], "ppo", None):
         with pytest.raises(ValueError, match="forms must be a tuple of registry form names"):
             known_label(bad)
         with pytest.raises(ValueError, match="forms must be a tuple of registry form names"):

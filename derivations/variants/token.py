@@ -416,7 +416,8 @@ def known_label(forms: tuple) -> str | None:
     >>> known_label(("ppo", "clip_cov_kept")), known_names(("ppo", "clip_cov_kept"))
     ('PPO', ['the weight of PPO', 'also the weight of Clip-Cov (unselected token)'])
     """
-    return _labels()[_require_forms(forms)[0]] if forms else None
+    forms = _require_forms(forms)
+    return _labels()[forms[0]] if forms else None
 
 
 def _require_forms(forms: tuple) -> tuple:

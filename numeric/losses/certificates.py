@@ -114,11 +114,11 @@ def cross_checks() -> None:
     """Gradient certificates of every loss, the length bias of every mode, and exact scales of the estimators."""
     for method in POLICY_LOSSES:
         check(f"{method}: autograd of policy_loss == -kappa w A with the derived weight w", certificate_gap(method), 1e-15)
-    check("dual-clip PPO (C = 3): autograd == -kappa w A", certificate_gap("ppo", dual_clip=3.0), 1e-15)
+    check("dual-clip PPO (C_d = 3): autograd == -kappa w A", certificate_gap("ppo", dual_clip=3.0), 1e-15)
     check("CISPO with eps_low=None (TRL's cap, 1 + eps_high = 1.1): autograd == -kappa w A", certificate_gap("cispo", eps_low=None, eps_high=0.1), 1e-15)
     check("CISPO at the sequence ratio with eps_low=None (TRL, 1 + eps_high = 1.1): autograd == -kappa w A",
           certificate_gap("cispo_seq", eps_low=None, eps_high=0.1), 1e-15)
-    check("GSPO with dual clip (OpenRLHF, C = 3): autograd == -kappa w A", certificate_gap("gspo", dual_clip=3.0), 1e-15)
+    check("GSPO with dual clip (OpenRLHF, C_d = 3): autograd == -kappa w A", certificate_gap("gspo", dual_clip=3.0), 1e-15)
     for method, select in _verl_selections().items():
         check(f"{method} with verl's selection ({int(select.sum())} of the batch's tokens): autograd == -kappa (w A - p)",
               certificate_gap(method, selected=select), 1e-15)

@@ -159,7 +159,7 @@ def _policy_loss(method, x: _Inputs, keep: torch.Tensor, agg, norm, options, cla
 
 def _ppo_terms(neg_A: torch.Tensor, log_ratio: torch.Tensor, low: float, high: float, dual_clip: float | None,
                dropped: torch.Tensor | None = None) -> torch.Tensor:
-    r"""PPO's per-token loss :math:`-\min(rA, \mathrm{clip}(r)A)` (dual clip: :math:`\le -CA` for :math:`A < 0`), overflow-safe.
+    r"""PPO's per-token loss :math:`-\min(rA, \mathrm{clip}(r)A)` (dual clip: :math:`\le -C_dA` for :math:`A < 0`), overflow-safe.
 
     A token is *live* where the loss is :math:`-rA` (:math:`A > 0`, :math:`r \le 1+\varepsilon_h`;
     :math:`A < 0`, :math:`1-\varepsilon_l \le r` (:math:`\le c`)); elsewhere the loss is
@@ -279,7 +279,7 @@ def policy_loss(
     ``reinforce``, ``gpg``
         :math:`-A\,\ell` (verl ``gpg``; GPG changes the advantage, :func:`gpg_advantages`).
     ``ppo``
-        :math:`-\min(rA, \mathrm{clip}(r)A)`; with ``dual_clip`` :math:`C`, for :math:`A < 0`
+        :math:`-\min(rA, \mathrm{clip}(r)A)`; with ``dual_clip`` :math:`C_d`, for :math:`A < 0`
         :math:`\min(\cdot, -cA)` (verl ``vanilla``, TRL ``grpo``/``bnpo``/``dr_grpo``/``dapo``,
         OpenRLHF ``PolicyLoss``).
     ``gspo``
@@ -357,7 +357,7 @@ def policy_loss(
         (``inf``: no upper clip); default 0.2 each (DAPO's clip-higher: 0.2, 0.28).
         CISPO's ``eps_low=None`` is the one-sided cap.
     dual_clip : float, optional
-        PPO only: the dual-clip constant :math:`C > 1` (verl ``clip_ratio_c``, OpenRLHF ``dual_clip``).
+        PPO only: the dual-clip constant :math:`C_d > 1` (verl ``clip_ratio_c``, OpenRLHF ``dual_clip``).
     sapo_tau : (float, float)
         SAPO only: :math:`(\tau_+, \tau_-)`, positive; TRL's defaults ``(1.0, 1.05)``.
     gmpo_clip : (float, float)
