@@ -378,16 +378,16 @@ class Before(sp.Function):
 
 
 class SquaredScoreSum(sp.Function):
-    r""":math:`\mathbb E\lVert\sum_{t=1}^{L} s_t\rVert^2`; unfolds into :math:`\sum_t\sum_u \mathbb E[s_t\cdot s_u]`."""
+    r""":math:`\mathbb E\lVert\sum_{t=0}^{L-1} s_t\rVert^2`; unfolds into :math:`\sum_t\sum_u \mathbb E[s_t\cdot s_u]`."""
 
     nargs = 1
 
     def _latex(self, printer):
-        return r"\mathbb{E}\left\lVert \sum_{t=1}^{%s} s_t \right\rVert^{2}" % printer._print(self.args[0])
+        return r"\mathbb{E}\left\lVert \sum_{t=0}^{%s - 1} s_t \right\rVert^{2}" % printer._print(self.args[0])
 
 
 def score_sum_second_moment() -> Derivation:
-    r""":math:`\mathbb E\lVert\sum_{t=1}^{L} s_t\rVert^2 = \sum_{t=1}^{L}\mathbb E\lVert s_t\rVert^2`: the second moment grows with the number of tokens.
+    r""":math:`\mathbb E\lVert\sum_{t=0}^{L-1} s_t\rVert^2 = \sum_{t=0}^{L-1}\mathbb E\lVert s_t\rVert^2`: the second moment grows with the number of tokens.
 
     Expand the square; split the double sum into the diagonal and twice the
     upper triangle; the cross terms are 0 because score terms are martingale
@@ -405,18 +405,18 @@ def score_sum_second_moment() -> Derivation:
     {'expand': 2, 'instances L = 1, 2, 3, 4, 5': 1}
     """
     L = sp.Symbol("L", integer=True, positive=True)
-    t, u = sp.symbols("t u", integer=True, positive=True)
+    t, u = sp.symbols("t u", integer=True, nonnegative=True)
     lengths = range(1, 6)
 
-    unfold = Definitions({SquaredScoreSum(L): sp.Sum(Inner(t, u), (u, 1, L), (t, 1, L))})
-    cross = sp.Eq(sp.Sum(Before(t, u) * Inner(t, u), (u, 1, L), (t, 1, L)), 0)  # martingale_orthogonality: every term is 0
+    unfold = Definitions({SquaredScoreSum(L): sp.Sum(Inner(t, u), (u, 0, L - 1), (t, 0, L - 1))})
+    cross = sp.Eq(sp.Sum(Before(t, u) * Inner(t, u), (u, 0, L - 1), (t, 0, L - 1)), 0)  # martingale_orthogonality: every term is 0
     d = Derivation("The second moment of the score sum is the sum of the second moments",
                    assumptions=[r"$s_t$: score of token $t$ of an $L$-token sequence", r"$\mathbb E[s_u \mid o_{<u}] = 0$, hence",
                                 cross], unfold=unfold)
-    d.step(SquaredScoreSum(L), sp.Sum(Inner(t, u), (u, 1, L), (t, 1, L)), "expand the square; linearity")
-    d.then(sp.Sum(Inner(t, t), (t, 1, L)) + 2 * sp.Sum(Before(t, u) * Inner(t, u), (u, 1, L), (t, 1, L)), r"diagonal and twice the upper triangle ($L = 1..5$)",
+    d.step(SquaredScoreSum(L), sp.Sum(Inner(t, u), (u, 0, L - 1), (t, 0, L - 1)), "expand the square; linearity")
+    d.then(sp.Sum(Inner(t, t), (t, 0, L - 1)) + 2 * sp.Sum(Before(t, u) * Inner(t, u), (u, 0, L - 1), (t, 0, L - 1)), r"diagonal and twice the upper triangle ($L = 1..5$)",
            proof=at_values(L, lengths))
-    d.then(sp.Sum(Inner(t, t), (t, 1, L)), r"the cross terms are martingale differences (:func:`martingale_orthogonality`), for every $L$",
+    d.then(sp.Sum(Inner(t, t), (t, 0, L - 1)), r"the cross terms are martingale differences (:func:`martingale_orthogonality`), for every $L$",
            facts={cross.lhs: cross.rhs})
     return d
 
