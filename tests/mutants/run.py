@@ -17,23 +17,10 @@ Not collected by pytest and not part of CI (it takes minutes)::
 The exit status is 0 when every applicable mutant is killed.  ``--why`` names the
 test or check that killed each one.
 
-Last measured (2026-12-01, 46 mutants, about 7 minutes on 2 shared cores): 46/46 killed.
-Not measured since as a whole (68 mutants).  Re-pointed and new (issue 17 item 10, issue 16 item 4,
-2026-12-01, run in three batches, pytest with ``-n 0``): the 14 mutants the split of ``numeric/losses``
-and the registry made stale, 14/14 killed; the registry's clip edges, every masking band's inclusive
-edge and the checker's tolerance and binary constancy test, 11/11 killed, 11-82 s each on 2 shared
-cores.  ``registry_clip_*_edge`` first survived ``tests/test_losses.py`` (its registry grid steps 1e-3
-off every edge) until ``tests/test_mutant_gaps.py`` hit the edges exactly.
-Kernel mutants (issue 16, 2026-12-01, ``kernel_*``, ``resolver_*``, ``lemma_*``, ``regions_*``,
-``argmin_*``, ``premises_*``, ``chain_*``, ``facts_*``, ``numeric_*``; 11 mutants, about 40-70 s each on
-2 shared cores): 11/11 killed by ``tests/test_kernel.py``; ``resolver_strict_as_weak`` first survived
-(SymPy decides ``x > 0`` at ``x = 0`` itself) until a test used a condition SymPy leaves unevaluated.
-Definitions as data (issue 16 items 2 and 5, 2026-12-01): the 11 kernel mutants re-run on the split kernel
-and 7 new ones (``definitions_*``, ``differentiation_*``, ``table_*``, ``tolerance_*``), one batch of 18
-with ``tests/test_kernel.py``: 18/18 killed, 46-247 s each on 2 heavily shared cores.
-On the tree before issue 8 (commit 9492733) ``b_star_A0``, ``ppo_detach`` and
-``cispo_bound_no_sqrt`` survived (``A0_uses_R`` was killed by a test with
-:math:`2R - 1/2`; other mutants' texts differ there).
+Last measured as a whole (2026-12-01, commit a9f5ba9, 84 mutants, about 45 minutes on 2 shared
+cores, paused once): 84/84 killed (``kl_rejection_mean_as_sum`` timed out while the run was paused
+and was re-run alone: killed in 11 s).  Added after that commit and run alone: ``underflow_read_as_silenced``
+and ``checker_names_only_the_first_form``, both killed.
 """
 
 from __future__ import annotations
