@@ -392,10 +392,10 @@ def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
         \kappa^{\text{token-mean}}_1 = \frac{1}{\sum_j n_j},\quad
         \kappa^{\text{seq-mean-token-mean}}_1 = \frac{1}{B\,n_1},\quad
         \kappa^{\text{seq-mean-token-sum}}_1 = \frac1B,\quad
-        \kappa^{\text{seq-mean-token-sum-norm}}_1 = \frac{1}{C}.
+        \kappa^{\text{seq-mean-token-sum-norm}}_1 = \frac{1}{D}.
 
     seq-mean-token-sum-norm is verl's: the token sum of the whole batch over a
-    constant :math:`C` (``loss_scale_factor``, by default :math:`T`), with no
+    constant :math:`D` (``loss_scale_factor``, by default :math:`T`), with no
     mean over the :math:`B` rows (verl's tracker, issue #3741, disputes that the
     mode's name promises one).
 
@@ -409,16 +409,16 @@ def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
         raise ValueError(f"B must be an int >= 2, got {B!r}")
     S = sp.symbols(f"S_1:{B + 1}", real=True)
     n = sp.symbols(f"n_1:{B + 1}", positive=True)
-    C = sp.Symbol("C", positive=True)
+    D = sp.Symbol("D", positive=True)  # the constant denominator (verl's loss_scale_factor); C is a cap
     modes = {
         "token-mean": (sum(S) / sum(n), 1 / sum(n)),
         "seq-mean-token-mean": (sum(s / k for s, k in zip(S, n)) / B, 1 / (B * n[0])),
         "seq-mean-token-sum": (sum(S) / B, sp.Rational(1, B)),
-        "seq-mean-token-sum-norm": (sum(S) / C, 1 / C),
+        "seq-mean-token-sum-norm": (sum(S) / D, 1 / D),
     }
     out = {}
     for mode, (agg, kappa_1) in modes.items():
-        d = Derivation(f"Token weight of {mode} (B = {B})", assumptions=[r"$S_i = \sum_{t \le n_i} x_{it}$", "$C$ a constant"])
+        d = Derivation(f"Token weight of {mode} (B = {B})", assumptions=[r"$S_i = \sum_{t \le n_i} x_{it}$", "$D$ a constant"])
         d.step(sp.Derivative(agg, S[0]), kappa_1, r"$\partial/\partial x_{1t} = \partial/\partial S_1$")
         out[mode] = d
     return out
@@ -446,7 +446,7 @@ def length_bias() -> dict[str, str]:
     identity gives :math:`\mathbb{E}[\kappa_i A_i\nabla\log\pi(o_i)] = \nabla\mathbb{E}[\kappa_i A_i]`:
 
     * seq-mean-token-sum: :math:`\mathbb{E}[A] = J - b`: the gradient of :math:`J`, no length bias;
-    * seq-mean-token-sum-norm: :math:`B(J - b)/C`: the same direction, scaled by :math:`B/C`;
+    * seq-mean-token-sum-norm: :math:`B(J - b)/D`: the same direction, scaled by :math:`B/D`;
     * seq-mean-token-mean: :math:`\mathbb{E}[(R - b)/|o|]`: reward per token, so short
       answers weigh more, and with :math:`b \ne 0` the baseline term no longer vanishes.
 
@@ -472,7 +472,7 @@ def length_bias() -> dict[str, str]:
         "token-mean": r"B\,\nabla\,\mathbb{E}\bigl[\psi(|o|)(R - b)\bigr],\ \psi(n) = \mathbb{E}\bigl[1/(n + \textstyle\sum_{j\ne i}|o_j|)\bigr]\ \text{frozen}",
         "seq-mean-token-mean": r"\nabla\,\mathbb{E}\Bigl[\frac{R - b}{|o|}\Bigr]",
         "seq-mean-token-sum": r"\nabla J",
-        "seq-mean-token-sum-norm": r"\frac{B}{C}\nabla J",
+        "seq-mean-token-sum-norm": r"\frac{B}{D}\nabla J",
     }
 
 

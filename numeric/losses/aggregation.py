@@ -26,7 +26,7 @@ TRAINER_MODES = {
     ("verl", "token-mean"): ("token-mean", {}, "an empty batch: NaN in verl, 0 here"),
     ("verl", "seq-mean-token-mean"): ("seq-mean-token-mean", {}, "verl divides by the rows with a token and adds 1e-8 to n_i: exact with count_eps=1e-8, empty_rows='exclude'"),
     ("verl", "seq-mean-token-sum"): ("seq-mean-token-sum", {}, "verl divides by the rows with a token: exact with empty_rows='exclude'"),
-    ("verl", "seq-mean-token-sum-norm"): ("seq-mean-token-sum-norm", {}, "C = T, or loss_scale_factor as norm; no mean over B (#3741)"),
+    ("verl", "seq-mean-token-sum-norm"): ("seq-mean-token-sum-norm", {}, "D = T, or loss_scale_factor as norm; no mean over B (#3741)"),
     ("TRL", "grpo"): ("seq-mean-token-mean", {}, "an empty row: 0, counted in B"),
     ("TRL", "bnpo"): ("token-mean", {}, ""),
     ("TRL", "dr_grpo"): ("seq-mean-token-sum-norm", {"norm": "B * max_completion_length"}, ""),
@@ -60,7 +60,7 @@ def trainer_table() -> str:
     for (trainer, name), (mode, args, note) in TRAINER_MODES.items():
         k = kappa[mode]
         if args.get("norm"):
-            k = (r"1/N\ (N" if mode == "token-mean" else r"1/C\ (C") + r" = \mathtt{" + args["norm"].replace("_", r"\_") + "})"
+            k = (r"1/N\ (N" if mode == "token-mean" else r"1/D\ (D") + r" = \mathtt{" + args["norm"].replace("_", r"\_") + "})"
         arg_text = ", ".join(f"{key}={value}" for key, value in args.items()).replace("_", r"\_")
         lines.append(rf"\text{{{trainer}}} & \text{{{name.replace('_', chr(92) + '_')}}} & \text{{{mode}}} & \text{{{arg_text}}} & {k} & \text{{{note.replace('_', chr(92) + '_')}}} \\")
     lines.append(r"\end{array}")
@@ -86,7 +86,7 @@ def token_weights(mask: ArrayT, mode: str = "token-mean", *, norm: float | None 
     ``seq-mean-token-sum``
         :math:`1/B`;
     ``seq-mean-token-sum-norm``
-        :math:`1/C`, :math:`C` = ``norm`` (default :math:`T`): verl's, no mean over the rows,
+        :math:`1/D`, :math:`D` = ``norm`` (default :math:`T`): verl's, no mean over the rows,
 
     on masked tokens, 0 elsewhere.  Leading dimensions before ``[B, T]`` are
     independent batches.  ``count_eps`` and ``empty_rows`` change the two
@@ -210,7 +210,7 @@ def aggregate(per_token: ArrayT, mask: Array, mode: str = "token-mean", *, norm:
     ``token-mean``                    :math:`\sum_{i,t} m x / \sum_{i,t} m` (``norm`` replaces the denominator)
     ``seq-mean-token-mean``           :math:`\frac1B\sum_i \frac{\sum_t m x}{\max(n_i, 1)}`
     ``seq-mean-token-sum``            :math:`\frac1B\sum_i \sum_t m x`
-    ``seq-mean-token-sum-norm``       :math:`\frac{1}{C}\sum_{i,t} m x`, :math:`C` = ``norm`` or :math:`T` (verl's, no mean over rows)
+    ``seq-mean-token-sum-norm``       :math:`\frac{1}{D}\sum_{i,t} m x`, :math:`D` = ``norm`` or :math:`T` (verl's, no mean over rows)
     ================================  =================================================================
 
     :data:`TRAINER_MODES` maps verl's ``loss_agg_mode``, TRL's ``loss_type``

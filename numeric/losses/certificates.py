@@ -129,7 +129,7 @@ def cross_checks() -> None:
     for mode, (update, objective) in out.items():
         check(f"{mode}: expected update over every batch of two == gradient of its derived objective", maxabs(update, objective), 1e-15)
     check("seq-mean-token-sum: expected update == grad J (no length bias)", maxabs(out["seq-mean-token-sum"][0], gJ), 1e-15)
-    check("seq-mean-token-sum-norm (C = T; verl: no mean over the B = 2 rows): expected update == B grad J / T", maxabs(out["seq-mean-token-sum-norm"][0], 2 * gJ / lm.L), 1e-15)
+    check("seq-mean-token-sum-norm (D = T; verl: no mean over the B = 2 rows): expected update == B grad J / T", maxabs(out["seq-mean-token-sum-norm"][0], 2 * gJ / lm.L), 1e-15)
     for mode in ("token-mean", "seq-mean-token-mean"):
         update = out[mode][0]
         residual = float((update - (update @ gJ) / (gJ @ gJ) * gJ).norm() / update.norm())

@@ -18,7 +18,7 @@ measures both by autograd:
   policy gradient) on designed masks, and identifies it among verl's modes
   (at the commit below): ``token-mean`` (:math:`\kappa = 1/\sum_j n_j`),
   ``seq-mean-token-mean`` (:math:`1/(B n_i)`), ``seq-mean-token-sum``
-  (:math:`1/B`) and ``seq-mean-token-sum-norm`` (:math:`1/C`, a constant, or
+  (:math:`1/B`) and ``seq-mean-token-sum-norm`` (:math:`1/D`, a constant, or
   the mask's width :math:`T` as verl's default), each up to a constant factor
   and an :math:`n + \varepsilon` denominator, which are reported;
 * :math:`w` by wrapping the loss as a per-token callable (each token in a row of
@@ -403,7 +403,7 @@ class PolicyLossReport:
     scale : float or None
         :math:`s` in :math:`\kappa = s\times` the mode's factor (1 when exactly the mode).
     normaliser : str or None
-        :math:`C` of ``seq-mean-token-sum-norm``: a number, or ``"T"`` (the mask's width).
+        :math:`D` of ``seq-mean-token-sum-norm``: a number, or ``"T"`` (the mask's width).
     epsilon : float
         :math:`\varepsilon` of an :math:`n + \varepsilon` denominator (0 when exact).
     length_biased : bool
@@ -468,7 +468,7 @@ class PolicyLossReport:
 
     def headline(self) -> str:
         method = self.method or "no known method"
-        agg = self.aggregation + ("" if self.normaliser is None else f" (C = {self.normaliser})")
+        agg = self.aggregation + ("" if self.normaliser is None else f" (D = {self.normaliser})")
         return f"{self.verdict}: {method}, {agg}, {'length-biased' if self.length_biased else 'no length bias'}"
 
     def table(self) -> ReportTable:
