@@ -316,6 +316,36 @@ def k2_bias() -> Derivation:
     return d
 
 
+def _k3(p, q):
+    """:math:`k_3 = q/p - 1 - \\log(q/p)` of one action, in probabilities."""
+    return q / p - 1 - sp.log(q / p)
+
+
+def _softmax_gradient(K: int, pi: tuple) -> tuple:
+    """The softmax, its Jacobian (displayed and checked as a derivation's first step), and
+    ``grad(f)``: the row :math:`\\partial f(\\pi(\\theta))/\\partial\\theta_j` through that Jacobian."""
+    softmax = IndexedSoftmax()
+    a_, j_, pa = softmax.a, softmax.j, softmax.pi
+    jacobian = pa[a_] * (sp.KroneckerDelta(a_, j_) - pa[j_])
+    on_symbols = {pa[b + 1]: pi[b] for b in range(K)}
+    jac = sp.Matrix(K, K, lambda a, j: jacobian.subs({a_: a + 1, j_: j + 1}).subs(on_symbols))
+
+    def grad(f):
+        return sp.Matrix([[sum(sp.diff(f, pi[a]) * jac[a, j] for a in range(K)) for j in range(K)]])
+
+    return softmax, jacobian, grad
+
+
+def _shown_row(latex: str, row: sp.Matrix, definitions: dict) -> sp.Matrix:
+    """A row of display symbols, one per coordinate j, each defined in ``definitions`` as its entry of ``row``."""
+    out = []
+    for j in range(row.shape[1]):
+        s = sp.Symbol(latex.replace("_j", "_{%d}" % (j + 1)))
+        definitions[s] = row[j]
+        out.append(s)
+    return sp.Matrix([out])
+
+
 def kl_estimator_gradients(K: int = 3) -> Derivation:
     r"""Expected gradients of :math:`k_1, k_2, k_3` used as a loss, for a softmax over ``K`` actions.
 
@@ -344,34 +374,21 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
     """
     SoftmaxPolicy(K)  # validates K
     pi, ref, total = _probabilities(K)
-    softmax = IndexedSoftmax()
+    softmax, jacobian, grad = _softmax_gradient(K, pi)
     a_, j_, pa = softmax.a, softmax.j, softmax.pi
-    jacobian = pa[a_] * (sp.KroneckerDelta(a_, j_) - pa[j_])  # displayed and checked in the first step
-    on_symbols = {pa[b + 1]: pi[b] for b in range(K)}
-    jac = sp.Matrix(K, K, lambda a, j: jacobian.subs({a_: a + 1, j_: j + 1}).subs(on_symbols))
-
-    def grad(f):
-        """Row vector of d f(pi(theta)) / d theta_j through the softmax Jacobian."""
-        return sp.Matrix([[sum(sp.diff(f, pi[a]) * jac[a, j] for a in range(K)) for j in range(K)]])
 
     def expected_grad(k):
         return sum((pi[a] * grad(k(pi[a], ref[a])) for a in range(K)), sp.zeros(1, K))
 
     k_1 = lambda p, q: sp.log(p) - sp.log(q)
     k_2 = lambda p, q: (sp.log(p) - sp.log(q)) ** 2 / 2
-    k_3 = lambda p, q: q / p - 1 - sp.log(q / p)
+    k_3 = _k3
     reverse = sum(p * sp.log(p / q) for p, q in zip(pi, ref))
     forward = sum(q * sp.log(q / p) for p, q in zip(pi, ref))
     definitions = {}
 
     def shown(latex, row):
-        """A row of display symbols, one per coordinate j, that unfold into the entries of ``row``."""
-        out = []
-        for j in range(K):
-            s = sp.Symbol(latex.replace("_j", "_{%d}" % (j + 1)))
-            definitions[s] = row[j]
-            out.append(s)
-        return sp.Matrix([out])
+        return _shown_row(latex, row, definitions)
 
     rows = {k: shown(latex, row) for k, latex, row in (
         ("k1", r"\mathbb{E}_\pi[\partial_j k_1]", expected_grad(k_1)), ("k2", r"\mathbb{E}_\pi[\partial_j k_2]", expected_grad(k_2)),
@@ -426,29 +443,15 @@ def bias_corrected_kl_gradient(K: int = 3) -> Derivation:
     SoftmaxPolicy(K)  # validates K
     pi, rho, total = _probabilities(K)
     mu = sp.symbols(f"mu_1:{K + 1}", positive=True)
-    softmax = IndexedSoftmax()
+    softmax, jacobian, grad = _softmax_gradient(K, pi)
     a_, j_, pa = softmax.a, softmax.j, softmax.pi
-    jacobian = pa[a_] * (sp.KroneckerDelta(a_, j_) - pa[j_])
-    on_symbols = {pa[b + 1]: pi[b] for b in range(K)}
-    jac = sp.Matrix(K, K, lambda a, j: jacobian.subs({a_: a + 1, j_: j + 1}).subs(on_symbols))
 
-    def grad(f):
-        """Row vector of d f(pi(theta)) / d theta_j through the softmax Jacobian."""
-        return sp.Matrix([[sum(sp.diff(f, pi[a]) * jac[a, j] for a in range(K)) for j in range(K)]])
-
-    k_3 = lambda p, q: q / p - 1 - sp.log(q / p)
-    corrected = lambda a: pi[a] / mu[a] * k_3(pi[a], rho[a])
+    corrected = lambda a: pi[a] / mu[a] * _k3(pi[a], rho[a])
     reverse = sum(p * sp.log(p / q) for p, q in zip(pi, rho))
     definitions = {}
 
     def shown(latex, row):
-        """A row of display symbols, one per coordinate j, that unfold into the entries of ``row``."""
-        out = []
-        for j in range(K):
-            s = sp.Symbol(latex.replace("_j", "_{%d}" % (j + 1)))
-            definitions[s] = row[j]
-            out.append(s)
-        return sp.Matrix([out])
+        return _shown_row(latex, row, definitions)
 
     expected_value = sp.Symbol(r"\mathbb{E}_\mu[\rho\,k_3]")
     kl_value = sp.Symbol(r"\mathrm{KL}(\pi \| \pi_{\mathrm{ref}})")
