@@ -385,7 +385,7 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
     k_3 = _k3
     reverse = sum(p * sp.log(p / q) for p, q in zip(pi, ref))
     forward = sum(q * sp.log(q / p) for p, q in zip(pi, ref))
-    definitions = {}
+    definitions: dict = {}
 
     def shown(latex, row):
         return _shown_row(latex, row, definitions)
@@ -448,7 +448,7 @@ def bias_corrected_kl_gradient(K: int = 3) -> Derivation:
 
     corrected = lambda a: pi[a] / mu[a] * _k3(pi[a], rho[a])
     reverse = sum(p * sp.log(p / q) for p, q in zip(pi, rho))
-    definitions = {}
+    definitions: dict = {}
 
     def shown(latex, row):
         return _shown_row(latex, row, definitions)
