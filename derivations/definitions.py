@@ -32,9 +32,11 @@ Entries are applied in order, pass after pass, until none changes anything
 :class:`GroupExpectation`
     the i.i.d. group algebra of :mod:`derivations.iid_groups` (linearity, a
     summation index bound or fresh, independence of distinct answers,
-    identical single-answer moments) for the quantities ``names`` and group
-    size ``G``; with ``answer`` (a number ``G``), the expectation of a
-    polynomial in that answer's quantities times any function of the others.
+    identical single-answer moments, linearity through a finite sum over a
+    count, independence of an answer from a function of the others) for the
+    quantities ``names`` and group size ``G``; with ``answer`` (a number
+    ``G``), the expectation of a polynomial in that answer's quantities times
+    any function of the others.  An expectation outside these rules is refused.
 
 Examples
 --------
@@ -353,10 +355,13 @@ class GroupExpectation:
         from .iid_groups import Expect, IIDGroup
 
         grp = IIDGroup(self.names, self.G)
-        if self.answer is None:
-            return grp.unfold(expr)
-        score = grp.bases[self.names[-1]][self.answer]
-        return expr.replace(lambda x: isinstance(x, Expect) and x.args[0].has(score), lambda x: grp.expect_separable(x.args[0], self.answer))
+        try:
+            if self.answer is None:
+                return grp.unfold(expr)
+            score = grp.bases[self.names[-1]][self.answer]
+            return expr.replace(lambda x: isinstance(x, Expect) and x.args[0].has(score), lambda x: grp.expect_separable(x.args[0], self.answer))
+        except ValueError as e:  # an expectation the algebra's rules do not cover: the step is refused, not guessed
+            raise Refused(f"the i.i.d. group algebra does not take this expectation ({e})") from None
 
     def latex(self) -> str:
         size = "G" if self.G is None else str(self.G)

@@ -39,8 +39,8 @@ import sympy as sp
 from ._validate import require_int
 from .definitions import Definitions
 from .derivation import Derivation
-from .iid_groups import Expect, IIDGroup
-from .proofs import at_values, evaluated_by, from_table
+from .iid_groups import Expect, IIDGroup, OthersTotal
+from .proofs import by_cases, from_table, pointwise
 
 __all__ = [
     "GRAD_J",
@@ -243,12 +243,11 @@ _a = sp.Function("a")
 _k = sp.Symbol("k", integer=True, nonnegative=True)
 
 
-def _binomial_weight(G, k):
-    return sp.binomial(G - 1, k) * P**k * (1 - P) ** (G - 1 - k)
-
-
-class OthersSucceed(sp.Function):
+class OthersSucceed(OthersTotal):
     r""":math:`S_{-i} = \sum_{j \ne i} R_j`, the number of successes among the answers other than :math:`i` (notation).
+
+    A function of the other answers only: the group algebra's independence
+    rule (:class:`~derivations.iid_groups.OthersTotal`) reads that off it.
 
     Examples
     --------
@@ -258,16 +257,38 @@ class OthersSucceed(sp.Function):
     'S_{-i}'
     """
 
-    nargs = 1
+    quantity = "R"
 
     def _latex(self, printer):
         return "S_{-" + printer._print(self.args[0]) + "}"
 
 
-class OthersSucceedProbability(sp.Function):
-    r""":math:`\Pr[S_{-i} = k] = \binom{G-1}{k} p^k (1-p)^{G-1-k}`, displayed as a probability (its value is a premise).
+class Indicator(sp.KroneckerDelta):
+    r""":math:`\mathbb{1}[x = y]`: 1 when the two arguments are equal, else 0 (SymPy's ``KroneckerDelta``, displayed as an indicator).
 
-    Kept unevaluated on the page: ``Sum.doit()`` on the binomial itself runs for seconds.
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.group_baselines import Indicator, OthersSucceed
+    >>> sp.latex(Indicator(OthersSucceed(sp.Symbol("i")), sp.Symbol("k")))
+    '\\mathbb{1}[S_{-i} = k]'
+    >>> Indicator(2, 2), Indicator(2, 3)
+    (1, 0)
+    """
+
+    def _latex(self, printer):
+        x, y = self.args
+        if isinstance(x, sp.Symbol) and not isinstance(y, sp.Symbol):
+            x, y = y, x  # the random quantity first: 1[S = k]
+        return r"\mathbb{1}[" + printer._print(x) + " = " + printer._print(y) + "]"
+
+
+class OthersSucceedProbability(sp.Function):
+    r""":math:`\Pr[S_{-i} = k]`, the probability that :math:`k` of the other answers succeed: notation for :math:`\mathbb{E}[\mathbb{1}[S_{-i} = k]]`.
+
+    Its value :math:`\binom{G-1}{k} p^k (1-p)^{G-1-k}` enters only where the
+    GRPO weight is computed (:func:`grpo_weight`); a derivation that displays it
+    unfolds it to the expectation.
 
     Examples
     --------
@@ -283,40 +304,7 @@ class OthersSucceedProbability(sp.Function):
         return r"\Pr[S_{-i} = " + printer._print(self.args[0]) + "]"
 
 
-
-def _four_outcomes():
-    """One answer's outcomes: two reward values, two score values each, arbitrary probabilities."""
-    qa, qb, qc = sp.symbols("q_a q_b q_c", positive=True)
-    sa, sb, sc, sd = sp.symbols("sigma_a:d", real=True)
-    probs = [qa, qb, qc, 1 - qa - qb - qc]
-    outcomes = [{"R": 1, "s": sa}, {"R": 1, "s": sb}, {"R": 0, "s": sc}, {"R": 0, "s": sd}]
-    return outcomes, probs, {P: qa + qb}
-
-
-def _enumerated_at_fixed_G(lhs, rhs) -> tuple:
-    r"""The displayed conditioning claim at a fixed ``G``, both sides evaluated by enumerating all :math:`4^G` outcomes.
-
-    The left side's expectations are taken by :meth:`IIDGroup.brute_force`
-    with :math:`S_{-i} = \sum_j R_j - R_i`; the right side's :math:`\Pr[S_{-i} = k]` is the
-    binomial weight and its single-answer moments are those of the same
-    distribution (``G`` is read off the displayed sums, which now run to ``G - 1``).
-    """
-    tops = {S.limits[0][2] for S in sp.sympify(rhs).atoms(sp.Sum) if S.limits[0][0] == _k}
-    if len(tops) != 1 or not next(iter(tops)).is_Integer:
-        raise ValueError("the displayed sums must run to a fixed G - 1")
-    G = int(next(iter(tops))) + 1
-    grp = IIDGroup(("R", "s"), G=G)
-    R, i = grp.R, grp.i
-    outcomes, probs, p_is = _four_outcomes()
-    lhs = sp.sympify(lhs).xreplace({OthersSucceed(i): grp.total() - R[i]})
-    lhs = lhs.replace(lambda e: isinstance(e, Expect) and grp._is_random(e.args[0]),
-                      lambda e: grp.brute_force(e.args[0], G, outcomes, probs))
-    rhs = sp.sympify(rhs).replace(lambda e: isinstance(e, OthersSucceedProbability), lambda e: _binomial_weight(G, e.args[0])).doit()
-    rhs = grp.evaluate(rhs, outcomes, probs)
-    return lhs.xreplace(p_is), rhs.xreplace(p_is)
-
-
-def grpo_conditioning(G_checked: Sequence[int] = (2, 3, 4)) -> Derivation:
+def grpo_conditioning() -> Derivation:
     r"""A binary-reward group advantage has expected update :math:`\omega(p, G)\,\nabla_\theta p`.
 
     Any advantage that depends on the rewards only through the answer's own
@@ -325,59 +313,61 @@ def grpo_conditioning(G_checked: Sequence[int] = (2, 3, 4)) -> Derivation:
 
     .. math::
 
-        \mathbb{E}[a(R_i, S_{-i})\, s_i] = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k}
-        \bigl(a(1, k) - a(0, k)\bigr)\, \nabla_\theta p.
+        \mathbb{E}[a(R_i, S_{-i})\, s_i] = \sum_{k=0}^{G-1} \Pr[S_{-i} = k]
+        \bigl(a(1, k) - a(0, k)\bigr)\, \nabla_\theta p,
 
-    Condition on :math:`R_i` and :math:`S_{-i}`: the other answers are independent
-    of answer :math:`i`, so :math:`S_{-i} \sim \mathrm{Bin}(G-1, p)`.  The CAS
-    does *not* prove that conditioning step for a symbolic :math:`G` (the
-    i.i.d. group algebra takes expectations of polynomials, and
-    :math:`a(R_i, S_{-i})` is an arbitrary function of a count): its ``proof``
-    checks the displayed step at each ``G`` in ``G_checked``, enumerating all
-    :math:`4^G` outcomes of a group (two reward values, two score values each,
-    an arbitrary function :math:`a`), and the step's reason says so.  The
-    later steps hold for symbolic :math:`G`.
+    for every :math:`G`, with :math:`\Pr[S_{-i} = k] = \binom{G-1}{k} p^k (1-p)^{G-1-k}`.
+    Three steps condition on :math:`(R_i, S_{-i})`: write :math:`a` with
+    indicators (checked at :math:`R_i = 0` and :math:`R_i = 1`, the only values a
+    premise allows, for every outcome); linearity; and independence, since
+    :math:`S_{-i}` is a function of the *other* answers
+    (:class:`~derivations.iid_groups.OthersTotal`), and
+    :math:`\Pr[S_{-i} = k]` is :math:`\mathbb{E}[\mathbb{1}[S_{-i} = k]]` by definition.
 
     Examples
     --------
     >>> from derivations.group_baselines import grpo_conditioning
     >>> d = grpo_conditioning().verify()
     >>> d.proved_by()
-    {'instances G = 2, 3, 4': 1, 'sums as atoms, cancel(together)': 1, 'expand': 1}
-    >>> grpo_conditioning(G_checked=())
-    Traceback (most recent call last):
-    ...
-    ValueError: G_checked must name at least one group size: checking no instance proves nothing
+    {'equal integrands (cases R[i] in {0, 1})': 1, 'sums as atoms, cancel(together)': 4}
+    >>> [st.badge for st in d.steps]
+    [None, None, None, None, None]
     """
-    G_checked = _group_sizes("G_checked", G_checked, ": checking no instance proves nothing")
     grp = _group()
     R, s, i, G = grp.R, grp.s, grp.i, grp.G
     Rp, sp_ = grp.plain["R"], grp.plain["s"]
-    b = OthersSucceedProbability(_k)
-    sizes = ", ".join(map(str, G_checked))
+    S = OthersSucceed(i)
+    pr = OthersSucceedProbability(_k)
+    one = Indicator(S, _k)
     d = Derivation(
         "Expected update of a binary-reward group advantage",
         assumptions=[
-            r"$R \in \{0, 1\}$, $p = \Pr[R = 1]$",
-            r"$A_i = a(R_i, S_{-i})$, $S_{-i} = \sum_{j \ne i} R_j$",
-            r"$\mathbb{1}[R = 1] = R$, $\mathbb{1}[R = 0] = 1 - R$",
-            r"$\Pr[S_{-i} = k] = \binom{G-1}{k} p^k (1-p)^{G-1-k}$",
+            r"$A_i = a(R_i, S_{-i})$, $S_{-i} = \sum_{j \ne i} R_j$, $p = \Pr[R = 1]$",
+            sp.Contains(R[i], sp.FiniteSet(0, 1)), sp.Contains(S, sp.Integers), S >= 0, S <= G - 1,
             sp.Eq(Expect(sp_), 0), sp.Eq(Expect(Rp * sp_), GRAD_P),
         ],
-        unfold=grp.definitions,
+        unfold=Definitions({pr: Expect(one)}) | grp.definitions,
     )
     d.step(
-        Expect(_a(R[i], OthersSucceed(i)) * s[i]),
-        sp.Sum(b * (_a(1, _k) * Expect(Rp * sp_) + _a(0, _k) * Expect((1 - Rp) * sp_)), (_k, 0, G - 1)),
-        rf"condition on $R_i, S_{{-i}}$; checked at $G = {sizes}$ by enumerating all $4^G$ outcomes",
-        proof=at_values(G, G_checked, inner=evaluated_by(r"enumerating all $4^G$ outcomes", _enumerated_at_fixed_G)),
+        Expect(_a(R[i], S) * s[i]),
+        Expect(sp.Sum(one * (R[i] * _a(1, _k) + (1 - R[i]) * _a(0, _k)), (_k, 0, G - 1)) * s[i]),
+        r"$\mathbb{1}[S_{-i} = k]$ picks $k = S_{-i}$; cases $R_i = 1$, $R_i = 0$",
+        proof=pointwise(by_cases(R[i], (0, 1))),
     )
     d.then(
-        sp.Sum(b * (_a(1, _k) - _a(0, _k)), (_k, 0, G - 1)) * Expect(Rp * sp_) + sp.Sum(b * _a(0, _k), (_k, 0, G - 1)) * Expect(sp_),
+        sp.Sum(_a(1, _k) * Expect(one * R[i] * s[i]) + _a(0, _k) * Expect(one * (1 - R[i]) * s[i]), (_k, 0, G - 1)),
         r"linearity",
     )
     d.then(
-        sp.Sum(b * (_a(1, _k) - _a(0, _k)), (_k, 0, G - 1)) * GRAD_P,
+        sp.Sum(pr * (_a(1, _k) * Expect(Rp * sp_) + _a(0, _k) * Expect((1 - Rp) * sp_)), (_k, 0, G - 1)),
+        r"independence: $S_{-i}$ is a function of the other answers",
+    )
+    d.then(
+        sp.Sum(pr * (_a(1, _k) - _a(0, _k)), (_k, 0, G - 1)) * Expect(Rp * sp_) + sp.Sum(pr * _a(0, _k), (_k, 0, G - 1)) * Expect(sp_),
+        r"linearity",
+    )
+    d.then(
+        sp.Sum(pr * (_a(1, _k) - _a(0, _k)), (_k, 0, G - 1)) * GRAD_P,
         r"$\mathbb{E}[s] = 0$, $\mathbb{E}[R s] = \nabla_\theta p$",
         facts={Expect(sp_): 0, Expect(Rp * sp_): GRAD_P},
     )

@@ -22,6 +22,21 @@ expectation with four rules, and nothing else:
    written :math:`\mathbb{E}[R\, s]`, :math:`\mathbb{E}[R]`, ... with plain
    (unindexed) symbols.
 
+Two more kinds of term are taken, each by one more rule:
+
+5. **a sum over a count** :math:`\sum_{k=a}^{b}` whose index is not an answer
+   (finitely many terms, :math:`b` may be symbolic): linearity,
+   :math:`\mathbb{E}\sum_k f(k) = \sum_k \mathbb{E} f(k)`;
+6. **a function of the other answers**: :class:`OthersTotal`
+   :math:`S_{-i} = \sum_{j \ne i} R_j` depends on the answers other than
+   :math:`i` only, so a product :math:`h(S_{-i})\, g(R_i, s_i)` of any
+   function of it and a polynomial in answer :math:`i`'s own quantities
+   factorises, :math:`\mathbb{E}[h(S_{-i})]\, \mathbb{E}[g(R, s)]`, with
+   :math:`\mathbb{E}[h(S_{-i})]` left as it is (notation, such as
+   :math:`\Pr[S_{-i} = k] = \mathbb{E}[\mathbb{1}[S_{-i} = k]]`).  Any other
+   term with :math:`S_{-i}` (one that also holds :math:`R_j`, :math:`j \ne i`,
+   or :math:`S_{-i}` inside a function of :math:`R_i`) is refused.
+
 Distinct free indices (``i`` and ``k``) denote distinct answers.  Facts such as
 :math:`\mathbb{E}[s] = 0` are *not* built in: a derivation states them as a
 step, so the page shows where they enter.
@@ -45,7 +60,7 @@ import sympy as sp
 from ._validate import require_int
 from .definitions import Definitions, GroupExpectation
 
-__all__ = ["Expect", "IIDGroup"]
+__all__ = ["Expect", "IIDGroup", "OthersTotal"]
 
 
 class Expect(sp.Function):
@@ -76,6 +91,36 @@ class Expect(sp.Function):
 
     def _latex(self, printer):
         return r"\mathbb{E}\left[" + printer._print(self.args[0]) + r"\right]"
+
+
+class OthersTotal(sp.Function):
+    r""":math:`S_{-i} = \sum_{j \ne i} X_j`: the total of the quantity ``quantity`` over the answers other than :math:`i`.
+
+    Notation for a function of the other answers only, which is what the group
+    algebra's independence rule reads off it; ``OthersTotal(i)``.  The
+    quantity is a class attribute (``"R"`` here): a subclass names another
+    quantity, or its own symbol on the page.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.iid_groups import Expect, IIDGroup, OthersTotal
+    >>> grp = IIDGroup()
+    >>> S, k = OthersTotal(grp.i), sp.Symbol("k")
+    >>> grp.expect(sp.KroneckerDelta(S, k) * grp.R[grp.i] * grp.s[grp.i])
+    Expect(R*s)*Expect(KroneckerDelta(k, OthersTotal(i)))
+    >>> grp.expect(sp.KroneckerDelta(S, k) * grp.R[sp.Symbol("m")])
+    Traceback (most recent call last):
+    ...
+    ValueError: expr: a function of the answers other than i factorises only from answer i's own quantities; KroneckerDelta(k, OthersTotal(i))*R[m] mixes it with answer m
+    """
+
+    nargs = 1
+    quantity = "R"
+
+    def _latex(self, printer):
+        i = printer._print(self.args[0])
+        return rf"\textstyle\sum_{{j \ne {i}}} {self.quantity}_j"
 
 
 class IIDGroup:
@@ -181,6 +226,10 @@ class IIDGroup:
                 (idx,) = atom.indices
                 if (idx.is_number or idx in expr.free_symbols) and idx not in found:
                     found.append(idx)
+        for total in sorted(expr.atoms(OthersTotal), key=sp.default_sort_key):
+            (idx,) = total.args
+            if (idx.is_number or idx in expr.free_symbols) and idx not in found:
+                found.append(idx)
         return tuple(found)
 
     def _expect(self, expr, bound: tuple) -> sp.Expr:
@@ -191,9 +240,12 @@ class IIDGroup:
         for f in sp.Mul.make_args(term):
             base, exp = f.as_base_exp()
             if isinstance(base, sp.Sum) and exp.is_Integer and exp > 0:
-                return self._expect_sum(term, base, bound)
+                if self._over_answers(base):
+                    return self._expect_sum(term, base, bound)
+                return self._expect_count_sum(term, base, exp, bound)
         const: sp.Expr = sp.Integer(1)
         per_answer: dict[sp.Basic, sp.Expr] = {}
+        others: dict[sp.Basic, sp.Expr] = {}
         for f in sp.Mul.make_args(term):
             base, exp = f.as_base_exp()
             if isinstance(base, sp.Indexed) and base.base in self._plain_of:
@@ -202,11 +254,48 @@ class IIDGroup:
                 (idx,) = base.indices
                 per_answer[idx] = per_answer.get(idx, 1) * self._plain_of[base.base] ** exp
             elif self._is_random(f):
-                raise ValueError(f"expr must be a polynomial in the group's quantities; cannot take E of {f}")
+                b = self._others_of(f)
+                others[b] = others.get(b, 1) * f
             else:
                 const *= f
+        if others:  # independence of answer b from a function of the others
+            (b, h), *more = others.items()
+            mixed = [c for c, _ in more] + [c for c in per_answer if c != b]
+            if mixed:
+                raise ValueError(f"expr: a function of the answers other than {b} factorises only from answer {b}'s own quantities; "
+                                 f"{sp.sstr(term)} mixes it with answer {mixed[0]}")
+            return const * Expect(h) * sp.Mul(*[self.moment(m) for m in per_answer.values()])
         # independence: distinct answers factorise; identical law: same moments
         return const * sp.Mul(*[self.moment(m) for m in per_answer.values()])
+
+    def _others_of(self, f) -> sp.Basic:
+        """The answer ``b`` when ``f`` is a function of the answers other than ``b`` only (of ``OthersTotal(b)``), else ValueError."""
+        answers = {t.args[0] for t in f.atoms(OthersTotal)}
+        if len(answers) != 1 or any(a.base in self._plain_of for a in f.atoms(sp.Indexed)):
+            raise ValueError(f"expr must be a polynomial in the group's quantities, or a function of the answers other than one answer "
+                             f"times a polynomial in that answer's own; cannot take E of {sp.sstr(f)}")
+        for t in f.atoms(OthersTotal):
+            if t.quantity not in self.bases:
+                raise ValueError(f"expr: {sp.sstr(t)} totals the quantity {t.quantity!r}, which is not one of the group's {sorted(self.bases)}")
+        return next(iter(answers))
+
+    def _over_answers(self, S: sp.Sum) -> bool:
+        """Whether the sum's index labels answers (it indexes a group quantity, or an ``OthersTotal``)."""
+        x = S.limits[0][0]
+        return (any(a.base in self._plain_of and x in a.indices for a in S.function.atoms(sp.Indexed))
+                or any(t.args[0] == x for t in S.function.atoms(OthersTotal)))
+
+    def _expect_count_sum(self, term, S: sp.Sum, exp, bound: tuple) -> sp.Expr:
+        r"""Linearity through :math:`\sum_{k=a}^{b}` over a count (not an answer): finitely many terms, so :math:`\mathbb{E}` moves inside."""
+        if len(S.limits) != 1 or exp != 1:
+            raise ValueError(f"expr: a sum over a count must be a single sum to the first power, got {sp.sstr(S)}**{exp}")
+        (x, lo, hi), = S.limits
+        if lo.has(sp.oo, -sp.oo, sp.zoo) or hi.has(sp.oo, -sp.oo, sp.zoo):
+            raise ValueError(f"expr: a sum over a count must have finite limits (E moves inside a finite sum only), got {sp.sstr(S)}")
+        rest = term / S
+        if rest.has(x):
+            raise ValueError(f"expr: the index {x} of {sp.sstr(S)} is also free outside it")
+        return sp.Sum(self._expect(rest * S.function, bound), (x, lo, hi))
 
     def _expect_sum(self, term, S: sp.Sum, bound: tuple) -> sp.Expr:
         (x, lo, hi), = S.limits
@@ -220,7 +309,7 @@ class IIDGroup:
         return out + (self.G - len(bound)) * self._expect(rest * S.function.xreplace({x: fresh}), bound + (fresh,))
 
     def _is_random(self, expr) -> bool:
-        return any(a.base in self._plain_of for a in expr.atoms(sp.Indexed))
+        return any(a.base in self._plain_of for a in expr.atoms(sp.Indexed)) or bool(expr.atoms(OthersTotal))
 
     # -- notation -> definitions (the kernel's GroupExpectation rule) ---------------------
     @property
@@ -284,7 +373,10 @@ class IIDGroup:
     def _sum_inside(self, S: sp.Sum) -> sp.Expr:
         out = sp.Integer(0)
         for t in sp.Add.make_args(sp.expand(S.function)):
-            inner = [f for f in sp.Mul.make_args(t) if isinstance(f, Expect)]
+            inner = [f for f in sp.Mul.make_args(t) if isinstance(f, Expect) and self._is_random(f.args[0])]
+            if not inner:  # a term free of the group's expectations stays a sum
+                out += sp.Sum(t, *S.limits)
+                continue
             if len(inner) != 1:
                 raise ValueError(f"a sum of expectations must be linear in them, got {t}")
             coeff = t / inner[0]
@@ -330,6 +422,8 @@ class IIDGroup:
         free = self._free_indices(expr)
         if len(free) > G:
             raise ValueError(f"expr has {len(free)} distinct answers, more than G = {G}")
+        expr = expr.replace(lambda e: isinstance(e, OthersTotal),
+                            lambda e: self.total(e.quantity) - self._base(e.quantity)[e.args[0]])
         concrete = expr.xreplace({self.G: sp.Integer(G)} | {b: sp.Integer(k + 1) for k, b in enumerate(free)})
         concrete = concrete.doit()
         names = list(self.bases)

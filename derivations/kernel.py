@@ -6,11 +6,13 @@ premises allow (on every region of a partition the kernel built itself, for a
 lemma instance whose assumptions the kernel checked), with the notation
 replaced by its definitions as the page shows them and facts that are stated
 premises or verified by the CAS; a step checked only at instances,
-numerically, to a floating-point tolerance, from a table of values or by a
-named evaluation says so in a box beside it.
+numerically, to a floating-point tolerance or from a table of values says so
+in a box beside it.
 
 What the kernel **trusts**: SymPy reducing a difference to zero
-(:func:`~derivations.canonical.is_zero`); SymPy's sign decisions
+(:func:`~derivations.canonical.is_zero`), its evaluation of sums included (a
+sum of a Kronecker delta :math:`\sum_k \mathbb{1}[S = k] f(k)` to a
+``Piecewise`` on the range of :math:`S`); SymPy's sign decisions
 (``is_positive`` and friends on factored forms) under the symbols' stated
 assumptions (:mod:`derivations.regions`, :mod:`derivations.premises`);
 ``solveset`` for the solution set of a condition in one variable;
@@ -19,8 +21,12 @@ derivation's :class:`~derivations.definitions.Definitions` (substitution of
 a symbol, a function or an indexed entry; differentiation with a
 stop-gradient held constant; linearity of an expectation; the i.i.d. group
 algebra of :mod:`derivations.iid_groups`, a rule whose data are the
-quantities' names and :math:`G`); and the one kind of evaluation that still
-runs code, :func:`~derivations.proofs.evaluated_by`, named on the page.
+quantities' names and :math:`G`, with its independence of answer :math:`i`
+from a function of the other answers); and two rules of its own about random
+quantities: a claim holds when it holds at each value of a quantity that a
+stated premise :math:`x \in \{v_1, \dots\}` allows (:class:`Cases`), and
+expectations of integrands equal for every outcome are equal
+(:class:`Pointwise`).  No proof runs the caller's code.
 
 What it does **not** trust: the caller.  A proof is one of the kernel's proof
 objects (never a bare function); it states what it establishes (left side,
@@ -586,30 +592,66 @@ class LimitAlong(Proof):
         return Established(claim.lhs, "=", claim.rhs)
 
 
-@_kind
-class Evaluated(Proof):
-    """The displayed sides evaluated by a named evaluation of the notation (an enumeration, say), then the relation decided (badged).
+def _premised(expr: sp.Basic, claim: Claim) -> sp.Basic:
+    """``expr`` with each relation that holds under the claim's premises (:func:`_holds_under`) read as true; relations in a bound variable are left alone."""
+    bound = {v for e in sp.preorder_traversal(expr) if isinstance(e, (sp.Sum, sp.Product, sp.Integral, sp.Lambda)) for v in e.variables}
+    return expr.replace(lambda e: isinstance(e, sp.core.relational.Relational) and not (e.free_symbols & bound) and _holds_under(e, claim),
+                        lambda e: sp.true)
 
-    With ``tol``, an equality whose evaluated sides differ only in floating-point
-    coefficients holds when every coefficient of the difference is at most ``tol``.
+
+@_kind
+class Cases(Proof):
+    r"""The claim at each value of ``quantity``, which a stated premise :math:`x \in \{v_1, \dots\}` says are its only values.
+
+    Each case is decided like :data:`~derivations.proofs.holds`, with every
+    relation that holds under the premises read as true (so a ``Piecewise``
+    branch that a premise selects is taken).  The values must be exactly the
+    premise's set, and ``quantity`` must not occur inside an expectation
+    (there it is a random variable, not one value).
     """
 
-    label: str
-    evaluate: Callable
-    tol: float | None = None
+    quantity: sp.Basic
+    values: tuple
 
     @property
-    def name(self) -> str:  # type: ignore[override]  # a kind whose name is its label shadows Proof.name
-        return self.label
+    def name(self) -> str:  # type: ignore[override]  # a kind whose name is its data shadows Proof.name
+        return f"cases {sp.sstr(self.quantity)} in {{{', '.join(map(sp.sstr, self.values))}}}"
 
     def establish(self, claim: Claim) -> Established | None:
-        left, right = (sp.sympify(x) for x in self.evaluate(claim.lhs, claim.rhs))
-        badge = f"evaluated by {self.label}"
-        if relation_holds(left, claim.relation, right):
-            return Established(claim.lhs, claim.relation, claim.rhs, badge)
-        if self.tol is not None and claim.relation == "=" and within(left - right, self.tol):
-            return Established(claim.lhs, "=", claim.rhs, f"{badge}; equal to {self.tol:g} per coefficient")
-        return None
+        allowed = sp.FiniteSet(*self.values)
+        if not any(isinstance(c, sp.Contains) and c.args == (self.quantity, allowed) for c in claim.conditions):
+            raise Refused(f"no premise says that {sp.sstr(self.quantity)} takes only the values {sp.sstr(allowed)}: "
+                          "the cases must be exactly a stated premise's set")
+        everything = (claim.lhs, claim.rhs, *claim.conditions, *(x for kv in (claim.facts or {}).items() for x in kv))
+        if any(e.has(self.quantity) for x in everything for e in sp.sympify(x).atoms(Expect)):
+            raise Refused(f"{sp.sstr(self.quantity)} occurs inside an expectation, where it is not one value (prove the integrands equal first)")
+        if any(self.quantity.has(v) for x in (claim.lhs, claim.rhs) for e in sp.preorder_traversal(x)
+               if isinstance(e, (sp.Sum, sp.Product, sp.Integral, sp.Lambda)) for v in e.variables):
+            raise Refused(f"{sp.sstr(self.quantity)} involves a variable that a sum binds: it is not one quantity there")
+        for v in self.values:
+            here = claim.subs({self.quantity: v})
+            param = here.parametrisation()
+            left, right = (_premised(x, here).subs(param) if param else _premised(x, here) for x in (here.left, here.right))
+            if not relation_holds(left, claim.relation, right):
+                return None
+        return Established(claim.lhs, claim.relation, claim.rhs)
+
+
+@_kind
+class Pointwise(Proof):
+    r""":math:`\mathbb{E}[X] = \mathbb{E}[Y]` because :math:`X = Y` for every outcome the premises allow, proved by ``inner``."""
+
+    inner: Proof
+
+    @property
+    def name(self) -> str:  # type: ignore[override]  # a kind whose name is its inner proof's shadows Proof.name
+        return f"equal integrands ({self.inner.name})"
+
+    def establish(self, claim: Claim) -> Established | None:
+        if claim.relation != "=" or not (isinstance(claim.lhs, Expect) and isinstance(claim.rhs, Expect)):
+            raise Refused("pointwise: both displayed sides must be expectations E[X] and E[Y], related by =")
+        integrands = Claim(claim.lhs.args[0], "=", claim.rhs.args[0], claim.unfold, claim.facts, claim.premises, claim.given)
+        return Established(claim.lhs, "=", claim.rhs, check(integrands, self.inner).badge)
 
 
 def within(gap: sp.Basic, tol: float) -> bool:

@@ -27,9 +27,12 @@ not a proof.
     An expectation over the count patterns of a finite law, summed by the
     kernel from a table of values (data, shown in the badge); an equality of
     floating-point coefficients to a tolerance.
-:func:`at_values`, :func:`numerically`, :func:`evaluated_by`
-    Instances of a parameter, a numerical inequality between constants, a
-    named evaluation of the notation: each leaves a badge on the page.
+:func:`by_cases`, :func:`pointwise`
+    A claim at every value of a quantity that a stated premise restricts to a
+    finite set; equal expectations of integrands equal for every outcome.
+:func:`at_values`, :func:`numerically`
+    Instances of a parameter, a numerical inequality between constants: each
+    leaves a badge on the page.
 
 Examples
 --------
@@ -50,7 +53,7 @@ derivations.canonical.DerivationError: positive part: step 1 (on $x < 0$, $x = 0
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import sympy as sp
 
@@ -63,9 +66,9 @@ from .regions import Undecided, at_least, decide_sign, resolve
 __all__ = [
     "Argmin",
     "at_values",
+    "by_cases",
     "by_lemma",
     "decide_sign",
-    "evaluated_by",
     "from_table",
     "holds",
     "interval_points",
@@ -74,6 +77,7 @@ __all__ = [
     "minimum_over",
     "numerically",
     "on_regions",
+    "pointwise",
     "relation_holds",
     "resolve",
     "same_solutions",
@@ -309,19 +313,53 @@ def from_table(advantage: sp.Symbol, score: sp.Basic, values: Sequence, q: Seque
     return _k.Table(advantage, score, values, q, grads, G, tuple(rows), None if tol is None else _tol(tol))
 
 
-def evaluated_by(label: str, evaluate: Callable, tol: float | None = None) -> _k.Proof:
-    """Proof by a named evaluation of the notation (an enumeration of outcomes, say) of the displayed sides.
+def by_cases(quantity: sp.Basic, values: Iterable) -> _k.Proof:
+    r"""Proof by cases: the claim at each of ``values`` of ``quantity``, which a stated premise says are its only values.
 
-    ``evaluate(lhs, rhs)`` returns the two displayed sides evaluated (it may
-    read a size, such as a group's ``G``, off either side); the kernel decides
-    the displayed relation between the results, and the page shows
-    "evaluated by ``label``".  The evaluation is trusted like ``unfold``: it is
-    the meaning of the notation, named on the page.  With ``tol`` an equality
-    between floating-point evaluations holds to ``tol`` per coefficient (the
-    badge says so).
+    The derivation must state the premise ``Contains(quantity, FiniteSet(*values))``
+    (shown as :math:`x \in \{v_1, \dots\}`), with exactly these values.  Each
+    case is decided like :data:`holds`, every relation that a premise states
+    (or the CAS decides) read as true, so a ``Piecewise`` branch that a premise
+    selects is taken.  ``quantity`` must not occur inside an expectation: wrap
+    the proof in :func:`pointwise` to compare the integrands.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations import Derivation
+    >>> from derivations.proofs import by_cases
+    >>> r = sp.Symbol("r", real=True)
+    >>> d = Derivation("a binary reward", assumptions=[sp.Contains(r, sp.FiniteSet(0, 1))])
+    >>> d = d.step(r**2, r, "$r \\in \\{0, 1\\}$", proof=by_cases(r, (0, 1)))
+    >>> d.verify().proved_by()
+    {'cases r in {0, 1}': 1}
+    >>> Derivation("not binary").step(r**2, r, "cases", proof=by_cases(r, (0, 1))).verify()
+    Traceback (most recent call last):
+    ...
+    derivations.canonical.DerivationError: not binary: step 1 (cases) does not hold: r**2 = r (no premise says that r takes only the values {0, 1}: ...
     """
-    if not isinstance(label, str) or not label:
-        raise TypeError(f"label must be a non-empty str, got {label!r}")
-    if not callable(evaluate):
-        raise TypeError(f"evaluate must be callable, got {type(evaluate).__name__}")
-    return _k.Evaluated(label, evaluate, None if tol is None else _tol(tol))
+    if not isinstance(quantity, (sp.Symbol, sp.Indexed, sp.Function)) or isinstance(quantity, sp.Expr) and quantity.is_number:
+        raise TypeError(f"quantity must be a symbol, an indexed entry or an applied function, got {quantity!r}")
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"values must be a list or tuple of the values of {quantity}, got {type(values).__name__}")
+    values = tuple(sp.sympify(require_expr("values", v)) for v in values)
+    if not values or len(set(values)) != len(values):
+        raise ValueError(f"values must name each case once, and at least one, got {values!r}")
+    return _k.Cases(quantity, values)
+
+
+def pointwise(inner: _k.Proof) -> _k.Proof:
+    r"""Proof of :math:`\mathbb{E}[X] = \mathbb{E}[Y]`: ``inner`` proves :math:`X = Y` for every outcome the premises allow.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations import Derivation, Expect
+    >>> from derivations.proofs import by_cases, pointwise
+    >>> R, s = sp.Symbol("R_1", real=True), sp.Symbol("s_1", real=True)
+    >>> d = Derivation("binary", assumptions=[sp.Contains(R, sp.FiniteSet(0, 1))])
+    >>> d = d.step(Expect(R**2 * s), Expect(R * s), "$R_1^2 = R_1$", proof=pointwise(by_cases(R, (0, 1))))
+    >>> d.verify().proved_by()
+    {'equal integrands (cases R_1 in {0, 1})': 1}
+    """
+    return _k.Pointwise(_proof("inner", inner))

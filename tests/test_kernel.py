@@ -16,12 +16,14 @@ from derivations import Definitions, Derivation, DerivationError, Expect, Indexe
 from derivations.proofs import (
     Argmin,
     at_values,
+    by_cases,
     by_lemma,
     from_table,
     holds,
     is_argmin,
     numerically,
     on_regions,
+    pointwise,
     to_tolerance,
 )
 from derivations.regions import resolve
@@ -435,3 +437,103 @@ def test_the_rules_refuse_bad_data():
         GroupExpectation("Rs")
     R_, s_ = sp.symbols("R s", real=True)
     assert Definitions((), Linearity(Expect)).apply(Expect(2 * R_ + 3 * s_)) == 2 * Expect(R_) + 3 * Expect(s_)
+
+
+# ---------------------------------------------------------------- cases over a finite set, integrands, independence
+
+r = sp.Symbol("r", real=True)
+n = sp.Symbol("n", integer=True)
+N = sp.Symbol("N", integer=True, positive=True)
+k_ = sp.Symbol("k", integer=True)
+f_ = sp.Function("f")
+BINARY = sp.Contains(r, sp.FiniteSet(0, 1))
+
+
+def test_cases_must_be_exactly_the_values_a_premise_states():
+    """r^2 = r for r in {0, 1}; r = 0 holds at the case r = 0 only, so a value set short of the premise's is refused."""
+    accepted(Derivation("binary", assumptions=[BINARY]).step(r**2, r, "cases", proof=by_cases(r, (0, 1))))
+    refused(Derivation("one case", assumptions=[BINARY]).step(r, sp.Integer(0), "cases", proof=by_cases(r, (0,))),
+            "no premise says that r takes only the values {0}")
+    refused(Derivation("extra case", assumptions=[BINARY]).step(r**2, r, "cases", proof=by_cases(r, (0, 1, 2))), "no premise says")
+    refused(Derivation("no premise").step(r**2, r, "cases", proof=by_cases(r, (0, 1))), "no premise says")
+    refused(Derivation("false at 0", assumptions=[BINARY]).step(r**2, 2 * r - 1, "cases", proof=by_cases(r, (0, 1))),
+            "proof does not establish it")
+    with pytest.raises(ValueError, match="each case once"):
+        by_cases(r, (0, 0))
+    with pytest.raises(TypeError, match="quantity must be"):
+        by_cases(r + 1, (0, 1))
+
+
+def test_cases_do_not_reach_inside_an_expectation():
+    """Inside E[.] the quantity is a random variable: r E[r] = r would hold 'at each value' (E[1] = 1), yet r E[r] = r p."""
+    refused(Derivation("inside E", assumptions=[BINARY]).step(r * Expect(r), r, "cases", proof=by_cases(r, (0, 1))),
+            "occurs inside an expectation")
+    s_ = sp.Symbol("s", real=True)
+    g_ = sp.Symbol("g", real=True)
+    through_a_fact = Derivation("through a fact", assumptions=[BINARY, sp.Eq(Expect(r * s_), g_)])
+    refused(through_a_fact.step(r * Expect(s_), r * g_, "cases", proof=by_cases(r, (0, 1)), facts={Expect(r * s_): g_}),
+            "occurs inside an expectation")
+    accepted(Derivation("outside E", assumptions=[BINARY]).step(r**2 * Expect(s_), r * Expect(s_), "cases", proof=by_cases(r, (0, 1))))
+    R_ = sp.IndexedBase("R", real=True)
+    bound = Derivation("bound", assumptions=[sp.Contains(R_[k_], sp.FiniteSet(0, 1))])
+    refused(bound.step(sp.Sum(R_[k_] ** 2, (k_, 1, N)), sp.Sum(R_[k_], (k_, 1, N)), "cases", proof=by_cases(R_[k_], (0, 1))),
+            "a variable that a sum binds")
+
+
+def test_cases_read_a_stated_range_as_true_and_nothing_else():
+    """sum_k 1[n = k] f(k) over k = 0..N-1 is f(n) only when 0 <= n <= N - 1 is stated; without it the branch is undecided."""
+    lhs, rhs = r * sp.Sum(sp.KroneckerDelta(n, k_) * f_(k_), (k_, 0, N - 1)), r * f_(n)
+    accepted(Derivation("in range", assumptions=[BINARY, n >= 0, n <= N - 1]).step(lhs, rhs, "cases", proof=by_cases(r, (0, 1))))
+    refused(Derivation("range unstated", assumptions=[BINARY, n >= 0]).step(lhs, rhs, "cases", proof=by_cases(r, (0, 1))),
+            "does not establish it")
+    refused(Derivation("off by one", assumptions=[BINARY, n >= 0, n <= N - 1]).step(lhs, r * f_(n + 1), "cases", proof=by_cases(r, (0, 1))))
+
+
+def test_pointwise_compares_the_integrands_of_two_expectations():
+    s_ = sp.Symbol("s", real=True)
+    binary = Derivation("binary", assumptions=[BINARY])
+    d = accepted(binary.step(Expect(r**2 * s_), Expect(r * s_), "r^2 = r", proof=pointwise(by_cases(r, (0, 1)))))
+    assert d.proved_by() == {"equal integrands (cases r in {0, 1})": 1}
+    refused(Derivation("binary", assumptions=[BINARY]).step(Expect(r**2 * s_), Expect(2 * r * s_), "r^2 = r",
+                                                           proof=pointwise(by_cases(r, (0, 1)))), "proof does not establish it")
+    refused(Derivation("binary", assumptions=[BINARY]).step(Expect(r**2 * s_), 2 * Expect(r * s_) / 2 + s_ - s_ + Expect(s_),
+                                                           "r^2 = r", proof=pointwise(by_cases(r, (0, 1)))), "must be expectations")
+    with pytest.raises(TypeError, match="inner must be a proof"):
+        pointwise(lambda claim: True)
+
+
+def _group_step(lhs, rhs):
+    from derivations.iid_groups import IIDGroup
+
+    return Derivation("independence", unfold=IIDGroup().definitions).step(lhs, rhs, "independence")
+
+
+def test_a_function_of_the_others_factorises_from_the_answer_only():
+    """E[1[S_-i = k] g(R_i, s_i)] = E[1[S_-i = k]] E[g(R, s)]; with answer m, or with the total that includes answer i, it must not."""
+    from derivations.iid_groups import IIDGroup, OthersTotal
+
+    grp = IIDGroup()
+    R, s, i, j = grp.R, grp.s, grp.i, grp.j
+    Rp, sp_ = grp.plain["R"], grp.plain["s"]
+    m = sp.Symbol("m", integer=True, positive=True)
+    one = sp.KroneckerDelta(OthersTotal(i), k_)
+    accepted(_group_step(Expect(one * R[i] * s[i]), Expect(one) * Expect(Rp * sp_)))
+    accepted(_group_step(Expect(one * (1 - R[i]) * s[i]), Expect(one) * (Expect(sp_) - Expect(Rp * sp_))))
+    refused(_group_step(Expect(one * R[m] * s[m]), Expect(one) * Expect(Rp * sp_)), "mixes it with answer m")
+    including_i = sp.KroneckerDelta(grp.total(), k_)
+    refused(_group_step(Expect(including_i * R[i] * s[i]), Expect(including_i) * Expect(Rp * sp_)), "group algebra does not take")
+    refused(_group_step(Expect(one * sp.Sum(R[j], (j, 1, grp.G)) * s[i]), Expect(one) * Expect(Rp * sp_)), "mixes it with answer")
+    refused(_group_step(Expect(f_(R[i], OthersTotal(i)) * s[i]), Expect(f_(Rp, OthersTotal(i))) * Expect(sp_)), "group algebra does not take")
+
+
+def test_the_expectation_moves_through_a_finite_sum_over_a_count_only():
+    from derivations.iid_groups import IIDGroup, OthersTotal
+
+    grp = IIDGroup()
+    R, s, i = grp.R, grp.s, grp.i
+    Rp, sp_ = grp.plain["R"], grp.plain["s"]
+    one = sp.KroneckerDelta(OthersTotal(i), k_)
+    accepted(_group_step(Expect(sp.Sum(f_(k_) * one, (k_, 0, grp.G - 1)) * R[i] * s[i]),
+                         sp.Sum(f_(k_) * Expect(one), (k_, 0, grp.G - 1)) * Expect(Rp * sp_)))
+    refused(_group_step(Expect(sp.Sum(f_(k_) * one, (k_, 0, sp.oo)) * R[i] * s[i]),
+                        sp.Sum(f_(k_) * Expect(one), (k_, 0, sp.oo)) * Expect(Rp * sp_)), "finite limits")
