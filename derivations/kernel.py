@@ -606,8 +606,9 @@ class Cases(Proof):
     Each case is decided like :data:`~derivations.proofs.holds`, with every
     relation that holds under the premises read as true (so a ``Piecewise``
     branch that a premise selects is taken).  The values must be exactly the
-    premise's set, and ``quantity`` must not occur inside an expectation
-    (there it is a random variable, not one value).
+    premise's set; ``quantity`` must not occur inside an expectation anywhere
+    in the claim, its premises or its facts (there it is a random variable,
+    not one value), nor involve a variable that a sum binds.
     """
 
     quantity: sp.Basic

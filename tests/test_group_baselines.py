@@ -154,25 +154,77 @@ def test_the_group_derivations_reject_plausible_slips():
         d.replaced(1, (G - 1) / G * (d.steps[1].rhs / (G / (G - 1)))).verify()
 
 
-def test_grpo_conditioning_rejects_a_swapped_reward_and_checking_nothing():
-    """a(1, k) and a(0, k) swapped (the sign of the update), or E[R s] where E[(1 - R) s] belongs, fail the enumeration."""
+def test_grpo_conditioning_holds_for_symbolic_G_with_no_badge():
+    d = gb.grpo_conditioning().verify()
+    assert d.steps[0].proved_by == "equal integrands (cases R[i] in {0, 1})"
+    assert all(st.badge is None for st in d.steps)
+    G = IIDGroup().G
+    assert d.lhs.has(G) is False and d.rhs.has(G) and not G.is_number
+
+
+def test_grpo_conditioning_rejects_swapped_rewards_a_shifted_count_and_the_wrong_moment():
+    """Each slip fails the step that displays it, and the true step beside it verifies."""
     from derivations import DerivationError
 
-    d = gb.grpo_conditioning(G_checked=(2, 3))
-    rhs = d.steps[0].rhs
+    d = gb.grpo_conditioning()
     R, s = sp.Symbol("R", real=True), sp.Symbol("s", real=True)
-    a, k = gb._a, gb._k
-    swapped = rhs.xreplace({a(1, k): a(0, k), a(0, k): a(1, k)})
-    one_moment = rhs.xreplace({Expect((1 - R) * s): Expect(R * s)})
-    binomial_G = rhs.xreplace({gb.OthersSucceedProbability(k): gb.OthersSucceedProbability(k) * (1 - gb.P)})  # one factor (1 - p) too many
-    for wrong in (swapped, one_moment, binomial_G):
-        assert wrong != rhs
-        with pytest.raises(DerivationError, match="step 1 "):
-            d.replaced(0, wrong).verify()
-    with pytest.raises(ValueError, match="at least one group size"):
-        gb.grpo_conditioning(G_checked=())
-    with pytest.raises(ValueError, match="G_checked must be >= 2"):
-        gb.grpo_conditioning(G_checked=(1,))
+    a, k, Pr = gb._a, gb._k, gb.OthersSucceedProbability
+    swapped = d.steps[0].rhs.xreplace({a(1, k): a(0, k), a(0, k): a(1, k)})
+    shifted = d.steps[2].rhs.xreplace({Pr(k): Pr(k + 1)})
+    one_moment = d.steps[2].rhs.xreplace({Expect((1 - R) * s): Expect(R * s)})
+    binomial_G = d.steps[2].rhs.xreplace({Pr(k): Pr(k) * (1 - gb.P)})  # one factor (1 - p) too many
+    for index, wrong in ((0, swapped), (2, shifted), (2, one_moment), (2, binomial_G)):
+        assert wrong != d.steps[index].rhs
+        with pytest.raises(DerivationError, match=f"step {index + 1} "):
+            d.replaced(index, wrong).verify()
+    swapped_back = d.steps[0].rhs.xreplace({a(1, k): a(0, k), a(0, k): a(1, k)}).xreplace({a(1, k): a(0, k), a(0, k): a(1, k)})
+    assert d.replaced(0, swapped_back).verify().verified
+
+
+def test_grpo_conditioning_cannot_drop_the_range_of_the_count():
+    """Without the premise S_-i <= G - 1 the indicator sum is not a(R_i, S_-i): step 1 is refused."""
+    from derivations import DerivationError, Derivation
+
+    d = gb.grpo_conditioning()
+    S, G = gb.OthersSucceed(IIDGroup().i), IIDGroup().G
+    kept = [c for c in d.premises if c != (S <= G - 1)]
+    assert len(kept) == len(d.premises) - 1
+    for premises, holds in ((d.premises, True), (kept, False)):
+        e = Derivation(d.title, assumptions=list(premises), unfold=d.unfold)
+        e.steps = list(d.steps)
+        if holds:
+            assert e.verify().verified
+            continue
+        with pytest.raises(DerivationError, match=r"step 1 .*cases R\[i\] in \{0, 1\} proof does not establish it"):
+            e.verify()
+
+
+def _binary_outcomes():
+    t = sp.symbols("t0:3", real=True)
+    q = sp.symbols("q0:2", positive=True)
+    return [{"R": 1, "s": t[0]}, {"R": 1, "s": t[1]}, {"R": 0, "s": t[2]}], [q[0], q[1], 1 - q[0] - q[1]]
+
+
+@pytest.mark.parametrize("G", [2, 3])
+def test_the_independence_rule_equals_enumeration(G):
+    """E[h(S_-i) g(R_i, s_i)] = E[h(S_-i)] E[g(R, s)] against all 3^G outcomes, E[h] enumerated too; with answer m it does not factorise."""
+    from derivations.iid_groups import OthersTotal
+
+    grp = IIDGroup()
+    R, s, i = grp.R, grp.s, grp.i
+    outcomes, probs = _binary_outcomes()
+    S = OthersTotal(i)
+    for k in range(G):
+        one = sp.KroneckerDelta(S, k)
+        for expr in (one * R[i] * s[i], one * (1 - R[i]) * s[i], S**2 * R[i] * s[i], one * S * R[i] ** 2 * s[i]):
+            symbolic = grp.expect(expr).replace(lambda e: isinstance(e, Expect) and e.has(S), lambda e: grp.brute_force(e.args[0], G, outcomes, probs))
+            assert sp.expand(grp.brute_force(expr, G, outcomes, probs) - grp.evaluate(symbolic, outcomes, probs, G)) == 0, (expr, G)
+    m = sp.Symbol("m", integer=True, positive=True)
+    mixed = sp.KroneckerDelta(S, 1) * R[m] * s[m]
+    with pytest.raises(ValueError, match="mixes it with answer m"):
+        grp.expect(mixed)
+    naive = grp.brute_force(sp.KroneckerDelta(S, 1), G, outcomes, probs) * grp.evaluate(Expect(grp.plain["R"] * grp.plain["s"]), outcomes, probs)
+    assert sp.expand(grp.brute_force(mixed, G, outcomes, probs) - naive) != 0
 
 
 @pytest.mark.parametrize("G", [3, 4])
