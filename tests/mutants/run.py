@@ -264,6 +264,25 @@ MUTANTS = [
            _KERNEL, "each count pattern counted once, not once per ordering"),
     Mutant("tolerance_loosened", "derivations/kernel.py", "abs(sp.N(cf)) <= tol for cf", "abs(sp.N(cf)) <= 1e3 * tol for cf",
            _KERNEL, "a 1e-9 gap passes a 1e-12 tolerance"),
+    # -- cases over a finite set, equal integrands, and the group algebra's independence (issue 16: no step runs the caller's code)
+    Mutant("cases_any_value_set", "derivations/kernel.py", "c.args == (self.quantity, allowed)", "c.args[0] == self.quantity",
+           _KERNEL, "by_cases checks r = 0 at r = 0 only, though the premise says r in {0, 1}"),
+    Mutant("cases_inside_expectation", "derivations/kernel.py",
+           "if any(e.has(self.quantity) for x in everything for e in sp.sympify(x).atoms(Expect)):", "if False:",
+           _KERNEL, "r E[r] = r verifies: the case r = 1 sets r inside E[r] too"),
+    Mutant("cases_bound_quantity", "derivations/kernel.py", "if any(self.quantity.has(v) for x in (claim.lhs, claim.rhs)",
+           "if False and any(self.quantity.has(v) for x in (claim.lhs, claim.rhs)", _KERNEL,
+           "a premise about R_k (k free) decides a sum over k"),
+    Mutant("cases_every_relation_true", "derivations/kernel.py", "and not (e.free_symbols & bound) and _holds_under(e, claim),",
+           "and not (e.free_symbols & bound),", _KERNEL, "a Piecewise branch taken without the premise that selects it"),
+    Mutant("pointwise_inner_unchecked", "derivations/kernel.py", 'return Established(claim.lhs, "=", claim.rhs, check(integrands, self.inner).badge)',
+           'return Established(claim.lhs, "=", claim.rhs)', _KERNEL, "E[r^2 s] = E[2 r s] by 'equal integrands'"),
+    Mutant("independence_ignores_answer", "derivations/iid_groups.py", "mixed = [c for c, _ in more] + [c for c in per_answer if c != b]",
+           "mixed = []", _KERNEL, "E[1[S_-i = k] R_m s_m] factorises, though R_m is part of S_-i"),
+    Mutant("others_total_constant", "derivations/iid_groups.py", " or bool(expr.atoms(OthersTotal))", "",
+           _KERNEL, "S_-i is taken as a constant inside an expectation"),
+    Mutant("count_sum_infinite", "derivations/iid_groups.py", "if lo.has(sp.oo, -sp.oo, sp.zoo) or hi.has(sp.oo, -sp.oo, sp.zoo):",
+           "if False:", _KERNEL, "E moves inside an infinite sum"),
 ]
 
 
