@@ -6,7 +6,7 @@ policy.  Answer :math:`j` carries per-answer random quantities — its reward
 coordinate), or any others — written as ``IndexedBase`` entries ``R[j]``,
 ``s[j]``.  An estimator is a polynomial in them, possibly with sums
 :math:`\sum_{j=1}^{G}` over the group.  :meth:`IIDGroup.expect` takes its
-expectation with four rules, and nothing else:
+expectation with six rules, and nothing else:
 
 1. **linearity**: constants (anything free of the random quantities) come out;
 2. **a summation index is either bound or fresh**: in
@@ -22,7 +22,7 @@ expectation with four rules, and nothing else:
    written :math:`\mathbb{E}[R\, s]`, :math:`\mathbb{E}[R]`, ... with plain
    (unindexed) symbols.
 
-Two more kinds of term are taken, each by one more rule:
+The last two reach beyond polynomials:
 
 5. **a sum over a count** :math:`\sum_{k=a}^{b}` whose index is not an answer
    (finitely many terms, :math:`b` may be symbolic): linearity,
@@ -399,7 +399,8 @@ class IIDGroup:
         ----------
         expr : sympy expression
             As for :meth:`expect`; its free answer indices are set to
-            ``1, 2, ...`` in sorted order.
+            ``1, 2, ...`` in sorted order, and each :class:`OthersTotal`
+            :math:`S_{-b}` is written out as :math:`\sum_j X_j - X_b`.
         G : int
             The group size, small (:math:`K^G` terms).
         outcomes : sequence of mappings

@@ -183,7 +183,7 @@ def test_grpo_conditioning_rejects_swapped_rewards_a_shifted_count_and_the_wrong
 
 def test_grpo_conditioning_cannot_drop_the_range_of_the_count():
     """Without the premise S_-i <= G - 1 the indicator sum is not a(R_i, S_-i): step 1 is refused."""
-    from derivations import DerivationError, Derivation
+    from derivations import Derivation, DerivationError
 
     d = gb.grpo_conditioning()
     S, G = gb.OthersSucceed(IIDGroup().i), IIDGroup().G

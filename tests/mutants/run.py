@@ -20,7 +20,9 @@ test or check that killed each one.
 Last measured as a whole (2026-12-01, commit a9f5ba9, 84 mutants, about 45 minutes on 2 shared
 cores, paused once): 84/84 killed (``kl_rejection_mean_as_sum`` timed out while the run was paused
 and was re-run alone: killed in 11 s).  Added after that commit and run alone: ``underflow_read_as_silenced``
-and ``checker_names_only_the_first_form``, both killed.
+and ``checker_names_only_the_first_form``, both killed; the eight mutants of the cases, equal-integrands
+and independence rules (``cases_any_value_set`` ... ``count_sum_infinite``), 2026-12-02, all killed
+(each by a false step that verifies under the mutant).
 """
 
 from __future__ import annotations
@@ -272,7 +274,7 @@ MUTANTS = [
            _KERNEL, "r E[r] = r verifies: the case r = 1 sets r inside E[r] too"),
     Mutant("cases_bound_quantity", "derivations/kernel.py", "if any(self.quantity.has(v) for x in (claim.lhs, claim.rhs)",
            "if False and any(self.quantity.has(v) for x in (claim.lhs, claim.rhs)", _KERNEL,
-           "a premise about R_k (k free) decides a sum over k"),
+           "a premise about f(k) (k free) decides a sum over k"),
     Mutant("cases_every_relation_true", "derivations/kernel.py", "and not (e.free_symbols & bound) and _holds_under(e, claim),",
            "and not (e.free_symbols & bound),", _KERNEL, "a Piecewise branch taken without the premise that selects it"),
     Mutant("pointwise_inner_unchecked", "derivations/kernel.py", 'return Established(claim.lhs, "=", claim.rhs, check(integrands, self.inner).badge)',
