@@ -24,9 +24,9 @@ algebra of :mod:`derivations.iid_groups`, a rule whose data are the
 quantities' names and :math:`G`, with its independence of answer :math:`i`
 from a function of the other answers); and two rules of its own about random
 quantities: a claim holds when it holds at each value of a quantity that a
-stated premise :math:`x \in \{v_1, \dots\}` allows (:class:`Cases`), and
+stated premise :math:`x \in \{v_1, \dots\}` allows (:func:`~derivations.proofs.by_cases`), and
 expectations of integrands equal for every outcome are equal
-(:class:`Pointwise`).  No proof runs the caller's code.
+(:func:`~derivations.proofs.pointwise`).  No proof calls a function that the caller hands it.
 
 What it does **not** trust: the caller.  A proof is one of the kernel's proof
 objects (never a bare function); it states what it establishes (left side,
