@@ -263,16 +263,16 @@ class OthersSucceed(OthersTotal):
         return "S_{-" + printer._print(self.args[0]) + "}"
 
 
-class Indicator(sp.KroneckerDelta):
+class KroneckerIndicator(sp.KroneckerDelta):
     r""":math:`\mathbb{1}[x = y]`: 1 when the two arguments are equal, else 0 (SymPy's ``KroneckerDelta``, displayed as an indicator).
 
     Examples
     --------
     >>> import sympy as sp
-    >>> from derivations.group_baselines import Indicator, OthersSucceed
-    >>> sp.latex(Indicator(OthersSucceed(sp.Symbol("i")), sp.Symbol("k")))
+    >>> from derivations.group_baselines import KroneckerIndicator, OthersSucceed
+    >>> sp.latex(KroneckerIndicator(OthersSucceed(sp.Symbol("i")), sp.Symbol("k")))
     '\\mathbb{1}[S_{-i} = k]'
-    >>> Indicator(2, 2), Indicator(2, 3)
+    >>> KroneckerIndicator(2, 2), KroneckerIndicator(2, 3)
     (1, 0)
     """
 
@@ -338,7 +338,7 @@ def grpo_conditioning() -> Derivation:
     Rp, sp_ = grp.plain["R"], grp.plain["s"]
     S = OthersSucceed(i)
     pr = OthersSucceedProbability(_k)
-    one = Indicator(S, _k)
+    one = KroneckerIndicator(S, _k)
     d = Derivation(
         "Expected update of a binary-reward group advantage",
         assumptions=[
