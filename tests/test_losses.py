@@ -864,9 +864,11 @@ def test_each_derivation_verifies_and_every_perturbed_step_fails(d):
 
 
 def test_derived_weights_are_the_known_closed_forms():
-    r, tau = dl.r, dl.tau
-    sigma = 1 / (1 + sp.exp(-tau * (r - 1)))
-    assert sp.simplify(dl.weight("sapo") - 4 * sigma * (1 - sigma) * r) == 0
+    r = dl.r
+    closed = lambda tau: 4 * r / (1 + sp.exp(-tau * (r - 1))) * (1 - 1 / (1 + sp.exp(-tau * (r - 1))))  # noqa: E731  4 sigma (1 - sigma) r
+    for a, tau, other in ((sp.Rational(3, 2), dl.tau_pos, dl.tau_neg), (-sp.Rational(1, 2), dl.tau_neg, dl.tau_pos)):  # SAPO: tau per sign of A
+        assert sp.simplify(dl.weight("sapo").subs(dl.A, a) - closed(tau)) == 0
+        assert sp.simplify(dl.weight("sapo").subs(dl.A, a) - closed(other)) != 0  # the temperatures swapped
     assert dl.weight("reinforce") == 1 and dl.weight("gpg") == 1
     assert dl.weight("cispo_cap") == sp.Min(r, 1 + dl.eps_h)
     assert dl.weight("cispo") == sp.Min(sp.Max(r, 1 - dl.eps_l), 1 + dl.eps_h)
@@ -1176,10 +1178,10 @@ def _sympy_value_and_gradient(name, symbolic, r, A, ell0=-1.5):
     loss = registry.METHODS[name].loss(**symbolic)
     grad = d_dell(loss)
     plain = lambda e: e.replace(registry.sg, lambda x: x)  # noqa: E731  (the value of sg(x) is x)
-    tau = sp.Piecewise((_CONSTANTS["sapo_tau"][0], registry.A > 0), (_CONSTANTS["sapo_tau"][1], True))
     k = sp.Piecewise((_CONSTANTS["vespo_k"][0], registry.A >= 0), (_CONSTANTS["vespo_k"][1], True))  # TRL: A >= 0 is the positive side
     lam = sp.Piecewise((_CONSTANTS["vespo_lambda"][0], registry.A >= 0), (_CONSTANTS["vespo_lambda"][1], True))
-    values = {registry.eps_l: 0.2, registry.eps_h: 0.28, registry.c: 3.0, registry.delta_l: 0.4, registry.delta_h: 0.4, registry.tau: tau,
+    values = {registry.eps_l: 0.2, registry.eps_h: 0.28, registry.c: 3.0, registry.delta_l: 0.4, registry.delta_h: 0.4,
+              **registry.symbol_values("sapo", sapo_tau=_CONSTANTS["sapo_tau"]),
               registry.k: k, registry.lam: lam, registry.beta: _CONSTANTS["kl_cov_coef"]}
     heaviside = {"Heaviside": lambda x, h0=0.5: np.heaviside(np.asarray(x, dtype=float), 0.5)}  # off the kinks: never 0.5
     out = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import sympy as sp
 import torch
 
 from derivations import gradient_weights as gw
@@ -132,18 +133,49 @@ def _match(w: dict, values: dict) -> tuple[str, ...]:
     env = {gw.r: r, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
     found: list[str] = []
     for method in known_methods():
-        if not method.parameters <= set(values):  # SAPO's tau, KL-Cov's beta: only with a declared value
+        fitted = _read_off(method, w, values) if not method.parameters <= set(values) else {}
+        if fitted is None:  # KL-Cov's beta (not in its weight): only with a declared value
             continue
-        if sum(any(_probe_disagrees(method, w, values, i, s) for s in (1, -1)) for i in _PROBES) > 3:
+        given = {**values, **fitted}
+        if sum(any(_probe_disagrees(method, w, given, i, s) for s in (1, -1)) for i in _PROBES) > 3:
             continue
-        away = ~near_kink(r, breakpoints(method.weight), values)
+        away = ~near_kink(r, breakpoints(method.weight), given)
         ok = True
         for s in (1, -1):
-            known = torch.broadcast_to(torch.as_tensor(torch_value(method.weight, {**env, gw.A: torch.full_like(r, float(s))}), dtype=F64), r.shape)
+            at = {**env, **{k: torch.tensor(v, dtype=F64) for k, v in fitted.items()}, gw.A: torch.full_like(r, float(s))}
+            known = torch.broadcast_to(torch.as_tensor(torch_value(method.weight, at), dtype=F64), r.shape)
             ok &= bool((known - w[s])[away].abs().max() <= 1e-12)
         if ok:
             found.append(method.method)
     return tuple(found)
+
+
+def _read_off(method, w: dict, values: dict) -> dict | None:
+    r"""The constants of ``method`` that ``values`` leaves undeclared, read off the tabulated weight; ``None`` if one cannot be.
+
+    For each sign of :math:`A`, the registry's weight at :math:`r = 2` with
+    the declared constants must hold at most one undeclared constant; it is
+    solved for so that the weight equals the table there (SAPO's
+    :math:`\tau_+` from :math:`A > 0`, :math:`\tau_-` from :math:`A < 0`).  The match
+    then checks the weight with these values on the whole grid, so a value read
+    off a method that is not the function's names nothing.  A constant the
+    weight does not hold (KL-Cov's :math:`\beta`) cannot be read: ``None``.
+    """
+    missing = method.parameters - set(values)
+    i = int((_GRID - 2).abs().argmin())
+    out = {}
+    for sign in (1, -1):
+        expr = method.weight_at(float(_GRID[i]), sign, values)
+        free = expr.free_symbols & missing
+        if len(free) > 1 or expr.free_symbols - free:
+            return None
+        if free:
+            (p,) = free
+            try:
+                out[p] = float(sp.nsolve(expr - float(w[sign][i]), p, 1.0, prec=30))
+            except (ValueError, ZeroDivisionError, TypeError):  # no root near 1: not this method
+                return None
+    return out if set(out) == missing and all(v > 0 for v in out.values()) else None
 
 
 _PROBES = tuple(int(i) for i in torch.linspace(10, len(_GRID) - 10, 7))
