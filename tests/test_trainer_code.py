@@ -328,8 +328,8 @@ def test_every_peer_name_in_the_registries_has_a_row(field_tables):
     from numeric.variants import ESTIMATORS
 
     losses = {(row[0], row[1], row[2]) for row in field_tables["loss"].rows}
-    split = {("TRL", "ppo"): ['loss_type "grpo"', 'loss_type "bnpo"', 'loss_type "dr_grpo"', 'loss_type "dapo"']}  # one row per loss_type
-    assert losses == {(t, their, name) for name, m in METHODS.items() for t in m.peers for their in split.get((t, name), [m.peers[t][0]])}
+    assert losses == {(t, peer.name, name) for name, m in METHODS.items() for t, peers in m.peers.items() for peer in peers}  # one row per loss_type
+    assert {row[1] for row in field_tables["loss"].rows if row[2] == "ppo" and row[0] == "TRL"} == {f'loss_type "{t}"' for t in ("grpo", "bnpo", "dr_grpo", "dapo")}
     advantages = {(row[0], row[1], row[2]) for row in field_tables["advantage"].rows}
     assert advantages == {(t, their, name) for name, e in ESTIMATORS.items() for t, their in e.peers.items()}
     assert len(field_tables["loss"].rows) == len(losses) and len(field_tables["advantage"].rows) == len(advantages)
@@ -338,8 +338,7 @@ def test_every_peer_name_in_the_registries_has_a_row(field_tables):
 def test_a_loss_row_is_what_the_checker_finds_on_the_packages_loss(field_tables):
     """Each row's verdict, aggregation and identified weight, against check_policy_loss run here on numeric.policy_loss."""
     from derivations.methods import METHODS
-    from numeric import policy_loss
-    from numeric.losses import TRAINER_MODES
+    from numeric.variants.field import trainer_loss
 
     seen = {}
     for row in field_tables["loss"].rows:
@@ -347,22 +346,15 @@ def test_a_loss_row_is_what_the_checker_finds_on_the_packages_loss(field_tables)
         if METHODS[name].undecided:  # Clip-Cov, KL-Cov: the registry's reason, never a guessed verdict
             assert row[3] == "undecided" and row[8] == METHODS[name].undecided and row[5:8] == ("-", "-", "-")
             continue
-        their = row[1].split('"')[1]
-        agg = TRAINER_MODES[(row[0], their)][0] if (row[0], their) in TRAINER_MODES and not METHODS[name].sequence_level else METHODS[name].aggregation
-        if (name, agg) not in seen:
-
-            def fn(old_log_prob, log_prob, advantages, response_mask, _n=name, _a=agg):
-                return policy_loss(_n, log_prob, old_log_prob, advantages, response_mask, agg=_a)
-
-            seen[name, agg] = check_policy_loss(fn)
-        rep = seen[name, agg]
+        seen[row[0], row[1]] = rep = check_policy_loss(trainer_loss(row[0], row[1]))  # the row's package call, with the trainer's aggregation
         assert row[3] == rep.verdict and row[8] == ""
-        assert row[7].startswith(rep.aggregation + " (") and ("length-biased" in row[7]) == rep.length_biased
+        assert row[7].startswith(rep.aggregation) and ("length-biased" in row[7]) == rep.length_biased
         assert row[4] in (rep.method, "none known") and (row[4] == rep.method) == (rep.method is not None)
-    assert {seen[k].verdict for k in (("gspo", "seq-mean-token-mean"), ("gmpo", None))} == {"reweighted"} and seen["ppo", "token-mean"].verdict == "scaled"
+    assert {seen[k].verdict for k in (("TRL", 'importance_sampling_level "sequence"'), ("verl", 'policy_loss "geo_mean"'))} == {"reweighted"}
+    assert seen["verl", 'policy_loss "vanilla"'].verdict == "scaled"
     rows = {(row[0], row[1]): row for row in field_tables["loss"].rows}
     assert rows["TRL", 'loss_type "grpo"'][7] == "seq-mean-token-mean (length-biased)" and rows["TRL", 'loss_type "grpo"'][3] == "reweighted"
-    assert rows["TRL", 'loss_type "dr_grpo"'][7].startswith("seq-mean-token-sum-norm (no length bias")
+    assert rows["TRL", 'loss_type "dr_grpo"'][7] == "seq-mean-token-sum x 0.00195312 (no length bias)"  # 1/(B L): L = max_completion_length = 512
     assert rows["verl", 'policy_loss "cispo"'][4] == "CISPO" and rows["verl", 'policy_loss "sapo"'][5] == "none"  # smooth: never exactly 0
     assert rows["verl", 'policy_loss "clip_cov"'][4] == "Clip-Cov (unselected token): PPO; Clip-Cov (selected token): Clip-Cov (selected token)"
 
@@ -397,7 +389,7 @@ def test_a_method_added_to_a_registry_gets_a_row_and_an_unreadable_one_is_undeci
     gen = torch.Generator().manual_seed(0)
     noisy = lambda r: torch.as_tensor(r, dtype=torch.float64) + torch.rand(torch.as_tensor(r).shape, generator=gen, dtype=torch.float64)  # noqa: E731
     monkeypatch.setitem(ESTIMATORS, "noisy", Estimator("noisy", "random selection", noisy, {"verl": 'adv_estimator "noisy"'}))
-    fake = methods.Method("made_up", "made up", methods.METHODS["ppo"].loss, False, "token-mean", {}, {"TRL": ('loss_type "made_up"', "")})
+    fake = methods.Method("made_up", "made up", methods.METHODS["ppo"].loss, False, "token-mean", {}, {"TRL": (methods.Peer('loss_type "made_up"', ""),)})
     monkeypatch.setitem(methods.METHODS, "made_up", fake)
     monkeypatch.setattr(field, "METHODS", methods.METHODS)
     adv = {row[2]: row for row in certificate_table("advantage").rows}

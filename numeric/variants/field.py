@@ -147,7 +147,10 @@ TRAINER_DEFAULTS: dict[str, dict] = {
 
 def _parsed(call: str) -> tuple[str, dict]:
     """``(method, {keyword: expression})`` of a peer's ``policy_loss("method", ..., key=expression, ...)``."""
-    tree = ast.parse(call, mode="eval").body
+    try:
+        tree = ast.parse(call, mode="eval").body
+    except SyntaxError:
+        tree = None
     if not (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == "policy_loss" and len(tree.args) == 2
             and isinstance(tree.args[0], ast.Constant) and isinstance(tree.args[1], ast.Constant) and tree.args[1].value is Ellipsis):
         raise ValueError(f'a peer call must read policy_loss("method", ..., key=value, ...), got {call!r}')
