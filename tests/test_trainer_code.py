@@ -593,3 +593,19 @@ def test_the_sapo_rows_name_sapo_and_the_checker_reads_other_temperatures():
 
     assert check_policy_loss(other).method == "SAPO"
     assert check_policy_loss(not_sapo).method is None
+
+
+def test_trainer_loss_evaluates_only_arithmetic_of_names(monkeypatch):
+    """A peer call's keywords are numbers, the trainer's names, tuples and + - * / of them; a call on the batch (Clip-Cov's
+    selection), an unknown name, or a call of something else than policy_loss is refused by name, before any batch."""
+    from derivations import methods
+    from numeric.variants import field
+
+    with pytest.raises(ValueError, match="a selection computed from the batch is not evaluated"):
+        field.trainer_loss("verl", 'policy_loss "clip_cov"')
+    for call, message in (('policy_loss("ppo_fake", ..., eps_low=epsilonn)', "name 'epsilonn' is no configuration field"),
+                          ('__import__("os")', "a peer call must read policy_loss"), ("policy_loss(", "a peer call must read policy_loss")):
+        fake = methods.Method("ppo_fake", "fake", methods.METHODS["ppo"].loss, False, "token-mean", {}, {"TRL": (methods.Peer("fake", call),)})
+        monkeypatch.setitem(methods.METHODS, "ppo_fake", fake)
+        with pytest.raises(ValueError, match=message):
+            field.trainer_loss("TRL", "fake")

@@ -30,6 +30,7 @@ The peers' names are read at :data:`derivations.methods.PEER_COMMITS`.
 from __future__ import annotations
 
 import ast
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -145,6 +146,25 @@ TRAINER_DEFAULTS: dict[str, dict] = {
 ``epsilon``, OpenRLHF ``PolicyLoss``); a peer row's ``config`` overrides them."""
 
 
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+def _value(node: ast.expr, names: dict):
+    """A keyword's value: a constant, a configuration or batch name, a tuple, or ``+ - * /`` of them (nothing else is evaluated)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in names:
+            raise ValueError(f"a peer call's name {node.id!r} is no configuration field of the trainer nor B, num_items_in_batch")
+        return names[node.id]
+    if isinstance(node, ast.Tuple):
+        return tuple(_value(e, names) for e in node.elts)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        return _ARITHMETIC[type(node.op)](_value(node.left, names), _value(node.right, names))
+    raise ValueError(f"a peer call's keyword must be a number, a name, a tuple or arithmetic of them, got {ast.unparse(node)!r} "
+                     "(a selection computed from the batch is not evaluated here)")
+
+
 def _parsed(call: str) -> tuple[str, dict]:
     """``(method, {keyword: expression})`` of a peer's ``policy_loss("method", ..., key=expression, ...)``."""
     try:
@@ -154,7 +174,7 @@ def _parsed(call: str) -> tuple[str, dict]:
     if not (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == "policy_loss" and len(tree.args) == 2
             and isinstance(tree.args[0], ast.Constant) and isinstance(tree.args[1], ast.Constant) and tree.args[1].value is Ellipsis):
         raise ValueError(f'a peer call must read policy_loss("method", ..., key=value, ...), got {call!r}')
-    return tree.args[0].value, {kw.arg: ast.Expression(kw.value) for kw in tree.keywords}
+    return tree.args[0].value, {kw.arg: kw.value for kw in tree.keywords}
 
 
 def _peer(trainer: str, their: str) -> tuple[str, Peer]:
@@ -173,7 +193,9 @@ def trainer_loss(trainer: str, their: str) -> Callable:
     the row's ``config`` over it) and the batch's ``B`` and
     ``num_items_in_batch`` (its tokens: one process, no gradient accumulation),
     and returns :func:`numeric.policy_loss`: the call shown in the peer table,
-    executed as shown.
+    executed as shown.  A keyword is a constant, a name, a tuple or ``+ - * /``
+    of them; nothing else is evaluated (Clip-Cov's and KL-Cov's selections,
+    computed from the batch, are refused with a ``ValueError``).
 
     Examples
     --------
@@ -191,12 +213,13 @@ def trainer_loss(trainer: str, their: str) -> Callable:
     if method != name:
         raise ValueError(f"the peer call of {their!r} names {method!r}, not its registry method {name!r}")
     config = {**TRAINER_DEFAULTS[trainer], **peer.config}
+    for node in keywords.values():  # refused now, not on the first call: each keyword evaluates (B and N as placeholders)
+        _value(node, {**config, "B": 1, "num_items_in_batch": 1.0})
 
     def loss(old_log_prob, log_prob, advantages, response_mask):
         mask = torch.as_tensor(response_mask)
         names = {**config, "B": mask.shape[0], "num_items_in_batch": float(mask.sum())}
-        kwargs = {k: eval(compile(e, "<peer call>", "eval"), {"__builtins__": {}}, names) for k, e in keywords.items()}  # noqa: S307  the registry's own text
-        return policy_loss(method, log_prob, old_log_prob, advantages, response_mask, **kwargs)
+        return policy_loss(method, log_prob, old_log_prob, advantages, response_mask, **{k: _value(e, names) for k, e in keywords.items()})
     return loss
 
 
