@@ -218,13 +218,11 @@ _SELECTION = (
     "selection law, which a per-token loss does not carry: undecided"
 )
 
-_VERL_LOOP = ("verl's engine loop fills config.global_batch_info: token-mean then divides by the tokens of the mini-batch "
-              "(norm=batch_num_tokens / dp_size), the seq-mean modes by its global_batch_size rows (empty rows counted)")
+_VERL_LOOP = "verl's engine loop sets global_batch_info: token-mean / the mini-batch's tokens, seq-mean / its rows (empty ones counted)"
 _VERL_SEQ = "seq-mean-token-mean whatever loss_agg_mode says; " + _VERL_LOOP
-_TRL_ACCUMULATION = "TRL divides by gradient_accumulation_steps in training (a constant)"
-_TRL_ITEMS = ("num_items_in_batch: the tokens of the whole generation batch (every process and accumulation step) over "
-              "num_processes; with one of each, this batch's tokens")
-_ORLHF_LOOP = "OpenRLHF's loop passes batch_num_tokens (global_batch_size): norm=batch_num_tokens / dp_size"
+_TRL_ACCUMULATION = "/ gradient_accumulation_steps in training (a constant)"
+_TRL_ITEMS = "num_items_in_batch: the generation batch's tokens (all processes and steps) / num_processes; here this batch's"
+_ORLHF_LOOP = "its loop divides by the global batch_num_tokens / dp_size"
 
 
 def _trl_ppo(loss_type: str, aggregation: str, note: str = _TRL_ACCUMULATION) -> Peer:
@@ -266,7 +264,7 @@ METHODS: dict[str, Method] = {
                {"verl": (Peer('policy_loss "gspo"',
                               'policy_loss("gspo_token", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high, '
                               'agg="seq-mean-token-mean", count_eps=1e-8, empty_rows="exclude")',
-                              "verl also caps the row's mean log-ratio at 10 (not reproduced: only such a row differs); " + _VERL_SEQ),)},
+                              "verl caps the row's mean log-ratio at 10 (not here); " + _VERL_SEQ),)},
                "Zheng et al., arXiv:2507.18071 (2025)"),
         Method("cispo", "CISPO", _cispo, False, "token-mean", dict(_CLIP),
                {"verl": (Peer('policy_loss "cispo"',
@@ -274,12 +272,12 @@ METHODS: dict[str, Method] = {
                               _VERL_LOOP),),
                 "TRL": (Peer('loss_type "cispo"',
                              'policy_loss("cispo", ..., eps_low=None, eps_high=epsilon_high - 1, agg="token-mean", norm=num_items_in_batch)',
-                             "epsilon_high = 5.0, TRL's recommendation for cispo; " + _TRL_ITEMS, {"epsilon_high": 5.0}),)},
+                             "epsilon_high = 5.0 (TRL's advice for cispo); " + _TRL_ITEMS, {"epsilon_high": 5.0}),)},
                "MiniMax, arXiv:2506.13585 (2025), Eq. 4-5"),
         Method("cispo_seq", "CISPO (sequence ratio)", _cispo, True, "token-mean", dict(_CLIP),
                {"TRL": (Peer('loss_type "cispo", importance_sampling_level "sequence"',
                              'policy_loss("cispo_seq", ..., eps_low=None, eps_high=epsilon_high - 1, agg="token-mean", norm=num_items_in_batch)',
-                             "epsilon_high = 5.0, TRL's recommendation for cispo; " + _TRL_ITEMS, {"epsilon_high": 5.0}),)},
+                             "epsilon_high = 5.0 (TRL's advice for cispo); " + _TRL_ITEMS, {"epsilon_high": 5.0}),)},
                "MiniMax, arXiv:2506.13585 (2025); Zheng et al. (the sequence ratio), arXiv:2507.18071 (2025)"),
         Method("sapo", "SAPO", _sapo, False, "token-mean", {"sapo_tau": (1.0, 1.05)},
                {"verl": (Peer('policy_loss "sapo"',
@@ -298,12 +296,11 @@ METHODS: dict[str, Method] = {
                {"TRL": (Peer('loss_type "vespo"',
                              'policy_loss("vespo", ..., vespo_k=(vespo_k_pos, vespo_k_neg), vespo_lambda=(vespo_lambda_pos, vespo_lambda_neg), '
                              'log_ratio_clamp=20, agg="token-mean", norm=num_items_in_batch)',
-                             "TRL also clamps log w to [ln 1e-8, 20]; " + _TRL_ITEMS),)},
+                             "TRL also clamps log W to [ln 1e-8, 20] (not here); " + _TRL_ITEMS),)},
                "VESPO, arXiv:2602.10693 (2026)"),
         Method("gmpo", "GMPO", _gmpo, True, None, {"gmpo_clip": (0.4, 0.4)},
                {"verl": (Peer('policy_loss "geo_mean"', 'policy_loss("gmpo", ..., gmpo_clip=(clip_ratio_low, clip_ratio_high))',
-                              "the mean over all B rows whatever loss_agg_mode says; verl divides by n_i + 1e-8 where this call "
-                              "divides by max(n_i, 1): a relative 1e-8/n_i"),)},
+                              "the mean over all B rows whatever loss_agg_mode says; verl's n_i + 1e-8 is max(n_i, 1) here (relative 1e-8/n_i)"),)},
                "Zhao et al., arXiv:2507.20673 (2025)"),
         Method("clip_cov", "Clip-Cov", _clip_cov, False, "token-mean", dict(_CLIP),
                {"verl": (Peer('policy_loss "clip_cov"',
