@@ -172,9 +172,10 @@ def _parsed(call: str) -> tuple[str, dict]:
     except SyntaxError:
         tree = None
     if not (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == "policy_loss" and len(tree.args) == 2
-            and isinstance(tree.args[0], ast.Constant) and isinstance(tree.args[1], ast.Constant) and tree.args[1].value is Ellipsis):
+            and isinstance(tree.args[0], ast.Constant) and isinstance(tree.args[0].value, str)
+            and isinstance(tree.args[1], ast.Constant) and tree.args[1].value is Ellipsis):
         raise ValueError(f'a peer call must read policy_loss("method", ..., key=value, ...), got {call!r}')
-    return tree.args[0].value, {kw.arg: kw.value for kw in tree.keywords}
+    return str(tree.args[0].value), {kw.arg: kw.value for kw in tree.keywords}
 
 
 def _peer(trainer: str, their: str) -> tuple[str, Peer]:
