@@ -591,7 +591,8 @@ def test_the_sapo_rows_name_sapo_and_the_checker_reads_other_temperatures():
         r = torch.exp(log_prob - old_log_prob)
         return -(torch.sigmoid(r**2 - 1) * 4 * advantages * response_mask).sum() / response_mask.sum()
 
-    assert check_policy_loss(other).method == "SAPO"
+    rep = check_policy_loss(other)
+    assert rep.method == "SAPO" and "constants read off the weight: tau_+ = 2.5, tau_- = 0.4" in rep.reason
     assert check_policy_loss(not_sapo).method is None
 
 

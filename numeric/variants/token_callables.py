@@ -64,10 +64,11 @@ def token_report_from_callable(fn: Callable, constants: dict) -> TokenReport:
     bounded = {s: bool(w[s][top].abs().max() <= 1.0001 * w[s][(r >= 1) & (r <= 10)].abs().max() + 1e-12) for s in (1, -1)}
     one = int((r - 1).abs().argmin())
     on_policy = all(abs(float(w[s][one]) - 1) <= 1e-12 for s in (1, -1))
-    same = _match(w, values) if is_pg else ()
+    same, read = _match(w, values) if is_pg else ((), {})
     numeric = _callable_on_tokens(fn)
     reason = "; ".join([f"weight tabulated by autograd on {len(r)} ratios in [0.01, 100] for A = +1 and -1",
-                        *([] if is_pg else ["it changes with ell_0 at a fixed ratio: not a policy gradient"]), *known_names(same)])
+                        *([] if is_pg else ["it changes with ell_0 at a fixed ratio: not a policy gradient"]), *known_names(same),
+                       *([f"constants read off the weight: {', '.join(f'{k} = {v:.6g}' for k, v in read.items())}"] if read else [])])
     return TokenReport(None, silenced, bounded, on_policy, is_pg, known_label(same), None, reason, table, numeric, same_weight=same)
 
 
@@ -120,18 +121,21 @@ def _callable_on_tokens(fn) -> tuple:
     return (int(mask.sum()), gap)
 
 
-def _match(w: dict, values: dict) -> tuple[str, ...]:
+def _match(w: dict, values: dict) -> tuple[tuple[str, ...], dict]:
     r"""Every known form (in the order tried) whose weight, evaluated on the grid with the constants ``values``, equals the tabulated one to 1e-12 (off its kinks).
 
     A method is derived only if it passes a probe first: its exact weight at
     :data:`_PROBES` ratios (nothing derived) against the table.  A known weight
     has at most three kinks (:math:`1-\varepsilon_l`, :math:`1+\varepsilon_h`,
     :math:`c`), so a true match disagrees at no more than three of the seven
-    probe ratios; a method that disagrees at more is not it.
+    probe ratios; a method that disagrees at more is not it.  Returns the
+    names and the constants read off the weight for the names (:func:`_read_off`:
+    SAPO's temperatures), which the report's reason states.
     """
     r = _GRID
     env = {gw.r: r, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
     found: list[str] = []
+    read: dict = {}
     for method in known_methods():
         fitted = _read_off(method, w, values) if not method.parameters <= set(values) else {}
         if fitted is None:  # KL-Cov's beta (not in its weight): only with a declared value
@@ -147,7 +151,8 @@ def _match(w: dict, values: dict) -> tuple[str, ...]:
             ok &= bool((known - w[s])[away].abs().max() <= 1e-12)
         if ok:
             found.append(method.method)
-    return tuple(found)
+            read.update(fitted)
+    return tuple(found), read
 
 
 def _read_off(method, w: dict, values: dict) -> dict | None:
