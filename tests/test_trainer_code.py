@@ -570,7 +570,7 @@ def test_trainer_loss_refuses_what_is_not_a_row():
 
     with pytest.raises(ValueError, match="trainer must be one of"):
         trainer_loss("DeepSpeed", 'loss_type "grpo"')
-    with pytest.raises(ValueError, match="their must be a name 'TRL' gives a method"):
+    with pytest.raises(ValueError, match=r"their must be one of the names TRL gives a method .*loss_type \"dr_grpo\""):
         trainer_loss("TRL", 'loss_type "grpoo"')
 
 

@@ -183,7 +183,8 @@ def _peer(trainer: str, their: str) -> tuple[str, Peer]:
         for peer in m.peers.get(trainer, ()):
             if peer.name == their:
                 return name, peer
-    raise ValueError(f"their must be a name {trainer!r} gives a method in derivations.methods.METHODS, got {their!r}")
+    names = tuple(peer.name for m in METHODS.values() for peer in m.peers.get(trainer, ()))
+    raise ValueError(f"their must be one of the names {trainer} gives a method in derivations.methods.METHODS {names}, got {their!r}")
 
 
 def trainer_loss(trainer: str, their: str) -> Callable:
