@@ -75,7 +75,8 @@ __all__ = [
     "weight_derivation",
 ]
 
-ell, ell0, r, A, eps_l, eps_h, c, sg, tau = methods.ell, methods.ell0, methods.r, methods.A, methods.eps_l, methods.eps_h, methods.c, methods.sg, methods.tau
+ell, ell0, r, A, eps_l, eps_h, c, sg = methods.ell, methods.ell0, methods.r, methods.A, methods.eps_l, methods.eps_h, methods.c, methods.sg
+tau_pos, tau_neg = methods.tau_pos, methods.tau_neg
 k, lam, beta = methods.k, methods.lam, methods.beta
 
 TOKEN_METHODS = methods.TOKEN_FORMS
@@ -94,7 +95,7 @@ def token_loss(method: str) -> sp.Expr:
         \mathcal L_{\mathrm{REINFORCE}} = -A\ell,\quad
         \mathcal L_{\mathrm{CISPO}} = -\mathrm{sg}\bigl(\mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\bigr)A\ell,\quad
         \mathcal L_{\mathrm{cap}} = -\mathrm{sg}(\min(r, 1+\varepsilon_h))A\ell,\quad
-        \mathcal L_{\mathrm{SAPO}} = -\tfrac{4}{\tau}\,\sigma\bigl(\tau(r - 1)\bigr)A;
+        \mathcal L_{\mathrm{SAPO}} = -\tfrac{4}{\tau}\,\sigma\bigl(\tau(r - 1)\bigr)A\ \ (\tau = \tau_+ \text{ if } A > 0 \text{ else } \tau_-);
 
     PPO and dual-clip PPO are :func:`derivations.gradient_weights.token_loss`;
     Clip-Cov's unselected token has PPO's loss and its selected one the loss 0;
@@ -124,9 +125,11 @@ def weight_derivation(method: str) -> Derivation:
     Examples
     --------
     >>> from derivations.losses import weight_derivation
-    >>> d = weight_derivation("sapo").verify()
-    >>> d.steps[-1].rhs
-    -4*A*r*exp(-tau)*exp(r*tau)/(1 + exp(-tau)*exp(r*tau))**2
+    >>> d = weight_derivation("sapo").verify()   # SAPO: one temperature per sign of A
+    >>> [cond for _, cond in d.steps[-1].rhs.args]
+    [A > 0, True]
+    >>> d.steps[-1].rhs.args[0][0]
+    -4*A*r*exp(tau_+)/(exp(2*tau_+)*exp(-r*tau_+) + 2*exp(tau_+) + exp(r*tau_+))
     """
     if method in _PPO_FORMS:
         return gw.weight_derivation(_PPO_FORMS[method])
@@ -142,6 +145,11 @@ def weight_derivation(method: str) -> Derivation:
     return d
 
 
+def _by_branch(f, e: sp.Expr) -> sp.Expr:
+    """``f`` applied to each branch of a ``Piecewise`` (SAPO's temperature per sign of :math:`A`), or to ``e``."""
+    return sp.Piecewise(*[(f(v), cond) for v, cond in e.args]) if isinstance(e, sp.Piecewise) else f(e)
+
+
 @cache
 def weight(method: str) -> sp.Expr:
     r"""The gradient weight :math:`w(r, A)` of a token method, read off :func:`weight_derivation`.
@@ -151,7 +159,7 @@ def weight(method: str) -> sp.Expr:
         w_{\mathrm{REINFORCE}} = 1,\quad
         w_{\mathrm{CISPO}} = \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h),\quad
         w_{\mathrm{cap}} = \min(r, 1+\varepsilon_h),\quad
-        w_{\mathrm{SAPO}} = 4\,\sigma(1-\sigma)\,r,\ \sigma = \sigma(\tau(r-1)),
+        w_{\mathrm{SAPO}} = 4\,\sigma(1-\sigma)\,r,\ \sigma = \sigma(\tau(r-1)),\ \tau = \tau_+ \text{ if } A > 0 \text{ else } \tau_-,
 
     and PPO's and dual-clip PPO's from :func:`derivations.gradient_weights.gradient_weight`.
     SAPO's weight is 1 at :math:`r = 1` and decays smoothly on both sides,
@@ -160,16 +168,18 @@ def weight(method: str) -> sp.Expr:
     Examples
     --------
     >>> import sympy as sp
-    >>> from derivations.losses import r, tau, weight
+    >>> from derivations.losses import A, r, weight
     >>> weight("cispo")
     Min(varepsilon_h + 1, Max(r, 1 - varepsilon_l))
+    >>> weight("sapo").subs(A, -1)
+    4*r*exp(tau_-*(r + 1))/(exp(tau_-) + exp(r*tau_-))**2
     >>> sp.simplify(weight("sapo").subs(r, 1))
     1
     """
     if method in _PPO_FORMS:
         return gw.gradient_weight(_PPO_FORMS[method])
     d = weight_derivation(method).verify()
-    return sp.simplify(-(d.steps[-1].rhs - penalty_gradient(method)) / A)
+    return _by_branch(lambda x: sp.simplify(sp.factor(-(x - penalty_gradient(method)) / A)), d.steps[-1].rhs)
 
 
 @cache
@@ -274,7 +284,7 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
       token loss :math:`-\mathrm{sg}(\mathrm{clip}(\tilde r))\,A\,\ell_t` with
       :math:`\tilde r = \exp(\frac1n\sum_t\Delta_t)`; the stopped weight is a constant, so
       :math:`w_t = \mathrm{clip}(\tilde r)` (``eps_low=None``: :math:`\min(\tilde r, 1+\varepsilon_h)`);
-    * ``sapo_seq``: the row's value :math:`f(\tilde r) = -\frac4\tau\sigma(\tau(\tilde r-1))A` on
+    * ``sapo_seq``: the row's value :math:`f(\tilde r) = -\frac4\tau\sigma(\tau(\tilde r-1))A` (:math:`\tau_\pm` by the sign of :math:`A`) on
       each of its :math:`n` tokens; :math:`\partial\log \tilde r/\partial\ell_t = 1/n` and the
       :math:`n` tokens cancel it: :math:`w_t = w_{\mathrm{SAPO}}(\tilde r)`;
     * ``vespo``: token loss :math:`-\mathrm{sg}(\phi(W))\,A\,\ell_t` with the

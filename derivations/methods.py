@@ -25,7 +25,7 @@ argument (``selected=True`` or ``False`` here, a ``[B, T]`` mask in
 A form's name is never the name of another method.
 
 Symbols: :data:`ell`, :data:`ell0`, :data:`r`, :data:`A`, :data:`eps_l`,
-:data:`eps_h`, :data:`c` (dual clip), :data:`tau` (SAPO's temperature),
+:data:`eps_h`, :data:`c` (dual clip), :data:`tau_pos`, :data:`tau_neg` (SAPO's temperatures for :math:`A > 0` and :math:`A \le 0`),
 :data:`delta_l`, :data:`delta_h` (GMPO's clip range in log space), :data:`k`,
 :data:`lam` (VESPO's Gamma weight), :data:`beta` (KL-Cov's coefficient) and the
 stop-gradient :data:`sg`.
@@ -56,22 +56,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import sympy as sp
 
 __all__ = [
     "FORMS",
     "METHODS",
+    "PARAMETER_SYMBOLS",
     "PEER_COMMITS",
     "TOKEN_FORMS",
     "Form",
     "Method",
+    "Peer",
     "form",
     "form_of",
     "gamma_weight",
     "known_token_forms",
     "method",
     "peer_table",
+    "symbol_values",
     "undecided",
 ]
 
@@ -80,7 +84,7 @@ r = sp.Symbol("r", positive=True)
 A = sp.Symbol("A", real=True)
 eps_l, eps_h = sp.symbols("varepsilon_l varepsilon_h", positive=True)
 c = sp.Symbol("C_d", positive=True)  # the dual-clip constant C_d: a cap on the ratio for A < 0 (C is every cap; d for dual)
-tau = sp.Symbol("tau", positive=True)
+tau_pos, tau_neg = sp.symbols("tau_+ tau_-", positive=True)  # SAPO's temperatures for A > 0 and for A <= 0
 delta_l, delta_h = sp.symbols("delta_l delta_h", positive=True)
 k, lam = sp.symbols("k lambda", positive=True)
 beta = sp.Symbol("beta", positive=True)
@@ -141,7 +145,9 @@ def _kl_cov(selected: object) -> sp.Expr:
 
 
 def _sapo() -> sp.Expr:
-    return -4 / tau * A / (1 + sp.exp(-tau * (r - 1)))
+    r"""SAPO's soft gate :math:`-\frac{4}{\tau}\sigma(\tau(r - 1))A`, with :math:`\tau_+` where :math:`A > 0` and :math:`\tau_-` elsewhere (verl, TRL)."""
+    gate = lambda t: 4 / t / (1 + sp.exp(-t * (r - 1)))  # noqa: E731
+    return sp.Piecewise((-gate(tau_pos) * A, A > 0), (-gate(tau_neg) * A, True))
 
 
 def _gmpo() -> sp.Expr:
@@ -149,6 +155,25 @@ def _gmpo() -> sp.Expr:
     d = sp.log(r)
     g = sp.Piecewise((sp.Min(d, sp.Min(sp.Max(d, -delta_l), delta_h)), A > 0), (sp.Max(d, sp.Min(sp.Max(d, -delta_l), delta_h)), True))
     return -A * sp.exp(g)
+
+
+class Peer(NamedTuple):
+    r"""A trainer's name for a method (one ``loss_type``), the package call that reproduces its loss, and a note.
+
+    ``call`` is a Python call of :func:`numeric.policy_loss` in which ``...``
+    stands for ``log_prob, old_log_prob, advantages, mask`` and every other
+    name is the trainer's own: a configuration field at its default (or at
+    ``config``, where the row sets one) or a quantity of the batch (``B``,
+    ``num_items_in_batch``).  The aggregation in it (``agg``, ``norm``,
+    ``count_eps``, ``empty_rows``) is the one the trainer's loss function
+    applies for that ``loss_type``; ``note`` says where its training loop
+    differs, or what the call does not reproduce.
+    """
+
+    name: str
+    call: str
+    note: str = ""
+    config: dict = {}
 
 
 @dataclass(frozen=True)
@@ -160,8 +185,8 @@ class Method:
     ``selected`` change the formula); for a sequence-level method it is the loss
     of a row of one token, in which the sequence ratio is the token's ratio.
     ``parameters`` maps each parameter the method takes to its default; ``peers``
-    maps a trainer to ``(its name for the method, the package call that
-    reproduces it)`` at :data:`PEER_COMMITS`.  ``undecided`` is empty when the
+    maps a trainer to its :class:`Peer` rows (one per ``loss_type`` that selects
+    the method) at :data:`PEER_COMMITS`.  ``undecided`` is empty when the
     per-token loss is the whole method; otherwise it says what a check of the
     per-token loss cannot state about the method (a variant checker reports it
     as "undecided" rather than guess).
@@ -173,7 +198,7 @@ class Method:
     sequence_level: bool
     aggregation: str | None
     parameters: dict = field(default_factory=dict)
-    peers: dict = field(default_factory=dict)
+    peers: dict[str, tuple[Peer, ...]] = field(default_factory=dict)
     reference: str = ""
     undecided: str = ""
 
@@ -193,65 +218,101 @@ _SELECTION = (
     "selection law, which a per-token loss does not carry: undecided"
 )
 
+_VERL_LOOP = "verl's engine loop sets global_batch_info: token-mean / the mini-batch's tokens, seq-mean / its rows (empty ones counted)"
+_VERL_SEQ = "seq-mean-token-mean whatever loss_agg_mode says; " + _VERL_LOOP
+_TRL_ACCUMULATION = "/ gradient_accumulation_steps in training (a constant)"
+_TRL_ITEMS = "num_items_in_batch: the generation batch's tokens (all processes and steps) / num_processes; here this batch's"
+_ORLHF_LOOP = "its loop divides by the global batch_num_tokens / dp_size"
+
+
+def _trl_ppo(loss_type: str, aggregation: str, note: str = _TRL_ACCUMULATION) -> Peer:
+    return Peer(f'loss_type "{loss_type}"', f'policy_loss("ppo", ..., eps_low=epsilon, eps_high=epsilon_high, {aggregation})', note)
+
+
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
         Method("reinforce", "REINFORCE", lambda: -A * ell, False, "token-mean", {},
-               {"verl": ('policy_loss "bypass_mode", loss_type "reinforce"',
-                         'policy_loss("reinforce", ..., agg=loss_agg_mode, weight=rollout_is_weights)')},
+               {"verl": (Peer('policy_loss "bypass_mode", loss_type "reinforce"',
+                              'policy_loss("reinforce", ..., agg=loss_agg_mode, weight=rollout_is_weights)', _VERL_LOOP),)},
                "Williams, Machine Learning 8 (1992)"),
         Method("gpg", "GPG", lambda: -A * ell, False, "token-mean", {},
-               {"verl": ('policy_loss "gpg"', 'policy_loss("gpg", ...)')}, "Chu et al., arXiv:2504.02546 (2025)"),
+               {"verl": (Peer('policy_loss "gpg"', 'policy_loss("gpg", ..., agg=loss_agg_mode)', _VERL_LOOP),)},
+               "Chu et al., arXiv:2504.02546 (2025)"),
         Method("ppo", "PPO", _ppo, False, "token-mean", {**_CLIP, "dual_clip": None},
-               {"verl": ('policy_loss "vanilla"',
-                         'policy_loss("ppo", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high, dual_clip=clip_ratio_c, log_ratio_clamp=20)'),
-                "TRL": ('loss_type "grpo", "bnpo", "dr_grpo", "dapo"',
-                        'policy_loss("ppo", ..., eps_low=epsilon, eps_high=epsilon_high, agg=..., norm=...) (TRAINER_MODES)'),
-                "OpenRLHF": ('PolicyLoss, policy_loss_type "ppo"',
-                             'policy_loss("ppo", ..., eps_low=clip_eps_low, eps_high=clip_eps_high, dual_clip=dual_clip, log_ratio_clamp=20)')},
+               {"verl": (Peer('policy_loss "vanilla"',
+                              'policy_loss("ppo", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high, dual_clip=clip_ratio_c, '
+                              'log_ratio_clamp=20, agg=loss_agg_mode)', _VERL_LOOP),),
+                "TRL": (_trl_ppo("grpo", 'agg="seq-mean-token-mean"'),
+                        _trl_ppo("bnpo", 'agg="token-mean"'),
+                        _trl_ppo("dr_grpo", 'agg="seq-mean-token-sum-norm", norm=B * max_completion_length'),
+                        _trl_ppo("dapo", 'agg="token-mean", norm=num_items_in_batch', _TRL_ITEMS)),
+                "OpenRLHF": (Peer('PolicyLoss, policy_loss_type "ppo"',
+                                  'policy_loss("ppo", ..., eps_low=clip_eps_low, eps_high=clip_eps_high, dual_clip=dual_clip, '
+                                  'log_ratio_clamp=20, agg="token-mean")', "token_level_loss=True; " + _ORLHF_LOOP),)},
                "Schulman et al., arXiv:1707.06347 (2017); Ye et al. (dual clip), AAAI (2020)"),
         Method("gspo", "GSPO (sequence form)", _ppo, True, "seq-mean-token-mean", {**_CLIP, "dual_clip": None},
-               {"TRL": ('importance_sampling_level "sequence"', 'policy_loss("gspo", ..., eps_low=epsilon, eps_high=epsilon_high)'),
-                "OpenRLHF": ('policy_loss_type "gspo"',
-                             'policy_loss("gspo", ..., eps_low=clip_eps_low, eps_high=clip_eps_high, dual_clip=dual_clip)')},
+               {"TRL": (Peer('importance_sampling_level "sequence"',
+                             'policy_loss("gspo", ..., eps_low=epsilon, eps_high=epsilon_high, agg="seq-mean-token-mean")',
+                             "loss_type grpo; " + _TRL_ACCUMULATION),),
+                "OpenRLHF": (Peer('policy_loss_type "gspo"',
+                                  'policy_loss("gspo", ..., eps_low=clip_eps_low, eps_high=clip_eps_high, dual_clip=dual_clip, '
+                                  'agg="seq-mean-token-mean", count_eps=1e-8, empty_rows="exclude")',
+                                  "gspo forces token_level_loss=False; " + _ORLHF_LOOP),)},
                "Zheng et al., arXiv:2507.18071 (2025); Ye et al. (dual clip), AAAI (2020)"),
         Method("gspo_token", "GSPO (token form)", _ppo, True, "seq-mean-token-mean", dict(_CLIP),
-               {"verl": ('policy_loss "gspo"', 'policy_loss("gspo_token", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high)')},
+               {"verl": (Peer('policy_loss "gspo"',
+                              'policy_loss("gspo_token", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high, '
+                              'agg="seq-mean-token-mean", count_eps=1e-8, empty_rows="exclude")',
+                              "verl caps the row's mean log-ratio at 10 (not here); " + _VERL_SEQ),)},
                "Zheng et al., arXiv:2507.18071 (2025)"),
         Method("cispo", "CISPO", _cispo, False, "token-mean", dict(_CLIP),
-               {"verl": ('policy_loss "cispo"', 'policy_loss("cispo", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high)'),
-                "TRL": ('loss_type "cispo"', 'policy_loss("cispo", ..., eps_low=None, eps_high=epsilon_high - 1, norm=num_items_in_batch)')},
+               {"verl": (Peer('policy_loss "cispo"',
+                              'policy_loss("cispo", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high, log_ratio_clamp=20, agg=loss_agg_mode)',
+                              _VERL_LOOP),),
+                "TRL": (Peer('loss_type "cispo"',
+                             'policy_loss("cispo", ..., eps_low=None, eps_high=epsilon_high - 1, agg="token-mean", norm=num_items_in_batch)',
+                             "epsilon_high = 5.0 (TRL's advice for cispo); " + _TRL_ITEMS, {"epsilon_high": 5.0}),)},
                "MiniMax, arXiv:2506.13585 (2025), Eq. 4-5"),
         Method("cispo_seq", "CISPO (sequence ratio)", _cispo, True, "token-mean", dict(_CLIP),
-               {"TRL": ('loss_type "cispo", importance_sampling_level "sequence"',
-                        'policy_loss("cispo_seq", ..., eps_low=None, eps_high=epsilon_high - 1, norm=num_items_in_batch)')},
+               {"TRL": (Peer('loss_type "cispo", importance_sampling_level "sequence"',
+                             'policy_loss("cispo_seq", ..., eps_low=None, eps_high=epsilon_high - 1, agg="token-mean", norm=num_items_in_batch)',
+                             "epsilon_high = 5.0 (TRL's advice for cispo); " + _TRL_ITEMS, {"epsilon_high": 5.0}),)},
                "MiniMax, arXiv:2506.13585 (2025); Zheng et al. (the sequence ratio), arXiv:2507.18071 (2025)"),
         Method("sapo", "SAPO", _sapo, False, "token-mean", {"sapo_tau": (1.0, 1.05)},
-               {"verl": ('policy_loss "sapo"',
-                         'policy_loss("sapo", ..., sapo_tau=(tau_pos, tau_neg), agg="seq-mean-token-mean", log_ratio_clamp=20)'),
-                "TRL": ('loss_type "sapo"', 'policy_loss("sapo", ..., sapo_tau=(sapo_temperature_pos, sapo_temperature_neg), agg="seq-mean-token-mean")')},
+               {"verl": (Peer('policy_loss "sapo"',
+                              'policy_loss("sapo", ..., sapo_tau=(tau_pos, tau_neg), agg="seq-mean-token-mean", count_eps=1e-8, '
+                              'empty_rows="exclude", log_ratio_clamp=20)', _VERL_SEQ),),
+                "TRL": (Peer('loss_type "sapo"',
+                             'policy_loss("sapo", ..., sapo_tau=(sapo_temperature_pos, sapo_temperature_neg), agg="seq-mean-token-mean")',
+                             "grpo's aggregation; " + _TRL_ACCUMULATION),)},
                "Gao et al., arXiv:2511.20347 (2025)"),
         Method("sapo_seq", "SAPO (sequence ratio)", _sapo, True, "seq-mean-token-mean", {"sapo_tau": (1.0, 1.05)},
-               {"TRL": ('loss_type "sapo", importance_sampling_level "sequence"',
-                        'policy_loss("sapo_seq", ..., sapo_tau=(sapo_temperature_pos, sapo_temperature_neg))')},
+               {"TRL": (Peer('loss_type "sapo", importance_sampling_level "sequence"',
+                             'policy_loss("sapo_seq", ..., sapo_tau=(sapo_temperature_pos, sapo_temperature_neg), agg="seq-mean-token-mean")',
+                             "grpo's aggregation; " + _TRL_ACCUMULATION),)},
                "Gao et al., arXiv:2511.20347 (2025); Zheng et al. (the sequence ratio), arXiv:2507.18071 (2025)"),
         Method("vespo", "VESPO", _vespo, True, "token-mean", {"vespo_k": (2.0, 3.0), "vespo_lambda": (3.0, 2.0)},
-               {"TRL": ('loss_type "vespo"',
-                        'policy_loss("vespo", ..., vespo_k=(vespo_k_pos, vespo_k_neg), vespo_lambda=(vespo_lambda_pos, vespo_lambda_neg), '
-                        'norm=num_items_in_batch, log_ratio_clamp=20) (TRL also clamps log w to [ln 1e-8, 20])')},
+               {"TRL": (Peer('loss_type "vespo"',
+                             'policy_loss("vespo", ..., vespo_k=(vespo_k_pos, vespo_k_neg), vespo_lambda=(vespo_lambda_pos, vespo_lambda_neg), '
+                             'log_ratio_clamp=20, agg="token-mean", norm=num_items_in_batch)',
+                             "TRL also clamps log W to [ln 1e-8, 20] (not here); " + _TRL_ITEMS),)},
                "VESPO, arXiv:2602.10693 (2026)"),
         Method("gmpo", "GMPO", _gmpo, True, None, {"gmpo_clip": (0.4, 0.4)},
-               {"verl": ('policy_loss "geo_mean"', 'policy_loss("gmpo", ..., gmpo_clip=(clip_ratio_low, clip_ratio_high))')},
+               {"verl": (Peer('policy_loss "geo_mean"', 'policy_loss("gmpo", ..., gmpo_clip=(clip_ratio_low, clip_ratio_high))',
+                              "the mean over all B rows whatever loss_agg_mode says; verl's n_i + 1e-8 is max(n_i, 1) here (relative 1e-8/n_i)"),)},
                "Zhao et al., arXiv:2507.20673 (2025)"),
         Method("clip_cov", "Clip-Cov", _clip_cov, False, "token-mean", dict(_CLIP),
-               {"verl": ('policy_loss "clip_cov"',
-                         'policy_loss("clip_cov", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high, '
-                         'selected=clip_cov_selection(..., fraction=clip_cov_ratio, bounds=(clip_cov_lb, clip_cov_ub)))')},
+               {"verl": (Peer('policy_loss "clip_cov"',
+                              'policy_loss("clip_cov", ..., eps_low=clip_ratio_low, eps_high=clip_ratio_high, '
+                              'selected=clip_cov_selection(..., fraction=clip_cov_ratio, bounds=(clip_cov_lb, clip_cov_ub)), agg=loss_agg_mode)',
+                              _VERL_LOOP),)},
                "Cui et al., arXiv:2505.22617 (2025), Clip-Cov",
                _SELECTION.format(how="a random draw among the unclipped tokens whose centred covariance of A and log-probability lies in the bounds")),
         Method("kl_cov", "KL-Cov", _kl_cov, False, "token-mean", {"kl_cov_coef": 1.0},
-               {"verl": ('policy_loss "kl_cov"',
-                         'policy_loss("kl_cov", ..., kl_cov_coef=ppo_kl_coef, selected=kl_cov_selection(..., fraction=kl_cov_ratio))')},
+               {"verl": (Peer('policy_loss "kl_cov"',
+                              'policy_loss("kl_cov", ..., kl_cov_coef=ppo_kl_coef, selected=kl_cov_selection(..., fraction=kl_cov_ratio), '
+                              'agg=loss_agg_mode)', _VERL_LOOP),)},
                "Cui et al., arXiv:2505.22617 (2025), KL-Cov",
                _SELECTION.format(how="the tokens of largest centred covariance of A and log-probability in the batch")),
         Method("is", "token IS", lambda: -sg(r) * A * ell, False, "token-mean", {},
@@ -273,6 +334,40 @@ def method(method: str) -> Method:
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"method must be one of {tuple(METHODS)}, got {method!r}")
     return METHODS[method]
+
+
+PARAMETER_SYMBOLS: dict[str, sp.Symbol | tuple[sp.Symbol, sp.Symbol]] = {
+    "eps_low": eps_l, "eps_high": eps_h, "dual_clip": c, "sapo_tau": (tau_pos, tau_neg), "gmpo_clip": (delta_l, delta_h), "kl_cov_coef": beta,
+}
+"""The symbol (or pair of symbols) of each parameter in the registry's formulas; VESPO's per-sign pairs select one :data:`k`, :data:`lam` by the sign of :math:`A` and have none."""
+
+
+def symbol_values(method: str, **options: object) -> dict:
+    r"""The values of ``method``'s parameters as values of its formula's symbols: the registry's defaults, overridden by ``options``.
+
+    A pair parameter gives a value to each of its symbols: SAPO's
+    ``sapo_tau=(1.0, 1.05)`` is :math:`\tau_+ = 1`, :math:`\tau_- = 1.05`.  A parameter
+    set to ``None`` (no dual clip, CISPO's one-sided cap) gives none.
+
+    Examples
+    --------
+    >>> from derivations.methods import symbol_values
+    >>> symbol_values("sapo", sapo_tau=(2.0, 3.0))
+    {tau_+: 2.0, tau_-: 3.0}
+    >>> symbol_values("ppo", eps_high=0.28)
+    {varepsilon_l: 0.2, varepsilon_h: 0.28}
+    """
+    m = globals()["method"](method)
+    unknown = set(options) - set(m.parameters)
+    if unknown:
+        raise ValueError(f"options must be parameters of {method!r} {tuple(m.parameters)}, got {sorted(unknown)}")
+    out: dict = {}
+    for name, value in {**m.parameters, **options}.items():
+        symbols = PARAMETER_SYMBOLS.get(name)
+        if value is None or symbols is None:
+            continue
+        out.update(zip(symbols, value) if isinstance(symbols, tuple) else {symbols: value})
+    return out
 
 
 @dataclass(frozen=True)
@@ -364,9 +459,8 @@ def peer_table() -> str:
     lines = [r"\begin{array}{lll}", r"\text{trainer @ commit} & \text{their name} & \text{package call} \\ \hline"]
     for trainer in PEER_COMMITS:
         for m in METHODS.values():
-            if trainer in m.peers:
-                name, call = m.peers[trainer]
-                lines.append(rf"\text{{{trainer} @ {PEER_COMMITS[trainer][:7]}}} & \text{{{esc(name)}}} & \mathtt{{{esc(call)}}} \\")
+            for peer in m.peers.get(trainer, ()):
+                lines.append(rf"\text{{{trainer} @ {PEER_COMMITS[trainer][:7]}}} & \text{{{esc(peer.name)}}} & \mathtt{{{esc(peer.call)}}} \\")
     lines.append(r"\end{array}")
     return "\n".join(lines)
 

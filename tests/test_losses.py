@@ -864,9 +864,11 @@ def test_each_derivation_verifies_and_every_perturbed_step_fails(d):
 
 
 def test_derived_weights_are_the_known_closed_forms():
-    r, tau = dl.r, dl.tau
-    sigma = 1 / (1 + sp.exp(-tau * (r - 1)))
-    assert sp.simplify(dl.weight("sapo") - 4 * sigma * (1 - sigma) * r) == 0
+    r = dl.r
+    closed = lambda tau: 4 * r / (1 + sp.exp(-tau * (r - 1))) * (1 - 1 / (1 + sp.exp(-tau * (r - 1))))  # noqa: E731  4 sigma (1 - sigma) r
+    for a, tau, other in ((sp.Rational(3, 2), dl.tau_pos, dl.tau_neg), (-sp.Rational(1, 2), dl.tau_neg, dl.tau_pos)):  # SAPO: tau per sign of A
+        assert sp.simplify(dl.weight("sapo").subs(dl.A, a) - closed(tau)) == 0
+        assert sp.simplify(dl.weight("sapo").subs(dl.A, a) - closed(other)) != 0  # the temperatures swapped
     assert dl.weight("reinforce") == 1 and dl.weight("gpg") == 1
     assert dl.weight("cispo_cap") == sp.Min(r, 1 + dl.eps_h)
     assert dl.weight("cispo") == sp.Min(sp.Max(r, 1 - dl.eps_l), 1 + dl.eps_h)
@@ -1176,10 +1178,10 @@ def _sympy_value_and_gradient(name, symbolic, r, A, ell0=-1.5):
     loss = registry.METHODS[name].loss(**symbolic)
     grad = d_dell(loss)
     plain = lambda e: e.replace(registry.sg, lambda x: x)  # noqa: E731  (the value of sg(x) is x)
-    tau = sp.Piecewise((_CONSTANTS["sapo_tau"][0], registry.A > 0), (_CONSTANTS["sapo_tau"][1], True))
     k = sp.Piecewise((_CONSTANTS["vespo_k"][0], registry.A >= 0), (_CONSTANTS["vespo_k"][1], True))  # TRL: A >= 0 is the positive side
     lam = sp.Piecewise((_CONSTANTS["vespo_lambda"][0], registry.A >= 0), (_CONSTANTS["vespo_lambda"][1], True))
-    values = {registry.eps_l: 0.2, registry.eps_h: 0.28, registry.c: 3.0, registry.delta_l: 0.4, registry.delta_h: 0.4, registry.tau: tau,
+    values = {registry.eps_l: 0.2, registry.eps_h: 0.28, registry.c: 3.0, registry.delta_l: 0.4, registry.delta_h: 0.4,
+              **registry.symbol_values("sapo", sapo_tau=_CONSTANTS["sapo_tau"]),
               registry.k: k, registry.lam: lam, registry.beta: _CONSTANTS["kl_cov_coef"]}
     heaviside = {"Heaviside": lambda x, h0=0.5: np.heaviside(np.asarray(x, dtype=float), 0.5)}  # off the kinks: never 0.5
     out = []
@@ -1935,3 +1937,90 @@ def test_token_weights_refuse_options_by_name():
         _token_weights(m, "seq-mean-token-sum", empty_rows=True)
     kappa = _token_weights(np.array([[1, 1, 0], [0, 0, 0]]), "seq-mean-token-sum", empty_rows="exclude")
     assert kappa.tolist() == [[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]]  # B' = 1: the empty row is not counted
+
+
+# ------------------------------------------------------------------ SAPO: one temperature per sign of A
+
+
+def _sapo_sympy(tau_pos, tau_neg, r, A, ell0=-1.5):
+    """The registry's SAPO loss and its ell-derivative at the given temperatures, at ell = ell0 + log r, in 100-bit mpmath (the ground truth, to well below 1 ulp)."""
+    import mpmath
+
+    loss = registry.METHODS["sapo"].loss()
+    out = []
+    with mpmath.workprec(100):
+        for expr in (loss, d_dell(loss)):
+            e = expr.subs(registry.symbol_values("sapo", sapo_tau=(tau_pos, tau_neg))).subs(registry.ell, registry.ell0 + sp.log(registry.r))
+            f = sp.lambdify((registry.r, registry.A, registry.ell0), e, "mpmath")
+            out.append(np.array([float(f(mpmath.mpf(x), mpmath.mpf(a), mpmath.mpf(ell0))) for x, a in zip(r, A)]))
+    return out
+
+
+def test_sapo_torch_form_is_the_per_sign_sympy_form_to_1e_15_and_a_swap_is_caught():
+    """policy_loss("sapo") against the registry's Piecewise form, fp64, tau_+ != tau_-, A of both signs and 0:
+    each token alone (a [1, 1] batch), its value and its gradient to 1e-15.  The same check with the temperatures
+    swapped (tau_- where A > 0) fails by far: a swap in either form would be caught."""
+    tau = (0.7, 1.6)
+    ell = np.log(np.array([0.3, 0.8, 0.99, 1.0, 1.01, 1.25, 2.0, 4.0] * 3))
+    r = np.exp(ell)  # the ratio torch computes from ell - 0, so both sides see the same number
+    A = np.array([1.3] * 8 + [-0.6] * 8 + [0.0] * 8)
+    value, grad = _sapo_sympy(*tau, r, A, ell0=0.0)
+    ours_v, ours_g = [], []
+    for x, a in zip(ell, A):
+        old = torch.zeros((1, 1), dtype=torch.float64)
+        lp = torch.full((1, 1), x, dtype=torch.float64, requires_grad=True)
+        loss = policy_loss("sapo", lp, old, torch.tensor([a], dtype=torch.float64), torch.ones(1, 1), sapo_tau=tau)
+        ours_v.append(loss.item())
+        ours_g.append(torch.autograd.grad(loss, lp)[0].item())
+    ours_v, ours_g = np.array(ours_v), np.array(ours_g)
+    assert np.abs(ours_v - value).max() <= 1e-15 * (1 + np.abs(value).max())
+    assert np.abs(ours_g - grad).max() <= 1e-15 * (1 + np.abs(grad).max())
+    assert (ours_v[A == 0] == 0).all() and (ours_g[A == 0] == 0).all()  # A = 0: no loss, whichever temperature
+    w = policy_weight("sapo", torch.from_numpy(ell)[:, None], torch.zeros((len(r), 1), dtype=torch.float64),
+                      torch.from_numpy(A), torch.ones(len(r), 1), sapo_tau=tau)[:, 0].numpy()
+    live = A != 0
+    assert np.abs(-w[live] * A[live] - grad[live]).max() <= 1e-15 * (1 + np.abs(grad).max())  # the derived weight, per sign
+    swapped_v, swapped_g = _sapo_sympy(tau[1], tau[0], r, A)
+    assert np.abs(ours_v - swapped_v).max() > 1e-2 and np.abs(ours_g - swapped_g).max() > 1e-2
+
+
+def test_sapo_parameters_map_to_the_per_sign_symbols():
+    assert registry.symbol_values("sapo") == {registry.tau_pos: 1.0, registry.tau_neg: 1.05}  # TRL's and verl's defaults
+    loss = registry.METHODS["sapo"].loss()
+    assert loss.subs(registry.A, 2).free_symbols == {registry.r, registry.tau_pos}
+    assert loss.subs(registry.A, -2).free_symbols == {registry.r, registry.tau_neg}
+    assert loss.subs(registry.A, 0) == 0
+    assert registry.METHODS["sapo_seq"].loss() == loss  # sapo_seq is the same gate at the row's ratio
+    with pytest.raises(ValueError, match=r"options must be parameters of 'sapo'"):
+        registry.symbol_values("sapo", tau=1.0)
+    with pytest.raises(ValueError, match="method must be one of"):
+        registry.symbol_values("sappo")
+
+
+def test_sapo_sequence_weight_is_the_per_sign_weight_at_the_row_ratio():
+    """sapo_seq's derived weight: SAPO's per-sign weight at the row ratio; a row with A < 0 reads tau_-, not tau_+."""
+    rt = sp.Symbol("rtilde", positive=True)
+    rhs = dl.sequence_weight_derivation("sapo_seq", 3).verify().steps[-1].rhs
+    for a, keep, drop in ((sp.Integer(2), dl.tau_pos, dl.tau_neg), (-sp.Integer(2), dl.tau_neg, dl.tau_pos)):
+        w = -rhs.subs(dl.A, a) / a
+        assert w.free_symbols == {rt, keep}
+        assert sp.simplify(w - dl.weight("sapo").subs(dl.A, a).subs(dl.r, rt)) == 0
+        assert sp.simplify(w - dl.weight("sapo").subs(dl.A, a).subs(dl.r, rt).subs(keep, drop)) != 0
+
+
+def test_policy_loss_takes_the_seq_mean_options_of_aggregate():
+    """verl's and OpenRLHF's n_i + 1e-8 and "exclude fully masked sequences" reach policy_loss by name, as in aggregate."""
+    lp, old, A, mask = _trainer_batch(B=5, T=6, seed=9)
+    mask[2] = 0
+    opts = {"count_eps": 1e-8, "empty_rows": "exclude"}
+    per_token = policy_loss("sapo", lp, old, A, mask, agg="seq-mean-token-mean", **opts)
+    n = mask.sum(-1)
+    t = torch.where(A > 0, torch.tensor(1.0, dtype=torch.float64), torch.tensor(1.05, dtype=torch.float64))[:, None]  # fp64: 1.05 in fp32 is off by 5e-8
+    x = -torch.sigmoid(t * ((lp - old).exp() - 1)) * 4 / t * A[:, None]
+    theirs = ((x * mask).sum(-1) / (n + 1e-8)).sum() / (n > 0).sum()
+    assert abs(per_token.item() - theirs.item()) <= 1e-15 * (1 + abs(theirs.item()))
+    assert abs(policy_loss("sapo", lp, old, A, mask, agg="seq-mean-token-mean").item() - theirs.item()) > 1e-3  # B counts the empty row
+    with pytest.raises(ValueError, match="count_eps is used by seq-mean-token-mean only, not 'token-mean'"):
+        policy_loss("sapo", lp, old, A, mask, count_eps=1e-8)
+    with pytest.raises(ValueError, match=r"empty_rows must be one of \('count', 'exclude'\)"):
+        policy_loss("ppo", lp, old, A, mask, agg="seq-mean-token-sum", empty_rows="drop")

@@ -328,8 +328,8 @@ def test_every_peer_name_in_the_registries_has_a_row(field_tables):
     from numeric.variants import ESTIMATORS
 
     losses = {(row[0], row[1], row[2]) for row in field_tables["loss"].rows}
-    split = {("TRL", "ppo"): ['loss_type "grpo"', 'loss_type "bnpo"', 'loss_type "dr_grpo"', 'loss_type "dapo"']}  # one row per loss_type
-    assert losses == {(t, their, name) for name, m in METHODS.items() for t in m.peers for their in split.get((t, name), [m.peers[t][0]])}
+    assert losses == {(t, peer.name, name) for name, m in METHODS.items() for t, peers in m.peers.items() for peer in peers}  # one row per loss_type
+    assert {row[1] for row in field_tables["loss"].rows if row[2] == "ppo" and row[0] == "TRL"} == {f'loss_type "{t}"' for t in ("grpo", "bnpo", "dr_grpo", "dapo")}
     advantages = {(row[0], row[1], row[2]) for row in field_tables["advantage"].rows}
     assert advantages == {(t, their, name) for name, e in ESTIMATORS.items() for t, their in e.peers.items()}
     assert len(field_tables["loss"].rows) == len(losses) and len(field_tables["advantage"].rows) == len(advantages)
@@ -338,8 +338,7 @@ def test_every_peer_name_in_the_registries_has_a_row(field_tables):
 def test_a_loss_row_is_what_the_checker_finds_on_the_packages_loss(field_tables):
     """Each row's verdict, aggregation and identified weight, against check_policy_loss run here on numeric.policy_loss."""
     from derivations.methods import METHODS
-    from numeric import policy_loss
-    from numeric.losses import TRAINER_MODES
+    from numeric.variants.field import trainer_loss
 
     seen = {}
     for row in field_tables["loss"].rows:
@@ -347,22 +346,15 @@ def test_a_loss_row_is_what_the_checker_finds_on_the_packages_loss(field_tables)
         if METHODS[name].undecided:  # Clip-Cov, KL-Cov: the registry's reason, never a guessed verdict
             assert row[3] == "undecided" and row[8] == METHODS[name].undecided and row[5:8] == ("-", "-", "-")
             continue
-        their = row[1].split('"')[1]
-        agg = TRAINER_MODES[(row[0], their)][0] if (row[0], their) in TRAINER_MODES and not METHODS[name].sequence_level else METHODS[name].aggregation
-        if (name, agg) not in seen:
-
-            def fn(old_log_prob, log_prob, advantages, response_mask, _n=name, _a=agg):
-                return policy_loss(_n, log_prob, old_log_prob, advantages, response_mask, agg=_a)
-
-            seen[name, agg] = check_policy_loss(fn)
-        rep = seen[name, agg]
+        seen[row[0], row[1]] = rep = check_policy_loss(trainer_loss(row[0], row[1]))  # the row's package call, with the trainer's aggregation
         assert row[3] == rep.verdict and row[8] == ""
-        assert row[7].startswith(rep.aggregation + " (") and ("length-biased" in row[7]) == rep.length_biased
+        assert row[7].startswith(rep.aggregation) and ("length-biased" in row[7]) == rep.length_biased
         assert row[4] in (rep.method, "none known") and (row[4] == rep.method) == (rep.method is not None)
-    assert {seen[k].verdict for k in (("gspo", "seq-mean-token-mean"), ("gmpo", None))} == {"reweighted"} and seen["ppo", "token-mean"].verdict == "scaled"
+    assert {seen[k].verdict for k in (("TRL", 'importance_sampling_level "sequence"'), ("verl", 'policy_loss "geo_mean"'))} == {"reweighted"}
+    assert seen["verl", 'policy_loss "vanilla"'].verdict == "scaled"
     rows = {(row[0], row[1]): row for row in field_tables["loss"].rows}
     assert rows["TRL", 'loss_type "grpo"'][7] == "seq-mean-token-mean (length-biased)" and rows["TRL", 'loss_type "grpo"'][3] == "reweighted"
-    assert rows["TRL", 'loss_type "dr_grpo"'][7].startswith("seq-mean-token-sum-norm (no length bias")
+    assert rows["TRL", 'loss_type "dr_grpo"'][7] == "seq-mean-token-sum x 0.00195312 (no length bias)"  # 1/(B L): L = max_completion_length = 512
     assert rows["verl", 'policy_loss "cispo"'][4] == "CISPO" and rows["verl", 'policy_loss "sapo"'][5] == "none"  # smooth: never exactly 0
     assert rows["verl", 'policy_loss "clip_cov"'][4] == "Clip-Cov (unselected token): PPO; Clip-Cov (selected token): Clip-Cov (selected token)"
 
@@ -397,7 +389,7 @@ def test_a_method_added_to_a_registry_gets_a_row_and_an_unreadable_one_is_undeci
     gen = torch.Generator().manual_seed(0)
     noisy = lambda r: torch.as_tensor(r, dtype=torch.float64) + torch.rand(torch.as_tensor(r).shape, generator=gen, dtype=torch.float64)  # noqa: E731
     monkeypatch.setitem(ESTIMATORS, "noisy", Estimator("noisy", "random selection", noisy, {"verl": 'adv_estimator "noisy"'}))
-    fake = methods.Method("made_up", "made up", methods.METHODS["ppo"].loss, False, "token-mean", {}, {"TRL": ('loss_type "made_up"', "")})
+    fake = methods.Method("made_up", "made up", methods.METHODS["ppo"].loss, False, "token-mean", {}, {"TRL": (methods.Peer('loss_type "made_up"', ""),)})
     monkeypatch.setitem(methods.METHODS, "made_up", fake)
     monkeypatch.setattr(field, "METHODS", methods.METHODS)
     adv = {row[2]: row for row in certificate_table("advantage").rows}
@@ -417,3 +409,204 @@ def test_the_certificate_latex_is_the_table_cell_for_cell(field_tables):
     assert len(lines) == len(field_tables["advantage"].rows) + 3
     assert lines[3].count("&") == len(field_tables["advantage"].header) - 1
     assert "\\text{rloo}" in "".join(lines)
+
+
+# ------------------------------------------------------------------ each trainer row's call against the trainer's formula, by hand
+
+F64 = torch.float64
+
+
+def _ragged():
+    """B = 6 rows of lengths 6, 1, 0, 4, 3, 5 (an all-masked row: its counting differs between the trainers), ratios in
+    [e^-0.5, e^0.5] (across every clip edge at 0.2), advantages of both signs, one 0, broadcast over the row's tokens."""
+    gen = torch.Generator().manual_seed(11)
+    lengths = torch.tensor([6, 1, 0, 4, 3, 5])
+    mask = (torch.arange(6)[None, :] < lengths[:, None]).to(F64)
+    old = -torch.rand(6, 6, generator=gen, dtype=F64) * 2 - 0.2
+    lp = old + torch.rand(6, 6, generator=gen, dtype=F64) - 0.5
+    A = torch.tensor([1.3, -0.7, 0.9, 0.0, -1.6, 0.45], dtype=F64)
+    return lp, old, A[:, None].expand(6, 6), mask
+
+
+def _t(x):
+    return torch.tensor(x, dtype=F64)
+
+
+def _verl_agg(x, m, mode):
+    """verl agg_loss with config.global_batch_info empty (the function as written)."""
+    if mode == "token-mean":
+        return (x * m).sum() / m.sum()
+    n = m.sum(-1)
+    seq, rows = (x * m).sum(-1) / (n + 1e-8), (n > 0).to(x.dtype)  # seq-mean-token-mean: n + 1e-8, empty rows excluded
+    return (seq * rows).sum() / rows.sum()
+
+
+def _trl_grpo(x, m):
+    return ((x * m).sum(-1) / m.sum(-1).clamp(min=1.0)).mean()
+
+
+def _ppo_max(A, r, low, high):
+    return torch.maximum(-A * r, -A * torch.clamp(r, 1 - low, 1 + high))
+
+
+def _sapo_gate(A, r, pos, neg):
+    t = torch.where(A > 0, _t(pos), _t(neg))
+    return -torch.sigmoid(t * (r - 1)) * 4 / t * A
+
+
+def _seq_log_ratio(d, m):
+    return (d * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1.0)
+
+
+def _theirs(trainer, their, lp, old, A, m):
+    """Each trainer's loss for ``their`` written out from reading its code at PEER_COMMITS, at TRAINER_DEFAULTS."""
+    d = lp - old
+    dc = d.clamp(-20.0, 20.0)
+    B, N = m.shape[0], m.sum()
+    if trainer == "verl":
+        if their in ('policy_loss "bypass_mode", loss_type "reinforce"', 'policy_loss "gpg"'):
+            return _verl_agg(-A * lp, m, "token-mean")
+        if their == 'policy_loss "vanilla"':
+            r = dc.exp()
+            clipped = _ppo_max(A, r, 0.2, 0.2)
+            return _verl_agg(torch.where(A < 0, torch.minimum(-A * 3.0, clipped), clipped), m, "token-mean")
+        if their == 'policy_loss "gspo"':
+            log_s = (lp - lp.detach() + _seq_log_ratio(d, m).detach()).clamp(max=10.0)
+            return _verl_agg(_ppo_max(A, log_s.exp(), 0.2, 0.2), m, "seq-mean-token-mean")
+        if their == 'policy_loss "cispo"':
+            return _verl_agg(-torch.clamp(dc.exp(), 0.8, 1.2).detach() * A * lp, m, "token-mean")
+        if their == 'policy_loss "sapo"':
+            return _verl_agg(_sapo_gate(A, dc.exp(), 1.0, 1.05), m, "seq-mean-token-mean")
+        if their == 'policy_loss "geo_mean"':
+            sgn = torch.sign(A)
+            kept = sgn * torch.minimum(sgn * d, sgn * d.clamp(-0.2, 0.2))
+            n = m.sum(-1)
+            ratio = torch.exp((kept * m).sum(-1) / (n + 1e-8))
+            return (-(A * m).sum(-1) / (n + 1e-8) * ratio).mean()
+    if trainer == "TRL":
+        seq = _seq_log_ratio(d, m).exp()
+        ppo = -torch.minimum(d.exp() * A, torch.clamp(d.exp(), 0.8, 1.2) * A)
+        if their == 'loss_type "grpo"':
+            return _trl_grpo(ppo, m)
+        if their == 'loss_type "bnpo"':
+            return (ppo * m).sum() / m.sum().clamp(min=1.0)
+        if their == 'loss_type "dr_grpo"':
+            return (ppo * m).sum() / (B * 512)
+        if their == 'loss_type "dapo"':
+            return (ppo * m).sum() / N
+        if their == 'importance_sampling_level "sequence"':
+            return _trl_grpo(-torch.minimum(seq * A, torch.clamp(seq, 0.8, 1.2) * A), m)
+        if their == 'loss_type "cispo"':
+            return (-torch.clamp(d.exp(), max=5.0).detach() * A * lp * m).sum() / N
+        if their == 'loss_type "cispo", importance_sampling_level "sequence"':
+            return (-torch.clamp(seq, max=5.0).detach() * A * lp * m).sum() / N
+        if their == 'loss_type "sapo"':
+            return _trl_grpo(_sapo_gate(A, d.exp(), 1.0, 1.05), m)
+        if their == 'loss_type "sapo", importance_sampling_level "sequence"':
+            return _trl_grpo(_sapo_gate(A, seq, 1.0, 1.05), m)
+        if their == 'loss_type "vespo"':
+            log_w = torch.clamp((dc * m).sum(-1, keepdim=True), np.log(1e-8), 20.0).detach()
+            k = torch.where(A >= 0, _t(2.0), _t(3.0))
+            lam = torch.where(A >= 0, _t(3.0), _t(2.0))
+            phi = torch.exp(lam + k * log_w - lam * log_w.exp())
+            return (-phi * A * lp * m).sum() / N
+    if trainer == "OpenRLHF":
+        if their == 'PolicyLoss, policy_loss_type "ppo"':
+            r = dc.exp()
+            return (-torch.minimum(r * A, r.clamp(0.8, 1.2) * A) * m).sum() / m.sum()
+        if their == 'policy_loss_type "gspo"':
+            ratio = _seq_log_ratio(d, m).exp() * m
+            loss = -torch.minimum(ratio * A, ratio.clamp(0.8, 1.2) * A)
+            n = m.sum(-1)
+            seq, rows = (loss * m).sum(-1) / (n + 1e-8), (n > 0).to(F64)
+            return (seq * rows).sum() / rows.sum()
+    raise KeyError((trainer, their))
+
+
+def _executed_rows():
+    from derivations.methods import METHODS
+
+    return [(t, p.name) for m in METHODS.values() if not m.undecided for t, peers in m.peers.items() for p in peers]
+
+
+_REL = {("verl", 'policy_loss "geo_mean"'): 2e-8}
+"""A row whose call does not reproduce the trainer to 1e-15, with the bound its note states: verl's geo_mean divides by
+n_i + 1e-8 where the package divides by max(n_i, 1), a relative 1e-8/n_i."""
+
+
+@pytest.mark.parametrize("trainer, their", _executed_rows(), ids=lambda x: x.replace('"', "").replace(" ", "_"))
+def test_each_trainer_row_call_is_the_trainers_formula_on_a_ragged_batch(trainer, their):
+    """The package call shown in the row (run as written by trainer_loss) against the trainer's own formula, aggregation
+    included, on a ragged batch with an all-masked row: value and gradient to 1e-15 (relative; the one exception, verl's
+    geo_mean, is stated in its row and bounded here)."""
+    from numeric.variants.field import trainer_loss
+
+    lp0, old, A, m = _ragged()
+    lp = lp0.clone().requires_grad_(True)
+    ours, theirs = trainer_loss(trainer, their)(old, lp, A, m), _theirs(trainer, their, lp, old, A, m)
+    (g_ours,), (g_theirs,) = torch.autograd.grad(ours, lp), torch.autograd.grad(theirs, lp)
+    tol = _REL.get((trainer, their), 1e-15)
+    assert abs(ours.item() - theirs.item()) <= tol * (1 + abs(theirs.item()))
+    assert (g_ours - g_theirs).abs().max().item() <= tol * (1 + g_theirs.abs().max().item())
+    assert int((g_theirs != 0).sum()) >= 5  # the batch drives a gradient on several tokens
+
+
+def test_the_row_calls_are_not_interchangeable():
+    """The check above is not vacuous: the aggregation of the row matters on the ragged batch (grpo, bnpo, dr_grpo
+    give three different numbers; verl's SAPO counts rows as verl does, TRL's as TRL does), and SAPO's temperatures matter."""
+    from numeric.variants.field import trainer_loss
+
+    lp, old, A, m = _ragged()
+    values = {their: trainer_loss("TRL", their)(old, lp, A, m).item() for their in ('loss_type "grpo"', 'loss_type "bnpo"', 'loss_type "dr_grpo"', 'loss_type "dapo"')}
+    assert len({round(v, 12) for v in values.values()}) == 3  # dapo's num_items_in_batch is this batch's tokens here: bnpo's number
+    assert values['loss_type "dapo"'] == values['loss_type "bnpo"']
+    verl, trl = trainer_loss("verl", 'policy_loss "sapo"')(old, lp, A, m).item(), trainer_loss("TRL", 'loss_type "sapo"')(old, lp, A, m).item()
+    assert abs(verl - trl) > 1e-3  # the empty row: excluded by verl, counted by TRL
+    assert abs(trl - _trl_grpo(_sapo_gate(A, (lp - old).exp(), 1.05, 1.0), m).item()) > 1e-4  # the temperatures swapped
+
+
+def test_trainer_loss_refuses_what_is_not_a_row():
+    from numeric.variants.field import trainer_loss
+
+    with pytest.raises(ValueError, match="trainer must be one of"):
+        trainer_loss("DeepSpeed", 'loss_type "grpo"')
+    with pytest.raises(ValueError, match=r"their must be one of the names TRL gives a method .*loss_type \"dr_grpo\""):
+        trainer_loss("TRL", 'loss_type "grpoo"')
+
+
+def test_the_sapo_rows_name_sapo_and_the_checker_reads_other_temperatures():
+    """Issue 18: the checker given the package's SAPO (per-sign temperatures) names SAPO, in both certificate rows;
+    a SAPO with other temperatures is named too (they are read off the weight), and a sigmoid gate that is not SAPO's is not."""
+    from numeric import policy_loss
+    from numeric.variants import certificate_table
+
+    rows = {(row[0], row[1]): row for row in certificate_table("loss").rows}
+    assert rows["verl", 'policy_loss "sapo"'][4] == rows["TRL", 'loss_type "sapo"'][4] == "SAPO"
+    assert rows["verl", 'policy_loss "sapo"'][7].startswith("seq-mean-token-mean") and "count_eps=1e-8" in rows["verl", 'policy_loss "sapo"'][9]
+
+    def other(old_log_prob, log_prob, advantages, response_mask):
+        return policy_loss("sapo", log_prob, old_log_prob, advantages, response_mask, sapo_tau=(2.5, 0.4))
+
+    def not_sapo(old_log_prob, log_prob, advantages, response_mask):  # 4 sigma (1 - sigma) r's gate, but with r^2 inside
+        r = torch.exp(log_prob - old_log_prob)
+        return -(torch.sigmoid(r**2 - 1) * 4 * advantages * response_mask).sum() / response_mask.sum()
+
+    rep = check_policy_loss(other)
+    assert rep.method == "SAPO" and "constants read off the weight: tau_+ = 2.5, tau_- = 0.4" in rep.reason
+    assert check_policy_loss(not_sapo).method is None
+
+
+def test_trainer_loss_evaluates_only_arithmetic_of_names(monkeypatch):
+    """A peer call's keywords are numbers, the trainer's names, tuples and + - * / of them; a call on the batch (Clip-Cov's
+    selection), an unknown name, or a call of something else than policy_loss is refused by name, before any batch."""
+    from derivations import methods
+    from numeric.variants import field
+
+    with pytest.raises(ValueError, match="a selection computed from the batch is not evaluated"):
+        field.trainer_loss("verl", 'policy_loss "clip_cov"')
+    for call, message in (('policy_loss("ppo_fake", ..., eps_low=epsilonn)', "name 'epsilonn' is no configuration field"),
+                          ('__import__("os")', "a peer call must read policy_loss"), ("policy_loss(", "a peer call must read policy_loss")):
+        fake = methods.Method("ppo_fake", "fake", methods.METHODS["ppo"].loss, False, "token-mean", {}, {"TRL": (methods.Peer("fake", call),)})
+        monkeypatch.setitem(methods.METHODS, "ppo_fake", fake)
+        with pytest.raises(ValueError, match=message):
+            field.trainer_loss("TRL", "fake")

@@ -151,6 +151,12 @@ def _lm_method(name):
     return call
 
 
+def _trainer_loss_value(trainer, their):
+    """``numeric.variants.field.trainer_loss(trainer, their)`` run on a fixed fp64 batch: its loss, a number the table can compare."""
+    lp = torch.log(torch.tensor([[0.3, 0.6, 0.5], [0.2, 0.1, 0.4]], dtype=torch.float64))
+    return numeric.variants.field.trainer_loss(trainer, their)(lp - 0.1, lp, torch.tensor([1.0, -0.5], dtype=torch.float64), torch.tensor([[1, 1, 0], [1, 0, 0]]))
+
+
 def _positional(fn, npos: int, keywords: tuple, label: str):
     """``fn`` with its first ``npos`` parameters and the keyword arguments ``keywords`` all passed by position (for the table)."""
     params = list(inspect.signature(fn).parameters.values())
@@ -385,7 +391,8 @@ ROWS = [
     Row(numeric.variants.certificate, ("rloo",), {0: "choice"}),
     Row(d_methods.undecided, ("ppo",), {0: "choice"}),
     Row(d_losses.weight, ("ppo",), {0: "choice"}),
-    *[Row(f, ("ppo",), {0: "choice"}) for f in (d_methods.method, d_methods.form, d_methods.form_of)],
+    *[Row(f, ("ppo",), {0: "choice"}) for f in (d_methods.method, d_methods.form, d_methods.form_of, d_methods.symbol_values)],
+    Row(_trainer_loss_value, ("TRL", 'loss_type "grpo"'), {0: "choice", 1: "choice"}, label="trainer_loss"),
     *[Row(f, (2,), {0: "int"}, ranges={0: [1]}) for f in (d_off.martingale_orthogonality, d_off.turn1_decomposition, d_off.unmasked_feedback_term)],
     # -- derivations: the step machinery and the proofs
     Row(d_derivation.Claim, (X + 1, "=", 1 + X, None, None, (), ()), {0: "expr", 1: "choice", 2: "expr", 3: "optional_callable", 4: "mapping", 5: "premises", 6: "premises"}),
@@ -657,6 +664,7 @@ NOT_SWEPT = {
     "suite": "registry plumbing (tests/test_checks.py)", "run_suites": "registry plumbing (tests/test_checks.py)",
     "gamma_weight": "SymPy notation: VESPO's weight of any expression (tests/test_losses.py::test_sequence_ratio_weights_are_the_token_forms_at_the_row_ratio)",
     "Method": "a registry record (derivations.methods)", "Form": "a registry record (derivations.methods)",
+    "Peer": "a registry record (derivations.methods); its calls are run by numeric.variants.field.trainer_loss, which has a row",
     "load_function": "the command's FILE.py:FUNCTION loader (bad input: tests/test_cli.py)",
     "Linearity": "a rule of the kernel's definitions (bad input: tests/test_kernel.py)",
     "GroupExpectation": "a rule of the kernel's definitions (bad input: tests/test_kernel.py)",

@@ -305,9 +305,9 @@ def test_a_saturating_smooth_weight_is_not_silenced_but_a_clip_is():
 
 def test_sapo_weight_is_smooth_and_never_silenced(registry_reports):
     rep = registry_reports["sapo"]
-    tau = next(iter(rep.weight.free_symbols - {gw.r}))
+    taus = rep.weight.free_symbols - {gw.r, gw.A}  # tau_+ and tau_-, one per sign of A
     assert sp.simplify(rep.weight.subs(gw.r, 1)) == 1 and not rep.silenced and False not in rep.bounded.values()
-    assert float(rep.weight.subs({gw.r: 40, tau: 1})) > 0
+    assert len(taus) == 2 and all(float(rep.weight.subs({gw.r: 40, gw.A: a, **{t: 1 for t in taus}})) > 0 for a in (1, -1))
 
 
 def test_kl_cov_selected_token_has_its_kink_at_ratio_one(registry_reports):

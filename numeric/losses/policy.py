@@ -133,7 +133,7 @@ def _float_mask(m: torch.Tensor, like_t: torch.Tensor) -> tuple[torch.Tensor, to
     return m.to(like_t.dtype), torch.addcmul(numbers, numbers, numbers, value=-1).abs().sum()
 
 
-def _policy_loss(method, x: _Inputs, keep: torch.Tensor, agg, norm, options, clamp) -> tuple[torch.Tensor, torch.Tensor]:
+def _policy_loss(method, x: _Inputs, keep: torch.Tensor, agg, norm, options, clamp, rows: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """``(loss, witness)`` with padding zeroed by ``keep``.
 
     The witness is finite exactly when every input the loss reads is finite
@@ -153,7 +153,7 @@ def _policy_loss(method, x: _Inputs, keep: torch.Tensor, agg, norm, options, cla
     if x.weight is not None:
         per_token = per_token * zeroed(x.weight, keep).detach()
     zero_outside = keep.is_floating_point() and method in ("reinforce", "gpg", "cispo", "is")  # products of zeroed inputs
-    loss = reduce_tokens(per_token, keep, agg, norm, n, zero_outside)
+    loss = reduce_tokens(per_token, keep, agg, norm, n, zero_outside, **rows)
     return loss, witness + loss.detach()
 
 
@@ -267,6 +267,8 @@ def policy_loss(
     weight: Array | None = None,
     selected: Array | None = None,
     log_ratio_clamp: float | None = None,
+    count_eps: float = 0.0,
+    empty_rows: str = "count",
     **params: float | tuple[float, float] | None,
 ) -> ArrayT:
     r"""The policy losses trainers ship, batched: :func:`aggregate` of a per-token loss.
@@ -338,6 +340,9 @@ def policy_loss(
         averaged over rows (verl ``geo_mean`` ignores the mode) and takes none.
     norm : float, optional
         :func:`aggregate`'s ``norm``.
+    count_eps, empty_rows : float, str
+        :func:`aggregate`'s options for the seq-mean modes (verl's and OpenRLHF's
+        ``n_i + 1e-8`` and "exclude fully masked sequences").
     weight : numpy array or torch tensor, optional
         ``[B, T]`` non-negative per-token sampler-correction weights (detached),
         multiplying the per-token loss before aggregation, as TRL's
@@ -414,12 +419,13 @@ def policy_loss(
         raise ValueError(f"agg must be None for {method}: it is a sequence loss averaged over rows")
     agg = check_mode(agg or METHODS[method].aggregation or "seq-mean-token-mean", "agg")
     clamp = _clamp(log_ratio_clamp)
+    rows = {"count_eps": count_eps, "empty_rows": empty_rows}
     x = _policy_inputs(method, log_prob, old_log_prob, advantages, mask, weight, selected)
     keep, not_01 = _float_mask(x.mask, x.log_prob)
-    loss, witness = _policy_loss(method, x, keep, agg, norm, options, clamp)
+    loss, witness = _policy_loss(method, x, keep, agg, norm, options, clamp, rows)
     if (not_01 + 0 * witness).item() != 0:  # a mask not 0/1, or NaN or inf somewhere: the careful way
         keep = as_mask("mask", x.mask, "log_prob", x.log_prob)
-        loss, witness = _policy_loss(method, x, keep, agg, norm, options, clamp)
+        loss, witness = _policy_loss(method, x, keep, agg, norm, options, clamp, rows)
         if not bool(torch.isfinite(witness)):
             require_finite_where(keep, log_prob=x.log_prob, old_log_prob=x.old_log_prob, advantages=x.advantages, weight=x.weight)
     return like(x.kind, loss.to(result_dtype(log_prob)))
@@ -553,7 +559,7 @@ def _row_mean(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
 
 @cache
 def _weight_fn(form_name: str):
-    syms = (methods.r, methods.A, methods.eps_l, methods.eps_h, methods.c, methods.tau)
+    syms = (methods.r, methods.A, methods.eps_l, methods.eps_h, methods.c, methods.tau_pos, methods.tau_neg)
     return sp.lambdify(syms, derived.weight(form_name), modules=[{"Min": np.minimum, "Max": np.maximum}, "numpy"])
 
 
@@ -577,13 +583,11 @@ def derived_weight(form_name: str, r: torch.Tensor, A: torch.Tensor, options: di
     """
     r64, A64 = r.detach().double().cpu(), A.detach().double().cpu()
     low = options.get("eps_low")
-    tau: float | np.ndarray = 1.0
-    if "sapo_tau" in options:
-        tau = torch.where(A64 > 0, A64.new_tensor(options["sapo_tau"][0]), A64.new_tensor(options["sapo_tau"][1])).numpy()
-    args = (0.0 if low is None else low, options.get("eps_high", 0.0), options.get("dual_clip") or 0.0, tau)
+    tau_pos, tau_neg = options.get("sapo_tau", (1.0, 1.0))
+    args = (0.0 if low is None else low, options.get("eps_high", 0.0), options.get("dual_clip") or 0.0, tau_pos, tau_neg)
     with np.errstate(over="ignore", invalid="ignore"):
         out = _weight_fn(form_name)(r64.numpy(), A64.numpy(), *args)
     w = torch.as_tensor(np.broadcast_to(np.asarray(out, dtype=np.float64), r64.shape).copy())
-    if form_name == "sapo":
-        w = torch.where(torch.as_tensor(tau) * (r64 - 1) > 700, 0.0, w)
+    if form_name == "sapo":  # the registry's tau_+ where A > 0, tau_- elsewhere
+        w = torch.where(torch.where(A64 > 0, tau_pos, tau_neg) * (r64 - 1) > 700, 0.0, w)
     return w.to(r.device)

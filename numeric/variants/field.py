@@ -4,12 +4,15 @@ Each row is a peer's name for a method, the package's own implementation of
 it (written from the paper), and what the checker finds when it is run on that
 implementation, at the time the table is built:
 
-* a policy loss (:data:`derivations.methods.METHODS`, one row per trainer
-  name in its ``peers``): the package's batched :func:`numeric.policy_loss`,
-  called as a trainer calls its loss, through
+* a policy loss (:data:`derivations.methods.METHODS`, one row per
+  :class:`~derivations.methods.Peer` of a trainer: one ``loss_type``): the
+  peer's package call of :func:`numeric.policy_loss`, with the aggregation
+  that trainer's loss function applies for that ``loss_type``
+  (:func:`trainer_loss`), called as a trainer calls its loss, through
   :func:`~numeric.variants.check_policy_loss`: the per-token weight it
-  identifies, the silenced tokens, boundedness, the aggregation (the
-  registry's default) and its length bias, the verdict;
+  identifies, the silenced tokens, boundedness, the aggregation and its
+  length bias, the verdict, the call itself and where the trainer's loop
+  differs from its function;
 * an advantage estimator (:data:`ESTIMATORS`, one row per trainer name):
   the package's estimator as a ``[B, G]`` function of rewards, through
   :func:`~numeric.variants.check_group_advantage` at :math:`G = 4` with a
@@ -26,7 +29,8 @@ The peers' names are read at :data:`derivations.methods.PEER_COMMITS`.
 
 from __future__ import annotations
 
-import re
+import ast
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -35,12 +39,11 @@ import sympy as sp
 import torch
 
 from derivations import gradient_weights as gw
-from derivations.methods import FORMS, METHODS, PEER_COMMITS
+from derivations.methods import FORMS, METHODS, PEER_COMMITS, Peer
 from derivations.variants import GroupReport, ReportTable, derive_token_loss
 
 from ..group_baselines import group_mean_advantages, group_zscore_advantages, rloo_advantages
 from ..losses import (
-    TRAINER_MODES,
     gpg_advantages,
     opo_advantages,
     passk_advantages,
@@ -51,7 +54,7 @@ from ..losses import (
 from .checker import check_group_advantage
 from .policy_loss import check_policy_loss
 
-__all__ = ["ESTIMATORS", "Estimator", "certificate", "certificate_latex", "certificate_table"]
+__all__ = ["ESTIMATORS", "TRAINER_DEFAULTS", "Estimator", "certificate", "certificate_latex", "certificate_table", "trainer_loss"]
 
 F64 = torch.float64
 G_TABLE = 4
@@ -131,10 +134,94 @@ def _short(err: Exception) -> str:
     return text.split(", but ", 1)[-1].split(" (")[0]
 
 
-def _trainer_loss(method: str, agg: str | None) -> Callable:
-    """The package's loss for ``method`` as a trainer writes one: by keyword on ``[B, T]`` tensors, a scalar out."""
+TRAINER_DEFAULTS: dict[str, dict] = {
+    "verl": {"clip_ratio_low": 0.2, "clip_ratio_high": 0.2, "clip_ratio_c": 3.0, "tau_pos": 1.0, "tau_neg": 1.05,
+             "loss_agg_mode": "token-mean", "rollout_is_weights": None},
+    "TRL": {"epsilon": 0.2, "epsilon_high": 0.2, "sapo_temperature_pos": 1.0, "sapo_temperature_neg": 1.05,
+            "vespo_k_pos": 2.0, "vespo_k_neg": 3.0, "vespo_lambda_pos": 3.0, "vespo_lambda_neg": 2.0, "max_completion_length": 512},
+    "OpenRLHF": {"clip_eps_low": 0.2, "clip_eps_high": 0.2, "dual_clip": None},
+}
+"""The configuration names of each trainer's package calls (:class:`derivations.methods.Peer`), at their defaults at
+:data:`~derivations.methods.PEER_COMMITS` (verl ``actor.yaml``, TRL ``GRPOConfig``, whose ``epsilon_high=None`` means
+``epsilon``, OpenRLHF ``PolicyLoss``); a peer row's ``config`` overrides them."""
+
+
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+def _value(node: ast.expr, names: dict):
+    """A keyword's value: a constant, a configuration or batch name, a tuple, or ``+ - * /`` of them (nothing else is evaluated)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in names:
+            raise ValueError(f"a peer call's name {node.id!r} is no configuration field of the trainer nor B, num_items_in_batch")
+        return names[node.id]
+    if isinstance(node, ast.Tuple):
+        return tuple(_value(e, names) for e in node.elts)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        return _ARITHMETIC[type(node.op)](_value(node.left, names), _value(node.right, names))
+    raise ValueError(f"a peer call's keyword must be a number, a name, a tuple or arithmetic of them, got {ast.unparse(node)!r} "
+                     "(a selection computed from the batch is not evaluated here)")
+
+
+def _parsed(call: str) -> tuple[str, dict]:
+    """``(method, {keyword: expression})`` of a peer's ``policy_loss("method", ..., key=expression, ...)``."""
+    try:
+        tree = ast.parse(call, mode="eval").body
+    except SyntaxError:
+        tree = None
+    if not (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == "policy_loss" and len(tree.args) == 2
+            and isinstance(tree.args[0], ast.Constant) and isinstance(tree.args[0].value, str)
+            and isinstance(tree.args[1], ast.Constant) and tree.args[1].value is Ellipsis):
+        raise ValueError(f'a peer call must read policy_loss("method", ..., key=value, ...), got {call!r}')
+    return str(tree.args[0].value), {kw.arg: kw.value for kw in tree.keywords}
+
+
+def _peer(trainer: str, their: str) -> tuple[str, Peer]:
+    for name, m in METHODS.items():
+        for peer in m.peers.get(trainer, ()):
+            if peer.name == their:
+                return name, peer
+    names = tuple(peer.name for m in METHODS.values() for peer in m.peers.get(trainer, ()))
+    raise ValueError(f"their must be one of the names {trainer} gives a method in derivations.methods.METHODS {names}, got {their!r}")
+
+
+def trainer_loss(trainer: str, their: str) -> Callable:
+    r"""The package call of a trainer's loss (:class:`derivations.methods.Peer`), as a function a trainer would write.
+
+    ``fn(old_log_prob, log_prob, advantages, response_mask)`` evaluates the
+    call's keywords with the trainer's configuration (:data:`TRAINER_DEFAULTS`,
+    the row's ``config`` over it) and the batch's ``B`` and
+    ``num_items_in_batch`` (its tokens: one process, no gradient accumulation),
+    and returns :func:`numeric.policy_loss`: the call shown in the peer table,
+    executed as shown.  A keyword is a constant, a name, a tuple or ``+ - * /``
+    of them; nothing else is evaluated (Clip-Cov's and KL-Cov's selections,
+    computed from the batch, are refused with a ``ValueError``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numeric.variants.field import trainer_loss
+    >>> fn = trainer_loss("TRL", 'loss_type "dr_grpo"')
+    >>> lp = torch.zeros(2, 3, dtype=torch.float64)
+    >>> float(fn(lp, lp, torch.tensor([1.0, -0.5], dtype=torch.float64), torch.tensor([[1, 1, 0], [1, 0, 0]])))  # -(2 - 0.5) / (2 * 512)
+    -0.00146484375
+    """
+    if trainer not in PEER_COMMITS:
+        raise ValueError(f"trainer must be one of {tuple(PEER_COMMITS)}, got {trainer!r}")
+    name, peer = _peer(trainer, their)
+    method, keywords = _parsed(peer.call)
+    if method != name:
+        raise ValueError(f"the peer call of {their!r} names {method!r}, not its registry method {name!r}")
+    config = {**TRAINER_DEFAULTS[trainer], **peer.config}
+    for node in keywords.values():  # refused now, not on the first call: each keyword evaluates (B and N as placeholders)
+        _value(node, {**config, "B": 1, "num_items_in_batch": 1.0})
+
     def loss(old_log_prob, log_prob, advantages, response_mask):
-        return policy_loss(method, log_prob, old_log_prob, advantages, response_mask, agg=agg)
+        mask = torch.as_tensor(response_mask)
+        names = {**config, "B": mask.shape[0], "num_items_in_batch": float(mask.sum())}
+        return policy_loss(method, log_prob, old_log_prob, advantages, response_mask, **{k: _value(e, names) for k, e in keywords.items()})
     return loss
 
 
@@ -155,41 +242,33 @@ def _bounded(token) -> str:
 
 
 @cache
-def _loss_row(method: str, agg: str | None = None) -> tuple:
-    """``(weight identified, silenced, bounded, aggregation, verdict, reason)`` of the package's ``method`` aggregated by ``agg`` (default: the registry's).
+def _loss_row(trainer: str, their: str) -> tuple:
+    """``(weight identified, silenced, bounded, aggregation, verdict, reason)`` of the package call of ``trainer``'s ``their`` (:func:`trainer_loss`).
 
     A method whose per-token loss is not the whole method (Clip-Cov, KL-Cov:
     :func:`derivations.methods.undecided`) reads ``undecided`` with the
     registry's reason; its weight cell is the symbolic checker's name for
     each of its token forms.
     """
+    method, _ = _peer(trainer, their)
     m = METHODS[method]
     if m.undecided:
         forms = [f for f in FORMS.values() if f.method == method]
         named = "; ".join(f"{f.label}: {derive_token_loss(f.loss(), constants=_extra(f.loss())).matches}" for f in forms)
         return (named, "-", "-", "-", "undecided", m.undecided)
     try:
-        rep = check_policy_loss(_trainer_loss(method, m.aggregation if agg is None else agg))
+        rep = check_policy_loss(trainer_loss(trainer, their))
     except (TypeError, ValueError) as err:
         return ("-", "-", "-", "-", "undecided", _short(err))
-    agg_text = f"{rep.aggregation} ({'length-biased' if rep.length_biased else 'no length bias'})"
+    scale = "" if rep.scale is None or abs(rep.scale - 1) <= 1e-9 else f" x {rep.scale:.6g}"
+    norm = f", D = {rep.normaliser}" if rep.normaliser not in (None, "T") else ""
+    agg_text = f"{rep.aggregation}{scale}{norm} ({'length-biased' if rep.length_biased else 'no length bias'})"
     return (rep.method or "none known", _silenced(rep.token), _bounded(rep.token), agg_text, rep.verdict, rep.reason)
 
 
 def _extra(loss: sp.Expr) -> dict:
     """The loss's constants beyond the token symbols (KL-Cov's beta), declared for the checker (their values are not used symbolically)."""
     return {s: 1.0 for s in loss.free_symbols - {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}}
-
-
-def _peer_rows(trainer: str, name: str) -> list[tuple[str, str | None]]:
-    """``(their name, aggregation)`` rows of a peer's name for ``name``: one per quoted loss name that :data:`numeric.losses.TRAINER_MODES` maps to a mode for that trainer, else the name with the registry's default (``None``)."""
-    their = METHODS[name].peers[trainer][0]
-    quoted = re.findall(r'"([^"]+)"', their)
-    modes = [(q, TRAINER_MODES[(trainer, q)][0]) for q in quoted if (trainer, q) in TRAINER_MODES]
-    if not modes or METHODS[name].sequence_level:
-        return [(their, None)]
-    prefix = their.split('"', 1)[0]
-    return [(f'{prefix}"{q}"', mode) for q, mode in modes]
 
 
 def _scale(c) -> str:
@@ -257,14 +336,13 @@ def certificate_table(kind: str = "loss") -> ReportTable:
     header: tuple[str, ...]
     if kind == "loss":
         header = ("trainer", "their name", "package", "verdict", "weight identified", "silenced (w = 0)", "bounded",
-                  "aggregation (the trainer's loss_type, else the registry default)", "why, if undecided")
+                  "aggregation (the trainer's)", "why, if undecided", "package call", "the trainer's loop, or what the call leaves out")
         rows = []
         for trainer in PEER_COMMITS:
             for name, m in METHODS.items():
-                if trainer in m.peers:
-                    for their, agg in _peer_rows(trainer, name):
-                        row = _loss_row(name, agg)
-                        rows.append((trainer, their, name, row[4], *row[:4], row[5] if row[4] == "undecided" else ""))
+                for peer in m.peers.get(trainer, ()):
+                    row = _loss_row(trainer, peer.name)
+                    rows.append((trainer, peer.name, name, row[4], *row[:4], row[5] if row[4] == "undecided" else "", peer.call, peer.note))
     elif kind == "advantage":
         header = ("trainer", "their name", "package", "verdict", f"c(p, G={G_TABLE})", "why, if undecided")
         rows = []

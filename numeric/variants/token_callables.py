@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import sympy as sp
 import torch
 
 from derivations import gradient_weights as gw
@@ -63,10 +64,11 @@ def token_report_from_callable(fn: Callable, constants: dict) -> TokenReport:
     bounded = {s: bool(w[s][top].abs().max() <= 1.0001 * w[s][(r >= 1) & (r <= 10)].abs().max() + 1e-12) for s in (1, -1)}
     one = int((r - 1).abs().argmin())
     on_policy = all(abs(float(w[s][one]) - 1) <= 1e-12 for s in (1, -1))
-    same = _match(w, values) if is_pg else ()
+    same, read = _match(w, values) if is_pg else ((), {})
     numeric = _callable_on_tokens(fn)
     reason = "; ".join([f"weight tabulated by autograd on {len(r)} ratios in [0.01, 100] for A = +1 and -1",
-                        *([] if is_pg else ["it changes with ell_0 at a fixed ratio: not a policy gradient"]), *known_names(same)])
+                        *([] if is_pg else ["it changes with ell_0 at a fixed ratio: not a policy gradient"]), *known_names(same),
+                       *([f"constants read off the weight: {', '.join(f'{k} = {v:.6g}' for k, v in read.items())}"] if read else [])])
     return TokenReport(None, silenced, bounded, on_policy, is_pg, known_label(same), None, reason, table, numeric, same_weight=same)
 
 
@@ -119,31 +121,66 @@ def _callable_on_tokens(fn) -> tuple:
     return (int(mask.sum()), gap)
 
 
-def _match(w: dict, values: dict) -> tuple[str, ...]:
+def _match(w: dict, values: dict) -> tuple[tuple[str, ...], dict]:
     r"""Every known form (in the order tried) whose weight, evaluated on the grid with the constants ``values``, equals the tabulated one to 1e-12 (off its kinks).
 
     A method is derived only if it passes a probe first: its exact weight at
     :data:`_PROBES` ratios (nothing derived) against the table.  A known weight
     has at most three kinks (:math:`1-\varepsilon_l`, :math:`1+\varepsilon_h`,
     :math:`c`), so a true match disagrees at no more than three of the seven
-    probe ratios; a method that disagrees at more is not it.
+    probe ratios; a method that disagrees at more is not it.  Returns the
+    names and the constants read off the weight for the names (:func:`_read_off`:
+    SAPO's temperatures), which the report's reason states.
     """
     r = _GRID
     env = {gw.r: r, **{k: torch.tensor(v, dtype=F64) for k, v in values.items()}}
     found: list[str] = []
+    read: dict = {}
     for method in known_methods():
-        if not method.parameters <= set(values):  # SAPO's tau, KL-Cov's beta: only with a declared value
+        fitted = _read_off(method, w, values) if not method.parameters <= set(values) else {}
+        if fitted is None:  # KL-Cov's beta (not in its weight): only with a declared value
             continue
-        if sum(any(_probe_disagrees(method, w, values, i, s) for s in (1, -1)) for i in _PROBES) > 3:
+        given = {**values, **fitted}
+        if sum(any(_probe_disagrees(method, w, given, i, s) for s in (1, -1)) for i in _PROBES) > 3:
             continue
-        away = ~near_kink(r, breakpoints(method.weight), values)
+        away = ~near_kink(r, breakpoints(method.weight), given)
         ok = True
         for s in (1, -1):
-            known = torch.broadcast_to(torch.as_tensor(torch_value(method.weight, {**env, gw.A: torch.full_like(r, float(s))}), dtype=F64), r.shape)
+            at = {**env, **{k: torch.tensor(v, dtype=F64) for k, v in fitted.items()}, gw.A: torch.full_like(r, float(s))}
+            known = torch.broadcast_to(torch.as_tensor(torch_value(method.weight, at), dtype=F64), r.shape)
             ok &= bool((known - w[s])[away].abs().max() <= 1e-12)
         if ok:
             found.append(method.method)
-    return tuple(found)
+            read.update(fitted)
+    return tuple(found), read
+
+
+def _read_off(method, w: dict, values: dict) -> dict | None:
+    r"""The constants of ``method`` that ``values`` leaves undeclared, read off the tabulated weight; ``None`` if one cannot be.
+
+    For each sign of :math:`A`, the registry's weight at :math:`r = 2` with
+    the declared constants must hold at most one undeclared constant; it is
+    solved for so that the weight equals the table there (SAPO's
+    :math:`\tau_+` from :math:`A > 0`, :math:`\tau_-` from :math:`A < 0`).  The match
+    then checks the weight with these values on the whole grid, so a value read
+    off a method that is not the function's names nothing.  A constant the
+    weight does not hold (KL-Cov's :math:`\beta`) cannot be read: ``None``.
+    """
+    missing = method.parameters - set(values)
+    i = int((_GRID - 2).abs().argmin())
+    out = {}
+    for sign in (1, -1):
+        expr = method.weight_at(float(_GRID[i]), sign, values)
+        free = expr.free_symbols & missing
+        if len(free) > 1 or expr.free_symbols - free:
+            return None
+        if free:
+            (p,) = free
+            try:
+                out[p] = float(sp.nsolve(expr - float(w[sign][i]), p, 1.0, prec=30))
+            except (ValueError, ZeroDivisionError, TypeError):  # no root near 1: not this method
+                return None
+    return out if set(out) == missing and all(v > 0 for v in out.values()) else None
 
 
 _PROBES = tuple(int(i) for i in torch.linspace(10, len(_GRID) - 10, 7))
