@@ -42,12 +42,12 @@ from functools import cache
 
 import sympy as sp
 
+from .._validate import require_int
 from ..definitions import Definitions
 from ..derivation import Derivation, is_zero
 from ..group_baselines import GRAD_J, GRAD_P, P
 from ..iid_groups import Expect
 from ..proofs import from_table, to_tolerance
-from .._validate import require_int
 from .inputs import R_PLAIN, S_PLAIN, R, S, explicit_advantage, require_group_size, reward_law
 from .reports import FloatReduction, GroupReport, NotPermutationEquivariant, nonzero, verdict
 
@@ -257,7 +257,8 @@ def finite_report(advantage: sp.Expr | Mapping | Callable, G: int, law: str, val
         alphas = _interpolate(values, cond)
         c = _nice(sp.expand(alphas[1].subs(q[-1], 1 - sum(q[:-1]))))
         residual = sp.Add(*[_nice(sp.expand(alphas[dg].subs(q[-1], 1 - sum(q[:-1])))) * Expect(R_PLAIN**dg * S_PLAIN) for dg in range(2, m)])
-        d.then(c * GRAD_J + residual, r"interpolate $a(v) = \sum_{d<m} \alpha_d v^d$; $\sum_k \nabla q_k = 0$; $\sum_k q_k = 1$")
+        d.then(c * GRAD_J + residual, r"interpolate $a(v) = \sum_{d<m} \alpha_d v^d$; $\sum_k \nabla q_k = 0$; $\sum_k q_k = 1$",
+               proof=to_tolerance(1e-12) if reduced.has(sp.Float) and not _exact(d, c * GRAD_J + residual) else None)
         policy = set(q)
     found, reason = verdict(c, residual, policy, "E[A_i s_i]", depends)
     equal = tab.on_equal_rewards() if zero_on_equal is None and not isinstance(advantage, sp.Basic) else zero_on_equal
@@ -288,6 +289,12 @@ def _binary_scale(d: Derivation, bern: list, bernstein: sp.Expr, G: int) -> tupl
             c = c_nice
             d.then(c * GRAD_P, "expand and collect")
     return c, depends
+
+
+def _exact(d: Derivation, rhs: sp.Expr) -> bool:
+    """Whether the CAS reduces ``<last rhs> - rhs`` to 0 exactly (fp64 values whose rounding cancels); else the step is checked to a tolerance."""
+    trial = Derivation("trial", unfold=d.unfold).step(d.steps[-1].lhs, d.steps[-1].rhs, "the step before").then(rhs, "exactly")
+    return trial.steps[-1].verify(trial.unfold, trial.premises) is not None
 
 
 def _binary_index(tab: _Values, k: int) -> int:

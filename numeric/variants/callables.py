@@ -222,18 +222,18 @@ class Coefficients:
     largest: float
 
     def bounds(self) -> tuple:
-        """``((low, high), ...)``: the range of :math:`\beta_d` over the patterns, for :math:`d = 1..m-1`."""
+        r"""``((low, high), ...)``: the range of :math:`\beta_d` over the patterns, for :math:`d = 1..m-1`."""
         return tuple((float(b.min()), float(b.max())) for b in self.beta)
 
     def evaluate(self, q: Sequence[float]) -> tuple:
         r""":math:`\alpha_d(q) = \sum_c \binom{G-1}{c}\prod_k q_k^{c_k}\,\beta_d(c)` for :math:`d = 1..m-1`, at a law ``q``."""
-        q = np.asarray(q, dtype=np.float64)
-        if q.shape != (len(self.values),) or not np.isfinite(q).all() or (q < 0).any() or abs(q.sum() - 1) > 1e-12:
-            raise ValueError(f"q must be {len(self.values)} probabilities summing to one, got {q.tolist()}")
+        law = np.asarray(q, dtype=np.float64)
+        if law.shape != (len(self.values),) or not np.isfinite(law).all() or bool((law < 0).any()) or abs(float(law.sum()) - 1) > 1e-12:
+            raise ValueError(f"q must be {len(self.values)} probabilities summing to one, got {law.tolist()}")
         log_factorial = np.array([math.lgamma(k + 1.0) for k in range(self.G)])
-        log_q = np.log(np.where(q > 0, q, 1.0))  # a zero q_k enters only as q_k^0 = 1, or the term is dropped below
+        log_q = np.log(np.where(law > 0, law, 1.0))  # a zero q_k enters only as q_k^0 = 1, or the term is dropped below
         log_weight = log_factorial[self.G - 1] - log_factorial[self.others].sum(1) + (self.others * log_q).sum(1)
-        reachable = ((self.others > 0) & (q == 0)).sum(1) == 0
+        reachable = ((self.others > 0) & (law == 0)).sum(1) == 0
         return tuple(float(x) for x in self.beta[:, reachable] @ np.exp(log_weight[reachable]))
 
 
