@@ -99,8 +99,13 @@ def advantage_values(fn: Callable, groups: Sequence[Sequence[float]], G: int) ->
     batch = np.array(groups, dtype=np.float64)
     if not np.isfinite(batch).all():
         raise ValueError("groups must hold finite rewards")
-    rows = max(2, CHUNK // G)  # streamed as numeric.group_advantage_weights streams its groups
-    return np.concatenate([_call(fn, batch[k:k + rows])[:, 0] for k in range(0, len(batch), rows)]).tolist()
+    return _first_answers(fn, batch).tolist()
+
+
+def _first_answers(fn: Callable, batch: np.ndarray) -> np.ndarray:
+    """Answer 1's advantage in each row of ``batch``, streamed as :func:`numeric.group_advantage_weights` streams its groups."""
+    rows = max(2, CHUNK // batch.shape[1])
+    return np.concatenate([_call(fn, batch[k:k + rows])[:, 0] for k in range(0, len(batch), rows)])
 
 
 def require_advantage_callable(fn: Callable, G: int) -> None:
@@ -168,14 +173,15 @@ def _require_order_free(fn: Callable, G: int, values: tuple, tabulated: Callable
     counts = (others[:, :, None] == np.arange(m)).sum(1)
     v = np.array([float(x) for x in values])
     groups = np.concatenate([v[own][:, None], v[others]], 1)
-    got = advantage_values(fn, groups.tolist(), G)
-    expected = tabulated(own, counts)
-    for g, x, y in zip(groups.tolist(), got, expected):
-        if abs(float(x) - y) > 1e-10 * max(1.0, abs(float(x))):
-            raise NotPermutationEquivariant(
-                f"advantage of answer 1 depends on the order of the other answers: group {g} gives {float(x)}, "
-                f"its sorted pattern {y}"
-            )
+    got = _first_answers(fn, groups)
+    expected = np.asarray(tabulated(own, counts), dtype=np.float64)
+    bad = np.flatnonzero(np.abs(got - expected) > 1e-10 * np.maximum(1.0, np.abs(got)))
+    if bad.size:
+        k = int(bad[0])
+        raise NotPermutationEquivariant(
+            f"advantage of answer 1 depends on the order of the other answers: group {groups[k].tolist()} gives {float(got[k])}, "
+            f"its sorted pattern {float(expected[k])}"
+        )
 
 
 def zero_on_equal_rewards(fn: Callable, G: int) -> bool:
