@@ -187,7 +187,7 @@ class GroupReport:
     def _repr_html_(self) -> str:
         if self.reduction is not None:
             confirmed = [f"confirmed on the toy LM at G = {g}: discrepancy {d:.1e}" for g, _, _, d in self.numeric]
-            return report_html(self.headline(), reason=self.reason, table=self.reduction.table(), notes=[self.reduction.badge(), *confirmed],
+            return report_html(self.headline(), reason=self.reason, table=self.reduction.table(), notes=confirmed,
                                latex="$$" + self.reduction.to_latex() + "$$")
         return report_html(self.headline(), reason=self.reason, table=self.table() if self.numeric else None,
                            latex=None if self.derivation is None else "$$" + self.derivation.to_latex() + "$$")
