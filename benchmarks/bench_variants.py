@@ -4,7 +4,12 @@ Prints figures; it is not a test.  Targets (issue 18, item 6), on one core:
 
 * a reward law with 5 values at G = 64 (814,385 groups of 64): under 10 s and 2 GB
   (before: refused, "needs 766,480 groups ... more than 50,000,000" entries);
-* the binary z-score at G = 4096: under 1 s (before: 1.25 s on a quiet machine).
+* the binary z-score at G = 4096: under 1 s (before: 1.25 s on a quiet machine);
+* the checker's report on a callable, ``check_group_advantage(fn, G=64, rewards=[0, 1, 2, 3, 4])``,
+  confirmation on the toy LM included: under 10 s and 2 GB (before: the symbolic route over
+  3,832,400 SymPy count patterns, not run here; now decided numerically from the Bernstein
+  coefficients, see :func:`derivations.variants.patterns.coefficient_report`).  Each runs in a
+  fresh process, so its peak memory is its own.
 
 "before" is the engine of the commit given with ``--before`` (default: the
 commit before streaming), imported from ``git show``; both are timed here, in
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import resource
 import subprocess
 import sys
@@ -34,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from numeric import group_advantage_weights, group_zscore_advantages, rloo_advantages  # noqa: E402
+from numeric.variants import check_group_advantage  # noqa: E402
 
 BEFORE = "8f76864"
 F64 = torch.float64
@@ -45,6 +52,19 @@ CASES: dict[str, tuple[torch.Tensor, torch.Tensor, int, Callable]] = {
     "5 values, z-score, G = 64": (torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0], dtype=F64), torch.tensor([0.1, 0.2, 0.3, 0.25, 0.15], dtype=F64), 64,
                                   partial(group_zscore_advantages, eps=0.0)),
 }
+
+CHECKS: dict[str, Callable] = {
+    "check, RLOO, 5 values, G = 64": rloo_advantages,
+    "check, z-score, 5 values, G = 64": partial(group_zscore_advantages, eps=0.0),
+}
+
+
+def run_check(name: str) -> None:
+    """One checker case in this (fresh) process: prints its CPU seconds, peak MiB and verdict as JSON."""
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    report = check_group_advantage(CHECKS[name], G=64, rewards=[0, 1, 2, 3, 4])
+    print(json.dumps({"cpu": time.process_time() - t0, "peak": own_peak_mib(), "verdict": report.verdict}))
 
 
 def engine_before(commit: str):
@@ -76,11 +96,23 @@ def peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def own_peak_mib() -> float:
+    """This process's own peak resident memory: Linux's VmHWM (``ru_maxrss`` of a child keeps its parent's peak across exec)."""
+    try:
+        status = Path("/proc/self/status").read_text().splitlines()
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return peak_mib()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", default=BEFORE, help="the commit whose engine is timed as 'before'")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--check", choices=sorted(CHECKS), help=argparse.SUPPRESS)  # one checker case, in a child process
     args = parser.parse_args()
+    if args.check:
+        return run_check(args.check)
     torch.set_num_threads(1)
     before = engine_before(args.before)
     now, before_out = {}, {}
@@ -88,16 +120,22 @@ def main() -> None:
         now[name] = (*timed(partial(group_advantage_weights, v, q, G, est), args.repeats), peak_mib())
     for name, (v, q, G, est) in CASES.items():
         before_out[name] = timed(partial(before, v, q, G, est), args.repeats)
-    print(f"{'case':28s} {'before':>10s} {'now':>8s} {'peak MiB now':>13s} {'max |now - before|':>19s}")
+    print(f"{'case':32s} {'before':>10s} {'now':>8s} {'peak MiB now':>13s} {'max |now - before|':>19s}")
     for name in CASES:
         t_now, out, peak = now[name]
         t_before, old = before_out[name]
         diff = f"{float((out - old).abs().max()):.1e}" if isinstance(old, torch.Tensor) else "(before refused)"
         shown = f"{t_before:9.2f}s" if t_before == t_before else f"{'refused':>10s}"
-        print(f"{name:28s} {shown} {t_now:7.2f}s {peak:13.0f} {diff:>19s}")
+        print(f"{name:32s} {shown} {t_now:7.2f}s {peak:13.0f} {diff:>19s}")
+    for name in CHECKS:  # the report a user asks for, each in a fresh process
+        out = subprocess.run([sys.executable, __file__, "--check", name], capture_output=True, text=True, check=True).stdout
+        got = json.loads(out.splitlines()[-1])
+        print(f"{name:32s} {'(not run)':>10s} {got['cpu']:7.2f}s {got['peak']:13.0f} {'verdict ' + got['verdict']:>19s}")
     refused = {old for _, old in before_out.values() if not isinstance(old, torch.Tensor)}
     for message in refused:
         print(f"before: {message}")
+    print("before, the checks: the symbolic reduction over 3,832,400 SymPy count patterns (not run: far beyond 10 s)")
+
 
 if __name__ == "__main__":
     main()

@@ -669,6 +669,12 @@ NOT_SWEPT = {
     "Linearity": "a rule of the kernel's definitions (bad input: tests/test_kernel.py)",
     "GroupExpectation": "a rule of the kernel's definitions (bad input: tests/test_kernel.py)",
     "parse_fixed": "the command's --fixed parser (bad input: tests/test_cli.py)",
+    # the checker at scale: bad input tested by name in tests/test_variants.py::test_the_numeric_route_refuses_bad_input_by_name
+    "coefficient_report": "bad input: tests/test_variants.py::test_the_numeric_route_refuses_bad_input_by_name",
+    "advantage_coefficients": "bad input: tests/test_variants.py::test_the_numeric_route_refuses_bad_input_by_name",
+    "interpolation_rows": "bad input: tests/test_variants.py::test_the_numeric_route_refuses_bad_input_by_name",
+    "pattern_count": "bad input: tests/test_variants.py::test_the_numeric_route_refuses_bad_input_by_name",
+    "Coefficients": "a result record (its evaluate's bad q: tests/test_variants.py)", "FloatReduction": "a result record",
 }
 
 

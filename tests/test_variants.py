@@ -702,3 +702,181 @@ def test_every_public_parameter_of_the_variant_packages_is_annotated():
             missing += [f"{path.relative_to(root)}:{f.lineno} {f.name}({p.arg})" for p in params if p.arg not in ("self", "cls") and p.annotation is None]
             seen += 1
     assert seen > 40 and missing == []
+
+
+# ----------------------------------------------------------------------------- the checker at scale (issue 18, item 6)
+# Above SYMBOLIC_PATTERNS count patterns a callable's verdict is decided numerically from the ranges of its Bernstein
+# coefficients (derivations.variants.patterns.coefficient_report).  Expected verdicts come from the symbolic route at
+# small G, from the closed forms a(v) (RLOO: v - E[R]; the group mean: (G-1)/G (v - E[R])), and from the streamed
+# engine numeric.group_advantage_weights, never from the coefficient route itself.
+
+FIVE = [0, 1, 2, 3, 4]
+
+
+def _numeric_route(fn, G_, rewards):
+    from derivations.variants.patterns import coefficient_report
+    from numeric.variants.callables import advantage_coefficients
+
+    co = advantage_coefficients(fn, G_, rewards)
+    return co, coefficient_report(G_, rewards, co.bounds(), largest=co.largest, evaluate=co.evaluate)
+
+
+def _reweighting(r):
+    """RLOO times (1 + mean of the others / 10): a(v) = v (1 + mu/10) - ..., a slope that moves with the law."""
+    r = torch.as_tensor(r, dtype=torch.float64)
+    others = (r.sum(-1, keepdim=True) - r) / (r.shape[-1] - 1)
+    return (r - others) * (1 + others / 10)
+
+
+def _squared(r):
+    """RLOO with a reward^2 mixed in: a(v) picks up v^2 / 100, a component along E[R^2 s]."""
+    r = torch.as_tensor(r, dtype=torch.float64)
+    return rloo_advantages(r) + r**2 / 100
+
+
+@pytest.mark.parametrize("G_, rewards", [(4, [0, 1, 2]), (5, "binary"), (3, [0, 0.5, 2, 3])])
+@pytest.mark.parametrize("fn", [rloo_advantages, group_mean_advantages, partial(group_zscore_advantages, eps=1e-3), _reweighting, _squared],
+                         ids=["rloo", "mean", "zscore", "reweighting", "squared"])
+def test_the_numeric_route_gives_the_symbolic_verdict_where_both_run(fn, G_, rewards):
+    """At sizes the symbolic reduction handles, the coefficient route agrees with it: the same verdict, the same constant c,
+    the same moments in the residual, and alpha_d(q) equal to the symbolic c(q) and residual coefficients at a law q."""
+    from derivations.variants import derive_group_advantage
+    from numeric.variants import advantage_table
+
+    symbolic = derive_group_advantage(advantage_table(fn, G_, rewards), G=G_, rewards=rewards)
+    co, numeric_ = _numeric_route(fn, G_, rewards)
+    assert numeric_.verdict == symbolic.verdict
+    assert numeric_.derivation is None and numeric_.reduction is not None and "decided numerically" in numeric_.reason
+    if symbolic.verdict in ("unbiased", "scaled"):
+        assert abs(float(numeric_.scale) - float(symbolic.scale)) < 1e-12
+    m = len(numeric_.reduction.values)
+    q = [0.1 + 0.8 * k / (m - 1) for k in range(m)]
+    q = [x / sum(q) for x in q]
+    subs = {sp.Symbol(f"q_{k + 1}", positive=True): sp.Rational(x) for k, x in enumerate(q)} if m > 2 else {P: sp.Rational(q[1])}
+    alphas = co.evaluate(q)
+    assert abs(float(sp.sympify(symbolic.scale).xreplace(subs)) - alphas[0]) < 1e-12
+    from derivations.iid_groups import Expect
+    from derivations.variants.inputs import R_PLAIN, S_PLAIN
+    for d in range(2, m):
+        coefficient = sp.expand(symbolic.residual).coeff(Expect(R_PLAIN**d * S_PLAIN))
+        assert abs(float(sp.sympify(coefficient).xreplace(subs)) - alphas[d - 1]) < 1e-12
+
+
+def test_the_coefficients_reproduce_the_streamed_engine():
+    """alpha(q) from the coefficients is L a(v) with a(v) from numeric.group_advantage_weights (another code path), at G = 12."""
+    from derivations.variants.patterns import interpolation_rows
+    from numeric import group_advantage_weights
+    from numeric.variants.callables import advantage_coefficients
+
+    est = partial(group_zscore_advantages, eps=1e-3)
+    co = advantage_coefficients(est, 12, [0, 1, 2.5, 4])
+    q = np.array([0.15, 0.35, 0.3, 0.2])
+    a = group_advantage_weights(np.array([0.0, 1.0, 2.5, 4.0]), q, 12, est)
+    L = np.array([[float(x) for x in row] for row in interpolation_rows([0, 1, 2.5, 4])])
+    assert np.abs(np.array(co.evaluate(q)) - (L @ a)[1:]).max() < 1e-12
+
+
+def test_five_values_at_G_64_rloo_and_zscore_get_their_verdicts():
+    """Issue 18 item 6 on a callable: 3,832,400 count patterns.  RLOO is unbiased (c = 1, every beta_1 = 1, every higher
+    beta = 0); the z-score is biased (its a(v) is not affine in v: components along E[R^2 s], E[R^3 s], E[R^4 s]).
+    Both are confirmed on the toy LM by the exact engine."""
+    rep = check_group_advantage(rloo_advantages, G=64, rewards=FIVE)
+    assert (rep.verdict, rep.scale, rep.residual) == ("unbiased", 1, 0)
+    assert rep.derivation is None and rep.reduction.patterns == 766_480 and rep.numeric and rep.numeric[0][3] < 1e-12
+    z = check_group_advantage(partial(group_zscore_advantages, eps=0.0), G=64, rewards=FIVE)
+    assert z.verdict == "biased" and z.numeric[0][3] < 1e-12
+    assert {str(e) for e in z.residual.atoms(sp.Function) if "alpha" in str(e.func)} == {f"alpha_{d}(q_1, q_2, q_3, q_4, q_5)" for d in (2, 3, 4)}
+    assert "decided numerically" in str(z) and "766,480" in z.reason and "pgi-verdict" in z._repr_html_()
+
+
+def test_broken_variants_are_caught_at_G_64():
+    """A mean including the own reward with the RLOO correction G/(G-2) instead of G/(G-1) is scaled (c = (G-1)/(G-2)),
+    a reward^2 mixed in is biased, a slope that moves with the others' mean reweights, and an RLOO off by 1e-9 is
+    scaled (a tolerance loosened to 1e-6 would call it unbiased)."""
+    wrong_factor = lambda r: group_mean_advantages(r) * 64 / 62  # noqa: E731
+    rep = check_group_advantage(wrong_factor, G=64, rewards=FIVE, confirm=False)
+    assert rep.verdict == "scaled" and abs(float(rep.scale) - 63 / 62) < 1e-12
+    assert check_group_advantage(_squared, G=64, rewards=FIVE, confirm=False).verdict == "biased"
+    rew = check_group_advantage(_reweighting, G=64, rewards=FIVE)
+    assert rew.verdict == "reweighted" and str(rew.scale) == "alpha_1(q_1, q_2, q_3, q_4, q_5)" and rew.numeric[0][3] < 1e-12
+    off = check_group_advantage(lambda r: rloo_advantages(r) * (1 + 1e-9), G=64, rewards=FIVE, confirm=False)
+    assert off.verdict == "scaled"
+
+
+def test_a_wrong_numeric_claim_is_caught_by_the_confirmation():
+    """The toy-LM confirmation reads the report's claim: an RLOO report whose c is moved by 1e-9, or whose alpha_1 is
+    evaluated wrong, fails it."""
+    from derivations.variants.patterns import coefficient_report
+    from numeric.variants.callables import advantage_coefficients
+
+    co = advantage_coefficients(rloo_advantages, 40, "binary")
+    moved = coefficient_report(40, "binary", [(1 + 1e-9, 1 + 1e-9)], largest=co.largest, evaluate=co.evaluate)
+    with pytest.raises(SymbolicNumericMismatch):
+        confirm_group(moved, rloo_advantages, {})
+    varying = coefficient_report(40, "binary", [(0.5, 1.0)], largest=co.largest, evaluate=lambda q: (co.evaluate(q)[0] + 1e-9,))
+    with pytest.raises(SymbolicNumericMismatch):
+        confirm_group(varying, rloo_advantages, {})
+    right = coefficient_report(40, "binary", [(0.5, 1.0)], largest=co.largest, evaluate=co.evaluate)
+    assert confirm_group(right, rloo_advantages, {}).numeric[0][3] < 1e-12
+    with pytest.raises(ValueError, match="evaluate"):
+        confirm_group(coefficient_report(40, "binary", [(0.5, 1.0)], largest=1.0), rloo_advantages, {})
+
+
+def test_the_symbolic_route_is_kept_up_to_the_threshold_and_the_numeric_one_is_labelled_above():
+    """Binary at G = 8 keeps its kernel-checked derivation; three values at G = 11 (198 patterns > 175) is decided
+    numerically, says so on every view, and claims no kernel check."""
+    from derivations.variants.patterns import SYMBOLIC_PATTERNS, pattern_count
+
+    assert pattern_count(2, 87) <= SYMBOLIC_PATTERNS < pattern_count(3, 11)
+    small = check_group_advantage(rloo_advantages, G=8, rewards="binary", confirm=False)
+    assert small.derivation is not None and small.reduction is None
+    big = check_group_advantage(group_mean_advantages, G=11, rewards=[0, 1, 2], confirm=False)
+    assert big.verdict == "scaled" and big.scale == sp.Rational(10, 11) and big.derivation is None
+    for view in (str(big), big._repr_html_(), big._repr_latex_()):
+        assert "decided numerically" in view
+    assert "\\checkmark" not in big._repr_latex_() and "verified" not in big._repr_html_()
+
+
+def test_the_numeric_route_refuses_bad_input_by_name():
+    from derivations.variants.patterns import coefficient_report, interpolation_rows, pattern_count
+    from numeric.variants.callables import advantage_coefficients
+
+    ok = [(1.0, 1.0), (0.0, 0.0)]
+    for kwargs, err, word in [
+        (dict(G=1, rewards=FIVE[:3], bounds=ok), ValueError, "G"),
+        (dict(G=8, rewards="general", bounds=ok), ValueError, "rewards"),
+        (dict(G=8, rewards=[0, 1, 2], bounds=ok[:1]), ValueError, "bounds"),
+        (dict(G=8, rewards=[0, 1, 2], bounds=[(1.0, 0.0), (0.0, 0.0)]), ValueError, "bounds"),
+        (dict(G=8, rewards=[0, 1, 2], bounds=[(float("nan"), 1.0), (0.0, 0.0)]), ValueError, "bounds"),
+        (dict(G=8, rewards=[0, 1, 2], bounds=[("a", 1.0), (0.0, 0.0)]), TypeError, "bounds"),
+    ]:
+        with pytest.raises(err, match=word):
+            coefficient_report(kwargs["G"], kwargs["rewards"], kwargs["bounds"], largest=1.0)
+    for largest in (-1.0, float("inf"), True):
+        with pytest.raises(ValueError, match="largest"):
+            coefficient_report(8, [0, 1, 2], ok, largest=largest)
+    with pytest.raises(TypeError, match="evaluate"):
+        coefficient_report(8, [0, 1, 2], ok, largest=1.0, evaluate=3)
+    with pytest.raises(TypeError, match="name"):
+        coefficient_report(8, [0, 1, 2], ok, largest=1.0, name="")
+    with pytest.raises(ValueError, match="rewards"):
+        interpolation_rows([1, 1])
+    with pytest.raises(ValueError, match="m"):
+        pattern_count(0, 4)
+    with pytest.raises(ValueError, match="G"):
+        pattern_count(2, 1)
+    with pytest.raises(TypeError, match="fn"):
+        advantage_coefficients(3, 8, [0, 1, 2])
+    with pytest.raises(ValueError, match="rewards"):
+        advantage_coefficients(rloo_advantages, 8, "general")
+    with pytest.raises(ValueError, match="G"):
+        advantage_coefficients(rloo_advantages, 1, [0, 1, 2])
+    with pytest.raises(ValueError, match="more than"):
+        advantage_coefficients(rloo_advantages, 256, list(range(8)))
+    with pytest.raises(NotPermutationEquivariant):  # reads answer G: not equivariant, caught on the orderings of the others
+        advantage_coefficients(lambda r: r - r[..., -1:], 8, [0, 1, 2])
+    co = advantage_coefficients(rloo_advantages, 8, [0, 1, 2])
+    for q in ([0.5, 0.5], [0.5, 0.6, -0.1], [0.2, 0.3, 0.4], [float("nan"), 0.5, 0.5]):
+        with pytest.raises(ValueError, match="q"):
+            co.evaluate(q)
+    assert abs(co.evaluate([0.0, 1.0, 0.0])[0] - 1.0) < 1e-12  # a law on one value: only its pattern is reachable

@@ -17,6 +17,18 @@ then :math:`c` and the residual.  Floats in a table (a callable's fp64
 values) are read as exact numbers when a short closed form matches them to
 1e-14, else kept as floats; a verdict on floats uses the tolerance of
 :func:`~derivations.variants.reports.nonzero`.
+
+**Symbolic and numeric, by size.**  The symbolic reduction builds one SymPy
+value per count pattern and expands :math:`a(v)` in :math:`q`; it is used up
+to :data:`SYMBOLIC_PATTERNS` patterns (a binary reward up to :math:`G = 87`,
+three values up to :math:`G = 10`, five up to :math:`G = 4`), and its
+derivation is checked by the kernel.  Above that (five values at
+:math:`G = 64` are 3,832,400 patterns) :func:`coefficient_report` decides
+from the ranges of the Bernstein coefficients :math:`\beta_d(c)` of
+:math:`\alpha_d(q)` that the numeric layer computes from a callable's fp64
+values (see :class:`~derivations.variants.reports.FloatReduction`): an exact
+lemma applied to floats, so the verdict holds to a stated tolerance, is
+labelled "decided numerically" and carries no derivation.
 """
 
 from __future__ import annotations
@@ -30,15 +42,23 @@ from functools import cache
 
 import sympy as sp
 
+from .._validate import require_int
 from ..definitions import Definitions
 from ..derivation import Derivation, is_zero
 from ..group_baselines import GRAD_J, GRAD_P, P
 from ..iid_groups import Expect
 from ..proofs import from_table, to_tolerance
 from .inputs import R_PLAIN, S_PLAIN, R, S, explicit_advantage, require_group_size, reward_law
-from .reports import GroupReport, NotPermutationEquivariant, nonzero, verdict
+from .reports import FloatReduction, GroupReport, NotPermutationEquivariant, nonzero, verdict
 
-__all__ = ["CountPattern", "count_patterns", "exact_number", "finite_report"]
+__all__ = ["FLOAT_TOL", "SYMBOLIC_PATTERNS", "CountPattern", "coefficient_report", "count_patterns", "exact_number",
+           "finite_report", "interpolation_rows", "pattern_count"]
+
+SYMBOLIC_PATTERNS = 175
+"""The most count patterns handed to the symbolic reduction of a callable (binary up to G = 87, three values up to G = 10, five up to G = 4)."""
+
+FLOAT_TOL = 1e-12
+"""Relative tolerance of a verdict decided numerically (:func:`coefficient_report`)."""
 
 
 @dataclass(frozen=True)
@@ -237,7 +257,8 @@ def finite_report(advantage: sp.Expr | Mapping | Callable, G: int, law: str, val
         alphas = _interpolate(values, cond)
         c = _nice(sp.expand(alphas[1].subs(q[-1], 1 - sum(q[:-1]))))
         residual = sp.Add(*[_nice(sp.expand(alphas[dg].subs(q[-1], 1 - sum(q[:-1])))) * Expect(R_PLAIN**dg * S_PLAIN) for dg in range(2, m)])
-        d.then(c * GRAD_J + residual, r"interpolate $a(v) = \sum_{d<m} \alpha_d v^d$; $\sum_k \nabla q_k = 0$; $\sum_k q_k = 1$")
+        d.then(c * GRAD_J + residual, r"interpolate $a(v) = \sum_{d<m} \alpha_d v^d$; $\sum_k \nabla q_k = 0$; $\sum_k q_k = 1$",
+               proof=to_tolerance(1e-12) if reduced.has(sp.Float) and not _exact(d, c * GRAD_J + residual) else None)
         policy = set(q)
     found, reason = verdict(c, residual, policy, "E[A_i s_i]", depends)
     equal = tab.on_equal_rewards() if zero_on_equal is None and not isinstance(advantage, sp.Basic) else zero_on_equal
@@ -268,6 +289,12 @@ def _binary_scale(d: Derivation, bern: list, bernstein: sp.Expr, G: int) -> tupl
             c = c_nice
             d.then(c * GRAD_P, "expand and collect")
     return c, depends
+
+
+def _exact(d: Derivation, rhs: sp.Expr) -> bool:
+    """Whether the CAS reduces ``<last rhs> - rhs`` to 0 exactly (fp64 values whose rounding cancels); else the step is checked to a tolerance."""
+    trial = Derivation("trial", unfold=d.unfold).step(d.steps[-1].lhs, d.steps[-1].rhs, "the step before").then(rhs, "exactly")
+    return trial.steps[-1].verify(trial.unfold, trial.premises) is not None
 
 
 def _binary_index(tab: _Values, k: int) -> int:
@@ -342,3 +369,143 @@ def _require_symmetric(expr, G, values, constants, tab: _Values) -> None:
                     f"advantage of answer 1 depends on the order of the other answers: group {[float(t) for t in group]} gives {float(x)}, "
                     f"its sorted pattern {y}"
                 )
+
+
+# ============================================================ above SYMBOLIC_PATTERNS: the verdict from the Bernstein coefficients
+
+
+def pattern_count(m: int, G: int) -> int:
+    r"""How many count patterns a law with ``m`` values has at ``G``: :math:`m\binom{G+m-2}{m-1}`.
+
+    Examples
+    --------
+    >>> from derivations.variants.patterns import pattern_count
+    >>> pattern_count(2, 64), pattern_count(5, 4), pattern_count(5, 64)
+    (128, 175, 3832400)
+    """
+    m = require_int("m", m, minimum=1)
+    G = require_group_size(G, needed=True)
+    return m * math.comb(G + m - 2, m - 1)
+
+
+def interpolation_rows(values: Sequence) -> tuple[tuple, ...]:
+    r"""The exact inverse Vandermonde matrix :math:`L = V^{-1}` of the reward values: :math:`\alpha_d = \sum_k L_{dk}\, a(v_k)`.
+
+    Row :math:`d` gives the coefficient of :math:`v^d` in the polynomial of
+    degree :math:`< m` through the points :math:`(v_k, a(v_k))`.
+
+    Examples
+    --------
+    >>> from derivations.variants.patterns import interpolation_rows
+    >>> interpolation_rows([0, 1, 2])
+    ((1, 0, 0), (-3/2, 2, -1/2), (1/2, -1, 1/2))
+    """
+    _, values = reward_law(list(values))
+    m = len(values)
+    L = sp.Matrix([[v**dg for dg in range(m)] for v in values]).inv()
+    return tuple(tuple(L[dg, k] for k in range(m)) for dg in range(m))
+
+
+def _bounds(bounds, m: int) -> list[tuple[float, float]]:
+    if not isinstance(bounds, Sequence) or len(bounds) != m - 1:
+        raise ValueError(f"bounds must hold one (low, high) pair for each degree d = 1..{m - 1}, got {bounds!r}")
+    out = []
+    for pair in bounds:
+        if not (isinstance(pair, Sequence) and len(pair) == 2 and all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in pair)):
+            raise TypeError(f"bounds must hold (low, high) pairs of real numbers, got {pair!r}")
+        lo, hi = float(pair[0]), float(pair[1])
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            raise ValueError(f"bounds must hold finite pairs with low <= high, got {pair!r}")
+        out.append((lo, hi))
+    return out
+
+
+def coefficient_report(G: int, rewards: str | Sequence[float], bounds: Sequence, *, largest: float,
+                       evaluate: Callable | None = None, name: str = "the advantage") -> GroupReport:
+    r"""The verdict of a finite law at ``G`` from the range of the Bernstein coefficients :math:`\beta_d(c)`, decided numerically.
+
+    With :math:`a(v) = \sum_{d<m}\alpha_d(q)\,v^d`, the expected update is
+    :math:`\alpha_1(q)\,\nabla_\theta J + \sum_{d \ge 2}\alpha_d(q)\,\mathbb{E}[R^d s]`,
+    and (:class:`~derivations.variants.reports.FloatReduction`) :math:`\alpha_d`
+    vanishes iff all its coefficients :math:`\beta_d(c)` do, and is a constant
+    :math:`K` iff all of them equal :math:`K`.  Degree :math:`d`'s coefficients
+    count as equal (or as 0) when they lie within
+
+    .. math::
+
+        \text{tol}_d = 10^{-12}\,\max\Bigl(1,\ \textstyle\sum_k |L_{dk}|\ \max_{v, c} |A(v \mid c)|\Bigr),
+
+    the rounding a sum :math:`\sum_k L_{dk} A(v_k \mid c)` of fp64 values can
+    carry, scaled.  The report has no derivation: its ``reduction`` shows the
+    formula, the ranges and the tolerances, labelled as decided numerically.
+
+    Parameters
+    ----------
+    G : int
+        The group size.
+    rewards : "binary" or list of numbers
+        The finite reward law.
+    bounds : sequence of (low, high)
+        For :math:`d = 1..m-1`, the least and greatest :math:`\beta_d(c)` over every count pattern
+        :math:`c` of the other :math:`G - 1` answers.
+    largest : float
+        :math:`\max |A(v \mid c)|` over the table (it scales the tolerance).
+    evaluate : callable, optional
+        ``q -> (alpha_1(q), ..., alpha_{m-1}(q))``, kept on the report for the numeric confirmation.
+    name : str
+        What to call the variant.
+
+    Returns
+    -------
+    GroupReport
+        With ``derivation=None`` and ``reduction`` set; :math:`c` is a number when
+        :math:`\alpha_1` is a constant, else the undefined function :math:`\alpha_1(q)`;
+        the residual names the moments :math:`\mathbb{E}[R^d s]` whose :math:`\alpha_d` is not 0.
+
+    Examples
+    --------
+    RLOO under three reward values: :math:`a(v) = v - \mathbb{E}[R]`, so every
+    :math:`\beta_1(c) = 1` and every :math:`\beta_2(c) = 0`:
+
+    >>> from derivations.variants.patterns import coefficient_report
+    >>> rep = coefficient_report(64, [0, 1, 2], [(1.0, 1.0), (0.0, 0.0)], largest=2.0)
+    >>> rep.verdict, rep.scale, rep.derivation is None
+    ('unbiased', 1, True)
+    >>> coefficient_report(64, [0, 1, 2], [(1.0, 1.0), (-0.1, 0.2)], largest=2.0).residual
+    alpha_2(q_1, q_2, q_3)*Expect(R**2*s)
+    """
+    law, values = reward_law(rewards)
+    if law == "general":
+        raise ValueError("rewards must be 'binary' or a list of values: a general law has no count patterns")
+    G = require_group_size(G, needed=True)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    if isinstance(largest, bool) or not isinstance(largest, numbers.Real) or not math.isfinite(largest) or largest < 0:
+        raise ValueError(f"largest must be a finite number >= 0 (the largest |advantage| in the table), got {largest!r}")
+    if evaluate is not None and not callable(evaluate):
+        raise TypeError(f"evaluate must be callable or None, got {type(evaluate).__name__}")
+    m = len(values)
+    pairs = _bounds(bounds, m)
+    L = interpolation_rows(values)
+    tols = [FLOAT_TOL * max(1.0, float(sum(abs(x) for x in L[dg])) * float(largest)) for dg in range(1, m)]
+    args = (P,) if law == "binary" else _q(m)
+    alpha = [sp.Function(f"alpha_{dg}", real=True)(*args) for dg in range(m)]
+    nonzero_degrees = [dg for dg in range(2, m) if max(abs(pairs[dg - 1][0]), abs(pairs[dg - 1][1])) > tols[dg - 1]]
+    residual = sp.Add(*[alpha[dg] * Expect(R_PLAIN**dg * S_PLAIN) for dg in nonzero_degrees])
+    lo, hi = pairs[0]
+    constant = hi - lo <= tols[0]
+    c = exact_number((lo + hi) / 2) if constant else alpha[1]
+    what = "E[A_i s_i]"
+    if nonzero_degrees:
+        found, reason = "biased", f"{what} has a component along {', '.join(sp.sstr(Expect(R_PLAIN**dg * S_PLAIN)) for dg in nonzero_degrees)}, not a multiple of the policy gradient"
+    elif not constant:
+        found, reason = "reweighted", (f"{what} is c times the policy gradient with c = {sp.sstr(c)}, which depends on the policy "
+                                       f"(its coefficients range over [{lo:.6g}, {hi:.6g}]): prompts are reweighted")
+    elif abs((lo + hi) / 2 - 1) > tols[0]:
+        found, reason = "scaled", f"{what} is the policy gradient times the constant c = {sp.sstr(c)}"
+    else:
+        found, reason = "unbiased", f"{what} is exactly the policy gradient (c = 1)"
+    patterns = math.comb(G + m - 2, m - 1)
+    reduction = FloatReduction(G, values, patterns, tuple((dg, *pairs[dg - 1], tols[dg - 1]) for dg in range(1, m)), tuple(alpha[1:]), evaluate)
+    reason += f"; {reduction.badge()}"
+    return GroupReport(found, c, residual, reason, None, "binary" if law == "binary" else values, G, None, reduction=reduction)

@@ -7,6 +7,7 @@ stated in :func:`nonzero`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -16,6 +17,7 @@ from ..iid_groups import Expect
 from .render import ReportTable, report_html
 
 __all__ = [
+    "FloatReduction",
     "GroupReport",
     "NotPermutationEquivariant",
     "SymbolicNumericMismatch",
@@ -35,6 +37,78 @@ class NotPermutationEquivariant(ValueError):
 
 class SymbolicNumericMismatch(AssertionError):
     """The symbolic verdict and the exact numbers on the toy LM disagree: a bug in the checker or in the variant."""
+
+
+@dataclass(frozen=True)
+class FloatReduction:
+    r"""How a report too large for the symbolic reduction was decided: from the Bernstein coefficients of :math:`\alpha_d`, in floats.
+
+    Interpolating :math:`a(v) = \sum_{d<m} \alpha_d(q)\, v^d` through the
+    :math:`m` reward values is linear, and :math:`a(v)` is a sum over the
+    others' count patterns :math:`c` with the same weights for every :math:`v`, so
+
+    .. math::
+
+        \alpha_d(q) = \sum_{c} \binom{G-1}{c} \prod_k q_k^{c_k}\; \beta_d(c),
+        \qquad \beta_d(c) = \sum_k L_{dk}\, A(v_k \mid c),
+
+    with :math:`L = V^{-1}` the inverse Vandermonde matrix of the values.  The
+    weights form the (multinomial) Bernstein basis of degree :math:`G - 1` on
+    the simplex: they are positive, sum to 1 and are linearly independent.
+    Hence :math:`\alpha_d \equiv 0` iff every :math:`\beta_d(c) = 0`, and
+    :math:`\alpha_1` is a constant :math:`K` iff every :math:`\beta_1(c) = K`;
+    and when every :math:`\beta_d(c)` lies in :math:`[\text{low}, \text{high}]`
+    so does :math:`\alpha_d(q)` at every :math:`q`.  The lemma is exact; the
+    :math:`\beta_d(c)` are the advantage's fp64 values combined in floats, so a
+    verdict read off them holds to the tolerance stated per degree, and is not
+    a symbolic proof.
+
+    Attributes
+    ----------
+    G : int
+        The group size.
+    values : tuple
+        The reward law's values :math:`v_1 < \dots < v_m`.
+    patterns : int
+        How many count patterns :math:`c` of the other :math:`G - 1` answers (coefficients per degree).
+    bounds : tuple
+        ``(d, low, high, tol)`` for :math:`d = 1..m-1`: the range of :math:`\beta_d(c)` over all
+        patterns, and the tolerance within which it counts as a constant (:math:`d = 1`) or as 0.
+    alphas : tuple
+        The undefined functions :math:`\alpha_1(q), \dots, \alpha_{m-1}(q)` that stand in the
+        report's ``scale`` and ``residual`` where they are not constants.
+    evaluate : callable or None
+        ``q -> (alpha_1(q), ..., alpha_{m-1}(q))`` in floats, for a law ``q`` (a sequence of
+        :math:`m` probabilities): the reduction evaluated (by the layer that holds the table).
+    """
+
+    G: int
+    values: tuple
+    patterns: int
+    bounds: tuple
+    alphas: tuple
+    evaluate: Callable | None = field(default=None, compare=False, repr=False)
+
+    def badge(self) -> str:
+        """What was decided numerically, in one sentence."""
+        tol = max(t for _, _, _, t in self.bounds)
+        return (f"decided numerically, not proved symbolically: at G = {self.G} the {self.patterns:,} Bernstein coefficients "
+                f"of each alpha_d (d = 1..{len(self.bounds)}), from the advantage's fp64 values, each compared within {tol:.1e}")
+
+    def table(self) -> ReportTable:
+        """The range of each degree's coefficients: prints as aligned text, renders as an HTML table."""
+        rows = [(d, "grad J" if d == 1 else f"E[R^{d} s]", f"{lo:.15g}", f"{hi:.15g}", f"{tol:.1e}") for d, lo, hi, tol in self.bounds]
+        return ReportTable(("d", "alpha_d multiplies", "min beta_d(c)", "max beta_d(c)", "tolerance"), rows)
+
+    def to_latex(self) -> str:
+        """The reduction formula, with the range of every degree's coefficients (no step claims a kernel check)."""
+        m = len(self.values)
+        formula = (r"\mathbb{E}[A_1 s_1] = \sum_{d=1}^{%d} \alpha_d(q)\, \mathbb{E}[R^d s], \quad "
+                   r"\alpha_d(q) = \sum_{c} \binom{%d}{c} \prod_k q_k^{c_k}\, \beta_d(c), \quad "
+                   r"\beta_d(c) = \sum_{k=1}^{%d} (V^{-1})_{dk}\, A(v_k \mid c)") % (m - 1, self.G - 1, m)
+        ranges = r",\quad ".join(r"\beta_{%d}(c) \in [%s, %s]" % (d, sp.latex(sp.Float(lo, 6)), sp.latex(sp.Float(hi, 6)))
+                                 for d, lo, hi, _ in self.bounds)
+        return r"\begin{aligned}&" + formula + r"\\&" + ranges + r"\quad\text{(decided numerically, not a symbolic proof)}\end{aligned}"
 
 
 @dataclass(frozen=True)
@@ -65,6 +139,10 @@ class GroupReport:
         ``(G, symbolic, exact, discrepancy)`` rows: :math:`\|c\nabla J + \text{residual}\|`
         against the exact group engine on the toy LM, per group size
         (filled by :func:`numeric.variants.confirm_group`; empty when not confirmed).
+    reduction : FloatReduction or None
+        Set when the verdict was decided numerically from the Bernstein coefficients (a callable
+        above :data:`~derivations.variants.patterns.SYMBOLIC_PATTERNS` count patterns); ``derivation`` is then
+        ``None`` and no step claims a kernel check.
     """
 
     verdict: str
@@ -76,6 +154,7 @@ class GroupReport:
     G: object
     zero_on_equal_rewards: bool | None = None
     numeric: tuple = field(default=(), compare=False)
+    reduction: FloatReduction | None = None
 
     def table(self) -> ReportTable:
         """The numeric confirmation: prints as aligned text, renders as an HTML table."""
@@ -93,17 +172,23 @@ class GroupReport:
     def __str__(self) -> str:
         c = "-" if self.scale is None else sp.sstr(self.scale)
         res = "-" if self.residual is None else sp.sstr(self.residual)
-        return f"{self.verdict}: c = {c}, residual = {res}\n{self.reason}"
+        return f"{self.verdict}: c = {c}, residual = {res}\n{self.reason}" + ("" if self.reduction is None else f"\n{self.reduction.table()}")
 
     def _repr_latex_(self) -> str:
         head = r"\text{verdict: " + self.verdict + "}"
         if self.scale is not None:
             head += r",\quad c = " + sp.latex(self.scale)
+        if self.reduction is not None:
+            return "$$" + head + r"\\" + self.reduction.to_latex() + "$$"
         if self.derivation is None:
             return "$$" + head + "$$"
         return "$$" + head + r"\\" + self.derivation.to_latex() + "$$"
 
     def _repr_html_(self) -> str:
+        if self.reduction is not None:
+            confirmed = [f"confirmed on the toy LM at G = {g}: discrepancy {d:.1e}" for g, _, _, d in self.numeric]
+            return report_html(self.headline(), reason=self.reason, table=self.reduction.table(), notes=confirmed,
+                               latex="$$" + self.reduction.to_latex() + "$$")
         return report_html(self.headline(), reason=self.reason, table=self.table() if self.numeric else None,
                            latex=None if self.derivation is None else "$$" + self.derivation.to_latex() + "$$")
 

@@ -4,24 +4,34 @@ The symbolic core (:func:`derivations.variants.derive_group_advantage`) is
 handed answer 1's advantage on every
 :class:`~derivations.variants.CountPattern`; :func:`advantage_table` computes
 that table from a numpy or torch function of ``[B, G]`` rewards, in one batch,
-after checking that the order of the answers does not matter.
+after checking that the order of the answers does not matter.  Above
+:data:`derivations.variants.patterns.SYMBOLIC_PATTERNS` patterns (five reward
+values at :math:`G = 64` are 3.8 million) :func:`advantage_coefficients`
+streams the whole groups in chunks instead and hands the symbolic core only
+the range of each Bernstein coefficient :math:`\beta_d(c)`
+(:func:`derivations.variants.patterns.coefficient_report`).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import numbers
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from derivations.variants import CountPattern, NotPermutationEquivariant, count_patterns
+from derivations.variants.inputs import require_group_size, reward_law
+from derivations.variants.patterns import interpolation_rows
 
 from .._validate import require_int
-from ..group_baselines import CHUNK
+from ..group_baselines import CHUNK, MAX_GROUPS
 
-__all__ = ["advantage_table", "advantage_values", "require_advantage_callable", "zero_on_equal_rewards"]
+__all__ = ["Coefficients", "advantage_coefficients", "advantage_table", "advantage_values", "require_advantage_callable",
+           "zero_on_equal_rewards"]
 
 F64 = torch.float64
 TOL = 1e-12
@@ -89,8 +99,13 @@ def advantage_values(fn: Callable, groups: Sequence[Sequence[float]], G: int) ->
     batch = np.array(groups, dtype=np.float64)
     if not np.isfinite(batch).all():
         raise ValueError("groups must hold finite rewards")
-    rows = max(2, CHUNK // G)  # streamed as numeric.group_advantage_weights streams its groups
-    return np.concatenate([_call(fn, batch[k:k + rows])[:, 0] for k in range(0, len(batch), rows)]).tolist()
+    return _first_answers(fn, batch).tolist()
+
+
+def _first_answers(fn: Callable, batch: np.ndarray) -> np.ndarray:
+    """Answer 1's advantage in each row of ``batch``, streamed as :func:`numeric.group_advantage_weights` streams its groups."""
+    rows = max(2, CHUNK // batch.shape[1])
+    return np.concatenate([_call(fn, batch[k:k + rows])[:, 0] for k in range(0, len(batch), rows)])
 
 
 def require_advantage_callable(fn: Callable, G: int) -> None:
@@ -142,24 +157,31 @@ def advantage_table(fn: Callable, G: int, rewards: str | Sequence[float]) -> dic
     values = patterns[0].values
     raw = advantage_values(fn, [[float(x) for x in p.group()] for p in patterns], G)
     table = dict(zip(patterns, raw))
-    _require_order_free(fn, G, values, table)
+    _require_order_free(fn, G, values, lambda own, counts: [table[CountPattern(values[k], tuple(c), values)] for k, c in zip(own.tolist(), counts.tolist())])
     return table
 
 
-def _require_order_free(fn: Callable, G: int, values: tuple, table: dict) -> None:
-    orderings = list(itertools.islice(itertools.product(values, repeat=G - 1), 1024))
-    groups, expected = [], []
-    for v in values:
-        for others in orderings:
-            groups.append([v, *others])
-            expected.append(table[CountPattern(v, tuple(others.count(x) for x in values), values)])
-    got = advantage_values(fn, [[float(x) for x in g] for g in groups], G)
-    for g, x, y in zip(groups, got, expected):
-        if abs(float(x) - y) > 1e-10 * max(1.0, abs(float(x))):
-            raise NotPermutationEquivariant(
-                f"advantage of answer 1 depends on the order of the other answers: group {[float(t) for t in g]} gives {float(x)}, "
-                f"its sorted pattern {y}"
-            )
+def _require_order_free(fn: Callable, G: int, values: tuple, tabulated: Callable) -> None:
+    """Up to 1024 orderings of the others per own value give the tabulated value to 1e-10.
+
+    ``tabulated(own, counts)`` returns the table's values for own-value indices ``[n]`` and others' counts ``[n, m]``.
+    """
+    m = len(values)
+    orderings = np.array(list(itertools.islice(itertools.product(range(m), repeat=G - 1), 1024)), dtype=np.int64)
+    own = np.repeat(np.arange(m), len(orderings))
+    others = np.tile(orderings, (m, 1))
+    counts = (others[:, :, None] == np.arange(m)).sum(1)
+    v = np.array([float(x) for x in values])
+    groups = np.concatenate([v[own][:, None], v[others]], 1)
+    got = _first_answers(fn, groups)
+    expected = np.asarray(tabulated(own, counts), dtype=np.float64)
+    bad = np.flatnonzero(np.abs(got - expected) > 1e-10 * np.maximum(1.0, np.abs(got)))
+    if bad.size:
+        k = int(bad[0])
+        raise NotPermutationEquivariant(
+            f"advantage of answer 1 depends on the order of the other answers: group {groups[k].tolist()} gives {float(got[k])}, "
+            f"its sorted pattern {float(expected[k])}"
+        )
 
 
 def zero_on_equal_rewards(fn: Callable, G: int) -> bool:
@@ -167,3 +189,110 @@ def zero_on_equal_rewards(fn: Callable, G: int) -> bool:
     groups = [[float(v)] * G for v in (0.0, 0.5, 1.0, 3.0)]
     got = advantage_values(fn, groups, G)
     return all(abs(x) <= 1e-12 for x in got)
+
+
+# ------------------------------------------------------------------ above SYMBOLIC_PATTERNS: streamed, in floats
+
+
+def _compositions(m: int, n: int) -> np.ndarray:
+    """``[C, m]`` every way to put ``n`` answers on ``m`` values, in the order of :func:`derivations.variants.count_patterns`."""
+    C = math.comb(n + m - 1, m - 1)
+    if m == 1:
+        return np.full((1, 1), n, dtype=np.int64)
+    bars = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n + m - 1), m - 1)), dtype=np.int64, count=C * (m - 1))
+    edges = np.concatenate([np.full((C, 1), -1), bars.reshape(C, m - 1), np.full((C, 1), n + m - 1)], 1)
+    return np.diff(edges, axis=1) - 1
+
+
+@dataclass(frozen=True, repr=False)
+class Coefficients:
+    r"""A callable's Bernstein coefficients :math:`\beta_d(c) = \sum_k L_{dk} A(v_k \mid c)` on every count pattern.
+
+    Attributes
+    ----------
+    G : int
+    values : tuple
+        The reward law's exact values.
+    others : numpy.ndarray
+        ``[C, m]`` the other :math:`G - 1` answers' counts, one row per pattern.
+    beta : numpy.ndarray
+        ``[m - 1, C]`` :math:`\beta_d(c)` for :math:`d = 1..m-1`.
+    largest : float
+        :math:`\max |A(v \mid c)|`.
+    """
+
+    G: int
+    values: tuple
+    others: np.ndarray
+    beta: np.ndarray
+    largest: float
+
+    def bounds(self) -> tuple:
+        r"""``((low, high), ...)``: the range of :math:`\beta_d` over the patterns, for :math:`d = 1..m-1`."""
+        return tuple((float(b.min()), float(b.max())) for b in self.beta)
+
+    def evaluate(self, q: Sequence[float]) -> tuple:
+        r""":math:`\alpha_d(q) = \sum_c \binom{G-1}{c}\prod_k q_k^{c_k}\,\beta_d(c)` for :math:`d = 1..m-1`, at a law ``q``."""
+        law = np.asarray(q, dtype=np.float64)
+        if law.shape != (len(self.values),) or not np.isfinite(law).all() or bool((law < 0).any()) or abs(float(law.sum()) - 1) > 1e-12:
+            raise ValueError(f"q must be {len(self.values)} probabilities summing to one, got {law.tolist()}")
+        log_factorial = np.array([math.lgamma(k + 1.0) for k in range(self.G)])
+        log_q = np.log(np.where(law > 0, law, 1.0))  # a zero q_k enters only as q_k^0 = 1, or the term is dropped below
+        log_weight = log_factorial[self.G - 1] - log_factorial[self.others].sum(1) + (self.others * log_q).sum(1)
+        reachable = ((self.others > 0) & (law == 0)).sum(1) == 0
+        return tuple(float(x) for x in self.beta[:, reachable] @ np.exp(log_weight[reachable]))
+
+
+def advantage_coefficients(fn: Callable, G: int, rewards: str | Sequence[float]) -> Coefficients:
+    r"""The Bernstein coefficients :math:`\beta_d(c)` of a callable advantage under a finite law, streamed over whole groups.
+
+    Each of the :math:`\binom{G+m-1}{m-1}` whole groups (sorted by value) is
+    evaluated once, in batches of at most :data:`numeric.group_baselines.CHUNK`
+    rewards, as :func:`numeric.group_advantage_weights` does: the first answer
+    with value :math:`v_j` of the group with counts :math:`c'` holds
+    :math:`A(v_j \mid c' - e_j)`.  Those fill the table
+    :math:`A(v \mid c)` of every own value and others' pattern, and
+    :math:`\beta = L\,A` with :math:`L` the exact inverse Vandermonde matrix
+    (:func:`derivations.variants.patterns.interpolation_rows`) in floats.
+    Up to 1024 orderings of the others per own value must give the table's
+    value to 1e-10, else :class:`~derivations.variants.NotPermutationEquivariant`.
+
+    Examples
+    --------
+    >>> from numeric import rloo_advantages
+    >>> from numeric.variants.callables import advantage_coefficients
+    >>> co = advantage_coefficients(rloo_advantages, 64, [0, 1, 2, 3, 4])
+    >>> co.beta.shape, co.bounds()[0], max(abs(x) for b in co.bounds()[1:] for x in b) < 1e-13
+    ((4, 766480), (1.0, 1.0), True)
+    """
+    if not callable(fn):
+        raise TypeError(f"fn (the advantage) must be callable, got {type(fn).__name__}")
+    law, values = reward_law(rewards)
+    if law == "general":
+        raise ValueError("rewards must be 'binary' or a list of values: a general law has no count patterns")
+    G = require_group_size(G, needed=True)
+    m = len(values)
+    if math.comb(G + m - 1, m - 1) > MAX_GROUPS:
+        raise ValueError(f"G = {G} with {m} reward values needs {math.comb(G + m - 1, m - 1):,} groups, more than {MAX_GROUPS:,}")
+    v = np.array([float(x) for x in values])
+    radix = (G + 1) ** np.arange(m, dtype=np.int64)
+    others, whole = _compositions(m, G - 1), _compositions(m, G)
+    by_key = np.argsort(others @ radix)
+    whole = whole[np.argsort(whole @ radix)]  # c' -> c' - e_j lowers every key by radix[j]: the order of the others is kept
+    table = np.full((m, len(others)), np.nan)
+    filled = np.zeros(m, dtype=np.int64)  # per own value, how many of the others' patterns (by key) are filled
+    rows = max(2, CHUNK // G)
+    for start in range(0, len(whole), rows):
+        counts = whole[start:start + rows]
+        first = np.cumsum(counts, 1) - counts  # where each value's first answer sits in the sorted group
+        A = _call(fn, np.repeat(np.tile(v, len(counts)), counts.reshape(-1)).reshape(len(counts), G))
+        for j in range(m):
+            has = np.flatnonzero(counts[:, j] > 0)
+            table[j, by_key[filled[j]:filled[j] + has.size]] = A[has, first[has, j]]
+            filled[j] += has.size
+    if (filled != len(others)).any() or np.isnan(table).any():
+        raise AssertionError("every (own value, others' counts) pattern sits in exactly one whole group")
+    keys = others[by_key] @ radix
+    _require_order_free(fn, G, values, lambda own, counts: table[own, by_key[np.searchsorted(keys, counts @ radix)]].tolist())
+    L = np.array([[float(x) for x in row] for row in interpolation_rows(values)])
+    return Coefficients(G, values, others, L[1:] @ table, float(np.abs(table).max()))

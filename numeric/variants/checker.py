@@ -19,8 +19,9 @@ import sympy as sp
 
 from derivations.variants import GroupReport, TokenReport, derive_group_advantage, derive_token_loss, token_loss_expression
 from derivations.variants.inputs import require_bool, require_constants, require_group_size, reward_law
+from derivations.variants.patterns import SYMBOLIC_PATTERNS, coefficient_report, pattern_count
 
-from .callables import advantage_table, require_advantage_callable, zero_on_equal_rewards
+from .callables import advantage_coefficients, advantage_table, require_advantage_callable, zero_on_equal_rewards
 from .confirm import confirm_group, confirm_token
 from .token_callables import token_report_from_callable
 
@@ -66,7 +67,14 @@ def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None
         The reward law: any law, Bernoulli(:math:`p`), or a finite set of values
         with symbolic probabilities :math:`q_k`.  A callable needs a binary or
         finite law: its expected update is then exact
-        (the count-pattern reduction, see :mod:`derivations.variants`).
+        (the count-pattern reduction, see :mod:`derivations.variants`).  Up to
+        :data:`~derivations.variants.patterns.SYMBOLIC_PATTERNS` count patterns
+        (binary up to :math:`G = 87`, five values up to :math:`G = 4`) the
+        reduction is symbolic and its derivation kernel-checked; above, the
+        whole groups are streamed and the verdict is decided numerically from
+        the Bernstein coefficients, to the tolerance the report states
+        (:func:`derivations.variants.patterns.coefficient_report`; the report
+        has no derivation and says so).
     constants : dict, optional
         Symbols the expression may use besides the group's (``{eps: 1e-6}``);
         the derivation keeps them symbolic, the numeric confirmation uses the value.
@@ -108,7 +116,7 @@ def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None
     if isinstance(advantage, Mapping):
         raise TypeError("advantage must be a sympy expression or a function of [B, G] rewards; values on the count patterns "
                         "go to derivations.variants.derive_group_advantage")
-    law, _ = reward_law(rewards)
+    law, values = reward_law(rewards)
     is_fn = _is_function(advantage)
     size = require_group_size(G, needed=is_fn)
     if not isinstance(name, str) or not name:
@@ -118,8 +126,12 @@ def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None
             raise ValueError("rewards must be 'binary' or a list of values for a callable advantage: "
                              "under a general law its expected update is not fixed by finitely many values")
         require_advantage_callable(advantage, size)
-        table = advantage_table(advantage, size, rewards)
-        report = derive_group_advantage(table, G=size, rewards=rewards, constants=constants, name=name)
+        if pattern_count(len(values), size) <= SYMBOLIC_PATTERNS:
+            table = advantage_table(advantage, size, rewards)
+            report = derive_group_advantage(table, G=size, rewards=rewards, constants=constants, name=name)
+        else:
+            co = advantage_coefficients(advantage, size, rewards)
+            report = coefficient_report(size, rewards, co.bounds(), largest=co.largest, evaluate=co.evaluate, name=name)
         report = dataclasses.replace(report, zero_on_equal_rewards=zero_on_equal_rewards(advantage, size))
     else:
         report = derive_group_advantage(advantage, G=G, rewards=rewards, constants=constants, name=name)

@@ -102,6 +102,13 @@ def _predicted(report, lm, theta, R, G: int, constants: dict, law) -> torch.Tens
         values = torch.tensor([float(v) for v in law], dtype=F64)
         for k, v in enumerate(values):
             numbers[sp.Symbol(f"q_{k + 1}", positive=True)] = sp.Rational(float(p @ (R == v).to(F64)))
+    if report.reduction is not None:  # decided numerically: alpha_d(q) evaluated from the streamed table at the toy LM's law
+        unknown = [a for a in report.reduction.alphas if total.has(a)]
+        if unknown and report.reduction.evaluate is None:
+            raise ValueError(f"report.reduction has no evaluate, so {', '.join(map(str, unknown))} cannot be confirmed in numbers")
+        if unknown:
+            alphas = report.reduction.evaluate([float(p @ (R == float(v)).to(F64)) for v in report.reduction.values])
+            total = total.xreplace({a: sp.Float(x, 17) for a, x in zip(report.reduction.alphas, alphas)})
     for e in total.atoms(Expect):
         arg = e.args[0]
         if arg.has(S_PLAIN):

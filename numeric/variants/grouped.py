@@ -183,7 +183,9 @@ class GroupedAdvantageReport:
         return f"{self.verdict} ({self.convention} convention): {self.reason}\n{self.table()}"
 
     def _repr_html_(self) -> str:
-        more = [(f"derivation at G = {G}", "$$" + rep.derivation.to_latex() + "$$") for G, rep in self.reports if rep.derivation is not None]
+        more = [(f"derivation at G = {G}", "$$" + rep.derivation.to_latex() + "$$") if rep.reduction is None
+                else (f"numeric reduction at G = {G} (decided numerically)", "$$" + rep.reduction.to_latex() + "$$")
+                for G, rep in self.reports if rep.derivation is not None or rep.reduction is not None]
         return report_html(f"{self.verdict} ({self.convention} convention)", reason=self.reason, table=self.table(), more=more)
 
     def _repr_latex_(self) -> str:
