@@ -22,7 +22,8 @@ cores, paused once): 84/84 killed (``kl_rejection_mean_as_sum`` timed out while 
 and was re-run alone: killed in 11 s).  Added after that commit and run alone: ``underflow_read_as_silenced``
 and ``checker_names_only_the_first_form``, both killed; the eight mutants of the cases, equal-integrands
 and independence rules (``cases_any_value_set`` ... ``count_sum_infinite``), 2026-12-02, all killed
-(each by a false step that verifies under the mutant).
+(each by a false step that verifies under the mutant); the checker's numeric route at scale
+(``float_verdict_tolerance_loose``, ``float_residual_degree_two_only``), 2026-12-02, both killed.
 """
 
 from __future__ import annotations
@@ -227,6 +228,13 @@ MUTANTS = [
            "            return (method.method,)\n    return tuple(found)",
            ("tests/test_variants.py::test_every_registered_form_is_named_by_the_checker",),
            "the checker names PPO but not the unselected Clip-Cov token of the same weight"),
+
+    Mutant("float_verdict_tolerance_loose", "derivations/variants/patterns.py", "FLOAT_TOL = 1e-12", "FLOAT_TOL = 1e-6",
+           ("tests/test_variants.py::test_broken_variants_are_caught_at_G_64",),
+           "the numeric route reads RLOO x (1 + 1e-9) as unbiased"),
+    Mutant("float_residual_degree_two_only", "derivations/variants/patterns.py", "for dg in range(2, m) if max(", "for dg in range(2, min(m, 3)) if max(",
+           ("tests/test_variants.py::test_five_values_at_G_64_rloo_and_zscore_get_their_verdicts",),
+           "the numeric route ignores the residual's degrees 3 and up"),
 
     # -- the proof kernel: each of its decisions (issue 16)
     Mutant("kernel_strict_as_weak", "derivations/kernel.py", 'return at_least(left - right, relation in ("<", ">"))',
