@@ -43,6 +43,12 @@ def brute_force_scale(expr, G_, constants=None):
     return sp.simplify(total / (P * sigma))  # grad p = E[1{R=1} s] = p sigma
 
 
+SHARED_WITH_SUITE = pytest.mark.xdist_group("suite variants")
+"""The variants suite (tests/test_checks.py) derives the same token losses (PPO, dual-clip, CISPO, IS, the look-alike):
+under ``--dist loadgroup`` these tests share its worker, so each derivation and its kernel check run once
+(:func:`derivations.variants.derive_token_loss` caches the report of each distinct loss)."""
+
+
 def assert_every_step_sound(derivation):
     """The derivation verifies, and each step with a false right-hand side fails.
 
@@ -235,6 +241,7 @@ def _agree(weight, method, values):
             assert abs(float(ours.subs({gw.r: x, gw.A: a})) - float(known.subs({gw.r: x, gw.A: a}))) < 1e-15
 
 
+@SHARED_WITH_SUITE
 @pytest.mark.parametrize(("method", "name"), [("ppo", "PPO"), ("ppo_dual_clip", "dual-clip PPO"), ("cispo_cap", "CISPO (one-sided)"), ("is", "token IS")])
 def test_the_known_losses_are_recognised_with_their_derived_weights(method, name):
     rep = check_token_loss(gw.token_loss(method), constants={gw.eps_l: 0.2, gw.eps_h: 0.28})  # DAPO's asymmetric clip
@@ -328,6 +335,7 @@ def test_kl_cov_selected_token_has_its_kink_at_ratio_one(registry_reports):
     assert (w.subs({**at, gw.r: sp.Rational(1, 2)}), w.subs({**at, gw.r: 2})) == (sp.Rational(3, 4), sp.Rational(7, 4))
 
 
+@SHARED_WITH_SUITE
 def test_ppo_silences_exactly_the_clipped_side():
     rep = check_token_loss(gw.token_loss("ppo"))
     at = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(7, 25)}
@@ -335,6 +343,7 @@ def test_ppo_silences_exactly_the_clipped_side():
     assert [bool(silenced.subs({gw.A: a, gw.r: x})) for a in (1, -1) for x in (sp.Rational(1, 2), 1, 2)] == [False, False, True, True, False, False]
 
 
+@SHARED_WITH_SUITE
 def test_stop_gradient_look_alikes():
     a = check_token_loss(-gw.sg(sp.Min(gw.r, 1 + gw.eps_h)) * gw.A * gw.ell)
     b = check_token_loss(-sp.Min(gw.r, 1 + gw.eps_h) * gw.A * gw.ell)
@@ -357,6 +366,7 @@ def test_truncated_is_with_a_declared_cap():
     assert check_token_loss(-gw.sg(sp.Min(gw.r, cap)) * gw.A * gw.ell, constants={cap: 2.0}).on_policy_at_ratio_one is None
 
 
+@SHARED_WITH_SUITE
 def test_token_derivation_is_sound_and_a_wrong_weight_is_caught():
     rep = check_token_loss(gw.token_loss("ppo"))
     assert_every_step_sound(rep.derivation)
@@ -380,6 +390,7 @@ def cispo_torch(log_prob, old_log_prob, advantage, high=0.28):
     return -advantage * torch.clamp(ratio, max=1 + high).detach() * log_prob
 
 
+@SHARED_WITH_SUITE
 def test_trainer_style_torch_losses_are_matched():
     assert check_token_loss(ppo_dual_clip_torch).matches == "dual-clip PPO"
     assert check_token_loss(cispo_torch).matches == "CISPO (one-sided)"
@@ -411,6 +422,7 @@ def test_a_loss_that_mixes_tokens_is_refused():
         check_token_loss(lambda lp, olp, a: -a * lp * torch.exp(lp - olp).mean())
 
 
+@SHARED_WITH_SUITE
 def test_reports_are_frozen_and_render():
     rep = check_group_advantage(LOO)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -421,6 +433,7 @@ def test_reports_are_frozen_and_render():
     assert "CISPO" in str(tok) and tok._repr_latex_().startswith("$$")
 
 
+@SHARED_WITH_SUITE
 def test_reports_render_as_html_with_one_verdict_a_table_and_escaped_text(html_outline):
     rep = check_group_advantage(rloo_advantages, G=3, rewards="binary", name="<b>mine</b>")
     page = html_outline(rep._repr_html_())
