@@ -115,9 +115,10 @@ def test_zscore_with_symbolic_epsilon_matches_brute_force(G_, where):
     assert rep.verdict == ("scaled" if sp.simplify(sp.diff(expected, P)) == 0 else "reweighted")
 
 
-@pytest.mark.parametrize("std", ["population", "bessel"])
-@pytest.mark.parametrize("G_", [2, 5, 16])
+@pytest.mark.parametrize(("std", "G_"), [("bessel", 5)])
 def test_trainer_zscore_callables_match_the_closed_forms(std, G_):
+    """The cases the variants suite does not run; it runs G = 2..16 (population std) and G = 2, 3, 4, 8, 16 (Bessel)
+    with these assertions: c(p) against the closed form at p = 0.1, 0.37, 0.9 (and TinyLM's p), and the verdict."""
     rep = check_group_advantage(partial(group_zscore_advantages, eps=0.0, std=std), G=G_, rewards="binary")
     for p in (0.1, 0.37, 0.9):
         got = float(sp.N(rep.scale.subs(P, sp.Rational(p)), 30))
