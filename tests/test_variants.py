@@ -44,9 +44,9 @@ def brute_force_scale(expr, G_, constants=None):
 
 
 SHARED_WITH_SUITE = pytest.mark.xdist_group("suite variants")
-"""The variants suite (tests/test_checks.py) derives the same token losses (PPO, dual-clip, CISPO, IS, the look-alike):
-under ``--dist loadgroup`` these tests share its worker, so each derivation and its kernel check run once
-(:func:`derivations.variants.derive_token_loss` caches the report of each distinct loss)."""
+"""The variants suite (tests/test_checks.py) derives the same token losses (PPO, dual-clip, CISPO, IS, the look-alike),
+as do the registry's forms: under ``--dist loadgroup`` the tests that derive them share its worker, so each derivation
+and its kernel check run once (:func:`derivations.variants.derive_token_loss` caches the report of each distinct loss)."""
 
 
 def assert_every_step_sound(derivation):
@@ -70,8 +70,14 @@ def assert_every_step_sound(derivation):
 # ------------------------------------------------------------------ group level: the seeds
 
 
-def test_leave_one_out_unbiased_for_every_G_and_confirmed_at_G_2_to_8():
-    rep = check_group_advantage(LOO)
+@pytest.fixture(scope="module")
+def loo_report():
+    """The checker's report on leave-one-out (symbolic G, confirmed at G = 2..8), shared by the tests that read it."""
+    return check_group_advantage(LOO)
+
+
+def test_leave_one_out_unbiased_for_every_G_and_confirmed_at_G_2_to_8(loo_report):
+    rep = loo_report
     assert (rep.verdict, rep.scale, rep.residual) == ("unbiased", 1, 0)
     assert [row[0] for row in rep.numeric] == list(range(2, 9))
     assert max(row[3] for row in rep.numeric) < 1e-14
@@ -286,6 +292,7 @@ def registry_reports():
     return reports
 
 
+@SHARED_WITH_SUITE  # and one computation of the module fixture
 def test_every_registered_form_is_named_by_the_checker(registry_reports):
     """Issue 17: for every registered method, the checker given its SymPy per-token loss names that method;
     forms with one weight (REINFORCE/GPG, PPO/unselected Clip-Cov, IS/unselected KL-Cov) are all named."""
@@ -322,6 +329,7 @@ def test_a_saturating_smooth_weight_is_not_silenced_but_a_clip_is():
     assert [run[0] for run in clipped.silenced] == [1, -1] and all(abs(run[1] - 3) < 0.2 and run[2] == 100.0 for run in clipped.silenced)
 
 
+@SHARED_WITH_SUITE  # and one computation of the module fixture
 def test_sapo_weight_is_smooth_and_never_silenced(registry_reports):
     rep = registry_reports["sapo"]
     tau = next(iter(rep.weight.free_symbols - {gw.r}))
@@ -329,6 +337,7 @@ def test_sapo_weight_is_smooth_and_never_silenced(registry_reports):
     assert float(rep.weight.subs({gw.r: 40, tau: 1})) > 0
 
 
+@SHARED_WITH_SUITE  # and one computation of the module fixture
 def test_kl_cov_selected_token_has_its_kink_at_ratio_one(registry_reports):
     w = registry_reports["kl_cov_selected"].weight
     beta = next(iter(w.free_symbols - {gw.r, gw.A}))
@@ -424,8 +433,8 @@ def test_a_loss_that_mixes_tokens_is_refused():
 
 
 @SHARED_WITH_SUITE
-def test_reports_are_frozen_and_render():
-    rep = check_group_advantage(LOO)
+def test_reports_are_frozen_and_render(loo_report):
+    rep = loo_report
     with pytest.raises(dataclasses.FrozenInstanceError):
         rep.verdict = "biased"
     assert rep._repr_latex_().startswith("$$") and "unbiased" in rep._repr_latex_()

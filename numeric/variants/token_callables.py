@@ -134,7 +134,7 @@ def _match(w: dict, values: dict) -> tuple[str, ...]:
     for method in known_methods():
         if not method.parameters <= set(values):  # SAPO's tau, KL-Cov's beta: only with a declared value
             continue
-        if sum(any(_probe_disagrees(method, w, values, i, s) for s in (1, -1)) for i in _PROBES) > 3:
+        if _disagreements(method, w, values) > 3:
             continue
         away = ~near_kink(r, breakpoints(method.weight), values)
         ok = True
@@ -148,6 +148,16 @@ def _match(w: dict, values: dict) -> tuple[str, ...]:
 
 _PROBES = tuple(int(i) for i in torch.linspace(10, len(_GRID) - 10, 7))
 """Indices into :data:`_GRID` of the ratios the cheap probe of :func:`_match` reads."""
+
+
+def _disagreements(method, w: dict, values: dict) -> int:
+    """How many of the :data:`_PROBES` ratios disagree (for either sign of A), counted up to 4: more than 3 rules the method out."""
+    count = 0
+    for i in _PROBES:
+        count += any(_probe_disagrees(method, w, values, i, s) for s in (1, -1))
+        if count > 3:
+            break
+    return count
 
 
 def _probe_disagrees(method, w: dict, values: dict, i: int, sign: int) -> bool:
