@@ -15,10 +15,12 @@ TARGET = Path(__file__).parent / "trainer_style" / "ci_target.py"
 
 _DRIVER = """
 import runpy, sys
-target, names = sys.argv[1], sys.argv[2:]
-for name in names:
+target = sys.argv[1]
+for name, args in [("rloo", ["--kind", "advantage", "--G", "2", "--expect", "unbiased"]),
+                   ("first_as_baseline", ["--kind", "advantage", "--G", "2"]),
+                   ("nothing", ["--kind", "loss"])]:
     print(f"@@run {name}", flush=True)
-    sys.argv = ["pg-identities", "check", f"{target}:{name}", "--kind", "loss"]
+    sys.argv = ["pg-identities", "check", f"{target}:{name}", *args]
     try:
         runpy.run_module("numeric.cli", run_name="__main__", alter_sys=True)
     except SystemExit as exit_:
@@ -26,20 +28,28 @@ for name in names:
 """
 
 
-def test_command_as_a_subprocess_correct_and_broken():
-    """``python -m numeric.cli check`` (the module as ``__main__``, its ``sys.exit``) on both functions, in one interpreter:
-    the imports are paid once; each run's output and exit status are read back separately."""
-    done = subprocess.run([sys.executable, "-c", _DRIVER, str(TARGET), "correct_loss", "broken_loss"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+def test_command_as_a_subprocess_exits_0_1_2():
+    """``python -m numeric.cli check`` (the module as ``__main__``, its ``sys.exit``) in one interpreter: exit 0 as expected,
+    1 not (a function that is not a group advantage), 2 a usage error; each run's output and exit status read back
+    separately.  The reports themselves are checked in-process below, through ``main(argv)``."""
+    done = subprocess.run([sys.executable, "-c", _DRIVER, str(TARGET)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     runs = {}
     for part in done.stdout.split("@@run ")[1:]:
         name, rest = part.split("\n", 1)
         stdout, code = rest.split("@@exit ")
         runs[name] = (stdout, int(code))
-    stdout, rc = runs["correct_loss"]
-    assert rc == 0 and stdout.startswith("unbiased: PPO, seq-mean-token-sum") and "OK: as expected" in stdout
-    stdout, rc = runs["broken_loss"]
-    assert rc == 1 and stdout.startswith("biased:") and "not a policy gradient" in stdout and "FAIL" in stdout
+    assert {name: rc for name, (_, rc) in runs.items()} == {"rloo": 0, "first_as_baseline": 1, "nothing": 2}, done.stderr
+    assert runs["rloo"][0].startswith("unbiased (batch convention)") and "OK: expected unbiased" in runs["rloo"][0]
+    assert "not a group advantage" in done.stderr and "has no function 'nothing'" in done.stderr
+
+
+def test_command_correct_and_broken(capsys):
+    assert main(["check", f"{TARGET}:correct_loss", "--kind", "loss"]) == 0
+    stdout = capsys.readouterr().out
+    assert stdout.startswith("unbiased: PPO, seq-mean-token-sum") and "OK: as expected" in stdout
+    assert main(["check", f"{TARGET}:broken_loss", "--kind", "loss"]) == 1
+    stdout = capsys.readouterr().out
+    assert stdout.startswith("biased:") and "not a policy gradient" in stdout and "FAIL" in stdout
 
 
 def test_expect_and_json(capsys):

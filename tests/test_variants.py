@@ -43,18 +43,41 @@ def brute_force_scale(expr, G_, constants=None):
     return sp.simplify(total / (P * sigma))  # grad p = E[1{R=1} s] = p sigma
 
 
+SHARED_WITH_SUITE = pytest.mark.xdist_group("suite variants")
+"""The variants suite (tests/test_checks.py) derives the same token losses (PPO, dual-clip, CISPO, IS, the look-alike),
+as do the registry's forms: under ``--dist loadgroup`` the tests that derive them share its worker, so each derivation
+and its kernel check run once (:func:`derivations.variants.derive_token_loss` caches the report of each distinct loss)."""
+
+
 def assert_every_step_sound(derivation):
-    derivation.verify()
-    for k in range(len(derivation.steps)):
-        with pytest.raises(DerivationError):
-            derivation.perturbed(k).verify()
+    """The derivation verifies, and each step with a false right-hand side fails.
+
+    Step ``k`` perturbed is checked on its own, under the derivation's premises and ``unfold``: the steps
+    before it are the verified ones, unchanged (asserted), so ``verify()`` would stop exactly there; the
+    chain is re-verified once, not once per perturbed step.  Step 1 perturbed goes through ``verify()``.
+    """
+    if not derivation.verified:
+        derivation.verify()
+    assert derivation.verified
+    with pytest.raises(DerivationError, match="step 1 "):
+        derivation.perturbed(0).verify()
+    for k in range(1, len(derivation.steps)):
+        bad = derivation.perturbed(k)
+        assert bad.steps[:k] == derivation.steps[:k] and bad.steps[k].rhs != derivation.steps[k].rhs
+        assert bad.steps[k].verify(bad.unfold, bad.premises) is None, (k, bad.steps[k])
 
 
 # ------------------------------------------------------------------ group level: the seeds
 
 
-def test_leave_one_out_unbiased_for_every_G_and_confirmed_at_G_2_to_8():
-    rep = check_group_advantage(LOO)
+@pytest.fixture(scope="module")
+def loo_report():
+    """The checker's report on leave-one-out (symbolic G, confirmed at G = 2..8), shared by the tests that read it."""
+    return check_group_advantage(LOO)
+
+
+def test_leave_one_out_unbiased_for_every_G_and_confirmed_at_G_2_to_8(loo_report):
+    rep = loo_report
     assert (rep.verdict, rep.scale, rep.residual) == ("unbiased", 1, 0)
     assert [row[0] for row in rep.numeric] == list(range(2, 9))
     assert max(row[3] for row in rep.numeric) < 1e-14
@@ -98,9 +121,10 @@ def test_zscore_with_symbolic_epsilon_matches_brute_force(G_, where):
     assert rep.verdict == ("scaled" if sp.simplify(sp.diff(expected, P)) == 0 else "reweighted")
 
 
-@pytest.mark.parametrize("std", ["population", "bessel"])
-@pytest.mark.parametrize("G_", [2, 5, 16])
+@pytest.mark.parametrize(("std", "G_"), [("bessel", 5)])
 def test_trainer_zscore_callables_match_the_closed_forms(std, G_):
+    """The cases the variants suite does not run; it runs G = 2..16 (population std) and G = 2, 3, 4, 8, 16 (Bessel)
+    with these assertions: c(p) against the closed form at p = 0.1, 0.37, 0.9 (and TinyLM's p), and the verdict."""
     rep = check_group_advantage(partial(group_zscore_advantages, eps=0.0, std=std), G=G_, rewards="binary")
     for p in (0.1, 0.37, 0.9):
         got = float(sp.N(rep.scale.subs(P, sp.Rational(p)), 30))
@@ -224,6 +248,7 @@ def _agree(weight, method, values):
             assert abs(float(ours.subs({gw.r: x, gw.A: a})) - float(known.subs({gw.r: x, gw.A: a}))) < 1e-15
 
 
+@SHARED_WITH_SUITE
 @pytest.mark.parametrize(("method", "name"), [("ppo", "PPO"), ("ppo_dual_clip", "dual-clip PPO"), ("cispo_cap", "CISPO (one-sided)"), ("is", "token IS")])
 def test_the_known_losses_are_recognised_with_their_derived_weights(method, name):
     rep = check_token_loss(gw.token_loss(method), constants={gw.eps_l: 0.2, gw.eps_h: 0.28})  # DAPO's asymmetric clip
@@ -267,6 +292,7 @@ def registry_reports():
     return reports
 
 
+@SHARED_WITH_SUITE  # and one computation of the module fixture
 def test_every_registered_form_is_named_by_the_checker(registry_reports):
     """Issue 17: for every registered method, the checker given its SymPy per-token loss names that method;
     forms with one weight (REINFORCE/GPG, PPO/unselected Clip-Cov, IS/unselected KL-Cov) are all named."""
@@ -303,6 +329,7 @@ def test_a_saturating_smooth_weight_is_not_silenced_but_a_clip_is():
     assert [run[0] for run in clipped.silenced] == [1, -1] and all(abs(run[1] - 3) < 0.2 and run[2] == 100.0 for run in clipped.silenced)
 
 
+@SHARED_WITH_SUITE  # and one computation of the module fixture
 def test_sapo_weight_is_smooth_and_never_silenced(registry_reports):
     rep = registry_reports["sapo"]
     taus = rep.weight.free_symbols - {gw.r, gw.A}  # tau_+ and tau_-, one per sign of A
@@ -310,6 +337,7 @@ def test_sapo_weight_is_smooth_and_never_silenced(registry_reports):
     assert len(taus) == 2 and all(float(rep.weight.subs({gw.r: 40, gw.A: a, **{t: 1 for t in taus}})) > 0 for a in (1, -1))
 
 
+@SHARED_WITH_SUITE  # and one computation of the module fixture
 def test_kl_cov_selected_token_has_its_kink_at_ratio_one(registry_reports):
     w = registry_reports["kl_cov_selected"].weight
     beta = next(iter(w.free_symbols - {gw.r, gw.A}))
@@ -317,6 +345,7 @@ def test_kl_cov_selected_token_has_its_kink_at_ratio_one(registry_reports):
     assert (w.subs({**at, gw.r: sp.Rational(1, 2)}), w.subs({**at, gw.r: 2})) == (sp.Rational(3, 4), sp.Rational(7, 4))
 
 
+@SHARED_WITH_SUITE
 def test_ppo_silences_exactly_the_clipped_side():
     rep = check_token_loss(gw.token_loss("ppo"))
     at = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(7, 25)}
@@ -324,6 +353,7 @@ def test_ppo_silences_exactly_the_clipped_side():
     assert [bool(silenced.subs({gw.A: a, gw.r: x})) for a in (1, -1) for x in (sp.Rational(1, 2), 1, 2)] == [False, False, True, True, False, False]
 
 
+@SHARED_WITH_SUITE
 def test_stop_gradient_look_alikes():
     a = check_token_loss(-gw.sg(sp.Min(gw.r, 1 + gw.eps_h)) * gw.A * gw.ell)
     b = check_token_loss(-sp.Min(gw.r, 1 + gw.eps_h) * gw.A * gw.ell)
@@ -346,6 +376,7 @@ def test_truncated_is_with_a_declared_cap():
     assert check_token_loss(-gw.sg(sp.Min(gw.r, cap)) * gw.A * gw.ell, constants={cap: 2.0}).on_policy_at_ratio_one is None
 
 
+@SHARED_WITH_SUITE
 def test_token_derivation_is_sound_and_a_wrong_weight_is_caught():
     rep = check_token_loss(gw.token_loss("ppo"))
     assert_every_step_sound(rep.derivation)
@@ -369,6 +400,7 @@ def cispo_torch(log_prob, old_log_prob, advantage, high=0.28):
     return -advantage * torch.clamp(ratio, max=1 + high).detach() * log_prob
 
 
+@SHARED_WITH_SUITE
 def test_trainer_style_torch_losses_are_matched():
     assert check_token_loss(ppo_dual_clip_torch).matches == "dual-clip PPO"
     assert check_token_loss(cispo_torch).matches == "CISPO (one-sided)"
@@ -400,8 +432,9 @@ def test_a_loss_that_mixes_tokens_is_refused():
         check_token_loss(lambda lp, olp, a: -a * lp * torch.exp(lp - olp).mean())
 
 
-def test_reports_are_frozen_and_render():
-    rep = check_group_advantage(LOO)
+@SHARED_WITH_SUITE
+def test_reports_are_frozen_and_render(loo_report):
+    rep = loo_report
     with pytest.raises(dataclasses.FrozenInstanceError):
         rep.verdict = "biased"
     assert rep._repr_latex_().startswith("$$") and "unbiased" in rep._repr_latex_()
@@ -410,6 +443,7 @@ def test_reports_are_frozen_and_render():
     assert "CISPO" in str(tok) and tok._repr_latex_().startswith("$$")
 
 
+@SHARED_WITH_SUITE
 def test_reports_render_as_html_with_one_verdict_a_table_and_escaped_text(html_outline):
     rep = check_group_advantage(rloo_advantages, G=3, rewards="binary", name="<b>mine</b>")
     page = html_outline(rep._repr_html_())
@@ -440,21 +474,19 @@ def test_report_table_bad_input_and_escaping(html_outline):
     assert outline.text[0] == "<script>x</script>" and outline.th == ["<i>"] and "a < b & c" in outline.text
 
 
-def test_the_readme_variant_example_runs_as_written(tmp_path):
-    import os
+def test_the_readme_variant_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    """The block is executed as written, as a script (``__main__``), from another folder; it imports this tree's code
+    (the one this process imported: the command the tests run as a subprocess is test_cli's)."""
     import re
-    import subprocess
-    import sys
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("## Checking a new variant", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"^```py\n(.*?)^```", section, re.S | re.M)
     assert len([line for line in code.splitlines() if line.strip()]) == 5
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}  # this tree's code, not an installed copy
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    first = result.stdout.splitlines()[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {"__name__": "__main__"})
+    first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("reweighted ") and "sqrt(3)" in first
 
 

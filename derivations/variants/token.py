@@ -112,11 +112,28 @@ def _known_weight(method: str) -> sp.Expr:
 
 @cache
 def _weight_of(loss: sp.Expr) -> sp.Expr:
+    split = _split(loss)
+    if isinstance(split, str):
+        raise ValueError(f"the registry's loss {loss}: {split}")
+    return gw.piecewise_weight(_weights(split[1]))
+
+
+def _weights(pieces: dict) -> dict:
+    """``{sign: [(lo, hi, w), ...]}`` of a split's ``{sign: ((lo, hi, piece, w), ...)}``."""
+    return {sign: [(lo, hi, w) for lo, hi, _, w in runs] for sign, runs in pieces.items()}
+
+
+@cache  # pure, keyed by the (immutable) loss: a report and a known method's weight share one split of each distinct form
+def _split(loss: sp.Expr) -> tuple | str:
+    """The region split of ``loss``: ``(breaks, {sign: ((lo, hi, smooth piece, w), ...)})`` for each sign of A, or why it is undecided."""
     breaks = _order(breakpoints(loss))
     if breaks is None:
-        raise ValueError(f"the kinks of the registry's loss {loss} cannot be ordered with the admissible constants")
-    return gw.piecewise_weight({sign: [(lo, hi, _piece_weight(loss, sign, inside)[1]) for lo, hi, inside in _regions(breaks)]
-                                for sign in (1, -1)})
+        return "undecided: the kinks of the loss cannot be ordered under the stated assumptions on the constants"
+    try:
+        pieces = {sign: tuple((lo, hi, *_piece_weight(loss, sign, inside)) for lo, hi, inside in _regions(breaks)) for sign in (1, -1)}
+    except _Unordered as err:
+        return f"undecided: the CAS could not decide the branch of {err} on a region"
+    return breaks, pieces
 
 
 @cache
@@ -125,9 +142,6 @@ def _known_weight_at(method: str, ratio: sp.Expr, sign: int, constants: tuple) -
     return (-gw.d_dell(_piece(loss, {gw.r: ratio})) / sign).subs(gw.r, ratio)
 
 
-@cache
-def _known_breakpoints(weight: sp.Expr) -> tuple:
-    return tuple(breakpoints(weight))
 
 
 def token_loss_expression(loss: sp.Expr, constants: Mapping | None = None) -> sp.Expr:
@@ -176,6 +190,11 @@ def breakpoints(loss: sp.Expr) -> list:
     loss = scalar_expression("loss", loss, "a scalar sympy expression in r", "a number")
     if loss.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
         raise ValueError(f"loss must be finite, got {loss}")
+    return list(_breakpoints(loss))
+
+
+@cache  # pure, keyed by the (immutable) expression: the kinks of each distinct loss or weight are solved for once
+def _breakpoints(loss: sp.Expr) -> tuple:
     found = set()
     for node in loss.atoms(sp.Min, sp.Max):
         for arg in node.args:
@@ -193,7 +212,7 @@ def breakpoints(loss: sp.Expr) -> list:
                 if rel.has(gw.r):
                     sol = sp.solve(sp.Eq(rel.lhs, rel.rhs), gw.r)
                     found.update(s for s in sol if not s.has(gw.ell, gw.ell0, gw.A))
-    return [b for b in found if b.free_symbols and _positive(b) or (b.is_number and b > 0)]
+    return tuple(b for b in found if b.free_symbols and _positive(b) or (b.is_number and b > 0))
 
 
 def _positive(b) -> bool:
@@ -202,6 +221,12 @@ def _positive(b) -> bool:
 
 def _order(breaks: list) -> list | None:
     """The breakpoints in increasing order (decided with the admissible constants), or ``None``."""
+    ordered = _ordered(tuple(breaks))
+    return None if ordered is None else list(ordered)
+
+
+@cache
+def _ordered(breaks: tuple) -> tuple | None:
     out: list = []
     for b in breaks:
         if any(is_zero((b - o).subs(_ADMISSIBLE)) is not None for o in out):
@@ -215,7 +240,7 @@ def _order(breaks: list) -> list | None:
                 raise _Unordered(f"{x} and {y}")
             return s
 
-        return sorted(out, key=cmp_to_key(cmp))
+        return tuple(sorted(out, key=cmp_to_key(cmp)))
     except _Unordered:
         return None
 
@@ -368,10 +393,9 @@ def derive_token_loss(loss: sp.Expr, *, constants: Mapping | None = None) -> Tok
 
 @cache  # pure: the report of one loss expression is a constant (its derivation already verified), shared by every check of it
 def _token_symbolic(loss) -> TokenReport:
-    breaks = _order(breakpoints(loss))
-    if breaks is None:
-        return TokenReport(None, None, {}, None, False, None, None,
-                           "undecided: the kinks of the loss cannot be ordered under the stated assumptions on the constants")
+    split = _split(loss)
+    if isinstance(split, str):
+        return TokenReport(None, None, {}, None, False, None, None, split)
     name = sp.Symbol(r"\mathcal{L}")
     d = Derivation(
         "Gradient weight of the loss",
@@ -380,19 +404,13 @@ def _token_symbolic(loss) -> TokenReport:
                      r"$\partial\,\mathcal{L}/\partial\ell = -A\,w$; $\mathrm{sg}$ held constant"],
         unfold=Definitions({name: loss}, gw.differentiation),
     )
-    pieces: dict[int, list[tuple]] = {}
-    try:
-        for sign in (1, -1):
-            pieces[sign] = []
-            for lo, hi, inside in _regions(breaks):
-                piece, w = _piece_weight(loss, sign, inside)
-                where = ("A > 0" if sign > 0 else "A < 0") + r",\ " + (sp.latex(lo) + " < " if lo != 0 else "0 < ") + "r" + ("" if hi == sp.oo else " < " + sp.latex(hi))
-                region = (gw.A > 0 if sign > 0 else gw.A < 0, *([gw.r > lo] if lo != 0 else []), *([gw.r < hi] if hi != sp.oo else []))
-                d.step(name, piece, f"on ${where}$", proof=holds, given=region)
-                d.step(sp.Derivative(piece, gw.ell), -gw.A * w, r"differentiate, $\mathrm{sg}$ held constant")
-                pieces[sign].append((lo, hi, w))
-    except _Unordered as err:
-        return TokenReport(None, None, {}, None, False, None, None, f"undecided: the CAS could not decide the branch of {err} on a region")
+    for sign in (1, -1):
+        for lo, hi, piece, w in split[1][sign]:
+            where = ("A > 0" if sign > 0 else "A < 0") + r",\ " + (sp.latex(lo) + " < " if lo != 0 else "0 < ") + "r" + ("" if hi == sp.oo else " < " + sp.latex(hi))
+            region = (gw.A > 0 if sign > 0 else gw.A < 0, *([gw.r > lo] if lo != 0 else []), *([gw.r < hi] if hi != sp.oo else []))
+            d.step(name, piece, f"on ${where}$", proof=holds, given=region)
+            d.step(sp.Derivative(piece, gw.ell), -gw.A * w, r"differentiate, $\mathrm{sg}$ held constant")
+    pieces = _weights(split[1])
     weight = gw.piecewise_weight(pieces)
     silenced = sp.Or(*[_region_condition(s, lo, hi) for s in (1, -1) for lo, hi, w in gw.merged_runs(pieces[s]) if w == 0])
     is_pg = not any(w.has(gw.ell, gw.ell0) for s in pieces for _, _, w in pieces[s])
@@ -477,26 +495,25 @@ def _match(pieces: dict) -> tuple[str, ...]:
         if not _agree_at(pieces, method, probe, ratios):  # a cheap exact probe first: nothing derived
             continue
         known = method.weight
-        if any(known == _known_weight(f) for f in found):  # the weight of a form already confirmed
-            found.append(method.method)
-            continue
-        ok = True
-        for sign in (1, -1):  # compare at the interior points of the common refinement of both partitions
-            breaks = _order(list({*[b for b in (p[0] for p in pieces[sign]) if b != 0], *_known_breakpoints(known)}))
-            if breaks is None:
-                ok = False
-                break
-            ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]]) if len(pieces[sign]) > 1 else pieces[sign][0][2]
-            for _, _, inside in _regions(breaks):
-                at = {gw.r: sp.sympify(inside).subs(_ADMISSIBLE), gw.A: sign * _pa, **_ADMISSIBLE}
-                a, b = resolve(sp.sympify(ours).subs(at)), resolve(sp.sympify(known).subs(at))
-                if a is None or b is None or is_zero(a - b) is None:
-                    ok = False
-                    break
-            if not ok:
-                break
+        split = _split(_registry_loss(method.method))
+        ok = (any(known == _known_weight(f) for f in found)  # the weight of a form already confirmed
+              or not isinstance(split, str) and _weights(split[1]) == pieces  # the same pieces on the same regions
+              or _equal_on_refinement(pieces, known))
         if ok:
             found.append(method.method)
     return tuple(found)
 
 
+def _equal_on_refinement(pieces: dict, known: sp.Expr) -> bool:
+    """``pieces`` and the weight ``known`` agree at the interior points of the common refinement of both partitions, each sign of A."""
+    for sign in (1, -1):
+        breaks = _order(list({*[b for b in (p[0] for p in pieces[sign]) if b != 0], *breakpoints(known)}))
+        if breaks is None:
+            return False
+        ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]]) if len(pieces[sign]) > 1 else pieces[sign][0][2]
+        for _, _, inside in _regions(breaks):
+            at = {gw.r: sp.sympify(inside).subs(_ADMISSIBLE), gw.A: sign * _pa, **_ADMISSIBLE}
+            a, b = resolve(sp.sympify(ours).subs(at)), resolve(sp.sympify(known).subs(at))
+            if a is None or b is None or is_zero(a - b) is None:
+                return False
+    return True

@@ -51,10 +51,11 @@ def cross_checks() -> None:
         worst = 0.0
         for G in range(2, 17) if std == "population" else (2, 3, 4, 8, 16):
             rep = check_group_advantage(partial_zscore(group_zscore_advantages, std), G=G, rewards="binary")
-            closed = float(sp.N(exact_grpo_weight(G, std).subs(P, sp.Rational(p)), 30))
-            gap = float("inf") if rep.scale is None else abs(float(sp.N(rep.scale.subs(P, sp.Rational(p)), 30)) - closed)
-            worst = max(worst, _worst(rep), gap)
-        check(f"GRPO z-score ({std} std) as a callable, G = {'2..16' if std == 'population' else '2, 3, 4, 8, 16'}: c(p) = the closed form w(p, G), engine agrees", worst, TOL)
+            closed = {q: _at(exact_grpo_weight(G, std), q) for q in (p, 0.1, 0.37, 0.9)}
+            gap = float("inf") if rep.scale is None else max(float(abs(_at(rep.scale, q) - c)) for q, c in closed.items())
+            worst = max(worst, _worst(rep), gap + (rep.verdict != _verdict_of(closed)))
+        check(f"GRPO z-score ({std} std) as a callable, G = {'2..16' if std == 'population' else '2, 3, 4, 8, 16'}: c(p) = the closed form w(p, G) "
+              "at TinyLM's p and p = 0.1, 0.37, 0.9, the verdict it implies, engine agrees", worst, TOL)
 
     trainers = {"TRL GRPO (Bessel std, eps = 1e-4 outside)": (trl_grpo_advantages, "reweighted"),
                 "verl Dr. GRPO (no std)": (verl_dr_grpo_advantages, "scaled"),
@@ -76,6 +77,19 @@ def cross_checks() -> None:
     check("token losses: derived weight == autograd on TinyLM's tokens", worst, TOL)
     look_alike = check_token_loss(-sp.Min(gw.r, 1 + gw.eps_h) * gw.A * gw.ell)
     check("look-alike without sg: not a policy gradient (count of wrong flags)", int(look_alike.is_policy_gradient) + int(bool(look_alike.on_policy_at_ratio_one)), 0)
+
+
+def _at(c: sp.Expr, p: float) -> sp.Float:
+    """c(p) at ``p`` (the exact rational the float stores), to 30 digits."""
+    return sp.N(c.subs(P, sp.Rational(p)), 30)
+
+
+def _verdict_of(values: dict) -> str:
+    """The verdict the closed form's values c(p) imply: all 1 'unbiased', one other constant 'scaled', else 'reweighted' (to 1e-20)."""
+    c = list(values.values())
+    if max(c) - min(c) > 1e-20:
+        return "reweighted"
+    return "unbiased" if abs(c[0] - 1) <= 1e-20 else "scaled"
 
 
 def partial_zscore(fn: Callable, std: str) -> Callable:

@@ -141,7 +141,7 @@ def _match(w: dict, values: dict) -> tuple[tuple[str, ...], dict]:
         if fitted is None:  # KL-Cov's beta (not in its weight): only with a declared value
             continue
         given = {**values, **fitted}
-        if sum(any(_probe_disagrees(method, w, given, i, s) for s in (1, -1)) for i in _PROBES) > 3:
+        if _disagreements(method, w, given) > 3:
             continue
         away = ~near_kink(r, breakpoints(method.weight), given)
         ok = True
@@ -185,6 +185,16 @@ def _read_off(method, w: dict, values: dict) -> dict | None:
 
 _PROBES = tuple(int(i) for i in torch.linspace(10, len(_GRID) - 10, 7))
 """Indices into :data:`_GRID` of the ratios the cheap probe of :func:`_match` reads."""
+
+
+def _disagreements(method, w: dict, values: dict) -> int:
+    """How many of the :data:`_PROBES` ratios disagree (for either sign of A), counted up to 4: more than 3 rules the method out."""
+    count = 0
+    for i in _PROBES:
+        count += any(_probe_disagrees(method, w, values, i, s) for s in (1, -1))
+        if count > 3:
+            break
+    return count
 
 
 def _probe_disagrees(method, w: dict, values: dict, i: int, sign: int) -> bool:
