@@ -25,7 +25,7 @@ import sympy as sp
 
 from ._validate import require_expr, require_optional, require_optional_callable
 
-__all__ = ["CANONICALISERS", "DerivationError", "is_zero", "refuting_point", "reject_vacuous_derivatives"]
+__all__ = ["CANONICALISERS", "DerivationError", "evaluated", "is_zero", "refuting_point", "reject_vacuous_derivatives"]
 
 
 class DerivationError(AssertionError):
@@ -173,11 +173,11 @@ def _reduce(entry: sp.Basic, facts: Mapping | None) -> str | None:
     if not facts and refuting_point(entry) is not None:
         return None  # refuted before the (costly) evaluation of its sums: they are evaluated exactly at the point
     shown = entry
-    entry = entry.doit()
+    entry = evaluated(entry)
     if facts:
         # split logs while the symbols still carry their signs (a fact like pi_K = 1 - ... hides them);
         # without force, expand_log splits only what the assumptions allow
-        entry = sp.expand_log(entry).subs(facts).doit()
+        entry = evaluated(sp.expand_log(entry).subs(facts))
     if (facts or entry != shown) and refuting_point(entry) is not None:
         return None
     tried = set()
@@ -193,6 +193,28 @@ def _reduce(entry: sp.Basic, facts: Mapping | None) -> str | None:
         if reduced == 0:
             return name
     return None
+
+
+def evaluated(expr: sp.Basic) -> sp.Basic:
+    """``expr.doit()``, each term of a sum evaluated once per process.
+
+    ``Add.doit`` is ``Add(*[term.doit() for term in terms])``; the terms' results
+    are remembered (an expression is immutable and ``doit`` a function of it), so a
+    step checked again with one term changed (a perturbed right-hand side, the
+    same sum in a doctest and a chapter) evaluates only what changed.
+    """
+    if isinstance(expr, sp.Add):
+        return sp.Add(*[_evaluated_term(t) for t in expr.args])
+    return _evaluated_term(expr) if isinstance(expr, sp.Basic) else expr.doit()
+
+
+def _evaluated_term(term: sp.Basic) -> sp.Basic:
+    return _doit(term) if _hashable(term) else term.doit()
+
+
+@lru_cache(maxsize=8192)
+def _doit(term: sp.Basic) -> sp.Basic:
+    return term.doit()
 
 
 # ------------------------------------------------------------ refutation at a rational point

@@ -48,17 +48,18 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import pairwise
 from typing import TypeVar, dataclass_transform
 
 import sympy as sp
 
 from ._validate import require_expr, require_optional
-from .canonical import is_zero, reject_vacuous_derivatives
+from .canonical import evaluated, is_zero, reject_vacuous_derivatives
 from .definitions import Definitions
 from .iid_groups import Expect
 from .premises import Refused, bounds, is_relation, parametrisation, require_consistent
-from .regions import at_least, resolve, truth
+from .regions import at_least, at_point, resolve, truth
 
 __all__ = ["Argmin", "Claim", "Proof", "Refused", "Verdict", "check", "implies", "is_proof", "relation_holds", "require_consistent"]
 
@@ -130,17 +131,19 @@ class Claim:
         if self.unfold is not None:
             expr = self.unfold.apply(expr)
         reject_vacuous_derivatives(expr)
-        expr = expr.doit()
+        expr = evaluated(expr)
         if self.facts:
-            expr = sp.expand_log(expr).subs(self.facts).doit()
+            expr = evaluated(sp.expand_log(expr).subs(self.facts))
         return expr
 
-    @property
+    @cached_property
     def left(self) -> sp.Basic:
+        """:meth:`content` of ``lhs``, computed once (the claim is immutable)."""
         return self.content(self.lhs)
 
-    @property
+    @cached_property
     def right(self) -> sp.Basic:
+        """:meth:`content` of ``rhs``, computed once (the claim is immutable)."""
         return self.content(self.rhs)
 
     def subs(self, mapping: Mapping[sp.Basic, sp.Basic]) -> Claim:
@@ -286,6 +289,50 @@ def check(claim: Claim, proof: Proof | None) -> Verdict:
         raise TypeError(f"claim must be a Claim (a step's displayed statement), got {type(claim).__name__}")
     if proof is not None and type(proof) not in _KINDS:
         raise TypeError(f"proof must be built by derivations.proofs (a bare function is not a proof), got {type(proof).__name__}")
+    key = _memo_key(claim, proof)
+    if key is None:
+        return _check(claim, proof)
+    if key not in _VERDICTS:
+        try:
+            _VERDICTS[key] = _check(claim, proof)
+        except Refused as refused:
+            _VERDICTS[key] = str(refused)
+        if len(_VERDICTS) > _MEMO_SIZE:
+            del _VERDICTS[next(iter(_VERDICTS))]
+    verdict = _VERDICTS[key]
+    if isinstance(verdict, str):
+        raise Refused(verdict)
+    return verdict
+
+
+_VERDICTS: dict = {}
+_MEMO_SIZE = 4096
+
+
+def _memo_key(claim: Claim, proof: Proof | None) -> tuple | None:
+    """What a verdict depends on, as a hashable key; ``None`` when the proof is not data alone (a lemma, a callable)."""
+    if not _is_data(proof):
+        return None
+    try:
+        facts = None if claim.facts is None else frozenset((sp.sympify(k), sp.sympify(v)) for k, v in claim.facts.items())
+        key = (claim.lhs, claim.relation, claim.rhs, claim.unfold, facts, claim.premises, claim.given, type(proof), proof)
+        hash(key)
+    except (TypeError, sp.SympifyError):  # unhashable, or facts the check itself will refuse: not remembered
+        return None
+    return key
+
+
+def _is_data(proof: Proof | None) -> bool:
+    """A proof whose verdict is a function of its fields and the claim (no derivation object, no callable)."""
+    if proof is None:
+        return True
+    if type(proof) not in _DATA_KINDS:
+        return False
+    inner = getattr(proof, "inner", None)
+    return inner is None or _is_data(inner)
+
+
+def _check(claim: Claim, proof: Proof | None) -> Verdict:
     require_consistent(claim.conditions)
     if claim.facts:
         justify_facts(claim.facts, claim.conditions, claim.unfold)
@@ -317,7 +364,7 @@ class Decide(Proof):
 
     def establish(self, claim: Claim) -> Established | None:
         param = claim.parametrisation()
-        left, right = (sp.sympify(x).subs(param) if param else x for x in (claim.left, claim.right))
+        left, right = (at_point(x, param) for x in (claim.left, claim.right))
         return Established(claim.lhs, claim.relation, claim.rhs) if relation_holds(left, claim.relation, right) else None
 
 
@@ -379,7 +426,7 @@ class Regions(Proof):
             if self.inner is not None:
                 here = claim.subs(p)
                 check(here, self.inner)
-            elif not relation_holds(claim.left.subs(p), claim.relation, claim.right.subs(p)):
+            elif not relation_holds(at_point(claim.left, p), claim.relation, at_point(claim.right, p)):
                 return None
         return Established(claim.lhs, claim.relation, claim.rhs)
 
@@ -679,3 +726,7 @@ class Table(Proof):
             return None
         shown = ", ".join(rf"{sp.latex(v)};{','.join(map(str, c))} \mapsto {sp.latex(a)}" for v, c, a in self.table)
         return Established(claim.lhs, "=", claim.rhs, f"summed over the table of ${sp.latex(self.advantage)}$ on (own reward; others' counts): ${shown}$")
+
+
+_DATA_KINDS = {Decide, Regions, Minimum, Numerically, SameSolutions, IsArgmin, Instances, LimitAlong, Tolerance, Table}
+"""The kinds whose verdict :func:`check` may remember: their fields are data (a :class:`Lemma` holds a mutable derivation)."""
