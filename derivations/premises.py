@@ -128,7 +128,7 @@ def _require_consistent(premises: tuple) -> None:
         alone = [p for p in premises if p.free_symbols == {s} and isinstance(p, sp.core.relational.Relational)]
         domain = sp.Interval.open(0, sp.oo) if s.is_positive else sp.Interval(0, sp.oo) if s.is_nonnegative else sp.S.Reals
         try:
-            solutions = sp.Intersection(domain, *[sp.solveset(p, s, sp.S.Reals) for p in alone])
+            solutions = sp.Intersection(domain, *[_solutions(p, s) for p in alone])
         except (NotImplementedError, ValueError, TypeError):  # solveset could not solve: no contradiction derived
             continue
         if alone and solutions == sp.S.EmptySet:
@@ -137,3 +137,9 @@ def _require_consistent(premises: tuple) -> None:
     for p in premises:
         if param and truth(p.subs(param)) is False:
             raise Refused(f"its premises are contradictory ({sp.sstr(p)} fails under the others)")
+
+
+@lru_cache(maxsize=1024)
+def _solutions(condition: sp.Basic, s: sp.Symbol) -> sp.Set:
+    """``solveset(condition, s, Reals)``, remembered: one premise recurs under many regions' conditions."""
+    return sp.solveset(condition, s, sp.S.Reals)

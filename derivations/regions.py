@@ -142,8 +142,20 @@ def _extreme(cls: type[MinMaxBase], args: list, at: Mapping) -> sp.Basic | None:
         return cls.zero
     sign = 1 if cls is sp.Max else -1
     candidates = list(sp.ordered(set(args)))
-    winners = [cand for cand in candidates
-               if all(at_least(_decided(sign * (cand - other), at), False) for other in candidates if other is not cand)]
+    winners = []
+    for cand in candidates:
+        strictly = True
+        for other in candidates:
+            if other is cand:
+                continue
+            s = _signs(_decided(sign * (cand - other), at))
+            if s is None or not s <= {0, 1}:
+                break
+            strictly = strictly and s == {1}
+        else:
+            if strictly:
+                return cand  # strictly beyond every other argument: no other can be decided extreme
+            winners.append(cand)
     return winners[0] if len(winners) == 1 else None
 
 
