@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 import sympy as sp
+from sympy.core.operations import AssocOp
 
 from ._validate import require_expr, require_optional, require_optional_callable
 
@@ -196,25 +197,34 @@ def _reduce(entry: sp.Basic, facts: Mapping | None) -> str | None:
 
 
 def evaluated(expr: sp.Basic) -> sp.Basic:
-    """``expr.doit()``, each term of a sum evaluated once per process.
+    """``expr.doit()``, each ``Sum``, ``Derivative`` and other evaluating node evaluated once per process.
 
-    ``Add.doit`` is ``Add(*[term.doit() for term in terms])``; the terms' results
-    are remembered (an expression is immutable and ``doit`` a function of it), so a
-    step checked again with one term changed (a perturbed right-hand side, the
-    same sum in a doctest and a chapter) evaluates only what changed.
+    Where a node's ``doit`` is the generic one (``Add``, ``Mul``, ``Pow``, a
+    function application: rebuild from the arguments' ``doit``), it is rebuilt
+    here the same way; every other node's ``doit`` is remembered (an expression
+    is immutable and ``doit`` a function of it).  So the sums that a chain's
+    neighbouring steps, a perturbed right-hand side, a doctest and a chapter
+    share are evaluated once.
     """
-    if isinstance(expr, sp.Add):
-        return sp.Add(*[_evaluated_term(t) for t in expr.args])
-    return _evaluated_term(expr) if isinstance(expr, sp.Basic) else expr.doit()
+    if not isinstance(expr, sp.Basic):
+        return expr.doit()
+    return _evaluated(expr)
 
 
-def _evaluated_term(term: sp.Basic) -> sp.Basic:
-    return _doit(term) if _hashable(term) else term.doit()
+def _evaluated(e: sp.Basic) -> sp.Basic:
+    how = type(e).doit
+    if how is sp.Atom.doit:
+        return e
+    if how is AssocOp.doit:
+        return e.func(*[_evaluated(a) for a in e.args], evaluate=True)
+    if how is sp.Basic.doit:
+        return e.func(*[_evaluated(a) if isinstance(a, sp.Basic) else a for a in e.args])
+    return _doit(e) if _hashable(e) else e.doit()
 
 
 @lru_cache(maxsize=8192)
-def _doit(term: sp.Basic) -> sp.Basic:
-    return term.doit()
+def _doit(node: sp.Basic) -> sp.Basic:
+    return node.doit()
 
 
 # ------------------------------------------------------------ refutation at a rational point
