@@ -373,7 +373,7 @@ def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = (
     points: list[dict[sp.Symbol, sp.Basic]] = [{}]
     param = parametrisation(premises, [x for x, _ in cuts], given)
     premises = tuple(premises) + tuple(given)
-    for x, breaks in cuts:
+    for level, (x, breaks) in enumerate(cuts):
         out = []
         for p in points:
             def at(e, p=p):
@@ -393,7 +393,7 @@ def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = (
                 cut.append(b)
             if not cut and lo == -sp.oo and hi == sp.oo:
                 raise Refused(f"no cut point for {x}: nothing to split")
-            t = sp.Dummy("t", positive=True)
+            t = _gap_parameter(level)
             edges = [lo, *cut, hi]
             for i, (a, b) in enumerate(pairwise(edges)):
                 if i == 0 and lo_closed and lo != -sp.oo:
@@ -404,6 +404,21 @@ def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = (
                     out.append({**p, x: b})
         points = out
     return [{**{k: v for k, v in param.items()}, **p} for p in points]
+
+
+_GAP_PARAMETERS: list[sp.Dummy] = []
+
+
+def _gap_parameter(level: int) -> sp.Dummy:
+    """The positive parameter of the interior points of the ``level``-th cut: one per cut, so nested cuts stay independent.
+
+    The same symbol at every point of one cut is sound (each point is decided on
+    its own) and lets the sign decisions one point needs be remembered for the
+    next claim decided there (a perturbed step, a doctest and its chapter).
+    """
+    while len(_GAP_PARAMETERS) <= level:
+        _GAP_PARAMETERS.append(sp.Dummy(f"t{len(_GAP_PARAMETERS)}", positive=True))
+    return _GAP_PARAMETERS[level]
 
 
 @_kind
