@@ -111,3 +111,24 @@ def test_a_lemma_is_checked_again_after_it_changes():
 
 def test_a_cached_table_is_an_immutable_value():
     assert isinstance(loss_table(), str) and loss_table() is loss_table()
+
+
+def test_nested_cuts_keep_independent_parameters():
+    """The gap parameter is shared between points of one cut, never between two cuts: a claim true only on the
+    diagonal x = y of the cell x > 1, y > 1 must be refused (one parameter for both cuts would check only x = y there)."""
+    u, v = sp.symbols("u v", positive=True)
+    claim = sp.Max(u - v, 0) * sp.Max(u - 1, 0) * sp.Max(v - 1, 0)
+    with pytest.raises(DerivationError, match="does not establish it"):
+        Derivation("diagonal").step(claim, 0, "cases", proof=on_regions((u, [1]), (v, [1]))).verify()
+    true = sp.Max(u - 1, 0) * sp.Max(v - 1, 0) * (u + v - 2)
+    assert Derivation("cell").step(true, 0, "cases", relation=">=", proof=on_regions((u, [1]), (v, [1]))).verify().verified
+
+
+def test_a_remembered_parametrisation_is_a_new_dict_each_time():
+    from derivations.premises import parametrisation
+
+    y = sp.Symbol("y", real=True)
+    first = parametrisation((y > 1,))
+    first[y] = sp.Integer(0)
+    second = parametrisation((y > 1,))
+    assert second[y] != 0 and (second[y] - 1).is_positive
