@@ -314,7 +314,7 @@ def refuting_point(expr: sp.Basic) -> dict | None:
                 limits = [lim for x in value.atoms(sp.Sum, sp.Product) for lim in x.limits]
                 if not all(lo.is_Integer and hi.is_Integer and hi >= lo - 1 for _, lo, hi in limits):
                     continue
-                value = value.doit()
+                value = evaluated(value)  # a sum at the point, shared by a step and its perturbation, evaluated once
             entries = sorted(value.atoms(sp.Indexed), key=sp.default_sort_key)
             if any(not i.is_Integer for e in entries for i in e.indices):
                 continue

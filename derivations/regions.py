@@ -33,7 +33,6 @@ from functools import lru_cache
 import sympy as sp
 from sympy.core.operations import ShortCircuit
 from sympy.functions.elementary.miscellaneous import MinMaxBase
-from sympy.logic.boolalg import BooleanFunction
 
 from ._validate import require_expr, require_optional
 
@@ -190,12 +189,13 @@ def at_point(expr: sp.Basic, at: Mapping[sp.Basic, sp.Basic]) -> sp.Basic:
     return _at_point(sp.sympify(expr), dict(at))
 
 
-# nodes rebuilt from their substituted arguments as ``subs`` would (a Piecewise keeps its own ``subs``, which drops pieces)
-_WALKED = (sp.Add, sp.Mul, sp.Pow, MinMaxBase, sp.core.relational.Relational, BooleanFunction, sp.Function)
+# nodes whose ``subs`` of a symbol rebuilds them from their substituted arguments; a Piecewise and an And/Or keep
+# their own ``subs`` (it skips the pieces after a true condition, the arguments after a false one)
+_WALKED = (sp.Add, sp.Mul, sp.Pow, MinMaxBase, sp.core.relational.Relational, sp.Function)
 
 
 def _at_point(e: sp.Basic, at: dict) -> sp.Basic:
-    if not isinstance(e, _WALKED) or not e.has(sp.Min, sp.Max):
+    if not isinstance(e, _WALKED) or isinstance(e, sp.Piecewise) or not e.has(sp.Min, sp.Max):
         return e.subs(at)
     args = [_at_point(a, at) for a in e.args]
     if isinstance(e, (sp.Min, sp.Max)):
