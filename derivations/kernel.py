@@ -32,6 +32,18 @@ satisfy the lemma's symbol assumptions and premises; premises must be
 consistent (``False`` cannot be derived from them by SymPy); a fact substituted
 into a step must be a premise shown on the page or be verified by the CAS.
 
+What it **remembers**, within one process, so that a claim checked again (a
+perturbed step beside its original, a doctest and its chapter) costs little:
+the verdict of :func:`check` for a claim and a proof made of data alone (never
+a lemma, whose derivation can change; a refusal is raised afresh with its
+message), each sign decision (:mod:`derivations.regions`), each evaluated sum
+(:func:`~derivations.canonical.evaluated`) and each parametrisation of the
+premises.  Each is a pure function of immutable SymPy input; none changes a
+verdict.  At a region's point each ``Min``/``Max`` is decided by the signs of
+its arguments' differences there (:func:`~derivations.regions.at_point`)
+rather than rebuilt by SymPy's constructor; an undecided or tied one is
+rebuilt and decided as before.
+
 Examples
 --------
 >>> import sympy as sp
