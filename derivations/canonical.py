@@ -22,10 +22,11 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 import sympy as sp
+from sympy.core.operations import AssocOp
 
 from ._validate import require_expr, require_optional, require_optional_callable
 
-__all__ = ["CANONICALISERS", "DerivationError", "is_zero", "refuting_point", "reject_vacuous_derivatives"]
+__all__ = ["CANONICALISERS", "DerivationError", "evaluated", "is_zero", "refuting_point", "reject_vacuous_derivatives"]
 
 
 class DerivationError(AssertionError):
@@ -173,11 +174,11 @@ def _reduce(entry: sp.Basic, facts: Mapping | None) -> str | None:
     if not facts and refuting_point(entry) is not None:
         return None  # refuted before the (costly) evaluation of its sums: they are evaluated exactly at the point
     shown = entry
-    entry = entry.doit()
+    entry = evaluated(entry)
     if facts:
         # split logs while the symbols still carry their signs (a fact like pi_K = 1 - ... hides them);
         # without force, expand_log splits only what the assumptions allow
-        entry = sp.expand_log(entry).subs(facts).doit()
+        entry = evaluated(sp.expand_log(entry).subs(facts))
     if (facts or entry != shown) and refuting_point(entry) is not None:
         return None
     tried = set()
@@ -193,6 +194,37 @@ def _reduce(entry: sp.Basic, facts: Mapping | None) -> str | None:
         if reduced == 0:
             return name
     return None
+
+
+def evaluated(expr: sp.Basic) -> sp.Basic:
+    """``expr.doit()``, each ``Sum``, ``Derivative`` and other evaluating node evaluated once per process.
+
+    Where a node's ``doit`` is the generic one (``Add``, ``Mul``, ``Pow``, a
+    function application: rebuild from the arguments' ``doit``), it is rebuilt
+    here the same way; every other node's ``doit`` is remembered (an expression
+    is immutable and ``doit`` a function of it).  So the sums that a chain's
+    neighbouring steps, a perturbed right-hand side, a doctest and a chapter
+    share are evaluated once.
+    """
+    if not isinstance(expr, sp.Basic):
+        return expr.doit()
+    return _evaluated(expr)
+
+
+def _evaluated(e: sp.Basic) -> sp.Basic:
+    how = type(e).doit
+    if how is sp.Atom.doit:
+        return e
+    if how is AssocOp.doit:
+        return e.func(*[_evaluated(a) for a in e.args], evaluate=True)
+    if how is sp.Basic.doit:
+        return e.func(*[_evaluated(a) if isinstance(a, sp.Basic) else a for a in e.args])
+    return _doit(e) if _hashable(e) else e.doit()
+
+
+@lru_cache(maxsize=8192)
+def _doit(node: sp.Basic) -> sp.Basic:
+    return node.doit()
 
 
 # ------------------------------------------------------------ refutation at a rational point
@@ -282,7 +314,7 @@ def refuting_point(expr: sp.Basic) -> dict | None:
                 limits = [lim for x in value.atoms(sp.Sum, sp.Product) for lim in x.limits]
                 if not all(lo.is_Integer and hi.is_Integer and hi >= lo - 1 for _, lo, hi in limits):
                     continue
-                value = value.doit()
+                value = evaluated(value)  # a sum at the point, shared by a step and its perturbation, evaluated once
             entries = sorted(value.atoms(sp.Indexed), key=sp.default_sort_key)
             if any(not i.is_Integer for e in entries for i in e.indices):
                 continue

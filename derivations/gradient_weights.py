@@ -400,6 +400,7 @@ def on_policy_limit() -> Derivation:
     return d
 
 
+@cache  # a str: nothing mutable is shared
 def weight_table() -> str:
     r"""The table of live and silenced regions: :math:`w(r, A)` per method, as a LaTeX array.
 

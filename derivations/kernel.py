@@ -38,6 +38,18 @@ satisfy the lemma's symbol assumptions and premises; premises must be
 consistent (``False`` cannot be derived from them by SymPy); a fact substituted
 into a step must be a premise shown on the page or be verified by the CAS.
 
+What it **remembers**, within one process, so that a claim checked again (a
+perturbed step beside its original, a doctest and its chapter) costs little:
+the verdict of :func:`check` for a claim and a proof made of data alone (never
+a lemma, whose derivation can change; a refusal is raised afresh with its
+message), each sign decision (:mod:`derivations.regions`), each evaluated sum
+(:func:`~derivations.canonical.evaluated`) and each parametrisation of the
+premises.  Each is a pure function of immutable SymPy input; none changes a
+verdict.  At a region's point each ``Min``/``Max`` is decided by the signs of
+its arguments' differences there (:func:`~derivations.regions.at_point`)
+rather than rebuilt by SymPy's constructor; an undecided or tied one is
+rebuilt and decided as before.
+
 Examples
 --------
 >>> import sympy as sp
@@ -54,17 +66,18 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import pairwise
 from typing import TypeVar, dataclass_transform
 
 import sympy as sp
 
 from ._validate import require_expr, require_optional
-from .canonical import is_zero, reject_vacuous_derivatives
+from .canonical import evaluated, is_zero, reject_vacuous_derivatives
 from .definitions import Definitions
 from .iid_groups import Expect
 from .premises import Refused, bounds, is_relation, parametrisation, require_consistent
-from .regions import at_least, resolve, truth
+from .regions import at_least, at_point, resolve, truth
 
 __all__ = ["Argmin", "Claim", "Proof", "Refused", "Verdict", "check", "implies", "is_proof", "relation_holds", "require_consistent"]
 
@@ -136,17 +149,19 @@ class Claim:
         if self.unfold is not None:
             expr = self.unfold.apply(expr)
         reject_vacuous_derivatives(expr)
-        expr = expr.doit()
+        expr = evaluated(expr)
         if self.facts:
-            expr = sp.expand_log(expr).subs(self.facts).doit()
+            expr = evaluated(sp.expand_log(expr).subs(self.facts))
         return expr
 
-    @property
+    @cached_property
     def left(self) -> sp.Basic:
+        """:meth:`content` of ``lhs``, computed once (the claim is immutable)."""
         return self.content(self.lhs)
 
-    @property
+    @cached_property
     def right(self) -> sp.Basic:
+        """:meth:`content` of ``rhs``, computed once (the claim is immutable)."""
         return self.content(self.rhs)
 
     def subs(self, mapping: Mapping[sp.Basic, sp.Basic]) -> Claim:
@@ -292,6 +307,50 @@ def check(claim: Claim, proof: Proof | None) -> Verdict:
         raise TypeError(f"claim must be a Claim (a step's displayed statement), got {type(claim).__name__}")
     if proof is not None and type(proof) not in _KINDS:
         raise TypeError(f"proof must be built by derivations.proofs (a bare function is not a proof), got {type(proof).__name__}")
+    key = _memo_key(claim, proof)
+    if key is None:
+        return _check(claim, proof)
+    if key not in _VERDICTS:
+        try:
+            _VERDICTS[key] = _check(claim, proof)
+        except Refused as refused:
+            _VERDICTS[key] = str(refused)
+        if len(_VERDICTS) > _MEMO_SIZE:
+            del _VERDICTS[next(iter(_VERDICTS))]
+    verdict = _VERDICTS[key]
+    if isinstance(verdict, str):
+        raise Refused(verdict)
+    return verdict
+
+
+_VERDICTS: dict = {}
+_MEMO_SIZE = 4096
+
+
+def _memo_key(claim: Claim, proof: Proof | None) -> tuple | None:
+    """What a verdict depends on, as a hashable key; ``None`` when the proof is not data alone (a lemma, a callable)."""
+    if not _is_data(proof):
+        return None
+    try:
+        facts = None if claim.facts is None else frozenset((sp.sympify(k), sp.sympify(v)) for k, v in claim.facts.items())
+        key = (claim.lhs, claim.relation, claim.rhs, claim.unfold, facts, claim.premises, claim.given, type(proof), proof)
+        hash(key)
+    except (TypeError, sp.SympifyError):  # unhashable, or facts the check itself will refuse: not remembered
+        return None
+    return key
+
+
+def _is_data(proof: Proof | None) -> bool:
+    """A proof whose verdict is a function of its fields and the claim (no derivation object, no callable)."""
+    if proof is None:
+        return True
+    if type(proof) not in _DATA_KINDS:
+        return False
+    inner = getattr(proof, "inner", None)
+    return inner is None or _is_data(inner)
+
+
+def _check(claim: Claim, proof: Proof | None) -> Verdict:
     require_consistent(claim.conditions)
     if claim.facts:
         justify_facts(claim.facts, claim.conditions, claim.unfold)
@@ -323,7 +382,7 @@ class Decide(Proof):
 
     def establish(self, claim: Claim) -> Established | None:
         param = claim.parametrisation()
-        left, right = (sp.sympify(x).subs(param) if param else x for x in (claim.left, claim.right))
+        left, right = (at_point(x, param) for x in (claim.left, claim.right))
         return Established(claim.lhs, claim.relation, claim.rhs) if relation_holds(left, claim.relation, right) else None
 
 
@@ -332,7 +391,7 @@ def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = (
     points: list[dict[sp.Symbol, sp.Basic]] = [{}]
     param = parametrisation(premises, [x for x, _ in cuts], given)
     premises = tuple(premises) + tuple(given)
-    for x, breaks in cuts:
+    for level, (x, breaks) in enumerate(cuts):
         out = []
         for p in points:
             def at(e, p=p):
@@ -352,7 +411,7 @@ def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = (
                 cut.append(b)
             if not cut and lo == -sp.oo and hi == sp.oo:
                 raise Refused(f"no cut point for {x}: nothing to split")
-            t = sp.Dummy("t", positive=True)
+            t = _gap_parameter(level)
             edges = [lo, *cut, hi]
             for i, (a, b) in enumerate(pairwise(edges)):
                 if i == 0 and lo_closed and lo != -sp.oo:
@@ -363,6 +422,21 @@ def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = (
                     out.append({**p, x: b})
         points = out
     return [{**{k: v for k, v in param.items()}, **p} for p in points]
+
+
+_GAP_PARAMETERS: list[sp.Dummy] = []
+
+
+def _gap_parameter(level: int) -> sp.Dummy:
+    """The positive parameter of the interior points of the ``level``-th cut: one per cut, so nested cuts stay independent.
+
+    The same symbol at every point of one cut is sound (each point is decided on
+    its own) and lets the sign decisions one point needs be remembered for the
+    next claim decided there (a perturbed step, a doctest and its chapter).
+    """
+    while len(_GAP_PARAMETERS) <= level:
+        _GAP_PARAMETERS.append(sp.Dummy(f"t{len(_GAP_PARAMETERS)}", positive=True))
+    return _GAP_PARAMETERS[level]
 
 
 @_kind
@@ -385,7 +459,7 @@ class Regions(Proof):
             if self.inner is not None:
                 here = claim.subs(p)
                 check(here, self.inner)
-            elif not relation_holds(claim.left.subs(p), claim.relation, claim.right.subs(p)):
+            elif not relation_holds(at_point(claim.left, p), claim.relation, at_point(claim.right, p)):
                 return None
         return Established(claim.lhs, claim.relation, claim.rhs)
 
@@ -722,3 +796,7 @@ class Table(Proof):
             return None
         shown = ", ".join(rf"{sp.latex(v)};{','.join(map(str, c))} \mapsto {sp.latex(a)}" for v, c, a in self.table)
         return Established(claim.lhs, "=", claim.rhs, f"summed over the table of ${sp.latex(self.advantage)}$ on (own reward; others' counts): ${shown}$")
+
+
+_DATA_KINDS = {Decide, Regions, Minimum, Numerically, SameSolutions, IsArgmin, Instances, LimitAlong, Tolerance, Table}
+"""The kinds whose verdict :func:`check` may remember: their fields are data (a :class:`Lemma` holds a mutable derivation)."""

@@ -486,6 +486,7 @@ def length_bias() -> dict[str, str]:
     }
 
 
+@cache  # a str, built from cached derivations: nothing mutable is shared
 def loss_table() -> str:
     r"""Every loss: its per-token loss, derived weight :math:`w`, default aggregation, and what it is unbiased for, as a LaTeX array.
 
@@ -522,6 +523,7 @@ def loss_table() -> str:
     return "\n".join(lines)
 
 
+@cache  # a str, built from cached derivations: nothing mutable is shared
 def sequence_table() -> str:
     r"""The methods that put a row's ratio into a token loss: the row ratio, the derived weight, the default aggregation, the verdict, as a LaTeX array.
 

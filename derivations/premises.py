@@ -58,12 +58,27 @@ def parametrisation(premises: Sequence[sp.Basic], exclude: Iterable[sp.Symbol] =
     :math:`s = b + \eta`, :math:`\eta \ge 0`).  A symbol with several premise
     bounds on one side, or with a closed end of a bounded interval, is left alone.
     The ``given`` conditions of a step (a region) are parametrised second, in
-    the parametrised constants of the premises.
+    the parametrised constants of the premises.  (Remembered per premises: the
+    same fresh symbols for the same premises, in a new dict each call.)
     """
+    key = (tuple(premises), frozenset(exclude), tuple(given))
+    try:
+        hash(key)
+    except TypeError:
+        return _parametrisation(*key)
+    return dict(_remembered_parametrisation(key))
+
+
+@lru_cache(maxsize=1024)
+def _remembered_parametrisation(key: tuple) -> dict:
+    return _parametrisation(*key)
+
+
+def _parametrisation(premises: tuple, exclude: frozenset, given: tuple) -> dict[sp.Symbol, sp.Expr]:
     if given:
         bounded = _bounded(given) - _bounded(premises)  # a constant the premises bound stays a constant
-        first = parametrisation(premises, set(exclude) | bounded)
-        second = parametrisation([sp.sympify(g).xreplace(first) for g in given], set(exclude) | set(first))
+        first = _parametrisation(premises, exclude | bounded, ())
+        second = _parametrisation(tuple(sp.sympify(g).xreplace(first) for g in given), exclude | set(first), ())
         return {**{k: v.xreplace(second) for k, v in first.items()}, **second}
     out: dict[sp.Symbol, sp.Expr] = {}
     used: set[sp.Basic] = set()
@@ -128,7 +143,7 @@ def _require_consistent(premises: tuple) -> None:
         alone = [p for p in premises if p.free_symbols == {s} and isinstance(p, sp.core.relational.Relational)]
         domain = sp.Interval.open(0, sp.oo) if s.is_positive else sp.Interval(0, sp.oo) if s.is_nonnegative else sp.S.Reals
         try:
-            solutions = sp.Intersection(domain, *[sp.solveset(p, s, sp.S.Reals) for p in alone])
+            solutions = sp.Intersection(domain, *[_solutions(p, s) for p in alone])
         except (NotImplementedError, ValueError, TypeError):  # solveset could not solve: no contradiction derived
             continue
         if alone and solutions == sp.S.EmptySet:
@@ -137,3 +152,9 @@ def _require_consistent(premises: tuple) -> None:
     for p in premises:
         if param and truth(p.subs(param)) is False:
             raise Refused(f"its premises are contradictory ({sp.sstr(p)} fails under the others)")
+
+
+@lru_cache(maxsize=1024)
+def _solutions(condition: sp.Basic, s: sp.Symbol) -> sp.Set:
+    """``solveset(condition, s, Reals)``, remembered: one premise recurs under many regions' conditions."""
+    return sp.solveset(condition, s, sp.S.Reals)

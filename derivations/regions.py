@@ -28,12 +28,15 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 
 import sympy as sp
+from sympy.core.operations import ShortCircuit
+from sympy.functions.elementary.miscellaneous import MinMaxBase
 
 from ._validate import require_expr, require_optional
 
-__all__ = ["Undecided", "decide_sign", "resolve"]
+__all__ = ["Undecided", "at_point", "decide_sign", "resolve"]
 
 
 class Undecided(Exception):
@@ -43,6 +46,16 @@ class Undecided(Exception):
 def _signs(expr) -> frozenset | None:
     """The signs ``expr`` can take (a subset of {-1, 0, 1}) as far as SymPy can tell, else ``None``."""
     expr = sp.sympify(expr)
+    try:
+        hash(expr)
+    except TypeError:  # unhashable (a mutable matrix, say): decided afresh
+        return _signs_of.__wrapped__(expr)
+    return _signs_of(expr)
+
+
+@lru_cache(maxsize=16384)
+def _signs_of(expr: sp.Basic) -> frozenset | None:
+    """:func:`_signs`, remembered per expression (immutable, its symbols' assumptions part of its identity)."""
     for form in (expr, sp.factor(sp.cancel(sp.together(expr))), sp.expand(expr)):
         if form.is_zero:
             return frozenset({0})
@@ -113,6 +126,85 @@ def _decided(e, at):
     return sp.sympify(e).subs(at) if at else e
 
 
+def _extreme(cls: type[MinMaxBase], args: list, at: Mapping) -> sp.Basic | None:
+    """The one argument of ``cls(*args)`` (``Min`` or ``Max``) that holds at the point, by the signs of its differences from the others.
+
+    SymPy's own ``Min``/``Max`` constructor is skipped (it compares every pair
+    under assumptions, which is what makes substituting a point slow); its
+    filter still runs, so a non-real argument raises as it did.  ``None`` when
+    no argument, or more than one distinct argument, is decided extreme: the
+    caller then builds ``cls(*args)`` and decides as before.
+    """
+    try:
+        args = list(cls._new_args_filter(args))
+    except ShortCircuit:
+        return cls.zero
+    sign = 1 if cls is sp.Max else -1
+    candidates = list(sp.ordered(set(args)))
+    winners = []
+    for cand in candidates:
+        strictly = True
+        for other in candidates:
+            if other is cand:
+                continue
+            s = _signs(_decided(sign * (cand - other), at))
+            if s is None or not s <= {0, 1}:
+                break
+            strictly = strictly and s == {1}
+        else:
+            if strictly:
+                return cand  # strictly beyond every other argument: no other can be decided extreme
+            winners.append(cand)
+    return winners[0] if len(winners) == 1 else None
+
+
+def at_point(expr: sp.Basic, at: Mapping[sp.Basic, sp.Basic]) -> sp.Basic:
+    r"""``expr.subs(at)``, with each ``Min``/``Max`` decided at the point instead of rebuilt there.
+
+    Substituting a point into a ``Min``/``Max`` makes SymPy compare its
+    arguments pairwise under assumptions, slowly; here each ``Min``/``Max`` whose
+    extreme argument :func:`decide_sign` settles at the point (one argument,
+    provably at or beyond every other) is replaced by that argument at the
+    point, and any other is substituted as before.  The value is that of
+    ``expr.subs(at)`` at the point.  Only plain symbols are substituted this way
+    (any other key, or a node that binds variables, goes through ``subs``).
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.regions import at_point
+    >>> r, e, d = sp.symbols("r varepsilon d", positive=True)
+    >>> at_point(2 * sp.Min(r, 1 + e), {r: (1 + e) * (1 + d)})
+    2*varepsilon + 2
+    >>> at_point(sp.Min(r, d), {r: 1 + e})
+    Min(d, varepsilon + 1)
+    """
+    require_expr("expr", expr)
+    if not isinstance(at, Mapping):
+        raise TypeError(f"at must be a substitution mapping, got {type(at).__name__}")
+    if not at:
+        return expr
+    if isinstance(expr, sp.MatrixBase) or not all(isinstance(k, sp.Symbol) for k in at):
+        return expr.subs(at)
+    return _at_point(sp.sympify(expr), dict(at))
+
+
+# nodes whose ``subs`` of a symbol rebuilds them from their substituted arguments; a Piecewise and an And/Or keep
+# their own ``subs`` (it skips the pieces after a true condition, the arguments after a false one)
+_WALKED = (sp.Add, sp.Mul, sp.Pow, MinMaxBase, sp.core.relational.Relational, sp.Function)
+
+
+def _at_point(e: sp.Basic, at: dict) -> sp.Basic:
+    if not isinstance(e, _WALKED) or isinstance(e, sp.Piecewise) or not e.has(sp.Min, sp.Max):
+        return e.subs(at)
+    args = [_at_point(a, at) for a in e.args]
+    if isinstance(e, (sp.Min, sp.Max)):
+        picked = _extreme(e.func, args, {})
+        if picked is not None:
+            return picked
+    return e.func(*args)
+
+
 def _resolve(e, at: Mapping, keep: bool):
     if isinstance(e, sp.MatrixBase):
         return e.applyfunc(lambda x: _resolve(x, at, keep))
@@ -126,7 +218,12 @@ def _resolve(e, at: Mapping, keep: bool):
             if t:
                 return _resolve(value, at, keep)
         raise Undecided(f"no branch of {sp.sstr(e)} holds")
-    e = e.func(*[_resolve(a, at, keep) for a in e.args])
+    args = [_resolve(a, at, keep) for a in e.args]
+    if isinstance(e, (sp.Min, sp.Max)):
+        picked = _extreme(e.func, args, at)
+        if picked is not None:
+            return picked
+    e = e.func(*args)
     if isinstance(e, (sp.Min, sp.Max)):
         sign = 1 if isinstance(e, sp.Max) else -1
         for cand in e.args:
