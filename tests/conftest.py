@@ -5,12 +5,12 @@ from html.parser import HTMLParser
 
 import pytest
 
-from numeric import TinyLM
-
 
 @pytest.fixture(scope="session")
 def lm():
     """The seed notebooks' toy LM: V=4, L=4, seed 0 (121 sequences, 160 parameters)."""
+    from numeric import TinyLM  # here, not at the top: the xdist controller loads this file and runs no test
+
     return TinyLM(V=4, L=4, seed=0, scale=1.0)
 
 

@@ -11,6 +11,7 @@ import inspect
 import math
 import sys
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 import pytest
@@ -846,17 +847,20 @@ from derivations import DerivationError  # noqa: E402
 from derivations import losses as dl  # noqa: E402
 
 
-def _my_derivations():
-    yield from (dl.weight_derivation(m) for m in ("reinforce", "cispo", "cispo_cap", "sapo", "clip_cov_selected", "kl_cov_kept", "kl_cov_selected"))
-    yield from (dl.sequence_weight_derivation(m, n) for m in ("cispo_seq", "sapo_seq", "vespo") for n in (2, 3))
-    yield dl.sequence_weight_derivation("cispo_seq", 2, eps_low=None)
-    yield dl.gspo_derivation(3)
-    yield dl.gmpo_derivation()
-    yield from dl.aggregation_weights(3).values()
+# each derivation is built in its test, not at collection (which every xdist worker repeats)
+MY_DERIVATIONS = {
+    **{f"weight_derivation({m!r})": partial(dl.weight_derivation, m) for m in ("reinforce", "cispo", "cispo_cap", "sapo", "clip_cov_selected", "kl_cov_kept", "kl_cov_selected")},
+    **{f"sequence_weight_derivation({m!r}, {n})": partial(dl.sequence_weight_derivation, m, n) for m in ("cispo_seq", "sapo_seq", "vespo") for n in (2, 3)},
+    "sequence_weight_derivation('cispo_seq', 2, eps_low=None)": partial(dl.sequence_weight_derivation, "cispo_seq", 2, eps_low=None),
+    "gspo_derivation(3)": partial(dl.gspo_derivation, 3),
+    "gmpo_derivation()": dl.gmpo_derivation,
+    **{f"aggregation_weight({mode!r}, B=3)": partial(dl.aggregation_weight, mode, B=3) for mode in dl.AGGREGATIONS},
+}
 
 
-@pytest.mark.parametrize("d", list(_my_derivations()), ids=lambda d: d.title)
-def test_each_derivation_verifies_and_every_perturbed_step_fails(d):
+@pytest.mark.parametrize("make", MY_DERIVATIONS.values(), ids=MY_DERIVATIONS)
+def test_each_derivation_verifies_and_every_perturbed_step_fails(make):
+    d = make()
     assert d.verify().verified
     for i in range(len(d.steps)):
         with pytest.raises(DerivationError):
