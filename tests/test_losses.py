@@ -11,7 +11,6 @@ import inspect
 import math
 import sys
 from fractions import Fraction
-from functools import partial
 
 import numpy as np
 import pytest
@@ -847,21 +846,22 @@ from derivations import DerivationError  # noqa: E402
 from derivations import losses as dl  # noqa: E402
 
 
-# each derivation is built in its test, not at collection (which every xdist worker repeats)
-MY_DERIVATIONS = {
-    **{f"weight_derivation({m!r})": partial(dl.weight_derivation, m) for m in ("reinforce", "cispo", "cispo_cap", "sapo", "clip_cov_selected", "kl_cov_kept", "kl_cov_selected")},
-    **{f"sequence_weight_derivation({m!r}, {n})": partial(dl.sequence_weight_derivation, m, n) for m in ("cispo_seq", "sapo_seq", "vespo") for n in (2, 3)},
-    "sequence_weight_derivation('cispo_seq', 2, eps_low=None)": partial(dl.sequence_weight_derivation, "cispo_seq", 2, eps_low=None),
-    "gspo_derivation(3)": partial(dl.gspo_derivation, 3),
-    "gmpo_derivation()": dl.gmpo_derivation,
-    **{f"aggregation_weight({mode!r}, B=3)": partial(dl.aggregation_weight, mode, B=3) for mode in dl.AGGREGATIONS},
-}
+# the calls as the chapters write them where a chapter renders the derivation, so that under --dist loadgroup
+# this test shares the worker, the build and the verdicts of test_rendered_derivations (tests/conftest.py)
+MY_DERIVATIONS = [
+    *(f'derivations.losses.weight_derivation("{m}")' for m in ("reinforce", "cispo", "cispo_cap", "sapo", "clip_cov_selected", "kl_cov_kept", "kl_cov_selected")),
+    *(f'derivations.losses.sequence_weight_derivation("{m}", {n})' for m in ("cispo_seq", "sapo_seq", "vespo") for n in (2, 3)),
+    'derivations.losses.sequence_weight_derivation("cispo_seq", 2, eps_low=None)',
+    "derivations.losses.gspo_derivation(3)",
+    "derivations.losses.gmpo_derivation()",
+    *(f'derivations.losses.aggregation_weight("{mode}", 3)' for mode in dl.AGGREGATIONS),
+]
 
 
-@pytest.mark.parametrize("make", MY_DERIVATIONS.values(), ids=MY_DERIVATIONS)
-def test_each_derivation_verifies_and_every_perturbed_step_fails(make):
-    d = make()
-    assert d.verify().verified
+@pytest.mark.parametrize("source", [pytest.param(s, marks=pytest.mark.xdist_group(f"derivation {s}")) for s in MY_DERIVATIONS])
+def test_each_derivation_verifies_and_every_perturbed_step_fails(source, verified_derivation):
+    d = verified_derivation(source)
+    assert d.verified
     for i in range(len(d.steps)):
         with pytest.raises(DerivationError):
             d.perturbed(i).verify()
