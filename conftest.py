@@ -15,7 +15,8 @@ the xdist controller, which collects and runs nothing, never imports them.
 Collection (importing torch, SymPy and every module, building the test
 tables) runs without the cyclic garbage collector, and what it built is then
 frozen (:func:`gc.freeze`): it lives for the whole session, and the
-collections during the tests no longer walk it again and again.
+collections during the tests no longer walk it again and again.  The chapters'
+doctests run first (see :func:`pytest_collection_modifyitems`).
 """
 
 import gc
@@ -46,6 +47,12 @@ def pytest_collection(session):
     finally:
         gc.freeze()
         gc.enable()
+
+
+def pytest_collection_modifyitems(items):
+    """The chapters' doctests first (stably): they are the longest single items, and under xdist
+    the last items decide how long one worker runs alone after the other has finished."""
+    items.sort(key=lambda item: not item.nodeid.startswith("docs/"))
 
 
 @pytest.fixture(autouse=True)
