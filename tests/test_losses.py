@@ -845,7 +845,6 @@ def test_length_bias_on_tinylm_is_what_was_derived(lm):
 from derivations import DerivationError  # noqa: E402
 from derivations import losses as dl  # noqa: E402
 
-
 # the calls as the chapters write them where a chapter renders the derivation, so that under --dist loadgroup
 # this test shares the worker, the build and the verdicts of test_rendered_derivations (tests/conftest.py)
 MY_DERIVATIONS = [

@@ -11,7 +11,6 @@ from derivations import trust_region as dtr
 from derivations.proofs import relation_holds
 from numeric import clip_excess, kl_k1, kl_k2, kl_k3
 
-
 # as the chapter renders them: under --dist loadgroup each shares its worker, build and verdicts with test_rendered_derivations
 RENDERED = [f"derivations.trust_region.{call}" for call in ("positive_part_lemma()", "tv_bound()", "clip_bias_term()", "k3_nonnegative()", "k2_bias()", "kl_estimator_gradients(3)")]
 
