@@ -9,23 +9,57 @@ one intra-op thread (the tensors here are tiny, and a
 thread pool only adds overhead on a small shared machine); numpy prints legacy
 scalars (``0.5`` rather than ``np.float64(0.5)``) with 12 digits; matplotlib
 draws off-screen; and every test starts from the same seeds.
+
+Each process that collects tests sets torch and numpy up before it collects;
+the xdist controller, which collects and runs nothing, never imports them.
+Collection (importing torch, SymPy and every module, building the test
+tables) runs without the cyclic garbage collector, and what it built is then
+frozen (:func:`gc.freeze`): it lives for the whole session, and the
+collections during the tests no longer walk it again and again.  The chapters'
+doctests run first (see :func:`pytest_collection_modifyitems`).
 """
 
+import gc
 import os
 import random
 
+import pytest
+
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
 
-torch.set_num_threads(1)
-np.set_printoptions(precision=12, legacy="1.25")
+def _set_up_torch_and_numpy() -> None:
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)
+    np.set_printoptions(precision=12, legacy="1.25")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    if session.config.pluginmanager.hasplugin("dsession"):  # the xdist controller: its workers collect
+        return (yield)
+    _set_up_torch_and_numpy()
+    gc.disable()
+    try:
+        return (yield)
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+def pytest_collection_modifyitems(items):
+    """The chapters' doctests first (stably): they are the longest single items, and under xdist
+    the last items decide how long one worker runs alone after the other has finished."""
+    items.sort(key=lambda item: not item.nodeid.startswith("docs/"))
 
 
 @pytest.fixture(autouse=True)
 def _deterministic():
+    import numpy as np
+    import torch
+
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)

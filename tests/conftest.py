@@ -1,16 +1,18 @@
 """Fixtures shared by the tests."""
 
 import functools
+import sys
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
-
-from numeric import TinyLM
 
 
 @pytest.fixture(scope="session")
 def lm():
     """The seed notebooks' toy LM: V=4, L=4, seed 0 (121 sequences, 160 parameters)."""
+    from numeric import TinyLM  # here, not at the top: the xdist controller loads this file and runs no test
+
     return TinyLM(V=4, L=4, seed=0, scale=1.0)
 
 
@@ -27,6 +29,39 @@ def fails_to_verify():
         return False
 
     return fails
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+@functools.cache
+def _verified(source: str):
+    if str(DOCS / "_ext") not in sys.path:
+        sys.path.insert(0, str(DOCS / "_ext"))
+    from derivation_directive import _call
+
+    from derivations import Derivation
+
+    d = _call(source)
+    assert isinstance(d, Derivation), f"{source} returned {type(d).__name__}"
+    return d.verify()
+
+
+@pytest.fixture(scope="session")
+def verified_derivation():
+    """``verified_derivation(source)``: the derivation a chapter's ``.. derivation:: source`` renders, built and verified once per worker.
+
+    ``source`` is the directive's call (``derivations.trust_region.tv_bound()``), evaluated as the
+    directive evaluates it.  ``verify`` runs ``step.verify(d.unfold, d.premises)`` on every step and
+    raises a :class:`~derivations.DerivationError` naming the first that fails, so a returned derivation
+    is one whose every unperturbed step verifies (a raise is not cached: the next reader builds again
+    and raises again).  Readers share the object and must not change it (``replaced`` and
+    ``perturbed`` return copies).  A test that reads ``source`` carries the mark
+    ``xdist_group(f"derivation {source}")``, so that under ``--dist loadgroup`` all its readers (the
+    rendered-derivation tests and the topic tests) share one worker, one build and the kernel's
+    remembered verdicts.
+    """
+    return _verified
 
 
 @functools.cache

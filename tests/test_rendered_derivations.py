@@ -9,7 +9,6 @@ step that still verifies was checked against something other than what the page
 shows.
 """
 
-import functools
 import re
 from pathlib import Path
 
@@ -30,31 +29,8 @@ def rendered_sources() -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def build(source: str) -> Derivation:
-    import sys
-
-    sys.path.insert(0, str(DOCS / "_ext"))
-    from derivation_directive import _call
-
-    d = _call(source)
-    assert isinstance(d, Derivation), f"{source} returned {type(d).__name__}"
-    return d
-
-
-@functools.cache
-def verified(source: str) -> Derivation:
-    """``build(source).verify()``, once per worker: both tests of a source read it and neither mutates it.
-
-    ``verify`` runs ``step.verify(d.unfold, d.premises)`` on every step and raises a
-    :class:`~derivations.DerivationError` naming the first that fails, so a returned
-    derivation is one whose every unperturbed step verifies on its own.  (A raise is
-    not cached: the other test of the source builds again and raises again.)
-    """
-    return build(source).verify()
-
-
 SOURCES = rendered_sources()
-# both tests of a source on one xdist worker (``--dist loadgroup``), so the derivation is built and verified once
+# the readers of a source on one xdist worker (``--dist loadgroup``), so the derivation is built and verified once
 GROUPED = [pytest.param(s, marks=pytest.mark.xdist_group(f"derivation {s}")) for s in SOURCES]
 DELTA = sp.Symbol("delta_perturbation", positive=True)
 
@@ -64,8 +40,8 @@ def test_the_chapters_render_derivations():
 
 
 @pytest.mark.parametrize("source", GROUPED)
-def test_rendered_derivation_verifies(source):
-    assert verified(source).verified
+def test_rendered_derivation_verifies(source, verified_derivation):
+    assert verified_derivation(source).verified
 
 
 def _rejected(step, d: Derivation) -> bool:
@@ -77,8 +53,8 @@ def _rejected(step, d: Derivation) -> bool:
 
 
 @pytest.mark.parametrize("source", GROUPED)
-def test_every_perturbed_step_fails(source):
-    d = verified(source)  # raises DerivationError, naming the step, unless every unperturbed step verifies on its own
+def test_every_perturbed_step_fails(source, verified_derivation):
+    d = verified_derivation(source)  # raises DerivationError, naming the step, unless every unperturbed step verifies on its own
     assert d.verified and all(st.proved_by for st in d.steps)
     survivors = [
         f"step {i} ({st.reason})"

@@ -3,8 +3,6 @@
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from numeric import EOS, TinyLM, default_reward, perturb, score_matrix, token_score_tensor
 
@@ -26,12 +24,19 @@ def test_prefix_rows_name_the_prefix_before_each_token(lm):
     assert [lm.prefix_row(p) for p in lm.prefixes()] == list(range(lm.n_prefixes))
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
-@given(V=st.integers(2, 5), L=st.integers(1, 4), seed=st.integers(0, 10**6), scale=st.floats(0, 4))
-def test_probabilities_sum_to_one_and_count_matches(V, L, seed, scale):
-    lm = TinyLM(V=V, L=L, seed=seed, scale=scale)
-    assert lm.N == sum((V - 1) ** (k - 1) for k in range(1, L + 1)) + (V - 1) ** L
-    assert abs(float(lm.probs(lm.theta0).sum()) - 1) < 1e-13
+@pytest.mark.xdist_group("hypothesis")  # hypothesis is imported by the one worker that runs its tests, not at collection
+def test_probabilities_sum_to_one_and_count_matches():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=25, deadline=None, derandomize=True)
+    @given(V=st.integers(2, 5), L=st.integers(1, 4), seed=st.integers(0, 10**6), scale=st.floats(0, 4))
+    def holds(V, L, seed, scale):
+        lm = TinyLM(V=V, L=L, seed=seed, scale=scale)
+        assert lm.N == sum((V - 1) ** (k - 1) for k in range(1, L + 1)) + (V - 1) ** L
+        assert abs(float(lm.probs(lm.theta0).sum()) - 1) < 1e-13
+
+    holds()
 
 
 def test_probabilities_are_products_of_conditionals(lm):

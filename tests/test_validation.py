@@ -27,8 +27,6 @@ import numpy as np
 import pytest
 import sympy as sp
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import derivations
 import numeric
@@ -65,7 +63,6 @@ from numeric import trust_region as n_trust
 from numeric import variants as n_variants
 from numeric.checks import Check
 
-SWEEP = settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 PACKAGE_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (numeric, derivations))
 
 LM = TinyLM(V=3, L=2, seed=1)  # N = 7 responses, P = 9 parameters: every call is cheap
@@ -817,47 +814,74 @@ BATCHED = {
 }  # clip_excess takes inf (an overflowed ratio): its NaN and negative entries are in the table (kind "ratio")
 
 
-@SWEEP
-@given(
-    which=st.sampled_from(sorted(BATCHED)),
-    shape=st.lists(st.integers(1, 5), min_size=1, max_size=3),
-    poison=st.sampled_from([math.nan, math.inf, -math.inf]),
-    where=st.floats(0, 1, exclude_max=True),
-    kind=st.sampled_from(["numpy", "torch", "torch32"]),
-)
-def test_a_poisoned_entry_anywhere_is_named(which, shape, poison, where, kind):
-    fn, min_last = BATCHED[which]
-    shape[-1] = max(shape[-1], min_last)
-    x = np.random.default_rng(len(shape)).normal(size=shape)
-    x.reshape(-1)[int(where * x.size)] = poison
-    arg = x if kind == "numpy" else torch.from_numpy(x).to(torch.float32 if kind == "torch32" else torch.float64)
-    with pytest.raises(ValueError, match="must be finite"):
-        fn(arg)
+def _sweep(**strategies):
+    """``@given(**strategies)`` under the sweep's settings (12 derandomised examples).
+
+    Hypothesis is imported here, by the one worker that runs the property tests (they
+    share the xdist group ``hypothesis``), not at collection in every worker.
+    """
+    from hypothesis import HealthCheck, given, settings
+
+    sweep = settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    return lambda test: sweep(given(**strategies)(test))
 
 
-@SWEEP
-@given(which=st.sampled_from(sorted(BATCHED)), shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), seed=st.integers(0, 100))
-def test_layouts_do_not_change_the_numbers(which, shape, seed):
+@pytest.mark.xdist_group("hypothesis")
+def test_a_poisoned_entry_anywhere_is_named():
+    from hypothesis import strategies as st
+
+    @_sweep(
+        which=st.sampled_from(sorted(BATCHED)),
+        shape=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+        poison=st.sampled_from([math.nan, math.inf, -math.inf]),
+        where=st.floats(0, 1, exclude_max=True),
+        kind=st.sampled_from(["numpy", "torch", "torch32"]),
+    )
+    def named(which, shape, poison, where, kind):
+        fn, min_last = BATCHED[which]
+        shape[-1] = max(shape[-1], min_last)
+        x = np.random.default_rng(len(shape)).normal(size=shape)
+        x.reshape(-1)[int(where * x.size)] = poison
+        arg = x if kind == "numpy" else torch.from_numpy(x).to(torch.float32 if kind == "torch32" else torch.float64)
+        with pytest.raises(ValueError, match="must be finite"):
+            fn(arg)
+
+    named()
+
+
+@pytest.mark.xdist_group("hypothesis")
+def test_layouts_do_not_change_the_numbers():
     """Negative strides, transposed (non-contiguous) views and torch/numpy give the same result as a contiguous numpy call."""
-    fn, min_last = BATCHED[which]
-    shape[-1] = max(shape[-1], min_last)
-    x = np.random.default_rng(seed).normal(size=shape)
-    reference = np.asarray(fn(x))
-    reversed_view = np.ascontiguousarray(x[..., ::-1])[..., ::-1]
-    assert np.array_equal(np.asarray(fn(reversed_view)), reference)
-    if x.ndim >= 2:
-        non_contiguous = torch.from_numpy(np.ascontiguousarray(np.swapaxes(x, 0, -1))).transpose(0, -1)
-        assert not non_contiguous.is_contiguous() or x.shape[0] == 1 or x.shape[-1] == 1
-        assert np.array_equal(fn(non_contiguous).numpy(), reference)
-    assert np.array_equal(fn(torch.from_numpy(x)).numpy(), reference)
+    from hypothesis import strategies as st
+
+    @_sweep(which=st.sampled_from(sorted(BATCHED)), shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), seed=st.integers(0, 100))
+    def unchanged(which, shape, seed):
+        fn, min_last = BATCHED[which]
+        shape[-1] = max(shape[-1], min_last)
+        x = np.random.default_rng(seed).normal(size=shape)
+        reference = np.asarray(fn(x))
+        reversed_view = np.ascontiguousarray(x[..., ::-1])[..., ::-1]
+        assert np.array_equal(np.asarray(fn(reversed_view)), reference)
+        if x.ndim >= 2:
+            non_contiguous = torch.from_numpy(np.ascontiguousarray(np.swapaxes(x, 0, -1))).transpose(0, -1)
+            assert not non_contiguous.is_contiguous() or x.shape[0] == 1 or x.shape[-1] == 1
+            assert np.array_equal(fn(non_contiguous).numpy(), reference)
+        assert np.array_equal(fn(torch.from_numpy(x)).numpy(), reference)
+
+    unchanged()
 
 
-@SWEEP
-@given(theta_scale=st.floats(0.0, 3.0), seed=st.integers(0, 50), poison=st.sampled_from([math.nan, math.inf, -math.inf]), where=st.integers(0, LM.P - 1))
-def test_toy_lm_theta_poisoned_anywhere_is_named(theta_scale, seed, poison, where):
-    theta = numeric.perturb(LM.theta0, theta_scale, seed)
-    assert float(LM.probs(theta).sum()) == pytest.approx(1.0, abs=1e-14)
-    theta[where] = poison
-    fn = [LM.probs, partial(numeric.expected_score_sum, LM, weights=R_LM), partial(numeric.token_score_sqnorms, LM)][seed % 3]
-    with pytest.raises(ValueError, match="theta must be finite"):
-        fn(theta=theta) if fn is not LM.probs else fn(theta)
+@pytest.mark.xdist_group("hypothesis")
+def test_toy_lm_theta_poisoned_anywhere_is_named():
+    from hypothesis import strategies as st
+
+    @_sweep(theta_scale=st.floats(0.0, 3.0), seed=st.integers(0, 50), poison=st.sampled_from([math.nan, math.inf, -math.inf]), where=st.integers(0, LM.P - 1))
+    def named(theta_scale, seed, poison, where):
+        theta = numeric.perturb(LM.theta0, theta_scale, seed)
+        assert float(LM.probs(theta).sum()) == pytest.approx(1.0, abs=1e-14)
+        theta[where] = poison
+        fn = [LM.probs, partial(numeric.expected_score_sum, LM, weights=R_LM), partial(numeric.token_score_sqnorms, LM)][seed % 3]
+        with pytest.raises(ValueError, match="theta must be finite"):
+            fn(theta=theta) if fn is not LM.probs else fn(theta)
+
+    named()
