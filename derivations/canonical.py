@@ -205,9 +205,22 @@ def evaluated(expr: sp.Basic) -> sp.Basic:
     is immutable and ``doit`` a function of it).  So the sums that a chain's
     neighbouring steps, a perturbed right-hand side, a doctest and a chapter
     share are evaluated once.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.canonical import evaluated
+    >>> k, n = sp.symbols("k n", integer=True, positive=True)
+    >>> evaluated(2 * sp.Sum(k, (k, 1, n))).factor()
+    n*(n + 1)
+    >>> evaluated("k")
+    Traceback (most recent call last):
+    ...
+    TypeError: expr must be a SymPy expression or a real number, got str
     """
+    expr = require_expr("expr", expr)
     if not isinstance(expr, sp.Basic):
-        return expr.doit()
+        return expr.doit() if isinstance(expr, sp.MatrixBase) else sp.sympify(expr)
     return _evaluated(expr)
 
 

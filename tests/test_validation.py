@@ -401,6 +401,8 @@ ROWS = [
     Row(_positional(d_regions.resolve, 2, ("keep_variables",), "resolve"), (X - 1, None, False), {0: "expr", 1: "mapping", 2: "bool"}),
     Row(d_canonical.reject_vacuous_derivatives, (X,), {0: "expr"}),
     Row(d_canonical.refuting_point, (X + 1,), {0: "expr"}),
+    Row(d_canonical.evaluated, (X + 1,), {0: "expr"}),
+    Row(d_regions.at_point, (X - 1, {X: 2}), {0: "expr", 1: "mapping"}),
     Row(d_kernel.relation_holds, (X**2 + 1, ">=", 2 * X), {0: "expr", 1: "choice", 2: "expr"}),
     Row(d_kernel.implies, ("=", "<="), {0: "choice", 1: "choice"}),
     Row(d_kernel.check, (CLAIM, d_proofs.holds), {0: "claim", 1: "proof"}),
