@@ -10,7 +10,7 @@ thread pool only adds overhead on a small shared machine); numpy prints legacy
 scalars (``0.5`` rather than ``np.float64(0.5)``) with 12 digits; matplotlib
 draws off-screen; and every test starts from the same seeds.
 
-Each process that collects tests sets torch and numpy up before it collects;
+Each process that collects tests sets torch and numpy up, and imports the two packages, before it collects;
 the xdist controller, which collects and runs nothing, never imports them.
 Collection (importing torch, SymPy and every module, building the test
 tables) runs without the cyclic garbage collector, and what it built is then
@@ -31,6 +31,12 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 def _set_up_torch_and_numpy() -> None:
     import numpy as np
     import torch
+
+    # the packages first, under their own names: pytest's importlib mode, collecting
+    # ``derivations/kernel.py`` alone, would otherwise run the file a second time
+    # beside the copy its package imports (two registries of proof kinds)
+    import derivations  # noqa: F401
+    import numeric  # noqa: F401
 
     torch.set_num_threads(1)
     np.set_printoptions(precision=12, legacy="1.25")
