@@ -821,17 +821,20 @@ def test_five_values_at_G_64_rloo_and_zscore_get_their_verdicts():
     assert "decided numerically" in str(z) and "766,480" in z.reason and "pgi-verdict" in z._repr_html_()
 
 
-def test_broken_variants_are_caught_at_G_64():
-    """A mean including the own reward with the RLOO correction G/(G-2) instead of G/(G-1) is scaled (c = (G-1)/(G-2)),
+def test_broken_variants_are_caught_on_the_numeric_route():
+    """At G = 16 with five values (19,380 count patterns, the numeric route; the route itself is the one G = 64 takes):
+    a mean including the own reward with the RLOO correction G/(G-2) instead of G/(G-1) is scaled (c = (G-1)/(G-2)),
     a reward^2 mixed in is biased, a slope that moves with the others' mean reweights, and an RLOO off by 1e-9 is
     scaled (a tolerance loosened to 1e-6 would call it unbiased)."""
-    wrong_factor = lambda r: group_mean_advantages(r) * 64 / 62  # noqa: E731
-    rep = check_group_advantage(wrong_factor, G=64, rewards=FIVE, confirm=False)
-    assert rep.verdict == "scaled" and abs(float(rep.scale) - 63 / 62) < 1e-12
-    assert check_group_advantage(_squared, G=64, rewards=FIVE, confirm=False).verdict == "biased"
-    rew = check_group_advantage(_reweighting, G=64, rewards=FIVE)
+    G_ = 16
+    wrong_factor = lambda r: group_mean_advantages(r) * G_ / (G_ - 2)  # noqa: E731
+    rep = check_group_advantage(wrong_factor, G=G_, rewards=FIVE, confirm=False)
+    assert rep.derivation is None and "decided numerically" in rep.reason
+    assert rep.verdict == "scaled" and abs(float(rep.scale) - (G_ - 1) / (G_ - 2)) < 1e-12
+    assert check_group_advantage(_squared, G=G_, rewards=FIVE, confirm=False).verdict == "biased"
+    rew = check_group_advantage(_reweighting, G=G_, rewards=FIVE)
     assert rew.verdict == "reweighted" and str(rew.scale) == "alpha_1(q_1, q_2, q_3, q_4, q_5)" and rew.numeric[0][3] < 1e-12
-    off = check_group_advantage(lambda r: rloo_advantages(r) * (1 + 1e-9), G=64, rewards=FIVE, confirm=False)
+    off = check_group_advantage(lambda r: rloo_advantages(r) * (1 + 1e-9), G=G_, rewards=FIVE, confirm=False)
     assert off.verdict == "scaled"
 
 
