@@ -24,9 +24,9 @@ and ``checker_names_only_the_first_form``, both killed; the eight mutants of the
 and independence rules (``cases_any_value_set`` ... ``count_sum_infinite``), 2026-12-02, all killed
 (each by a false step that verifies under the mutant); the checker's numeric route at scale
 (``float_verdict_tolerance_loose``, ``float_residual_degree_two_only``), 2026-12-02, both killed.
-After the day's speed work (commit 386291f): the 18 kernel, regions, derivation and definitions mutants,
-and the 40 mutants of the files that work touched (tinylm, group baselines, trust region, losses, the
-registry, the checker's verdicts), run in batches: all killed.
+After the day's speed work, run in batches on main: the 40 mutants of the files it touched (tinylm,
+group baselines, trust region, losses, the registry, the checker's verdicts; commit 386291f) and the 27
+mutants of the proof kernel, regions, derivation, definitions and group algebra (commit 907e8e9): all killed.
 """
 
 from __future__ import annotations
