@@ -50,6 +50,7 @@ from .tinylm import TinyLM, check_lm, check_rewards, check_theta, default_reward
 __all__ = [
     "binary_reward_weight",
     "brute_force_group_gradient",
+    "count_vectors",
     "exact_group_gradient",
     "group_advantage_weights",
     "group_mean_advantages",
@@ -254,8 +255,27 @@ def _require_rows_are_groups(advantages: Advantages, groups: torch.Tensor, A: to
             )
 
 
-def _others_counts(m: int, n: int) -> torch.Tensor:
-    """``[C, m]`` every way to put ``n`` answers on ``m`` reward values (stars and bars), in lexicographic order of the bars."""
+def count_vectors(m: int, n: int) -> torch.Tensor:
+    r"""``[C, m]``: every way to put ``n`` answers on ``m`` reward values, :math:`C = \binom{n+m-1}{m-1}` rows.
+
+    Stars and bars: row :math:`c` has :math:`c_1 + \dots + c_m = n`, in the
+    lexicographic order of the bars' positions (the order of
+    :func:`derivations.variants.count_patterns`).  The exact group engine
+    (:func:`group_advantage_weights`) and the checker's streamed coefficients
+    enumerate whole groups with it.
+
+    Examples
+    --------
+    >>> from numeric.group_baselines import count_vectors
+    >>> count_vectors(3, 2).tolist()
+    [[0, 0, 2], [0, 1, 1], [0, 2, 0], [1, 0, 1], [1, 1, 0], [2, 0, 0]]
+    >>> count_vectors(0, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: m must be >= 1, got 0
+    """
+    m = require_int("m", m, minimum=1)
+    n = require_int("n", n, minimum=0)
     if m == 1:
         return torch.tensor([[n]])
     C = math.comb(n + m - 1, m - 1)
@@ -386,7 +406,7 @@ def group_advantage_weights(values: ArrayT, probs: Array, G: int, advantages: Ad
     n_groups = math.comb(G + m - 1, m - 1)
     if n_groups > MAX_GROUPS:
         raise ValueError(f"G = {G} with {m} distinct reward values needs {n_groups:,} groups, more than {MAX_GROUPS:,}")
-    counts = _others_counts(m, G)  # the whole group's counts
+    counts = count_vectors(m, G)  # the whole group's counts
     weights = _others_weights(counts, q.to(torch.float64))
     first = counts.cumsum(1) - counts  # where each value's first answer sits in the sorted group
     at_first = torch.zeros(counts.shape, dtype=torch.float64)

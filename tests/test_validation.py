@@ -241,6 +241,7 @@ ROWS = [
     Row(numeric.group_zscore_advantages, (GROUP, 1e-8, "population"), {0: "array", 1: "real", 2: "choice"}, ranges={1: [-1e-8]}, unusual=("fp32", "grad", "neg_stride")),
     Row(numeric.group_advantage_weights, (np.array([0.0, 1.0, 2.0]), np.array([0.2, 0.3, 0.5]), 3, numeric.rloo_advantages),
         {0: "array", 1: "array", 2: "int", 3: "callable"}, ranges={2: [0]}, unusual=("neg_stride",)),
+    Row(numeric.count_vectors, (3, 2), {0: "int", 1: "int"}, ranges={0: [0, -1], 1: [-1]}),
     Row(numeric.exact_group_gradient, (LM, THETA, R_LM, 3, numeric.rloo_advantages), {0: "lm", 1: "theta", 2: "lm_vector", 3: "int", 4: "callable"}, ranges={3: [0]}, unusual=("fp32",)),
     Row(numeric.brute_force_group_gradient, (LM, THETA, R_LM, 2, numeric.rloo_advantages), {0: "lm", 1: "theta", 2: "lm_vector", 3: "int", 4: "callable"}, ranges={3: [0, 4]}, unusual=("fp32",)),
     Row(numeric.grpo_weight, (0.3, 4, "population"), {0: "real", 1: "int", 2: "choice"}, ranges={0: [-0.1, 1.5, math.inf], 1: [1, 17]}),

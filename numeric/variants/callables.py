@@ -28,7 +28,7 @@ from derivations.variants.inputs import require_group_size, reward_law
 from derivations.variants.patterns import interpolation_rows
 
 from .._validate import require_int
-from ..group_baselines import CHUNK, MAX_GROUPS
+from ..group_baselines import CHUNK, MAX_GROUPS, count_vectors
 
 __all__ = ["Coefficients", "advantage_coefficients", "advantage_table", "advantage_values", "require_advantage_callable",
            "zero_on_equal_rewards"]
@@ -194,16 +194,6 @@ def zero_on_equal_rewards(fn: Callable, G: int) -> bool:
 # ------------------------------------------------------------------ above SYMBOLIC_PATTERNS: streamed, in floats
 
 
-def _compositions(m: int, n: int) -> np.ndarray:
-    """``[C, m]`` every way to put ``n`` answers on ``m`` values, in the order of :func:`derivations.variants.count_patterns`."""
-    C = math.comb(n + m - 1, m - 1)
-    if m == 1:
-        return np.full((1, 1), n, dtype=np.int64)
-    bars = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n + m - 1), m - 1)), dtype=np.int64, count=C * (m - 1))
-    edges = np.concatenate([np.full((C, 1), -1), bars.reshape(C, m - 1), np.full((C, 1), n + m - 1)], 1)
-    return np.diff(edges, axis=1) - 1
-
-
 @dataclass(frozen=True, repr=False)
 class Coefficients:
     r"""A callable's Bernstein coefficients :math:`\beta_d(c) = \sum_k L_{dk} A(v_k \mid c)` on every count pattern.
@@ -276,7 +266,7 @@ def advantage_coefficients(fn: Callable, G: int, rewards: str | Sequence[float])
         raise ValueError(f"G = {G} with {m} reward values needs {math.comb(G + m - 1, m - 1):,} groups, more than {MAX_GROUPS:,}")
     v = np.array([float(x) for x in values])
     radix = (G + 1) ** np.arange(m, dtype=np.int64)
-    others, whole = _compositions(m, G - 1), _compositions(m, G)
+    others, whole = count_vectors(m, G - 1).numpy(), count_vectors(m, G).numpy()
     by_key = np.argsort(others @ radix)
     whole = whole[np.argsort(whole @ radix)]  # c' -> c' - e_j lowers every key by radix[j]: the order of the others is kept
     table = np.full((m, len(others)), np.nan)
