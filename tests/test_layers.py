@@ -21,6 +21,7 @@ so the list cannot go stale.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 import textwrap
@@ -58,10 +59,20 @@ def _is_project_module(dotted: str) -> bool:
     return dotted.split(".")[0] in PACKAGES and (path.with_suffix(".py").is_file() or (path / "__init__.py").is_file())
 
 
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    """A source file's syntax tree, parsed once per process (the scans only read it)."""
+    return ast.parse(path.read_text())
+
+
+def _tree(path: Path, source: str | None) -> ast.Module:
+    return _parsed(path) if source is None else ast.parse(source)
+
+
 def imported_modules(path: Path, source: str | None = None) -> list[tuple[int, str]]:
     """``(line, module)`` for every import statement and every ``import_module``/``__import__`` call with a literal name."""
     out = []
-    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
+    for node in ast.walk(_tree(path, source)):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -81,26 +92,26 @@ def _private(name: str) -> bool:
 
 def private_reaches(path: Path, source: str | None = None) -> list[str]:
     """Every ``from M import _name`` and ``m._name`` (``m`` an imported project module) in ``path``; ``.steps[k]`` outside derivations."""
-    tree = ast.parse(path.read_text() if source is None else source)
-    modules, found = set(), []
-    for node in ast.walk(tree):
+    outside_derivations = path.relative_to(ROOT).parts[0] != "derivations"
+    modules, found, private_reads = set(), [], []  # a read counts once every import is known: one walk
+    for node in ast.walk(_tree(path, source)):
         if isinstance(node, ast.Import):
             modules |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in PACKAGES}
         elif isinstance(node, ast.ImportFrom):
-            source = _absolute(node, path)
-            if source.split(".")[0] not in PACKAGES:
+            module = _absolute(node, path)
+            if module.split(".")[0] not in PACKAGES:
                 continue
             for a in node.names:
-                if _private(a.name) and not _is_project_module(f"{source}.{a.name}"):
-                    found.append(f"line {node.lineno}: from {source} import {a.name}")
-                if _is_project_module(f"{source}.{a.name}"):
+                if _private(a.name) and not _is_project_module(f"{module}.{a.name}"):
+                    found.append(f"line {node.lineno}: from {module} import {a.name}")
+                if _is_project_module(f"{module}.{a.name}"):
                     modules.add(a.asname or a.name)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.value, ast.Name) and node.value.id in modules:
-            found.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
-        if (path.relative_to(ROOT).parts[0] != "derivations" and isinstance(node, ast.Subscript)
+        elif isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.value, ast.Name):
+            private_reads.append((node.lineno, node.value.id, node.attr))
+        elif (outside_derivations and isinstance(node, ast.Subscript)
                 and isinstance(node.value, ast.Attribute) and node.value.attr == "steps"):
             found.append(f"line {node.lineno}: .steps[...] read by position")
+    found += [f"line {line}: {name}.{attr}" for line, name, attr in private_reads if name in modules]
     return sorted(found)
 
 
