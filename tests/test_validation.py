@@ -712,7 +712,15 @@ def test_the_table_covers_every_public_function():
     assert sorted(set(NOT_SWEPT) - public) == []  # no stale excuse
 
 
-@pytest.mark.parametrize("row", [r for r in ROWS if r.kinds and getattr(r.fn, "__module__", "").startswith("numeric")], ids=lambda r: r.name)
+CERTIFICATE_TABLE = pytest.mark.xdist_group("certificate table")  # the table is built once per worker: its readers share one
+
+
+def _dtype_param(row: Row):
+    shares_the_table = getattr(row.fn, "__module__", "") == "numeric.variants.field"
+    return pytest.param(row, marks=CERTIFICATE_TABLE, id=row.name) if shares_the_table else pytest.param(row, id=row.name)
+
+
+@pytest.mark.parametrize("row", [_dtype_param(r) for r in ROWS if r.kinds and getattr(r.fn, "__module__", "").startswith("numeric")])
 def test_results_do_not_depend_on_torch_default_dtype(row):
     """Importing numeric leaves torch's default dtype alone, so nothing may depend on it: float32 and float64 defaults agree exactly."""
     previous = torch.get_default_dtype()
