@@ -888,7 +888,7 @@ def test_sequence_ratio_weights_are_the_token_forms_at_the_row_ratio():
     VESPO: the Gamma weight of the product of the ratios, 1 at W = 1, largest at W = k / lambda."""
     rt, W = sp.Symbol("rtilde", positive=True), sp.Symbol("W", positive=True)
     for method, form in (("cispo_seq", "cispo"), ("sapo_seq", "sapo")):
-        for n in (2, 4):
+        for n in (2, 3):  # two row lengths show that n cancels; the sizes the derivation tests above build and verify
             rhs = dl.sequence_weight_derivation(method, n).verify().steps[-1].rhs
             assert sp.simplify(rhs + dl.A * dl.weight(form).subs(dl.r, rt)) == 0
     phi = -dl.sequence_weight_derivation("vespo", 3).verify().steps[-1].rhs / dl.A
