@@ -49,7 +49,9 @@ Liu et al., "Understanding R1-Zero-Like Training" (Dr. GRPO), arXiv:2503.20783 (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache, wraps
+from typing import ParamSpec
 
 import sympy as sp
 
@@ -88,16 +90,19 @@ _PPO_FORMS = {"ppo": "ppo", "ppo_dual_clip": "ppo_dual_clip", "clip_cov_kept": "
 """The forms clipped in the ratio, derived region by region in :mod:`derivations.gradient_weights` (Clip-Cov's unselected token has PPO's loss)."""
 
 
-def _built_once(build):
+_P = ParamSpec("_P")
+
+
+def _built_once(build: Callable[_P, Derivation]) -> Callable[_P, Derivation]:
     """Build a derivation once per process (its arguments are immutable), and hand each caller a copy of its own.
 
     A :class:`~derivations.Derivation` is mutable, so the built one is never handed out; a copy's
     :meth:`~derivations.Derivation.verify` reads the kernel's remembered verdicts on the same claims.
     """
-    built = cache(build)
+    built: Callable[..., Derivation] = cache(build)
 
     @wraps(build)
-    def copy(*args, **kwargs) -> Derivation:
+    def copy(*args: _P.args, **kwargs: _P.kwargs) -> Derivation:
         return built(*args, **kwargs).subs({})
 
     return copy
@@ -504,7 +509,7 @@ def length_bias() -> dict[str, str]:
 
 
 def _differs_from_r(w: sp.Expr, constants: dict) -> bool:
-    """True when :math:`w(r, A) \ne r` at one of a few points (A = ±1, r = 1/2, 2, the constants, every other symbol 1).
+    r"""True when :math:`w(r, A) \ne r` at one of a few points (A = ±1, r = 1/2, 2, the constants, every other symbol 1).
 
     A nonzero value at a point refutes :math:`w = r` (a point never proves it), so the
     table's ``simplify`` runs only for the weights that pass every point.

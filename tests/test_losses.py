@@ -910,6 +910,18 @@ def dtr_weight(method):
     return dgw.gradient_weight(method)
 
 
+def test_each_call_hands_out_its_own_derivation():
+    """The builders are remembered per process, but a Derivation is mutable: a caller that extends or verifies
+    its copy changes nobody else's (before, every caller shared one object)."""
+    for build in (lambda: dl.weight_derivation("cispo"), lambda: dl.sequence_weight_derivation("vespo", 2),
+                  lambda: dl.gspo_derivation(3), dl.gmpo_derivation):
+        mine, theirs = build(), build()
+        assert mine is not theirs and mine.steps[0] is not theirs.steps[0]
+        n = len(theirs.steps)
+        mine.step(sp.Integer(0), sp.Integer(1), "a slip")
+        assert len(build().steps) == len(theirs.steps) == n and not build().verified
+
+
 def test_derivations_reject_bad_arguments():
     with pytest.raises(ValueError, match="method must be one of"):
         dl.token_loss("trpo")
