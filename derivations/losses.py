@@ -49,7 +49,9 @@ Liu et al., "Understanding R1-Zero-Like Training" (Dr. GRPO), arXiv:2503.20783 (
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Callable
+from functools import cache, wraps
+from typing import ParamSpec
 
 import sympy as sp
 
@@ -57,6 +59,7 @@ from . import gradient_weights as gw
 from . import methods
 from .definitions import Definitions, Differentiation
 from .derivation import Derivation
+from .proofs import on_regions
 
 __all__ = [
     "AGGREGATIONS",
@@ -87,6 +90,24 @@ _PPO_FORMS = {"ppo": "ppo", "ppo_dual_clip": "ppo_dual_clip", "clip_cov_kept": "
 """The forms clipped in the ratio, derived region by region in :mod:`derivations.gradient_weights` (Clip-Cov's unselected token has PPO's loss)."""
 
 
+_P = ParamSpec("_P")
+
+
+def _built_once(build: Callable[_P, Derivation]) -> Callable[_P, Derivation]:
+    """Build a derivation once per process (its arguments are immutable), and hand each caller a copy of its own.
+
+    A :class:`~derivations.Derivation` is mutable, so the built one is never handed out; a copy's
+    :meth:`~derivations.Derivation.verify` reads the kernel's remembered verdicts on the same claims.
+    """
+    built: Callable[..., Derivation] = cache(build)
+
+    @wraps(build)
+    def copy(*args: _P.args, **kwargs: _P.kwargs) -> Derivation:
+        return built(*args, **kwargs).subs({})
+
+    return copy
+
+
 def token_loss(method: str) -> sp.Expr:
     r"""The per-token loss of a token form (:data:`derivations.methods.FORMS`), in :math:`r = e^{\ell - \ell_0}`, :math:`\ell` and :math:`A`.
 
@@ -113,7 +134,7 @@ def token_loss(method: str) -> sp.Expr:
     return methods.FORMS[method].loss()
 
 
-@cache
+@_built_once
 def weight_derivation(method: str) -> Derivation:
     r"""The gradient weight of a token method, by differentiating its loss in :math:`\ell`.
 
@@ -216,7 +237,7 @@ def _sequence_symbols(n: int):
     return ells, olds
 
 
-@cache
+@_built_once
 def gspo_derivation(n: int = 3) -> Derivation:
     r"""GSPO's gradient, both forms: PPO's weight at the sequence ratio, times :math:`1/n`.
 
@@ -274,7 +295,7 @@ def _d_row(expr: sp.Expr, var: sp.Symbol) -> sp.Expr:
     return sp.diff(expr.replace(sg, hold), var).xreplace(held)
 
 
-@cache
+@_built_once
 def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -> Derivation:
     r"""The gradient weight of a method that puts a row's ratio into a token loss: the token form's weight at that ratio.
 
@@ -295,7 +316,8 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
     Each is :math:`\partial/\partial\ell_1` of the row's summed token losses, so an
     aggregation's :math:`\kappa` multiplies it as for a token method.  The
     second step writes the derivative as :math:`-A` times the token form's
-    derived weight (:func:`weight`) at the row's ratio; the CAS checks both.
+    derived weight (:func:`weight`) at the row's ratio; the CAS checks both
+    (SAPO's second step on each sign of :math:`A`, where its temperature is one symbol).
 
     Examples
     --------
@@ -332,7 +354,7 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
     if method == "sapo_seq":  # the ratio itself is differentiated: the chain rule through s, then SAPO's weight at s
         derivative = _d_row(per_token.subs(ratio, value), ells[0]).subs(value, ratio)
         d.then(sp.factor(derivative), r"differentiate the row's token losses in $\ell_1$: $\partial s/\partial\ell_1 = s/n$, $n$ tokens")
-        d.then(-A * w, "SAPO's derived weight at the row's ratio")
+        d.then(-A * w, "SAPO's derived weight at the row's ratio", proof=on_regions((A, [0]), label="each sign of A"))
     else:  # the ratio sits inside sg: a constant for the derivative
         d.then(-A * w, r"differentiate in $\ell_1$, the stopped weight at the row's ratio held constant")
     return d
@@ -343,7 +365,7 @@ def _gmpo_log_ratio(sign: int, delta, low, high, evaluate: bool = True):
     return sign * sp.Min(sign * delta, sign * clamped, evaluate=evaluate)
 
 
-@cache
+@_built_once
 def gmpo_derivation() -> Derivation:
     r"""GMPO's per-token factor :math:`g'(\Delta)`: 1 on the live side of the clip, 0 beyond it.
 
@@ -486,6 +508,20 @@ def length_bias() -> dict[str, str]:
     }
 
 
+def _differs_from_r(w: sp.Expr, constants: dict) -> bool:
+    r"""True when :math:`w(r, A) \ne r` at one of a few points (A = ±1, r = 1/2, 2, the constants, every other symbol 1).
+
+    A nonzero value at a point refutes :math:`w = r` (a point never proves it), so the
+    table's ``simplify`` runs only for the weights that pass every point.
+    """
+    for point in ({A: a, r: x} for a in (1, -1) for x in (sp.Rational(1, 2), 2)):
+        value = (w - r).subs(point).subs(constants)
+        value = value.subs({s: 1 for s in value.free_symbols})
+        if value.is_number and value.is_zero is False:
+            return True
+    return False
+
+
 @cache  # a str, built from cached derivations: nothing mutable is shared
 def loss_table() -> str:
     r"""Every loss: its per-token loss, derived weight :math:`w`, default aggregation, and what it is unbiased for, as a LaTeX array.
@@ -509,7 +545,7 @@ def loss_table() -> str:
     for method in TOKEN_METHODS:
         w, p = weight(method), penalty_gradient(method)
         on_policy = sp.simplify(sp.piecewise_fold(w.subs(r, 1)).subs(constants)) == 1
-        off_policy = sp.simplify(w - r) == 0
+        off_policy = not _differs_from_r(w, constants) and sp.simplify(w - r) == 0
         verdict = r"\text{on and off policy}" if off_policy else (r"\text{on policy } (w(1, A) = 1)" if on_policy else r"\text{no}")
         if methods.undecided(method):
             verdict = r"\text{undecided (batch-dependent selection)}"

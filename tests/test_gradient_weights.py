@@ -26,24 +26,30 @@ def cispo_cap_loss(log_prob, old_log_prob, advantages, mask, *, eps_high=0.28):
     return policy_loss("cispo", log_prob, old_log_prob, advantages, mask, eps_low=None, eps_high=eps_high)
 
 
-@pytest.mark.parametrize("method", dgw.METHODS)
-def test_weight_derivations_verify(method):
-    assert dgw.weight_derivation(method).verify().verified
+def _rendered(call: str, *values):
+    """``call`` as the chapter renders it (after ``values``), marked so that under ``--dist loadgroup`` its readers share one worker (tests/conftest.py)."""
+    source = f"derivations.gradient_weights.{call}"
+    return pytest.param(*values, source, marks=pytest.mark.xdist_group(f"derivation {source}"), id=call)
 
 
-@pytest.mark.parametrize("make", [dgw.silenced_set, dgw.on_policy_limit, dgw.stop_gradient_semantics, dgw.sign_flip])
-def test_claims_verify(make):
-    assert make().verify().verified
+@pytest.mark.parametrize("source", [_rendered(f'weight_derivation("{m}")') for m in dgw.METHODS])
+def test_weight_derivations_verify(source, verified_derivation):
+    assert verified_derivation(source).verified
+
+
+@pytest.mark.parametrize("source", [_rendered(f"{make}()") for make in ("silenced_set", "on_policy_limit", "stop_gradient_semantics", "sign_flip")])
+def test_claims_verify(source, verified_derivation):
+    assert verified_derivation(source).verified
 
 
 A, r, ell = dgw.A, dgw.r, dgw.ell
 eps_l, eps_h, c = dgw.eps_l, dgw.eps_h, dgw.c
 
 
-@pytest.mark.parametrize("method", dgw.METHODS)
-def test_a_region_resolved_on_the_wrong_sign_of_A_fails(method, fails_to_verify):
+@pytest.mark.parametrize("method, source", [_rendered(f'weight_derivation("{m}")', m) for m in dgw.METHODS])
+def test_a_region_resolved_on_the_wrong_sign_of_A_fails(method, source, fails_to_verify, verified_derivation):
     """Each region's piece, swapped with the piece of the same r-interval for the other sign of A, must fail (where they differ)."""
-    d = dgw.weight_derivation(method)
+    d = verified_derivation(source)  # its unchanged steps' verdicts are remembered; replaced() returns a copy
     half = len(d.steps) // 2
     swapped = 0
     for i in range(0, half, 2):
@@ -68,8 +74,9 @@ def test_wrong_clip_bounds_and_weights_fail(fails_to_verify):
     assert fails_to_verify(cispo.replaced(3, rhs=-A * r))  # beyond the cap the weight is 1 + eps_h, not r
 
 
+@pytest.mark.xdist_group("derivation derivations.gradient_weights.silenced_set()")
 def test_silenced_set_and_limits_catch_a_wrong_mask_or_weight(fails_to_verify):
-    d = dgw.silenced_set()
+    d = dgw.silenced_set()  # a fresh build: `wrong` below shares its steps, and verifying it writes to them
     M_ = next(s for s in d.steps[2].rhs.free_symbols if s.name == "M")
     wrong_mask = sp.Piecewise((0, ((A > 0) & (r > 1 + eps_h)) | ((A < 0) & (r > 1 - eps_l))), (1, True))
     wrong = Derivation(d.title, unfold=Definitions({**d.unfold.entries, M_: wrong_mask}, *d.unfold.rules))
