@@ -249,6 +249,7 @@ def test_grpo_weight_derivation_rejects_the_other_std_and_a_wrong_form(G):
             d.replaced(0, wrong).verify()
 
 
+@on_its_worker("grpo_weight_closed_forms((2, 3, 4, 5))")  # the chapter's steps for G = 2..5 are this test's first four: verdicts shared
 def test_grpo_closed_forms_are_labelled_simplified_and_checked():
     """omega(p, 2) = 1, omega(p, 3) = sqrt(2) exactly; omega(p, G) -> sqrt(G - 1) at p = 0; a sign slip in omega(p, 4) fails."""
     from derivations import DerivationError
