@@ -148,6 +148,7 @@ def test_grpo_weight_derivation_enumerates(G, std):
 
 
 
+@on_its_worker("rloo_is_scaled_centred()")  # its third slip keeps the chapter's first step: that verdict is shared
 def test_the_group_derivations_reject_plausible_slips():
     """(G-1)/G replaced by G/(G-1), and a leave-one-out mean that forgets to remove R_i, both fail."""
     from derivations import DerivationError
