@@ -352,6 +352,16 @@ def improving_baselines(sign: int = 1) -> sp.Set:
     """
     if sign not in (1, -1):
         raise ValueError(f"sign must be 1 or -1 (the sign of b*), got {sign!r}")
+    return _solved_interval(sign) if type(sign) is int else _solve_interval(sign)
+
+
+@cache
+def _solved_interval(sign: int) -> sp.Set:
+    """:func:`_solve_interval` once per process for each int sign (a SymPy set is immutable)."""
+    return _solve_interval(sign)
+
+
+def _solve_interval(sign: int) -> sp.Set:
     A2 = sp.Symbol("A_2", positive=True)
     beta = sp.Symbol("beta", positive=True)  # |b*|
     A0 = sp.Symbol("A_0", real=True)

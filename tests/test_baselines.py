@@ -53,22 +53,34 @@ def test_cas_interval_matches_brute_force_sign_of_variance_gap(seed):
 
 
 
-def test_the_optimal_baseline_derivation_rejects_R_where_R_squared_belongs():
+def rendered(call: str) -> str:
+    """The chapter's ``.. derivation::`` source of ``derivations.baselines.<call>``."""
+    return f"derivations.baselines.{call}"
+
+
+def on_its_worker(call: str):
+    """The mark that puts a reader of ``rendered(call)`` on the worker that builds and verifies it once (``verified_derivation``)."""
+    return pytest.mark.xdist_group(f"derivation {rendered(call)}")
+
+
+@on_its_worker("optimal_baseline()")
+def test_the_optimal_baseline_derivation_rejects_R_where_R_squared_belongs(verified_derivation):
     """b* = A0/A2 (R^2 where R belongs) or A1/A0 must fail the argmin step and the expectation step."""
-    d = derived.optimal_baseline()
+    d = verified_derivation(rendered("optimal_baseline()"))
     A0, A1, A2 = (sp.Symbol(f"A_{k}", positive=(k == 2), real=True) for k in range(3))
-    assert d.steps[0].rhs == A1 / A2 and d.verify().verified
+    assert d.steps[0].rhs == A1 / A2 and d.verified
     sums = derived.variance_coefficients()
     for index, wrong in ((0, A0 / A2), (0, A1 / A0), (0, 2 * A1 / A2), (1, sums[0] / sums[2]), (1, sums[2] / sums[1])):
         with pytest.raises(DerivationError, match=f"step {index + 1} "):
             d.replaced(index, wrong).verify()
 
 
-def test_the_improvement_interval_rejects_a_wrong_interval():
+@on_its_worker("improvement_interval()")
+def test_the_improvement_interval_rejects_a_wrong_interval(verified_derivation):
     """(0, b*) instead of (0, 2b*), a closed interval, or the b* > 0 interval on the region b* < 0 all fail."""
-    d = derived.improvement_interval()
+    d = verified_derivation(rendered("improvement_interval()"))
     b, bs = derived.b, derived.b_star
-    assert d.verify().verified
+    assert d.verified
     wrongs = [
         (1, sp.Interval.open(0, bs)),
         (1, sp.Interval(0, 2 * bs)),

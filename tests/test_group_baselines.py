@@ -1,5 +1,6 @@
 """Group baselines: the i.i.d. group algebra against enumeration, closed forms, bad input."""
 
+import copy
 from functools import partial
 
 import numpy as np
@@ -105,24 +106,31 @@ def test_group_algebra_refuses_a_distribution_that_is_not_one(probs, match):
 # -- derivations -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "make",
-    [
-        gb.leave_one_out_unbiased,
-        gb.mean_including_self,
-        gb.rloo_is_scaled_centred,
-        gb.equal_rewards_vanish,
-        gb.binary_group_variance,
-    ],
-)
-def test_symbolic_G_derivations_verify(make):
-    assert make().verify().verified
+def rendered(call: str) -> str:
+    """The chapter's ``.. derivation::`` source of ``derivations.group_baselines.<call>``."""
+    return f"derivations.group_baselines.{call}"
 
 
-def test_derivation_results():
-    G = gb._group().G
-    assert gb.leave_one_out_unbiased().verify().rhs == gb.GRAD_J
-    assert sp.simplify(gb.mean_including_self().verify().rhs - (G - 1) / G * gb.GRAD_J) == 0
+def on_its_worker(call: str):
+    """The mark that puts a reader of ``rendered(call)`` on the worker that builds and verifies it once (``verified_derivation``)."""
+    return pytest.mark.xdist_group(f"derivation {rendered(call)}")
+
+
+SYMBOLIC_G = ["leave_one_out_unbiased()", "mean_including_self()", "rloo_is_scaled_centred()", "equal_rewards_vanish()", "binary_group_variance()"]
+
+
+@pytest.mark.parametrize("call", [pytest.param(c, marks=on_its_worker(c)) for c in SYMBOLIC_G])
+def test_symbolic_G_derivations_verify(call, verified_derivation):
+    assert verified_derivation(rendered(call)).verified
+
+
+@pytest.mark.parametrize("call", [pytest.param(c, marks=on_its_worker(c)) for c in ("leave_one_out_unbiased()", "mean_including_self()")])
+def test_derivation_results(call, verified_derivation):
+    G, d = gb._group().G, verified_derivation(rendered(call))
+    if call == "leave_one_out_unbiased()":
+        assert d.rhs == gb.GRAD_J
+    else:
+        assert sp.simplify(d.rhs - (G - 1) / G * gb.GRAD_J) == 0
 
 
 def test_a_wrong_baseline_fails_to_verify():
@@ -133,13 +141,14 @@ def test_a_wrong_baseline_fails_to_verify():
         d.verify()
 
 
-@pytest.mark.parametrize("std", ["population", "bessel"])
-@pytest.mark.parametrize("G", [2, 3, 4, 5, 6])
+@pytest.mark.parametrize(("G", "std"), [pytest.param(G, std, marks=on_its_worker("grpo_weight_derivation(4)") if (G, std) == (4, "population") else ())
+                                          for std in ("population", "bessel") for G in (2, 3, 4, 5, 6)])
 def test_grpo_weight_derivation_enumerates(G, std):
     assert gb.grpo_weight_derivation(G, std).verify().verified
 
 
 
+@on_its_worker("rloo_is_scaled_centred()")  # its third slip keeps the chapter's first step: that verdict is shared
 def test_the_group_derivations_reject_plausible_slips():
     """(G-1)/G replaced by G/(G-1), and a leave-one-out mean that forgets to remove R_i, both fail."""
     from derivations import DerivationError
@@ -154,19 +163,21 @@ def test_the_group_derivations_reject_plausible_slips():
         d.replaced(1, (G - 1) / G * (d.steps[1].rhs / (G / (G - 1)))).verify()
 
 
-def test_grpo_conditioning_holds_for_symbolic_G_with_no_badge():
-    d = gb.grpo_conditioning().verify()
+@on_its_worker("grpo_conditioning()")
+def test_grpo_conditioning_holds_for_symbolic_G_with_no_badge(verified_derivation):
+    d = verified_derivation(rendered("grpo_conditioning()"))
     assert d.steps[0].proved_by == "equal integrands (cases R[i] in {0, 1})"
     assert all(st.badge is None for st in d.steps)
     G = IIDGroup().G
     assert d.lhs.has(G) is False and d.rhs.has(G) and not G.is_number
 
 
-def test_grpo_conditioning_rejects_swapped_rewards_a_shifted_count_and_the_wrong_moment():
+@on_its_worker("grpo_conditioning()")
+def test_grpo_conditioning_rejects_swapped_rewards_a_shifted_count_and_the_wrong_moment(verified_derivation):
     """Each slip fails the step that displays it, and the true step beside it verifies."""
     from derivations import DerivationError
 
-    d = gb.grpo_conditioning()
+    d = verified_derivation(rendered("grpo_conditioning()"))
     R, s = sp.Symbol("R", real=True), sp.Symbol("s", real=True)
     a, k, Pr = gb._a, gb._k, gb.OthersSucceedProbability
     swapped = d.steps[0].rhs.xreplace({a(1, k): a(0, k), a(0, k): a(1, k)})
@@ -181,17 +192,18 @@ def test_grpo_conditioning_rejects_swapped_rewards_a_shifted_count_and_the_wrong
     assert d.replaced(0, swapped_back).verify().verified
 
 
-def test_grpo_conditioning_cannot_drop_the_range_of_the_count():
+@on_its_worker("grpo_conditioning()")
+def test_grpo_conditioning_cannot_drop_the_range_of_the_count(verified_derivation):
     """Without the premise S_-i <= G - 1 the indicator sum is not a(R_i, S_-i): step 1 is refused."""
     from derivations import Derivation, DerivationError
 
-    d = gb.grpo_conditioning()
+    d = verified_derivation(rendered("grpo_conditioning()"))
     S, G = gb.OthersSucceed(IIDGroup().i), IIDGroup().G
     kept = [c for c in d.premises if c != (S <= G - 1)]
     assert len(kept) == len(d.premises) - 1
     for premises, holds in ((d.premises, True), (kept, False)):
         e = Derivation(d.title, assumptions=list(premises), unfold=d.unfold)
-        e.steps = list(d.steps)
+        e.steps = [copy.copy(st) for st in d.steps]  # fresh steps: verify() records its verdict on each, and d is shared
         if holds:
             assert e.verify().verified
             continue
@@ -227,7 +239,7 @@ def test_the_independence_rule_equals_enumeration(G):
     assert sp.expand(grp.brute_force(mixed, G, outcomes, probs) - naive) != 0
 
 
-@pytest.mark.parametrize("G", [3, 4])
+@pytest.mark.parametrize("G", [3, pytest.param(4, marks=on_its_worker("grpo_weight_derivation(4)"))])
 def test_grpo_weight_derivation_rejects_the_other_std_and_a_wrong_form(G):
     """Displaying the Bessel weight under the population std (or a weight off by one term) fails the pattern sum."""
     from derivations import DerivationError
@@ -240,6 +252,7 @@ def test_grpo_weight_derivation_rejects_the_other_std_and_a_wrong_form(G):
             d.replaced(0, wrong).verify()
 
 
+@on_its_worker("grpo_weight_closed_forms((2, 3, 4, 5))")  # the chapter's steps for G = 2..5 are this test's first four: verdicts shared
 def test_grpo_closed_forms_are_labelled_simplified_and_checked():
     """omega(p, 2) = 1, omega(p, 3) = sqrt(2) exactly; omega(p, G) -> sqrt(G - 1) at p = 0; a sign slip in omega(p, 4) fails."""
     from derivations import DerivationError
@@ -284,9 +297,15 @@ def test_grpo_population_differences_closed_form():
 
 
 def test_grpo_bessel_is_scaled_population():
+    """omega_bessel(p, G) = sqrt((G-1)/G) omega_population(p, G): each weight is the sum of its Bernstein terms, and
+    (the Bernstein polynomials being linearly independent) the identity holds iff every coefficient scales so."""
     for G in range(2, 17):
-        diff = gb.grpo_weight(G, "bessel") - sp.sqrt(sp.Rational(G - 1, G)) * gb.grpo_weight(G)
-        assert sp.expand(diff) == 0, G
+        for std in ("population", "bessel"):
+            bernstein = [c * gb.P**k * (1 - gb.P) ** (G - 1 - k) for k, c in enumerate(gb.grpo_weight_coefficients(G, std))]
+            assert gb.grpo_weight(G, std) == sp.Add(*bernstein), (G, std)
+        scale = sp.sqrt(sp.Rational(G - 1, G))
+        pairs = zip(gb.grpo_weight_coefficients(G, "bessel"), gb.grpo_weight_coefficients(G), strict=True)
+        assert all(sp.expand(bessel - scale * population) == 0 for bessel, population in pairs), G
 
 
 def test_grpo_weight_matches_convolution_engine_off_the_toy_lm():

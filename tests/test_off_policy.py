@@ -612,9 +612,10 @@ def test_batch_normalized_weights_levels_differ_edges_and_inputs():
         batch_normalized_weights(w.where(m == 0, float("inf")), m)
 
 
-def test_truncated_ratio_mean_derivation_and_its_numbers(fails_to_verify):
-    d = dop.truncated_ratio_mean()
-    assert d.verify().verified
+@pytest.mark.xdist_group("derivation derivations.off_policy.truncated_ratio_mean()")  # shares the chapter's build with test_rendered_derivations
+def test_truncated_ratio_mean_derivation_and_its_numbers(fails_to_verify, verified_derivation):
+    d = verified_derivation("derivations.off_policy.truncated_ratio_mean()")
+    assert d.verified
     assert fails_to_verify(d.replaced(2, rhs=2 * d.steps[2].rhs))  # the untruncated mean is 1, not 2
     assert fails_to_verify(d.replaced(0, rhs=-d.steps[0].rhs))  # truncation removes the excess, it does not add it
     g = torch.Generator().manual_seed(4)

@@ -16,15 +16,38 @@ from numeric import (
 # -- derivations -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("T", [1, 2, 3, 4, 5])
-def test_fixed_horizon_derivations_verify(T):
-    for make in (dr.reward_to_go_unbiased, dr.gae_unrolled, dr.gae_lambda_zero, dr.gae_lambda_one, dr.one_done_for_both):
-        assert make(T).verify().verified, (make.__name__, T)
+FIXED_HORIZON = ("reward_to_go_unbiased", "gae_unrolled", "gae_lambda_zero", "gae_lambda_one", "one_done_for_both")
+# the horizons the chapter renders: those instances are read from verified_derivation, on the worker that builds them once
+RENDERED_AT = {"reward_to_go_unbiased": 3, "gae_unrolled": 3, "gae_lambda_zero": 3, "gae_lambda_one": 3, "one_done_for_both": 2}
 
 
-@pytest.mark.parametrize("make", [dr.outcome_reward_to_go, dr.discounted_objective_weights, dr.dropping_discount_turns_gradient, dr.gae_is_lambda_return_minus_value])
-def test_general_derivations_verify(make):
-    assert make().verify().verified
+def rendered(call: str) -> str:
+    """The chapter's ``.. derivation::`` source of ``derivations.returns.<call>``."""
+    return f"derivations.returns.{call}"
+
+
+def on_its_worker(call: str):
+    """The mark that puts a reader of ``rendered(call)`` on the worker that builds and verifies it once (``verified_derivation``)."""
+    return pytest.mark.xdist_group(f"derivation {rendered(call)}")
+
+
+def _horizon_param(name: str, T: int):
+    marks = on_its_worker(f"{name}({T})") if RENDERED_AT[name] == T else ()
+    return pytest.param(name, T, marks=marks, id=f"{name}-{T}")
+
+
+@pytest.mark.parametrize(("name", "T"), [_horizon_param(name, T) for T in (1, 2, 3, 4, 5) for name in FIXED_HORIZON])
+def test_fixed_horizon_derivations_verify(name, T, verified_derivation):
+    d = verified_derivation(rendered(f"{name}({T})")) if RENDERED_AT[name] == T else getattr(dr, name)(T).verify()
+    assert d.verified, (name, T)
+
+
+GENERAL = ["outcome_reward_to_go()", "discounted_objective_weights()", "dropping_discount_turns_gradient()", "gae_is_lambda_return_minus_value()"]
+
+
+@pytest.mark.parametrize("call", [pytest.param(c, marks=on_its_worker(c)) for c in GENERAL])
+def test_general_derivations_verify(call, verified_derivation):
+    assert verified_derivation(rendered(call)).verified
 
 
 def test_past_reward_lemma_for_three_actions():
@@ -57,7 +80,8 @@ def test_the_return_derivations_reject_a_wrong_discount_exponent():
         lam1.replaced(0, lam1.steps[0].rhs.subs(dr.gamma**3, dr.gamma**2)).verify()
 
 
-def test_reward_to_go_keeps_the_present_reward_and_drops_only_the_past():
+@pytest.mark.parametrize(("name", "T"), [_horizon_param("reward_to_go_unbiased", T) for T in (2, 3)])
+def test_reward_to_go_keeps_the_present_reward_and_drops_only_the_past(name, T, verified_derivation):
     """Each wrong region fails its step at T = 2 and 3: a split that loses the diagonal u = t, a
     martingale step that drops the present reward (u > t kept) or keeps the past instead of the
     future (u <= t kept), and a reward-to-go that starts at u = t + 1."""
@@ -67,21 +91,20 @@ def test_reward_to_go_keeps_the_present_reward_and_drops_only_the_past():
     t, u = sp.symbols("t u", integer=True, nonnegative=True)
     R, s = sp.IndexedBase("R", real=True), sp.IndexedBase("s", real=True)
     pair = Expect(R[u] * s[t])
-    for T in (2, 3):
-        d = dr.reward_to_go_unbiased(T)
-        assert d.verify().verified
-        both = ((u, 0, T - 1), (t, 0, T - 1))
+    d = verified_derivation(rendered(f"{name}({T})")) if RENDERED_AT[name] == T else dr.reward_to_go_unbiased(T).verify()
+    assert d.verified
+    both = ((u, 0, T - 1), (t, 0, T - 1))
 
-        def kept(cond, both=both):
-            return sp.Sum(dr.Indicator(cond) * pair, *both)
+    def kept(cond):
+        return sp.Sum(dr.Indicator(cond) * pair, *both)
 
-        with pytest.raises(DerivationError, match="step 2 "):
-            d.replaced(1, kept(u > t) + kept(u < t)).verify()
-        for wrong in (kept(u > t), kept(u <= t)):
-            with pytest.raises(DerivationError, match="step 3 "):
-                d.replaced(2, wrong).verify()
-        with pytest.raises(DerivationError, match="step 4 "):
-            d.replaced(3, sp.Sum(Expect(s[t] * sp.Sum(R[u], (u, t + 1, T - 1))), (t, 0, T - 1))).verify()
+    with pytest.raises(DerivationError, match="step 2 "):
+        d.replaced(1, kept(u > t) + kept(u < t)).verify()
+    for wrong in (kept(u > t), kept(u <= t)):
+        with pytest.raises(DerivationError, match="step 3 "):
+            d.replaced(2, wrong).verify()
+    with pytest.raises(DerivationError, match="step 4 "):
+        d.replaced(3, sp.Sum(Expect(s[t] * sp.Sum(R[u], (u, t + 1, T - 1))), (t, 0, T - 1))).verify()
 
 
 def test_indicator_is_decided_only_when_its_condition_is():
@@ -113,17 +136,20 @@ def test_the_derived_gae_formulas_index_the_arrays_from_zero():
     assert abs(float(one.subs(values)) - (reward_to_go(R, g)[0] + g**T * Vn[-1] - V[0])) < 1e-13
 
 
-@pytest.mark.parametrize("T", [1, 3, 4])
-def test_every_step_at_other_horizons_fails_when_perturbed(T):
-    """The chapter renders T = 2 or 3; the same steps at other horizons must fail with a false right-hand side."""
+@pytest.mark.parametrize(("name", "T"), [_horizon_param(name, T) for T in (1, 3, 4) for name in FIXED_HORIZON])
+def test_every_step_at_other_horizons_fails_when_perturbed(name, T):
+    """The chapter renders T = 2 or 3; the same steps at other horizons must fail with a false right-hand side.
+
+    ``delta`` is the perturbation test's own symbol, so on the worker of a rendered instance the kernel's
+    remembered verdicts serve both tests.
+    """
     from derivations import DerivationError
 
-    delta = sp.Symbol("delta", positive=True)
-    for make in (dr.reward_to_go_unbiased, dr.gae_unrolled, dr.gae_lambda_zero, dr.gae_lambda_one, dr.one_done_for_both):
-        d = make(T)
-        for n, st in enumerate(d.steps):
-            with pytest.raises(DerivationError):
-                d.replaced(n, st.perturbed(delta).rhs).verify()
+    delta = sp.Symbol("delta_perturbation", positive=True)
+    d = getattr(dr, name)(T)
+    for n, st in enumerate(d.steps):
+        with pytest.raises(DerivationError):
+            d.replaced(n, st.perturbed(delta).rhs).verify()
 
 
 def test_derivation_bad_input():

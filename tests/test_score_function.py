@@ -9,8 +9,6 @@ from derivations.score_function import (
     expected_score,
     instances,
     kl_penalty_direct_term,
-    log_derivative_trick,
-    stopped_direct_term,
 )
 from numeric import default_reward, perturb
 from numeric.score_function import (
@@ -22,9 +20,13 @@ from numeric.score_function import (
 )
 
 
-@pytest.mark.parametrize("make", [expected_score, log_derivative_trick, kl_penalty_direct_term])
+@pytest.mark.parametrize("make", [expected_score, kl_penalty_direct_term])
 def test_general_K_derivations_hold_at_K_2_3_4(make):
-    """The general-K derivation (verified by its doctest) instantiated at fixed K, every coordinate."""
+    """The general-K derivation (verified by its doctest) instantiated at fixed K, every coordinate.
+
+    ``log_derivative_trick`` at K = 2, 3, 4 is checked by the chapter's doctest (docs/score_function.rst,
+    "The log-derivative trick"), the same ``instances`` verified in the same way, so it is not verified twice.
+    """
     for K in (2, 3, 4):
         assert all(d.verify().verified for d in instances(make, K))
 
@@ -34,43 +36,59 @@ def test_environment_derivation_holds_with_three_states():
         assert environment_gradient(parametrised, K=2, M=3).verify().verified
 
 
-def test_a_parametrised_kernel_is_not_free():
+def rendered(call: str) -> str:
+    """The chapter's ``.. derivation::`` source of ``derivations.score_function.<call>``."""
+    return f"derivations.score_function.{call}"
+
+
+def on_its_worker(call: str):
+    """The mark that puts a reader of ``rendered(call)`` on the worker that builds and verifies it once (``verified_derivation``)."""
+    return pytest.mark.xdist_group(f"derivation {rendered(call)}")
+
+
+@on_its_worker("environment_gradient(True)")
+def test_a_parametrised_kernel_is_not_free(verified_derivation):
     """Negative control: the fixed-kernel conclusion fails when the kernel depends on theta."""
-    d = environment_gradient(True)
+    d = verified_derivation(rendered("environment_gradient(True)")).replaced(0)  # a copy of the shared derivation, to change
     d.steps[-1] = environment_gradient(False).steps[-1]
     with pytest.raises(DerivationError, match=r"is fixed\) does not hold"):
         d.verify()
 
 
-def test_stopping_is_not_free_in_general():
+@on_its_worker("stopped_direct_term()")
+def test_stopping_is_not_free_in_general(verified_derivation):
     """Negative control: the stopped surrogate is not the full gradient for a general integrand."""
-    d = stopped_direct_term()
+    d = verified_derivation(rendered("stopped_direct_term()"))
     full_gradient, minus_direct = sorted(d.steps[-1].rhs.args, key=lambda e: e.could_extract_minus_sign())
     assert minus_direct.could_extract_minus_sign()
-    d.steps[-1].rhs = full_gradient
     with pytest.raises(DerivationError):
-        d.verify()
+        d.replaced(len(d.steps) - 1, full_gradient).verify()
 
 
 
-def test_the_score_derivations_reject_plausible_slips():
-    """s_j(a) = delta_aj - pi_a (wrong index), d pi = d log pi (no pi_a factor), a product rule without its direct term."""
+def _slip(call: str, d):
+    """The slip of each rendered derivation: its step index and the wrong right-hand side."""
     import sympy as sp
 
     from derivations import IndexedSoftmax
-    from derivations.score_function import product_rule
 
     pol = IndexedSoftmax()
     a, j, K = pol.a, pol.j, pol.K
-    wrong_index = sp.Sum(pol.prob(a) * sp.KroneckerDelta(a, j), (a, 1, K)) - sp.Sum(pol.prob(a) ** 2, (a, 1, K))
-    R = sp.IndexedBase("R", real=True)
-    no_pi = sp.Sum(R[a] * sp.Derivative(sp.log(pol.prob(a)), pol.theta[j]), (a, 1, K))
-    pr = product_rule()
-    slips = [(expected_score(), 0, wrong_index), (log_derivative_trick(), 1, no_pi), (pr, 0, pr.steps[0].rhs.args[0])]
-    for d, index, wrong in slips:
-        assert d.verify().verified and wrong != d.steps[index].rhs
-        with pytest.raises(DerivationError, match=f"step {index + 1} "):
-            d.replaced(index, wrong).verify()
+    if call == "expected_score()":  # s_j(a) = delta_aj - pi_a with the wrong index
+        return 0, sp.Sum(pol.prob(a) * sp.KroneckerDelta(a, j), (a, 1, K)) - sp.Sum(pol.prob(a) ** 2, (a, 1, K))
+    if call == "log_derivative_trick()":  # d pi = d log pi, without the pi_a factor
+        return 1, sp.Sum(sp.IndexedBase("R", real=True)[a] * sp.Derivative(sp.log(pol.prob(a)), pol.theta[j]), (a, 1, K))
+    return 0, d.steps[0].rhs.args[0]  # the product rule without its direct term
+
+
+@pytest.mark.parametrize("call", [pytest.param(c, marks=on_its_worker(c)) for c in ("expected_score()", "log_derivative_trick()", "product_rule()")])
+def test_the_score_derivations_reject_plausible_slips(call, verified_derivation):
+    """s_j(a) = delta_aj - pi_a (wrong index), d pi = d log pi (no pi_a factor), a product rule without its direct term."""
+    d = verified_derivation(rendered(call))
+    index, wrong = _slip(call, d)
+    assert d.verified and wrong != d.steps[index].rhs
+    with pytest.raises(DerivationError, match=f"step {index + 1} "):
+        d.replaced(index, wrong).verify()
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
