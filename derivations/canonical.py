@@ -9,10 +9,16 @@ Two things make it fast without changing a verdict.  The verdict on one
 expression (after ``unfold``) under one set of facts is remembered, so a claim
 that a doctest, a chapter and a test all check is reduced once per process
 (the verdict is a ``str`` or ``None``, nothing mutable is shared).  And an
-expression that is an exact nonzero rational at a rational point its symbols'
-assumptions admit is refuted at once (:func:`refuting_point`): no sound
+expression shown not identically zero is refuted at once: no sound
 canonicaliser maps it to 0, so trying them all would only return ``None``
-slowly.  A point never proves a step: a zero there decides nothing.
+slowly.  It is shown so by a rational point its symbols' assumptions admit at
+which it is an exact nonzero rational, or a real number that a 50-digit
+evaluation finds clearly nonzero (:func:`refuting_point`), or by a symbol that
+occurs in it only as one whole term :math:`c\,\delta` of its sum (varying
+:math:`\delta` varies it).  A refutation can only turn a would-be ✗ into an
+earlier ✗: a numerical error could at worst reject a true step (a failure
+anyone sees), never accept a false one.  A point never proves a step: a zero
+there decides nothing.
 """
 
 from __future__ import annotations
@@ -81,6 +87,28 @@ def _as_is(expr: sp.Expr) -> sp.Expr:
     return expr
 
 
+_STRICT = {sp.StrictGreaterThan: sp.StrictLessThan, sp.GreaterThan: sp.LessThan}
+
+
+def _as_sign_condition(rel: sp.Basic) -> sp.Basic:
+    """``a < b`` as ``expand(a - b) < 0`` (and ``a > b`` as ``expand(b - a) < 0``): one form for one condition."""
+    if isinstance(rel, (sp.StrictLessThan, sp.LessThan)):
+        return rel.func(sp.expand(rel.lhs - rel.rhs), 0)
+    return _STRICT[type(rel)](sp.expand(rel.rhs - rel.lhs), 0)
+
+
+def _piecewise_folded(expr: sp.Expr) -> sp.Expr:
+    """Each order condition in one form, then the ``Piecewise`` terms folded into one (branch by branch).
+
+    ``r > 1 + eps`` and ``eps < r - 1`` are one condition written twice; once
+    both read ``1 + eps - r < 0`` the branches of a difference line up.
+    """
+    if not expr.has(sp.Piecewise):
+        return expr
+    orders = expr.atoms(sp.StrictLessThan, sp.LessThan, sp.StrictGreaterThan, sp.GreaterThan)
+    return sp.piecewise_fold(expr.xreplace({rel: _as_sign_condition(rel) for rel in orders}))
+
+
 # (name, rewrite, reduction): the canonicaliser is reduction(rewrite(expr))
 _STAGES = (
     ("expand", _as_is, sp.expand),
@@ -88,6 +116,7 @@ _STAGES = (
     ("exp->x, cancel(together)", _exp_to_symbols, _cancel),
     ("expand_log, cancel", sp.expand_log, _cancel),
     ("sums as atoms, cancel(together)", lambda e: _exp_to_symbols(_sums_to_symbols(e)), _cancel),
+    ("piecewise folded, cancel(together)", _piecewise_folded, _cancel),
     ("simplify", _as_is, sp.simplify),
 )
 
@@ -171,7 +200,7 @@ def _reduced_by(entry: sp.Basic, facts: frozenset) -> str | None:
 def _reduce(entry: sp.Basic, facts: Mapping | None) -> str | None:
     """The first canonicaliser that maps the unfolded ``entry`` to 0 once the facts are substituted, else ``None``."""
     reject_vacuous_derivatives(entry)
-    if not facts and refuting_point(entry) is not None:
+    if not facts and _refuted(entry):
         return None  # refuted before the (costly) evaluation of its sums: they are evaluated exactly at the point
     shown = entry
     entry = evaluated(entry)
@@ -179,7 +208,7 @@ def _reduce(entry: sp.Basic, facts: Mapping | None) -> str | None:
         # split logs while the symbols still carry their signs (a fact like pi_K = 1 - ... hides them);
         # without force, expand_log splits only what the assumptions allow
         entry = evaluated(sp.expand_log(entry).subs(facts))
-    if (facts or entry != shown) and refuting_point(entry) is not None:
+    if (facts or entry != shown) and _refuted(entry):
         return None
     tried = set()
     for name, rewrite, reduction in _STAGES:
@@ -279,7 +308,7 @@ def _plain_symbols(expr: sp.Basic) -> set:
 
 
 def refuting_point(expr: sp.Basic) -> dict | None:
-    r"""A rational point, admissible under the symbols' assumptions, at which ``expr`` is an exact nonzero rational; else ``None``.
+    r"""A rational point, admissible under the symbols' assumptions, at which ``expr`` is clearly nonzero; else ``None``.
 
     Every free symbol (then every table entry :math:`p_i` with a numeric
     index) gets a rational value that has each of its stated assumptions
@@ -287,11 +316,14 @@ def refuting_point(expr: sp.Basic) -> dict | None:
     integers is expanded term by term.  If ``expr`` then evaluates, by exact
     arithmetic alone, to a nonzero ``Rational``, it is not identically zero on
     the domain the assumptions describe, and no sound canonicaliser maps it to
-    0: a rigorous refutation.  Tried at the simplest admissible point (where
-    :math:`e^0 = 1` keeps a softmax rational) and at one pseudo-random one
-    (fixed seed).  Anything else (a value that is not a rational, a division by
-    zero, a derivative, an undefined function, a sum whose upper limit falls
-    below its lower) refutes nothing.
+    0: a rigorous refutation.  A value in ``exp``, ``log`` or roots of
+    rationals is evaluated to 50 digits and refutes only when it is real,
+    finite, above :math:`10^{-30}` times the largest term of any sum inside it,
+    and SymPy's strict evaluation guarantees those digits.  Tried at the
+    simplest admissible point (where :math:`e^0 = 1` keeps a softmax rational)
+    and at one pseudo-random one (fixed seed).  Anything else (a complex or
+    infinite value, a division by zero, a derivative, an undefined function, a
+    sum whose upper limit falls below its lower) refutes nothing.
 
     Examples
     --------
@@ -307,6 +339,14 @@ def refuting_point(expr: sp.Basic) -> dict | None:
     True
     >>> refuting_point(sp.Sum(k, (k, 1, K)) - K**2 / 2)
     {K: 1}
+    >>> y = sp.Symbol("y", positive=True)
+    >>> refuting_point(sp.log(y * sp.exp(y)) - sp.log(y) - y + sp.sqrt(y) * sp.sqrt(2 * y) - sp.sqrt(2) * y) is None
+    True
+    >>> refuting_point(sp.log(y * sp.exp(y)) - y - d)
+    {delta: 1, y: 1}
+    >>> big, tiny = sp.exp(100 * y), sp.exp(-100 * y) / 10**40  # about 1e43 and 1e-83 at y = 1
+    >>> refuting_point((big + 1) ** 2 - big**2 - 2 * big - 1 + tiny) is None  # too small beside its terms to trust
+    True
     """
     require_expr("expr", expr)
     expr = sp.sympify(expr)
@@ -337,9 +377,68 @@ def refuting_point(expr: sp.Basic) -> dict | None:
             value = value.xreplace(table)
         except (TypeError, ValueError, ZeroDivisionError, ArithmeticError):
             continue
-        if isinstance(value, sp.Rational) and value != 0:
+        if _clearly_nonzero(value):
             return {**at, **table}
     return None
+
+
+_DIGITS = 50
+_RELATIVE = sp.Float("1e-30")
+
+
+def _clearly_nonzero(value: sp.Basic) -> bool:
+    r"""``value`` (an expression in no symbol) is an exact nonzero rational, or a real number clearly not 0.
+
+    A value in ``exp``, ``log``, roots ... of rationals is evaluated to
+    ``_DIGITS`` significant digits; it counts as nonzero only when it is real,
+    finite, larger than ``_RELATIVE`` times the largest term of any sum inside
+    it, and SymPy's strict evaluation (which raises rather than return a digit
+    it cannot guarantee) confirms that much precision.  Anything complex,
+    infinite, undefined, not evaluable or holding a float (a rounded number)
+    counts as not clearly nonzero.
+    """
+    if isinstance(value, sp.Rational):
+        return value != 0
+    if not isinstance(value, sp.Expr) or value.free_symbols or value.has(sp.Float, sp.Sum, sp.Product, *_UNEVALUATED):
+        return False  # a float in the claim is a rounded number: the canonicalisers, not a point, judge it
+    try:
+        approx = value.evalf(_DIGITS)
+        if not approx.is_Float or approx == 0:
+            return False
+        terms = [t.evalf(15) for node in sp.preorder_traversal(value) if node.is_Add for t in node.args]
+        if not all(t.is_number and t.is_finite for t in terms):
+            return False
+        scale = max((abs(t) for t in terms), default=abs(approx))
+        if abs(approx) <= _RELATIVE * scale:
+            return False
+        return value.evalf(_DIGITS, strict=True).is_Float
+    except Exception:  # PrecisionExhausted, or an evaluation that breaks: nothing is refuted
+        return False
+
+
+def _alone(expr: sp.Basic) -> sp.Symbol | None:
+    r"""A symbol that occurs in ``expr`` once, as a whole term ``c\,\delta`` of its top-level sum (``c`` a nonzero number).
+
+    Then ``expr = A + c\,\delta`` with ``A`` free of :math:`\delta`, and two
+    admissible values of :math:`\delta` give two different values of ``expr``:
+    it is not identically zero (a symbol that is not known to be 0 admits
+    infinitely many values).  This refutes a step whose right-hand side gained
+    a free term, whatever else it holds (undefined functions, derivatives).
+    """
+    if not isinstance(expr, sp.Add):
+        return None
+    for term in expr.args:
+        c, symbol = term.as_coeff_Mul()
+        if not (isinstance(symbol, sp.Symbol) and c.is_nonzero and symbol.is_zero is not True):
+            continue
+        if not any(other.has(symbol) for other in expr.args if other is not term):
+            return symbol
+    return None
+
+
+def _refuted(expr: sp.Basic) -> bool:
+    """``expr`` is shown not identically zero: a lone free term (:func:`_alone`) or a refuting point (:func:`refuting_point`)."""
+    return _alone(expr) is not None or refuting_point(expr) is not None
 
 
 def reject_vacuous_derivatives(expr: sp.Basic) -> None:

@@ -55,8 +55,13 @@ def _signs(expr) -> frozenset | None:
 
 @lru_cache(maxsize=16384)
 def _signs_of(expr: sp.Basic) -> frozenset | None:
-    """:func:`_signs`, remembered per expression (immutable, its symbols' assumptions part of its identity)."""
-    for form in (expr, sp.factor(sp.cancel(sp.together(expr))), sp.expand(expr)):
+    """:func:`_signs`, remembered per expression (immutable, its symbols' assumptions part of its identity).
+
+    The forms are tried in turn, each built only when the one before decided nothing.
+    """
+    forms = (lambda: expr, lambda: sp.factor(sp.cancel(sp.together(expr))), lambda: sp.expand(expr))
+    for build in forms:
+        form = build()
         if form.is_zero:
             return frozenset({0})
         if form.is_positive:

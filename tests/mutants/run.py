@@ -69,6 +69,7 @@ def _losses(module: str) -> tuple[str, ...]:
 
 
 _KERNEL = ("tests/test_kernel.py",)
+_CANONICAL = ("tests/test_canonical.py",)
 # the registry's formulas feed the derived weights (gradient weights) and the torch forms (losses)
 _REGISTRY = ("tests/test_gradient_weights.py", "tests/test_losses.py", suites("gradient_weights", "losses"),
              "derivations/methods.py", "derivations/gradient_weights.py")
@@ -277,6 +278,13 @@ MUTANTS = [
            _KERNEL, "each count pattern counted once, not once per ordering"),
     Mutant("tolerance_loosened", "derivations/kernel.py", "abs(sp.N(cf)) <= tol for cf", "abs(sp.N(cf)) <= 1e3 * tol for cf",
            _KERNEL, "a 1e-9 gap passes a 1e-12 tolerance"),
+    # -- the canonicalisers' refutations and their piecewise stage
+    Mutant("refute_tiny_value", "derivations/canonical.py", "abs(approx) <= _RELATIVE * scale", "abs(approx) <= 0 * scale",
+           _CANONICAL, "a value 1e-40 of its largest term is trusted to be nonzero"),
+    Mutant("lone_term_anywhere", "derivations/canonical.py", "        if not any(other.has(symbol) for other in expr.args if other is not term):",
+           "        if True:", _CANONICAL, "a term -delta refutes though delta occurs in another term"),
+    Mutant("piecewise_edge_dropped", "derivations/canonical.py", "_STRICT = {sp.StrictGreaterThan: sp.StrictLessThan,",
+           "_STRICT = {sp.StrictGreaterThan: sp.LessThan,", _CANONICAL, "r > 1 + eps and r >= 1 + eps read as one condition"),
     # -- cases over a finite set, equal integrands, and the group algebra's independence (issue 16: no step runs the caller's code)
     Mutant("cases_any_value_set", "derivations/kernel.py", "c.args == (self.quantity, allowed)", "c.args[0] == self.quantity",
            _KERNEL, "by_cases checks r = 0 at r = 0 only, though the premise says r in {0, 1}"),
