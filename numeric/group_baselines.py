@@ -20,7 +20,6 @@ enumerates all :math:`N^G` tuples, the independent check at :math:`G = 2, 3`.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from functools import cache, partial
@@ -276,20 +275,31 @@ def count_vectors(m: int, n: int) -> torch.Tensor:
     """
     m = require_int("m", m, minimum=1)
     n = require_int("n", n, minimum=0)
+    return torch.from_numpy(_compositions(m, n).copy())
+
+
+@cache
+def _compositions(m: int, n: int) -> np.ndarray:
+    """``[C, m]`` read-only: the rows of :func:`count_vectors`, ordered by :math:`c_1`, then :math:`c_2`, ... (the bars' lexicographic order).
+
+    Built from the tables of fewer parts (:math:`c_1` first, then every way to
+    put the other :math:`n - c_1` answers on :math:`m - 1` values), each
+    remembered: a pure function of two ints, its result never written to.
+    """
     if m == 1:
-        return torch.tensor([[n]])
-    C = math.comb(n + m - 1, m - 1)
-    flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n + m - 1), m - 1)), dtype=np.int64, count=C * (m - 1))
-    bars = torch.from_numpy(flat).reshape(C, m - 1)
-    edges = torch.cat([torch.full((C, 1), -1), bars, torch.full((C, 1), n + m - 1)], 1)
-    return edges.diff(dim=1) - 1
+        out = np.array([[n]], dtype=np.int64)
+    else:
+        out = np.concatenate([np.column_stack([np.full(math.comb(n - first + m - 2, m - 2), first, dtype=np.int64), _compositions(m - 1, n - first)])
+                              for first in range(n + 1)])
+    out.flags.writeable = False
+    return out
 
 
 def _multinomial_pmf(counts: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     """Probability of each count vector: the (n-fold) convolution of one answer's law, in closed form."""
     n = counts[0].sum().to(torch.float64)
-    c = counts.to(torch.float64)
-    log = torch.lgamma(n + 1) - torch.lgamma(c + 1).sum(1) + torch.xlogy(c, probs[None, :]).sum(1)
+    log_factorial = torch.lgamma(torch.arange(int(n) + 1, dtype=torch.float64) + 1)  # lgamma(c + 1), looked up for every count
+    log = torch.lgamma(n + 1) - log_factorial[counts].sum(1) + torch.xlogy(counts.to(torch.float64), probs[None, :]).sum(1)
     return log.exp()
 
 

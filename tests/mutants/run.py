@@ -123,7 +123,7 @@ MUTANTS = [
            _topic("group_baselines"), "RLOO without the factor G/(G-1), i.e. (G-1)/G too small"),
     Mutant("bessel_ddof", "numeric/group_baselines.py", '_DDOF = {"population": 0, "bessel": 1}', '_DDOF = {"population": 0, "bessel": 0}',
            _topic("group_baselines"), "Bessel std computed as population std"),
-    Mutant("multinomial", "numeric/group_baselines.py", "torch.lgamma(n + 1) - torch.lgamma(c + 1)", "torch.lgamma(n + 2) - torch.lgamma(c + 1)",
+    Mutant("multinomial", "numeric/group_baselines.py", "torch.lgamma(n + 1) - log_factorial[counts]", "torch.lgamma(n + 2) - log_factorial[counts]",
            _topic("group_baselines"), "multinomial coefficient off by a factor n+1"),
     Mutant("grpo_bernstein", "numeric/group_baselines.py", "(1 - arr[..., None]) ** (G - 1 - k)", "(1 - arr[..., None]) ** (G - k)",
            _topic("group_baselines"), "GRPO weight with the wrong Bernstein power"),
