@@ -295,10 +295,10 @@ def _compositions(m: int, n: int) -> np.ndarray:
     return out
 
 
-def _multinomial_pmf(counts: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
-    """Probability of each count vector: the (n-fold) convolution of one answer's law, in closed form."""
-    n = counts[0].sum().to(torch.float64)
-    log_factorial = torch.lgamma(torch.arange(int(n) + 1, dtype=torch.float64) + 1)  # lgamma(c + 1), looked up for every count
+def _multinomial_pmf(counts: torch.Tensor, probs: torch.Tensor, answers: int) -> torch.Tensor:
+    """Probability of each count vector of ``answers`` answers: the (n-fold) convolution of one answer's law, in closed form."""
+    n = torch.tensor(answers, dtype=torch.float64)
+    log_factorial = torch.lgamma(torch.arange(answers + 2, dtype=torch.float64) + 1)  # lgamma(c + 1) for c <= answers + 1 (a row about to be dropped may hold that)
     log = torch.lgamma(n + 1) - log_factorial[counts].sum(1) + torch.xlogy(counts.to(torch.float64), probs[None, :]).sum(1)
     return log.exp()
 
@@ -312,9 +312,12 @@ def _others_weights(counts: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     out = torch.zeros(counts.shape, dtype=torch.float64)
     for j in range(counts.shape[1]):
         has = counts[:, j] > 0
-        others = counts[has].clone()
-        others[:, j] -= 1
-        out[has, j] = _multinomial_pmf(others, probs) if G > 1 else 1.0
+        if G == 1:
+            out[has, j] = 1.0
+            continue
+        others = counts.clone()
+        others[:, j] -= 1  # -1 where c_j = 0: a row that is computed, then dropped (each row on its own)
+        out[:, j] = torch.where(has, _multinomial_pmf(others, probs, int(G) - 1), 0.0)
     return out
 
 
