@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import cache, partial
+from functools import cache, lru_cache, partial
 from typing import overload
 
 import numpy as np
@@ -278,19 +278,25 @@ def count_vectors(m: int, n: int) -> torch.Tensor:
     return torch.from_numpy(_compositions(m, n).copy())
 
 
-@cache
+@lru_cache(maxsize=8)
 def _compositions(m: int, n: int) -> np.ndarray:
     """``[C, m]`` read-only: the rows of :func:`count_vectors`, ordered by :math:`c_1`, then :math:`c_2`, ... (the bars' lexicographic order).
 
     Built from the tables of fewer parts (:math:`c_1` first, then every way to
-    put the other :math:`n - c_1` answers on :math:`m - 1` values), each
-    remembered: a pure function of two ints, its result never written to.
+    put the other :math:`n - c_1` answers on :math:`m - 1` values), each built
+    once; the result, a pure function of two ints that is never written to, is
+    remembered for the last few ``(m, n)``.
     """
-    if m == 1:
-        out = np.array([[n]], dtype=np.int64)
-    else:
-        out = np.concatenate([np.column_stack([np.full(math.comb(n - first + m - 2, m - 2), first, dtype=np.int64), _compositions(m - 1, n - first)])
-                              for first in range(n + 1)])
+    tables: dict = {}
+
+    def parts(k: int, total: int) -> np.ndarray:
+        if (k, total) not in tables:
+            tables[k, total] = np.array([[total]], dtype=np.int64) if k == 1 else np.concatenate(
+                [np.column_stack([np.full(math.comb(total - first + k - 2, k - 2), first, dtype=np.int64), parts(k - 1, total - first)])
+                 for first in range(total + 1)])
+        return tables[k, total]
+
+    out = parts(m, n)
     out.flags.writeable = False
     return out
 

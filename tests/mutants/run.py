@@ -128,7 +128,7 @@ MUTANTS = [
     Mutant("others_weights_keep_dropped_rows", "numeric/group_baselines.py", "torch.where(has, _multinomial_pmf(others, probs, int(G) - 1), 0.0)",
            "_multinomial_pmf(others, probs, int(G) - 1)", _topic("group_baselines"),
            "a group without value j still weighs the others' counts c - e_j (a count of -1)"),
-    Mutant("count_vectors_reversed_first", "numeric/group_baselines.py", "for first in range(n + 1)])", "for first in reversed(range(n + 1))])",
+    Mutant("count_vectors_reversed_first", "numeric/group_baselines.py", "for first in range(total + 1)])", "for first in reversed(range(total + 1))])",
            _topic("group_baselines"), "count vectors in another order than the checker's count patterns"),
     Mutant("grpo_bernstein", "numeric/group_baselines.py", "(1 - arr[..., None]) ** (G - 1 - k)", "(1 - arr[..., None]) ** (G - k)",
            _topic("group_baselines"), "GRPO weight with the wrong Bernstein power"),
