@@ -20,10 +20,9 @@ enumerates all :math:`N^G` tuples, the independent check at :math:`G = 2, 3`.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
-from functools import cache, partial
+from functools import cache, lru_cache, partial
 from typing import overload
 
 import numpy as np
@@ -276,20 +275,37 @@ def count_vectors(m: int, n: int) -> torch.Tensor:
     """
     m = require_int("m", m, minimum=1)
     n = require_int("n", n, minimum=0)
-    if m == 1:
-        return torch.tensor([[n]])
-    C = math.comb(n + m - 1, m - 1)
-    flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n + m - 1), m - 1)), dtype=np.int64, count=C * (m - 1))
-    bars = torch.from_numpy(flat).reshape(C, m - 1)
-    edges = torch.cat([torch.full((C, 1), -1), bars, torch.full((C, 1), n + m - 1)], 1)
-    return edges.diff(dim=1) - 1
+    return torch.from_numpy(_compositions(m, n).copy())
 
 
-def _multinomial_pmf(counts: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
-    """Probability of each count vector: the (n-fold) convolution of one answer's law, in closed form."""
-    n = counts[0].sum().to(torch.float64)
-    c = counts.to(torch.float64)
-    log = torch.lgamma(n + 1) - torch.lgamma(c + 1).sum(1) + torch.xlogy(c, probs[None, :]).sum(1)
+@lru_cache(maxsize=8)
+def _compositions(m: int, n: int) -> np.ndarray:
+    """``[C, m]`` read-only: the rows of :func:`count_vectors`, ordered by :math:`c_1`, then :math:`c_2`, ... (the bars' lexicographic order).
+
+    Built from the tables of fewer parts (:math:`c_1` first, then every way to
+    put the other :math:`n - c_1` answers on :math:`m - 1` values), each built
+    once; the result, a pure function of two ints that is never written to, is
+    remembered for the last few ``(m, n)``.
+    """
+    tables: dict = {}
+
+    def parts(k: int, total: int) -> np.ndarray:
+        if (k, total) not in tables:
+            tables[k, total] = np.array([[total]], dtype=np.int64) if k == 1 else np.concatenate(
+                [np.column_stack([np.full(math.comb(total - first + k - 2, k - 2), first, dtype=np.int64), parts(k - 1, total - first)])
+                 for first in range(total + 1)])
+        return tables[k, total]
+
+    out = parts(m, n)
+    out.flags.writeable = False
+    return out
+
+
+def _multinomial_pmf(counts: torch.Tensor, probs: torch.Tensor, answers: int) -> torch.Tensor:
+    """Probability of each count vector of ``answers`` answers: the (n-fold) convolution of one answer's law, in closed form."""
+    n = torch.tensor(answers, dtype=torch.float64)
+    log_factorial = torch.lgamma(torch.arange(answers + 2, dtype=torch.float64) + 1)  # lgamma(c + 1) for c <= answers + 1 (a row about to be dropped may hold that)
+    log = torch.lgamma(n + 1) - log_factorial[counts].sum(1) + torch.xlogy(counts.to(torch.float64), probs[None, :]).sum(1)
     return log.exp()
 
 
@@ -302,9 +318,12 @@ def _others_weights(counts: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     out = torch.zeros(counts.shape, dtype=torch.float64)
     for j in range(counts.shape[1]):
         has = counts[:, j] > 0
-        others = counts[has].clone()
-        others[:, j] -= 1
-        out[has, j] = _multinomial_pmf(others, probs) if G > 1 else 1.0
+        if G == 1:
+            out[has, j] = 1.0
+            continue
+        others = counts.clone()
+        others[:, j] -= 1  # -1 where c_j = 0: a row that is computed, then dropped (each row on its own)
+        out[:, j] = torch.where(has, _multinomial_pmf(others, probs, int(G) - 1), 0.0)
     return out
 
 

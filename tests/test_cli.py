@@ -10,6 +10,8 @@ import pytest
 from numeric.cli import load_function, main, parse_fixed
 
 ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.xdist_group("trainer code")  # one worker with tests/test_trainer_code.py: the same forms' region splits, derived once
 TARGET = Path(__file__).parent / "trainer_style" / "ci_target.py"
 
 

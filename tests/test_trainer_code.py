@@ -25,6 +25,11 @@ from numeric.variants import (
 
 STYLE = Path(__file__).parent / "trainer_style"
 
+pytestmark = pytest.mark.xdist_group("trainer code")
+"""tests/test_cli.py checks the same PPO-style losses: under ``--dist loadgroup`` both files share one worker, so the region
+split of each registry form that a loss's weight is matched against (:mod:`derivations.variants.token`, cached per
+process) is derived once (measured: 37 CPU-s as two processes, 31 as one)."""
+
 
 def _load(name):
     spec = importlib.util.spec_from_file_location(f"trainer_style_{name}", STYLE / f"{name}.py")

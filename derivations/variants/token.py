@@ -138,8 +138,17 @@ def _split(loss: sp.Expr) -> tuple | str:
 
 @cache
 def _known_weight_at(method: str, ratio: sp.Expr, sign: int, constants: tuple) -> sp.Expr:
-    loss = _registry_loss(method).subs({gw.A: sign, **dict(constants)})
-    return (-gw.d_dell(_piece(loss, {gw.r: ratio})) / sign).subs(gw.r, ratio)
+    return (-_d_dell(_piece(_signed_loss(method, sign, constants), {gw.r: ratio})) / sign).subs(gw.r, ratio)
+
+
+@cache  # pure: one substitution per (form, sign of A, constants), read at every probed ratio
+def _signed_loss(method: str, sign: int, constants: tuple) -> sp.Expr:
+    return _registry_loss(method).subs({gw.A: sign, **dict(constants)})
+
+
+@cache  # pure: ratios on one region share its smooth piece, differentiated once
+def _d_dell(piece: sp.Expr) -> sp.Expr:
+    return gw.d_dell(piece)
 
 
 

@@ -19,6 +19,7 @@ import math
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -265,10 +266,8 @@ def advantage_coefficients(fn: Callable, G: int, rewards: str | Sequence[float])
     if math.comb(G + m - 1, m - 1) > MAX_GROUPS:
         raise ValueError(f"G = {G} with {m} reward values needs {math.comb(G + m - 1, m - 1):,} groups, more than {MAX_GROUPS:,}")
     v = np.array([float(x) for x in values])
+    others, by_key, keys, whole = _patterns_by_key(m, G)
     radix = (G + 1) ** np.arange(m, dtype=np.int64)
-    others, whole = count_vectors(m, G - 1).numpy(), count_vectors(m, G).numpy()
-    by_key = np.argsort(others @ radix)
-    whole = whole[np.argsort(whole @ radix)]  # c' -> c' - e_j lowers every key by radix[j]: the order of the others is kept
     table = np.full((m, len(others)), np.nan)
     filled = np.zeros(m, dtype=np.int64)  # per own value, how many of the others' patterns (by key) are filled
     rows = max(2, CHUNK // G)
@@ -282,7 +281,20 @@ def advantage_coefficients(fn: Callable, G: int, rewards: str | Sequence[float])
             filled[j] += has.size
     if (filled != len(others)).any() or np.isnan(table).any():
         raise AssertionError("every (own value, others' counts) pattern sits in exactly one whole group")
-    keys = others[by_key] @ radix
     _require_order_free(fn, G, values, lambda own, counts: table[own, by_key[np.searchsorted(keys, counts @ radix)]].tolist())
     L = np.array([[float(x) for x in row] for row in interpolation_rows(values)])
-    return Coefficients(G, values, others, L[1:] @ table, float(np.abs(table).max()))
+    return Coefficients(G, values, others.copy(), L[1:] @ table, float(np.abs(table).max()))
+
+
+@lru_cache(maxsize=4)
+def _patterns_by_key(m: int, G: int) -> tuple:
+    r"""``(others, by_key, keys, whole)``, read-only, a pure function of ``(m, G)``: the others' count patterns, their order by the key
+    :math:`\sum_k c_k (G+1)^{k-1}` and the sorted keys, and the whole groups' counts sorted by the same key."""
+    radix = (G + 1) ** np.arange(m, dtype=np.int64)
+    others, whole = count_vectors(m, G - 1).numpy(), count_vectors(m, G).numpy()
+    by_key = np.argsort(others @ radix)
+    whole = whole[np.argsort(whole @ radix)]  # c' -> c' - e_j lowers every key by radix[j]: the order of the others is kept
+    out = (others, by_key, others[by_key] @ radix, whole)
+    for a in out:
+        a.flags.writeable = False
+    return out
