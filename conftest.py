@@ -57,10 +57,37 @@ def pytest_collection(session):
         gc.enable()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
 def pytest_collection_modifyitems(items):
     """The chapters' doctests first (stably): they are the longest single items, and under xdist
-    the last items decide how long one worker runs alone after the other has finished."""
+    the last items decide how long one worker runs alone after the other has finished.  A function's
+    docstring example joins the group of the rendered derivation it builds (:func:`_join_derivation_groups`)."""
+    _join_derivation_groups(items)
     items.sort(key=lambda item: not item.nodeid.startswith("docs/"))
+
+
+def _join_derivation_groups(items) -> None:
+    """Put the doctest of ``derivations.m.f`` into the ``xdist_group`` of the rendered ``derivations.m.f(...)``.
+
+    The tests that read a rendered derivation share one worker (``--dist loadgroup``), so it is built
+    and verified there once; its docstring example, which verifies it again, is then run on that
+    worker too and reads the kernel's remembered verdicts.  Only where one rendered call matches (the
+    call without arguments when there are several); scheduling only, nothing asserted changes.
+    """
+    prefix = "derivation "
+    sources = {
+        mark.args[0][len(prefix):]
+        for item in items
+        for mark in item.iter_markers("xdist_group")
+        if mark.args and str(mark.args[0]).startswith(prefix)
+    }
+    for item in items:
+        if type(item).__name__ != "DoctestItem" or not item.name.startswith("derivations."):
+            continue
+        calls = [s for s in sources if s.startswith(item.name + "(")]
+        call = item.name + "()" if item.name + "()" in calls else (calls[0] if len(calls) == 1 else None)
+        if call is not None:
+            item.add_marker(pytest.mark.xdist_group(prefix + call))
 
 
 @functools.cache
