@@ -499,7 +499,10 @@ def feedback_term(ep: Episodes, baseline: float = 0.0) -> torch.Tensor:
     return ep.policy_prob @ ((ep.reward - baseline)[:, None] * ep.scores[:, 1])
 
 
-_TOKEN_BIAS = sp.lambdify(dop.token_bias_symbols, dop.token_bias_term(), "numpy")
+@cache
+def _token_bias():
+    """The derived term, compiled once, on first use (not at import: every process that imports the package would pay)."""
+    return sp.lambdify(dop.token_bias_symbols, dop.token_bias_term(), "numpy")
 
 
 def token_bias_closed_form(mismatch: float = 1.0) -> torch.Tensor:
@@ -520,7 +523,7 @@ def token_bias_closed_form(mismatch: float = 1.0) -> torch.Tensor:
     lo, hi = REWARD_VALUES
     mean_reward = lo + (hi - lo) * success
     s1, s2 = ep.scores[::2 * ACTIONS, 0], ep.scores[::2, 2].view(ACTIONS, ACTIONS, -1)
-    terms = _TOKEN_BIAS(p1[:, None, None].numpy(), p2[..., None].numpy(), q1[:, None, None].numpy(), q2[..., None].numpy(),
+    terms = _token_bias()(p1[:, None, None].numpy(), p2[..., None].numpy(), q1[:, None, None].numpy(), q2[..., None].numpy(),
                         mean_reward[..., None].numpy(), s1[:, None, :].numpy(), s2.numpy())
     return torch.from_numpy(np.ascontiguousarray(terms.sum((0, 1))))
 
