@@ -57,37 +57,45 @@ def pytest_collection(session):
         gc.enable()
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "reads_derivation(source): the test reads verified_derivation(source); it runs on the xdist worker "
+        "that builds and verifies that rendered derivation (see _derivation_groups)",
+    )
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
 def pytest_collection_modifyitems(items):
-    """The chapters' doctests first (stably): they are the longest single items, and under xdist
-    the last items decide how long one worker runs alone after the other has finished.  A function's
-    docstring example joins the group of the rendered derivation it builds (:func:`_join_derivation_groups`)."""
-    _join_derivation_groups(items)
+    """Readers of one rendered derivation on one worker (:func:`_derivation_groups`), and the chapters'
+    doctests first (stably): they are the longest single items, and under xdist the last items decide
+    how long one worker runs alone after the other has finished."""
+    _derivation_groups(items)
     items.sort(key=lambda item: not item.nodeid.startswith("docs/"))
 
 
-def _join_derivation_groups(items) -> None:
-    """Put the doctest of ``derivations.m.f`` into the ``xdist_group`` of the rendered ``derivations.m.f(...)``.
+def _derivation_groups(items) -> None:
+    """Each test marked ``reads_derivation(source)`` joins the ``xdist_group`` of that source, and so does
+    the docstring example of ``derivations.m.f`` when one rendered call ``derivations.m.f(...)`` is read
+    (the call without arguments when there are several).
 
-    The tests that read a rendered derivation share one worker (``--dist loadgroup``), so it is built
-    and verified there once; its docstring example, which verifies it again, is then run on that
-    worker too and reads the kernel's remembered verdicts.  Only where one rendered call matches (the
-    call without arguments when there are several); scheduling only, nothing asserted changes.
+    A rendered derivation is built and verified once per worker (``verified_derivation``); under
+    ``--dist loadgroup`` all its readers, its docstring example among them, then run on that worker
+    and read the kernel's remembered verdicts.  Scheduling only: nothing asserted changes.
     """
-    prefix = "derivation "
-    sources = {
-        mark.args[0][len(prefix):]
-        for item in items
-        for mark in item.iter_markers("xdist_group")
-        if mark.args and str(mark.args[0]).startswith(prefix)
-    }
+    sources = set()
+    for item in items:
+        for mark in item.iter_markers("reads_derivation"):
+            (source,) = mark.args
+            item.add_marker(pytest.mark.xdist_group(f"derivation {source}"))
+            sources.add(source)
     for item in items:
         if type(item).__name__ != "DoctestItem" or not item.name.startswith("derivations."):
             continue
         calls = [s for s in sources if s.startswith(item.name + "(")]
         call = item.name + "()" if item.name + "()" in calls else (calls[0] if len(calls) == 1 else None)
         if call is not None:
-            item.add_marker(pytest.mark.xdist_group(prefix + call))
+            item.add_marker(pytest.mark.xdist_group(f"derivation {call}"))
 
 
 @functools.cache

@@ -57,7 +57,7 @@ def verified_derivation():
     is one whose every unperturbed step verifies (a raise is not cached: the next reader builds again
     and raises again).  Readers share the object and must not change it (``replaced`` and
     ``perturbed`` return copies).  A test that reads ``source`` carries the mark
-    ``xdist_group(f"derivation {source}")``, so that under ``--dist loadgroup`` all its readers (the
+    ``reads_derivation(source)`` (root ``conftest.py`` makes it an ``xdist_group``), so that under ``--dist loadgroup`` all its readers (the
     rendered-derivation tests and the topic tests) share one worker, one build and the kernel's
     remembered verdicts.
     """

@@ -58,12 +58,8 @@ def rendered(call: str) -> str:
     return f"derivations.baselines.{call}"
 
 
-def on_its_worker(call: str):
-    """The mark that puts a reader of ``rendered(call)`` on the worker that builds and verifies it once (``verified_derivation``)."""
-    return pytest.mark.xdist_group(f"derivation {rendered(call)}")
 
-
-@on_its_worker("optimal_baseline()")
+@pytest.mark.reads_derivation(rendered("optimal_baseline()"))
 def test_the_optimal_baseline_derivation_rejects_R_where_R_squared_belongs(verified_derivation):
     """b* = A0/A2 (R^2 where R belongs) or A1/A0 must fail the argmin step and the expectation step."""
     d = verified_derivation(rendered("optimal_baseline()"))
@@ -75,7 +71,7 @@ def test_the_optimal_baseline_derivation_rejects_R_where_R_squared_belongs(verif
             d.replaced(index, wrong).verify()
 
 
-@on_its_worker("improvement_interval()")
+@pytest.mark.reads_derivation(rendered("improvement_interval()"))
 def test_the_improvement_interval_rejects_a_wrong_interval(verified_derivation):
     """(0, b*) instead of (0, 2b*), a closed interval, or the b* > 0 interval on the region b* < 0 all fail."""
     d = verified_derivation(rendered("improvement_interval()"))

@@ -29,7 +29,7 @@ def cispo_cap_loss(log_prob, old_log_prob, advantages, mask, *, eps_high=0.28):
 def _rendered(call: str, *values):
     """``call`` as the chapter renders it (after ``values``), marked so that under ``--dist loadgroup`` its readers share one worker (tests/conftest.py)."""
     source = f"derivations.gradient_weights.{call}"
-    return pytest.param(*values, source, marks=pytest.mark.xdist_group(f"derivation {source}"), id=call)
+    return pytest.param(*values, source, marks=pytest.mark.reads_derivation(source), id=call)
 
 
 @pytest.mark.parametrize("source", [_rendered(f'weight_derivation("{m}")') for m in dgw.METHODS])
@@ -74,7 +74,7 @@ def test_wrong_clip_bounds_and_weights_fail(fails_to_verify):
     assert fails_to_verify(cispo.replaced(3, rhs=-A * r))  # beyond the cap the weight is 1 + eps_h, not r
 
 
-@pytest.mark.xdist_group("derivation derivations.gradient_weights.silenced_set()")
+@pytest.mark.reads_derivation("derivations.gradient_weights.silenced_set()")
 def test_silenced_set_and_limits_catch_a_wrong_mask_or_weight(fails_to_verify):
     d = dgw.silenced_set()  # a fresh build: `wrong` below shares its steps, and verifying it writes to them
     M_ = next(s for s in d.steps[2].rhs.free_symbols if s.name == "M")

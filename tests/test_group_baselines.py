@@ -111,20 +111,16 @@ def rendered(call: str) -> str:
     return f"derivations.group_baselines.{call}"
 
 
-def on_its_worker(call: str):
-    """The mark that puts a reader of ``rendered(call)`` on the worker that builds and verifies it once (``verified_derivation``)."""
-    return pytest.mark.xdist_group(f"derivation {rendered(call)}")
-
 
 SYMBOLIC_G = ["leave_one_out_unbiased()", "mean_including_self()", "rloo_is_scaled_centred()", "equal_rewards_vanish()", "binary_group_variance()"]
 
 
-@pytest.mark.parametrize("call", [pytest.param(c, marks=on_its_worker(c)) for c in SYMBOLIC_G])
+@pytest.mark.parametrize("call", [pytest.param(c, marks=pytest.mark.reads_derivation(rendered(c))) for c in SYMBOLIC_G])
 def test_symbolic_G_derivations_verify(call, verified_derivation):
     assert verified_derivation(rendered(call)).verified
 
 
-@pytest.mark.parametrize("call", [pytest.param(c, marks=on_its_worker(c)) for c in ("leave_one_out_unbiased()", "mean_including_self()")])
+@pytest.mark.parametrize("call", [pytest.param(c, marks=pytest.mark.reads_derivation(rendered(c))) for c in ("leave_one_out_unbiased()", "mean_including_self()")])
 def test_derivation_results(call, verified_derivation):
     G, d = gb._group().G, verified_derivation(rendered(call))
     if call == "leave_one_out_unbiased()":
@@ -141,14 +137,14 @@ def test_a_wrong_baseline_fails_to_verify():
         d.verify()
 
 
-@pytest.mark.parametrize(("G", "std"), [pytest.param(G, std, marks=on_its_worker("grpo_weight_derivation(4)") if (G, std) == (4, "population") else ())
+@pytest.mark.parametrize(("G", "std"), [pytest.param(G, std, marks=pytest.mark.reads_derivation(rendered("grpo_weight_derivation(4)")) if (G, std) == (4, "population") else ())
                                           for std in ("population", "bessel") for G in (2, 3, 4, 5, 6)])
 def test_grpo_weight_derivation_enumerates(G, std):
     assert gb.grpo_weight_derivation(G, std).verify().verified
 
 
 
-@on_its_worker("rloo_is_scaled_centred()")  # its third slip keeps the chapter's first step: that verdict is shared
+@pytest.mark.reads_derivation(rendered("rloo_is_scaled_centred()"))  # its third slip keeps the chapter's first step: that verdict is shared
 def test_the_group_derivations_reject_plausible_slips():
     """(G-1)/G replaced by G/(G-1), and a leave-one-out mean that forgets to remove R_i, both fail."""
     from derivations import DerivationError
@@ -163,7 +159,7 @@ def test_the_group_derivations_reject_plausible_slips():
         d.replaced(1, (G - 1) / G * (d.steps[1].rhs / (G / (G - 1)))).verify()
 
 
-@on_its_worker("grpo_conditioning()")
+@pytest.mark.reads_derivation(rendered("grpo_conditioning()"))
 def test_grpo_conditioning_holds_for_symbolic_G_with_no_badge(verified_derivation):
     d = verified_derivation(rendered("grpo_conditioning()"))
     assert d.steps[0].proved_by == "equal integrands (cases R[i] in {0, 1})"
@@ -172,7 +168,7 @@ def test_grpo_conditioning_holds_for_symbolic_G_with_no_badge(verified_derivatio
     assert d.lhs.has(G) is False and d.rhs.has(G) and not G.is_number
 
 
-@on_its_worker("grpo_conditioning()")
+@pytest.mark.reads_derivation(rendered("grpo_conditioning()"))
 def test_grpo_conditioning_rejects_swapped_rewards_a_shifted_count_and_the_wrong_moment(verified_derivation):
     """Each slip fails the step that displays it, and the true step beside it verifies."""
     from derivations import DerivationError
@@ -192,7 +188,7 @@ def test_grpo_conditioning_rejects_swapped_rewards_a_shifted_count_and_the_wrong
     assert d.replaced(0, swapped_back).verify().verified
 
 
-@on_its_worker("grpo_conditioning()")
+@pytest.mark.reads_derivation(rendered("grpo_conditioning()"))
 def test_grpo_conditioning_cannot_drop_the_range_of_the_count(verified_derivation):
     """Without the premise S_-i <= G - 1 the indicator sum is not a(R_i, S_-i): step 1 is refused."""
     from derivations import Derivation, DerivationError
@@ -239,7 +235,7 @@ def test_the_independence_rule_equals_enumeration(G):
     assert sp.expand(grp.brute_force(mixed, G, outcomes, probs) - naive) != 0
 
 
-@pytest.mark.parametrize("G", [3, pytest.param(4, marks=on_its_worker("grpo_weight_derivation(4)"))])
+@pytest.mark.parametrize("G", [3, pytest.param(4, marks=pytest.mark.reads_derivation(rendered("grpo_weight_derivation(4)")))])
 def test_grpo_weight_derivation_rejects_the_other_std_and_a_wrong_form(G):
     """Displaying the Bessel weight under the population std (or a weight off by one term) fails the pattern sum."""
     from derivations import DerivationError
@@ -252,7 +248,7 @@ def test_grpo_weight_derivation_rejects_the_other_std_and_a_wrong_form(G):
             d.replaced(0, wrong).verify()
 
 
-@on_its_worker("grpo_weight_closed_forms((2, 3, 4, 5))")  # the chapter's steps for G = 2..5 are this test's first four: verdicts shared
+@pytest.mark.reads_derivation(rendered("grpo_weight_closed_forms((2, 3, 4, 5))"))  # the chapter's steps for G = 2..5 are this test's first four: verdicts shared
 def test_grpo_closed_forms_are_labelled_simplified_and_checked():
     """omega(p, 2) = 1, omega(p, 3) = sqrt(2) exactly; omega(p, G) -> sqrt(G - 1) at p = 0; a sign slip in omega(p, 4) fails."""
     from derivations import DerivationError

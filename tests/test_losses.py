@@ -857,7 +857,7 @@ MY_DERIVATIONS = [
 ]
 
 
-@pytest.mark.parametrize("source", [pytest.param(s, marks=pytest.mark.xdist_group(f"derivation {s}")) for s in MY_DERIVATIONS])
+@pytest.mark.parametrize("source", [pytest.param(s, marks=pytest.mark.reads_derivation(s)) for s in MY_DERIVATIONS])
 def test_each_derivation_verifies_and_every_perturbed_step_fails(source, verified_derivation):
     d = verified_derivation(source)
     assert d.verified
@@ -1779,7 +1779,7 @@ def test_bias_corrected_kl_expected_gradient_is_the_reverse_kl_on_a_softmax():
     assert (grad_plain - grad_kl).abs().max().item() > 1e-3  # without the ratio: the forward KL's gradient
 
 
-@pytest.mark.xdist_group("derivation derivations.trust_region.bias_corrected_kl_gradient(3)")  # the chapter renders it
+@pytest.mark.reads_derivation("derivations.trust_region.bias_corrected_kl_gradient(3)")  # the chapter renders it
 def test_bias_corrected_kl_derivation_fails_on_the_wrong_claims(fails_to_verify, verified_derivation):
     d = verified_derivation("derivations.trust_region.bias_corrected_kl_gradient(3)")  # replaced() below returns copies
     assert d.verified

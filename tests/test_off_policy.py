@@ -612,7 +612,7 @@ def test_batch_normalized_weights_levels_differ_edges_and_inputs():
         batch_normalized_weights(w.where(m == 0, float("inf")), m)
 
 
-@pytest.mark.xdist_group("derivation derivations.off_policy.truncated_ratio_mean()")  # shares the chapter's build with test_rendered_derivations
+@pytest.mark.reads_derivation("derivations.off_policy.truncated_ratio_mean()")  # shares the chapter's build with test_rendered_derivations
 def test_truncated_ratio_mean_derivation_and_its_numbers(fails_to_verify, verified_derivation):
     d = verified_derivation("derivations.off_policy.truncated_ratio_mean()")
     assert d.verified

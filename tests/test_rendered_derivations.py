@@ -31,7 +31,7 @@ def rendered_sources() -> list[str]:
 
 SOURCES = rendered_sources()
 # the readers of a source on one xdist worker (``--dist loadgroup``), so the derivation is built and verified once
-GROUPED = [pytest.param(s, marks=pytest.mark.xdist_group(f"derivation {s}")) for s in SOURCES]
+GROUPED = [pytest.param(s, marks=pytest.mark.reads_derivation(s)) for s in SOURCES]
 DELTA = sp.Symbol("delta_perturbation", positive=True)
 
 

@@ -26,13 +26,9 @@ def rendered(call: str) -> str:
     return f"derivations.returns.{call}"
 
 
-def on_its_worker(call: str):
-    """The mark that puts a reader of ``rendered(call)`` on the worker that builds and verifies it once (``verified_derivation``)."""
-    return pytest.mark.xdist_group(f"derivation {rendered(call)}")
-
 
 def _horizon_param(name: str, T: int):
-    marks = on_its_worker(f"{name}({T})") if RENDERED_AT[name] == T else ()
+    marks = pytest.mark.reads_derivation(rendered(f"{name}({T})")) if RENDERED_AT[name] == T else ()
     return pytest.param(name, T, marks=marks, id=f"{name}-{T}")
 
 
@@ -45,7 +41,7 @@ def test_fixed_horizon_derivations_verify(name, T, verified_derivation):
 GENERAL = ["outcome_reward_to_go()", "discounted_objective_weights()", "dropping_discount_turns_gradient()", "gae_is_lambda_return_minus_value()"]
 
 
-@pytest.mark.parametrize("call", [pytest.param(c, marks=on_its_worker(c)) for c in GENERAL])
+@pytest.mark.parametrize("call", [pytest.param(c, marks=pytest.mark.reads_derivation(rendered(c))) for c in GENERAL])
 def test_general_derivations_verify(call, verified_derivation):
     assert verified_derivation(rendered(call)).verified
 

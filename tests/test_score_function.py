@@ -41,12 +41,8 @@ def rendered(call: str) -> str:
     return f"derivations.score_function.{call}"
 
 
-def on_its_worker(call: str):
-    """The mark that puts a reader of ``rendered(call)`` on the worker that builds and verifies it once (``verified_derivation``)."""
-    return pytest.mark.xdist_group(f"derivation {rendered(call)}")
 
-
-@on_its_worker("environment_gradient(True)")
+@pytest.mark.reads_derivation(rendered("environment_gradient(True)"))
 def test_a_parametrised_kernel_is_not_free(verified_derivation):
     """Negative control: the fixed-kernel conclusion fails when the kernel depends on theta."""
     d = verified_derivation(rendered("environment_gradient(True)")).replaced(0)  # a copy of the shared derivation, to change
@@ -55,7 +51,7 @@ def test_a_parametrised_kernel_is_not_free(verified_derivation):
         d.verify()
 
 
-@on_its_worker("stopped_direct_term()")
+@pytest.mark.reads_derivation(rendered("stopped_direct_term()"))
 def test_stopping_is_not_free_in_general(verified_derivation):
     """Negative control: the stopped surrogate is not the full gradient for a general integrand."""
     d = verified_derivation(rendered("stopped_direct_term()"))
@@ -81,7 +77,7 @@ def _slip(call: str, d):
     return 0, d.steps[0].rhs.args[0]  # the product rule without its direct term
 
 
-@pytest.mark.parametrize("call", [pytest.param(c, marks=on_its_worker(c)) for c in ("expected_score()", "log_derivative_trick()", "product_rule()")])
+@pytest.mark.parametrize("call", [pytest.param(c, marks=pytest.mark.reads_derivation(rendered(c))) for c in ("expected_score()", "log_derivative_trick()", "product_rule()")])
 def test_the_score_derivations_reject_plausible_slips(call, verified_derivation):
     """s_j(a) = delta_aj - pi_a (wrong index), d pi = d log pi (no pi_a factor), a product rule without its direct term."""
     d = verified_derivation(rendered(call))

@@ -15,13 +15,13 @@ from numeric import clip_excess, kl_k1, kl_k2, kl_k3
 RENDERED = [f"derivations.trust_region.{call}" for call in ("positive_part_lemma()", "tv_bound()", "clip_bias_term()", "k3_nonnegative()", "k2_bias()", "kl_estimator_gradients(3)")]
 
 
-@pytest.mark.parametrize("source", [pytest.param(s, marks=pytest.mark.xdist_group(f"derivation {s}")) for s in RENDERED])
+@pytest.mark.parametrize("source", [pytest.param(s, marks=pytest.mark.reads_derivation(s)) for s in RENDERED])
 def test_derivations_verify(source, verified_derivation):
     assert verified_derivation(source).verified
 
 
 # K = None: the chapter renders its k3 half (k3_unbiased()); its group shares that worker's verdicts
-@pytest.mark.parametrize("K", [pytest.param(None, marks=pytest.mark.xdist_group("derivation derivations.trust_region.k3_unbiased()")), 2, 3, 5])
+@pytest.mark.parametrize("K", [pytest.param(None, marks=pytest.mark.reads_derivation("derivations.trust_region.k3_unbiased()")), 2, 3, 5])
 def test_kl_unbiasedness_for_several_K(K):
     assert all(d.verify().verified for d in dtr.kl_estimators_unbiased(K))
 
@@ -74,7 +74,7 @@ def test_the_lemmas_the_tv_chain_instantiates_are_sound(make, fails_to_verify):
         assert fails_to_verify(lemma.perturbed(i, delta))
 
 
-@pytest.mark.xdist_group("derivation derivations.trust_region.tv_bound()")
+@pytest.mark.reads_derivation("derivations.trust_region.tv_bound()")
 def test_half_the_tv_bound_fails(fails_to_verify, verified_derivation):
     """c = 1, pi = (.7, .3), mu = (.4, .6): the displayed chain gives 0.30 <= 0.30, and every step refuses half its right side."""
     d = verified_derivation("derivations.trust_region.tv_bound()")  # replaced() below returns copies
@@ -103,7 +103,7 @@ def test_wrong_clip_bias_and_wrong_estimator_claims_fail(fails_to_verify):
     assert fails_to_verify(k2.replaced(2, lhs=sp.Subs(sp.Derivative(g_t, (t, 3)), t, 0)))  # not zero at third order
 
 
-@pytest.mark.xdist_group("derivation derivations.trust_region.kl_estimator_gradients(3)")
+@pytest.mark.reads_derivation("derivations.trust_region.kl_estimator_gradients(3)")
 def test_kl_gradients_need_the_right_jacobian_and_direction(fails_to_verify, verified_derivation):
     d = verified_derivation("derivations.trust_region.kl_estimator_gradients(3)")  # replaced() below returns copies
     pa = next(iter(d.steps[0].rhs.atoms(sp.IndexedBase)))
