@@ -390,28 +390,26 @@ def _clearly_nonzero(value: sp.Basic) -> bool:
     r"""``value`` (an expression in no symbol) is an exact nonzero rational, or a real number clearly not 0.
 
     A value in ``exp``, ``log``, roots ... of rationals is evaluated to
-    ``_DIGITS`` significant digits; it counts as nonzero only when it is real,
-    finite, larger than ``_RELATIVE`` times the largest term of any sum inside
-    it, and SymPy's strict evaluation (which raises rather than return a digit
-    it cannot guarantee) confirms that much precision.  Anything complex,
-    infinite, undefined, not evaluable or holding a float (a rounded number)
-    counts as not clearly nonzero.
+    ``_DIGITS`` significant digits by SymPy's strict evaluation (which raises
+    rather than return a digit it cannot guarantee); it counts as nonzero only
+    when it is real, finite and larger than ``_RELATIVE`` times the largest
+    term of any sum inside it.  Anything complex, infinite, undefined, not
+    evaluable to that precision or holding a float (a rounded number) counts as
+    not clearly nonzero.
     """
     if isinstance(value, sp.Rational):
         return value != 0
     if not isinstance(value, sp.Expr) or value.free_symbols or value.has(sp.Float, sp.Sum, sp.Product, *_UNEVALUATED):
         return False  # a float in the claim is a rounded number: the canonicalisers, not a point, judge it
     try:
-        approx = value.evalf(_DIGITS)
+        approx = value.evalf(_DIGITS, strict=True)
         if not approx.is_Float or approx == 0:
             return False
         terms = [t.evalf(15) for node in sp.preorder_traversal(value) if node.is_Add for t in node.args]
         if not all(t.is_number and t.is_finite for t in terms):
             return False
         scale = max((abs(t) for t in terms), default=abs(approx))
-        if abs(approx) <= _RELATIVE * scale:
-            return False
-        return value.evalf(_DIGITS, strict=True).is_Float
+        return bool(abs(approx) > _RELATIVE * scale)
     except Exception:  # PrecisionExhausted, or an evaluation that breaks: nothing is refuted
         return False
 

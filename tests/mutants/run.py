@@ -284,7 +284,7 @@ MUTANTS = [
     Mutant("tolerance_loosened", "derivations/kernel.py", "abs(sp.N(cf)) <= tol for cf", "abs(sp.N(cf)) <= 1e3 * tol for cf",
            _KERNEL, "a 1e-9 gap passes a 1e-12 tolerance"),
     # -- the canonicalisers' refutations and their piecewise stage
-    Mutant("refute_tiny_value", "derivations/canonical.py", "abs(approx) <= _RELATIVE * scale", "abs(approx) <= 0 * scale",
+    Mutant("refute_tiny_value", "derivations/canonical.py", "abs(approx) > _RELATIVE * scale", "abs(approx) > 0 * scale",
            _CANONICAL, "a value 1e-40 of its largest term is trusted to be nonzero"),
     Mutant("lone_term_anywhere", "derivations/canonical.py", "        if not any(other.has(symbol) for other in expr.args if other is not term):",
            "        if True:", _CANONICAL, "a term -delta refutes though delta occurs in another term"),
