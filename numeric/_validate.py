@@ -180,7 +180,9 @@ def require_finite_where(keep: torch.Tensor | None, mask_name: str = "mask", **t
 
 
 def require_finite(name: str, tensor: torch.Tensor) -> torch.Tensor:
-    if not bool(torch.isfinite(tensor).all()):
+    # a finite sum has no NaN or inf term (both propagate, and inf - inf is NaN): one reduction decides,
+    # and only a sum that overflowed from finite terms is examined entry by entry
+    if not (bool(torch.isfinite(tensor.detach().sum())) or bool(torch.isfinite(tensor).all())):
         raise ValueError(f"{name} must be finite (no NaN or inf)")
     return tensor
 

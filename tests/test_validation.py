@@ -896,3 +896,16 @@ def test_toy_lm_theta_poisoned_anywhere_is_named():
             fn(theta=theta) if fn is not LM.probs else fn(theta)
 
     named()
+
+
+def test_finiteness_is_decided_by_one_sum_and_an_overflowed_sum_is_looked_at_entrywise():
+    """``require_finite`` reads the sum first: NaN and inf propagate into it (and inf - inf is NaN), so a finite sum
+    clears the tensor.  A sum that overflowed from finite entries (four fp16 rewards of 60,000) must still pass, and
+    +inf beside -inf, or a lone NaN, must still be named."""
+    from numeric import rloo_advantages
+
+    big = torch.full((1, 4), 60000.0, dtype=torch.float16)
+    assert not torch.isfinite(big.sum()) and torch.equal(rloo_advantages(big), torch.zeros_like(big))
+    for poison in ([math.inf, -math.inf, 0.0, 1.0], [math.nan, 0.0, 0.0, 1.0], [-math.inf, 0.0, 0.0, 1.0]):
+        with pytest.raises(ValueError, match="rewards must be finite"):
+            rloo_advantages(torch.tensor([poison]))
