@@ -10,6 +10,14 @@ thread pool only adds overhead on a small shared machine); numpy prints legacy
 scalars (``0.5`` rather than ``np.float64(0.5)``) with 12 digits; matplotlib
 draws off-screen; and every test starts from the same seeds.
 
+SymPy's cache of constructed expressions and assumption queries is unbounded
+here (``SYMPY_CACHE_SIZE=none``, unless the caller chose a size): its default
+of 1,000 entries is far below what one worker's derivations rebuild again and
+again, and an unbounded cache took a whole run from 193 to 178 user CPU-s for
+some 30 MB more per worker.  The cache only remembers a function's value
+(SymPy's own suite runs with it on and off); the subprocesses the tests start
+inherit the setting.
+
 Each process that collects tests sets torch and numpy up, and imports the two packages, before it collects;
 the xdist controller, which collects and runs nothing, never imports them.
 Collection (importing torch, SymPy and every module, building the test
@@ -28,6 +36,7 @@ from collections.abc import Callable
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("SYMPY_CACHE_SIZE", "none")  # read once, when SymPy is first imported (below, at collection)
 
 
 def _set_up_torch_and_numpy() -> None:

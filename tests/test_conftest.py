@@ -16,3 +16,16 @@ def test_each_test_starts_from_seed_0(run):
     assert np.random.random() == np.random.RandomState(0).random_sample()
     assert random.random() == random.Random(0).random()
     torch.set_default_dtype(torch.float64)
+
+
+
+def test_sympy_cache_is_as_the_environment_says_unbounded_by_default():
+    """The root conftest sets SYMPY_CACHE_SIZE before SymPy is first imported; set after it, it would do nothing and
+    every cached SymPy function would keep SymPy's default of 1,000 entries."""
+    import os
+
+    from sympy.core.cache import CACHE
+
+    size = os.environ["SYMPY_CACHE_SIZE"]
+    expected = None if size.lower() == "none" else int(size)
+    assert CACHE and {f.cache_info().maxsize for f in CACHE} == {expected}
