@@ -495,14 +495,23 @@ def brute_force_group_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.T
         raise ValueError(f"G must be <= 3 for brute force ({lm.N}^G tuples), got {G}")
     advantages = _check_advantages(advantages)
     p = lm.probs(theta.detach())
-    grids = torch.meshgrid(*[torch.arange(lm.N)] * G, indexing="ij")
-    tuples = torch.stack([g.reshape(-1) for g in grids], 1)  # [N^G, G], answer 1 varies slowest
-    A = advantages(R[tuples])
-    _require_rows_are_groups(advantages, R[tuples], A)
+    rewards_of_tuples = _tuples(R, G)
+    A = advantages(rewards_of_tuples)
+    _require_rows_are_groups(advantages, rewards_of_tuples, A)
     A1 = A[:, 0].reshape(lm.N, -1)
-    others = p[tuples[: lm.N ** (G - 1), 1:]].prod(1) if G > 1 else torch.ones(1, dtype=p.dtype)
+    others = _tuples(p, G - 1).prod(1) if G > 1 else torch.ones(1, dtype=p.dtype)
     w = A1 @ others
     return (p * w) @ score_matrix(lm, theta)
+
+
+def _tuples(values: torch.Tensor, G: int) -> torch.Tensor:
+    """``[N^G, G]``: the values of every ``G``-tuple of the ``N`` answers, answer 1 varying slowest.
+
+    Broadcast from ``values`` (what indexing it by the tuples of indices gives, without the index table).
+    """
+    shape = (len(values),) * G
+    columns = [values.view([-1 if k == j else 1 for k in range(G)]).expand(shape) for j in range(G)]
+    return torch.stack(columns, -1).reshape(-1, G)
 
 
 # -- the GRPO weight ---------------------------------------------------------------------------
