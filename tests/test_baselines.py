@@ -49,13 +49,20 @@ def test_an_action_dependent_baseline_is_not_free():
 
 @pytest.mark.parametrize("seed", range(5))
 def test_cas_interval_matches_brute_force_sign_of_variance_gap(seed):
-    """The solved set {b: Var(b) < Var(0)} against direct evaluation of the quadratic at random coefficients."""
+    """The solved set {b: Var(b) < Var(0)} against direct evaluation of the quadratic at random coefficients.
+
+    Membership is the set's own relational form (``as_relational``), lambdified once and evaluated on the
+    200 points together (``contains`` point by point cost 0.7 ms a point, the same answers on these seeds).
+    """
     rng = np.random.default_rng(seed)
     A2, b_star = rng.uniform(0.1, 3.0), rng.choice([-1, 1]) * rng.uniform(0.1, 2.0)
     interval = derived.improving_baselines(1 if b_star > 0 else -1).subs(derived.b_star, b_star)
-    for b in rng.uniform(-5, 5, 200):
+    x = sp.Symbol("x", real=True)
+    points = rng.uniform(-5, 5, 200)
+    inside = sp.lambdify(x, interval.as_relational(x), "numpy")(points)
+    for b, b_inside in zip(points, inside):
         gap = A2 * b**2 - 2 * b * A2 * b_star  # Var(b) - Var(0)
-        assert (gap < 0) == bool(interval.contains(b))
+        assert (gap < 0) == bool(b_inside)
 
 
 
