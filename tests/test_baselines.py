@@ -28,10 +28,10 @@ from numeric.baselines import (
 def test_general_K_derivations_hold_at_K_2_and_3(make):
     """The general-K derivation (verified by its doctest) instantiated at fixed K, every coordinate.
 
-    An instance sets ``j`` and ``n = K - j``, so the sums over ``a < j`` and ``a > j`` that the steps split
-    off hold 0, 1 or 2 explicit terms: K = 2 (j = 1, 2) and K = 3 (j = 1, 2, 3) give each side every one of
-    those sizes, the first coordinate, an interior one and the last.  K = 4 (run before 2026-12-02) adds only
-    more of the same kinds (0.2 s an instance).
+    An instance fixes ``j`` and ``n = K - j`` and is checked on the explicit sum over ``a = 1..K``, where the
+    Kronecker delta picks ``a = j``: K = 2 (j = 1, 2) and K = 3 (j = 1, 2, 3) put the coordinate first, in the
+    interior and last, with 0, 1 or 2 other actions before it and after it.  K = 4 (run before 2026-12-02)
+    adds only more terms of the same kinds, at 0.2 CPU-s an instance.
     """
     for K in (2, 3):
         assert all(d.verify().verified for d in instances(make, K))
