@@ -25,15 +25,13 @@ from numeric.baselines import (
 
 
 @pytest.mark.parametrize("make", [derived.constant_baseline, derived.action_dependent_baseline, derived.self_baseline])
-def test_general_K_derivations_hold_at_K_2_and_3(make):
+def test_general_K_derivations_hold_at_K_2_3_4(make):
     """The general-K derivation (verified by its doctest) instantiated at fixed K, every coordinate.
 
-    An instance fixes ``j`` and ``n = K - j`` and is checked on the explicit sum over ``a = 1..K``, where the
-    Kronecker delta picks ``a = j``: K = 2 (j = 1, 2) and K = 3 (j = 1, 2, 3) put the coordinate first, in the
-    interior and last, with 0, 1 or 2 other actions before it and after it.  K = 4 (run before 2026-12-02)
-    adds only more terms of the same kinds, at 0.2 CPU-s an instance.
+    An instance sets ``j`` and ``n = K - j``, so the sums over ``a < j`` and ``a > j`` that the steps split
+    off hold 0, 1, 2 or 3 explicit terms: the first coordinate, interior ones and the last.
     """
-    for K in (2, 3):
+    for K in (2, 3, 4):
         assert all(d.verify().verified for d in instances(make, K))
 
 

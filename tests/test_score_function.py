@@ -19,17 +19,17 @@ from numeric.score_function import (
 )
 
 
-def test_general_K_derivations_hold_at_K_2_and_3():
+def test_general_K_derivations_hold_at_K_2_3_4():
     """The general-K derivation (verified by its doctest) instantiated at fixed K, every coordinate.
 
-    An instance fixes ``j`` and ``n = K - j`` and is checked on the explicit sum over ``a = 1..K``: K = 2 and 3
-    put the coordinate first, in the interior and last, with 0, 1 or 2 other actions before it and after it;
-    K = 4 adds only more terms of the same kinds.  ``log_derivative_trick`` at K = 2, 3, 4 is checked by the chapter's doctest (docs/score_function.rst,
+    An instance fixes ``j`` and ``n = K - j`` and is checked on the explicit sum over ``a = 1..K``: the
+    coordinate first, interior and last, with 0 to 3 other actions before it and after it.
+    ``log_derivative_trick`` at K = 2, 3, 4 is checked by the chapter's doctest (docs/score_function.rst,
     "The log-derivative trick"), and ``expected_score`` at K = 2, 3, 4 by
     ``tests/test_derivation.py::test_first_derivations_general_and_fixed_K`` (and at K = 3 by its own doctest),
     the same ``instances`` verified in the same way, so neither is verified twice.
     """
-    for K in (2, 3):
+    for K in (2, 3, 4):
         assert all(d.verify().verified for d in instances(kl_penalty_direct_term, K))
 
 
