@@ -889,15 +889,26 @@ def test_derived_weights_are_the_known_closed_forms():
     assert all(dl.penalty_gradient(m) == 0 for m in dl.TOKEN_METHODS if m != "kl_cov_selected")
 
 
-def test_sequence_ratio_weights_are_the_token_forms_at_the_row_ratio():
-    """CISPO and SAPO at the sequence ratio: their token form's weight at the row ratio rtilde (no 1/n left: the n tokens of the row cancel it);
-    VESPO: the Gamma weight of the product of the ratios, 1 at W = 1, largest at W = k / lambda."""
-    rt, W = sp.Symbol("rtilde", positive=True), sp.Symbol("W", positive=True)
-    for method, form in (("cispo_seq", "cispo"), ("sapo_seq", "sapo")):
-        for n in (2, 3):  # two row lengths show that n cancels; the sizes the derivation tests above build and verify
-            rhs = dl.sequence_weight_derivation(method, n).verify().steps[-1].rhs
-            assert sp.simplify(rhs + dl.A * dl.weight(form).subs(dl.r, rt)) == 0
-    phi = -dl.sequence_weight_derivation("vespo", 3).verify().steps[-1].rhs / dl.A
+def _sequence_weight(method: str, n: int, *values):
+    """``sequence_weight_derivation(method, n)`` as MY_DERIVATIONS names it, marked so that its readers share the worker that verifies it."""
+    source = f'derivations.losses.sequence_weight_derivation("{method}", {n})'
+    return pytest.param(*values, source, marks=pytest.mark.reads_derivation(source), id=f"{method}-{n}")
+
+
+# two row lengths show that n cancels; the sizes the derivation tests above build and verify (and share)
+@pytest.mark.parametrize("form, source", [_sequence_weight(m, n, form) for m, form in (("cispo_seq", "cispo"), ("sapo_seq", "sapo")) for n in (2, 3)])
+def test_sequence_ratio_weights_are_the_token_forms_at_the_row_ratio(form, source, verified_derivation):
+    """CISPO and SAPO at the sequence ratio: their token form's weight at the row ratio rtilde (no 1/n left: the n tokens of the row cancel it)."""
+    rt = sp.Symbol("rtilde", positive=True)
+    rhs = verified_derivation(source).steps[-1].rhs
+    assert sp.simplify(rhs + dl.A * dl.weight(form).subs(dl.r, rt)) == 0
+
+
+@pytest.mark.reads_derivation('derivations.losses.sequence_weight_derivation("vespo", 3)')
+def test_vespo_weight_is_the_gamma_weight_of_the_row_product(verified_derivation):
+    """VESPO: the Gamma weight of the product of the ratios, 1 at W = 1, largest at W = k / lambda; the table's rows."""
+    W = sp.Symbol("W", positive=True)
+    phi = -verified_derivation('derivations.losses.sequence_weight_derivation("vespo", 3)').steps[-1].rhs / dl.A
     assert phi.subs(W, 1) == 1
     assert sp.solve(sp.diff(phi, W), W) == [dl.k / dl.lam]
     table = dl.sequence_table()
@@ -2022,10 +2033,11 @@ def test_sapo_parameters_map_to_the_per_sign_symbols():
         registry.symbol_values("sappo")
 
 
-def test_sapo_sequence_weight_is_the_per_sign_weight_at_the_row_ratio():
+@pytest.mark.reads_derivation('derivations.losses.sequence_weight_derivation("sapo_seq", 3)')  # shares its worker's verified build
+def test_sapo_sequence_weight_is_the_per_sign_weight_at_the_row_ratio(verified_derivation):
     """sapo_seq's derived weight: SAPO's per-sign weight at the row ratio; a row with A < 0 reads tau_-, not tau_+."""
     rt = sp.Symbol("rtilde", positive=True)
-    rhs = dl.sequence_weight_derivation("sapo_seq", 3).verify().steps[-1].rhs
+    rhs = verified_derivation('derivations.losses.sequence_weight_derivation("sapo_seq", 3)').steps[-1].rhs
     for a, keep, drop in ((sp.Integer(2), dl.tau_pos, dl.tau_neg), (-sp.Integer(2), dl.tau_neg, dl.tau_pos)):
         w = -rhs.subs(dl.A, a) / a
         assert w.free_symbols == {rt, keep}
