@@ -200,7 +200,13 @@ def weight(method: str) -> sp.Expr:
     if method in _PPO_FORMS:
         return gw.gradient_weight(_PPO_FORMS[method])
     d = weight_derivation(method).verify()
-    return _by_branch(lambda x: sp.simplify(sp.factor(-(x - penalty_gradient(method)) / A)), d.steps[-1].rhs)
+    return _by_branch(lambda x: _tidied(sp.factor(-(x - penalty_gradient(method)) / A)), d.steps[-1].rhs)
+
+
+def _tidied(w: sp.Expr) -> sp.Expr:
+    """``simplify(w)`` for a smooth weight (SAPO's exponentials); a clip (``Min``/``Max``) as ``factor`` left it, which
+    ``simplify`` returns unchanged for every registered form after a long search (0.36 s for CISPO's)."""
+    return w if w.has(sp.Min, sp.Max) else sp.simplify(w)
 
 
 @cache

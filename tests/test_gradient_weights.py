@@ -88,12 +88,18 @@ def test_silenced_set_and_limits_catch_a_wrong_mask_or_weight(fails_to_verify):
     assert fails_to_verify(limits.replaced(1, lhs=ppo_at_2))
 
 
-def test_missing_stop_gradient_and_wrong_solution_sets_fail(fails_to_verify):
-    d = dgw.stop_gradient_semantics()
+# each reads the rendered derivation on its worker: the true steps before a replaced one are remembered verdicts there
+@pytest.mark.reads_derivation("derivations.gradient_weights.stop_gradient_semantics()")
+def test_a_missing_stop_gradient_fails(fails_to_verify, verified_derivation):
+    d = verified_derivation("derivations.gradient_weights.stop_gradient_semantics()")  # replaced() returns copies
     assert fails_to_verify(d.replaced(1, rhs=-A * r * (1 + ell)))  # (a) differentiated as if sg were missing
     assert fails_to_verify(d.replaced(0, rhs=-A * r))  # loss (a) is not the ratio loss (c)
     assert fails_to_verify(d.replaced(10, rhs=-A * r))  # (c) beyond the clip is the constant cap
-    flip = dgw.sign_flip()
+
+
+@pytest.mark.reads_derivation("derivations.gradient_weights.sign_flip()")
+def test_wrong_solution_sets_fail(fails_to_verify, verified_derivation):
+    flip = verified_derivation("derivations.gradient_weights.sign_flip()")
     assert fails_to_verify(flip.replaced(2, rhs=ell < 1))
     assert fails_to_verify(flip.replaced(3, rhs=sp.Symbol("pi", positive=True) < sp.Rational(1, 2)))
 

@@ -889,15 +889,26 @@ def test_derived_weights_are_the_known_closed_forms():
     assert all(dl.penalty_gradient(m) == 0 for m in dl.TOKEN_METHODS if m != "kl_cov_selected")
 
 
-def test_sequence_ratio_weights_are_the_token_forms_at_the_row_ratio():
-    """CISPO and SAPO at the sequence ratio: their token form's weight at the row ratio rtilde (no 1/n left: the n tokens of the row cancel it);
-    VESPO: the Gamma weight of the product of the ratios, 1 at W = 1, largest at W = k / lambda."""
-    rt, W = sp.Symbol("rtilde", positive=True), sp.Symbol("W", positive=True)
-    for method, form in (("cispo_seq", "cispo"), ("sapo_seq", "sapo")):
-        for n in (2, 3):  # two row lengths show that n cancels; the sizes the derivation tests above build and verify
-            rhs = dl.sequence_weight_derivation(method, n).verify().steps[-1].rhs
-            assert sp.simplify(rhs + dl.A * dl.weight(form).subs(dl.r, rt)) == 0
-    phi = -dl.sequence_weight_derivation("vespo", 3).verify().steps[-1].rhs / dl.A
+def _sequence_weight(method: str, n: int, *values):
+    """``sequence_weight_derivation(method, n)`` as MY_DERIVATIONS names it, marked so that its readers share the worker that verifies it."""
+    source = f'derivations.losses.sequence_weight_derivation("{method}", {n})'
+    return pytest.param(*values, source, marks=pytest.mark.reads_derivation(source), id=f"{method}-{n}")
+
+
+# two row lengths show that n cancels; the sizes the derivation tests above build and verify (and share)
+@pytest.mark.parametrize("form, source", [_sequence_weight(m, n, form) for m, form in (("cispo_seq", "cispo"), ("sapo_seq", "sapo")) for n in (2, 3)])
+def test_sequence_ratio_weights_are_the_token_forms_at_the_row_ratio(form, source, verified_derivation):
+    """CISPO and SAPO at the sequence ratio: their token form's weight at the row ratio rtilde (no 1/n left: the n tokens of the row cancel it)."""
+    rt = sp.Symbol("rtilde", positive=True)
+    rhs = verified_derivation(source).steps[-1].rhs
+    assert sp.simplify(rhs + dl.A * dl.weight(form).subs(dl.r, rt)) == 0
+
+
+@pytest.mark.reads_derivation('derivations.losses.sequence_weight_derivation("vespo", 3)')
+def test_vespo_weight_is_the_gamma_weight_of_the_row_product(verified_derivation):
+    """VESPO: the Gamma weight of the product of the ratios, 1 at W = 1, largest at W = k / lambda; the table's rows."""
+    W = sp.Symbol("W", positive=True)
+    phi = -verified_derivation('derivations.losses.sequence_weight_derivation("vespo", 3)').steps[-1].rhs / dl.A
     assert phi.subs(W, 1) == 1
     assert sp.solve(sp.diff(phi, W), W) == [dl.k / dl.lam]
     table = dl.sequence_table()
@@ -1199,18 +1210,20 @@ def _forms():
 
 def _sympy_value_and_gradient(name, symbolic, r, A, ell0=-1.5):
     """The registry's per-token loss and its derivative in ell (sg held constant), lambdified, at ell = ell0 + log r."""
-    loss = registry.METHODS[name].loss(**symbolic)
-    grad = d_dell(loss)
     plain = lambda e: e.replace(registry.sg, lambda x: x)  # noqa: E731  (the value of sg(x) is x)
     k = sp.Piecewise((_CONSTANTS["vespo_k"][0], registry.A >= 0), (_CONSTANTS["vespo_k"][1], True))  # TRL: A >= 0 is the positive side
     lam = sp.Piecewise((_CONSTANTS["vespo_lambda"][0], registry.A >= 0), (_CONSTANTS["vespo_lambda"][1], True))
     values = {registry.eps_l: 0.2, registry.eps_h: 0.28, registry.c: 3.0, registry.delta_l: 0.4, registry.delta_h: 0.4,
               **registry.symbol_values("sapo", sapo_tau=_CONSTANTS["sapo_tau"]),
               registry.k: k, registry.lam: lam, registry.beta: _CONSTANTS["kl_cov_coef"]}
+    # the constants first: none depends on ell, so d/d ell commutes with setting them, and the Min/Max that
+    # d_dell rebuilds then compare numbers, not symbols (the 20 forms: 9.2 to 6.0 s under cProfile)
+    loss = registry.METHODS[name].loss(**symbolic).subs(values)
+    grad = d_dell(loss)
     heaviside = {"Heaviside": lambda x, h0=0.5: np.heaviside(np.asarray(x, dtype=float), 0.5)}  # off the kinks: never 0.5
     out = []
     for expr in (loss, grad):
-        e = plain(expr).subs(values).subs(registry.ell, registry.ell0 + sp.log(registry.r)).subs(registry.ell0, ell0)
+        e = plain(expr).subs(registry.ell, registry.ell0 + sp.log(registry.r)).subs(registry.ell0, ell0)
         f = sp.lambdify((registry.r, registry.A), e, modules=[heaviside, "numpy"])
         out.append(np.array([float(f(x, a)) for x, a in zip(r, A)]))
     return out
@@ -2022,10 +2035,11 @@ def test_sapo_parameters_map_to_the_per_sign_symbols():
         registry.symbol_values("sappo")
 
 
-def test_sapo_sequence_weight_is_the_per_sign_weight_at_the_row_ratio():
+@pytest.mark.reads_derivation('derivations.losses.sequence_weight_derivation("sapo_seq", 3)')  # shares its worker's verified build
+def test_sapo_sequence_weight_is_the_per_sign_weight_at_the_row_ratio(verified_derivation):
     """sapo_seq's derived weight: SAPO's per-sign weight at the row ratio; a row with A < 0 reads tau_-, not tau_+."""
     rt = sp.Symbol("rtilde", positive=True)
-    rhs = dl.sequence_weight_derivation("sapo_seq", 3).verify().steps[-1].rhs
+    rhs = verified_derivation('derivations.losses.sequence_weight_derivation("sapo_seq", 3)').steps[-1].rhs
     for a, keep, drop in ((sp.Integer(2), dl.tau_pos, dl.tau_neg), (-sp.Integer(2), dl.tau_neg, dl.tau_pos)):
         w = -rhs.subs(dl.A, a) / a
         assert w.free_symbols == {rt, keep}

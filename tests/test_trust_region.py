@@ -91,13 +91,24 @@ def test_half_the_tv_bound_fails(fails_to_verify, verified_derivation):
     assert fails_to_verify(d.replaced(1, rhs=sp.Sum(dtr._pos(pi[a] - mu[a]) / 2, (a, 1, K))))  # halved inside the sum
 
 
-def test_wrong_clip_bias_and_wrong_estimator_claims_fail(fails_to_verify):
-    bias = dtr.clip_bias_term()
+# each reads the rendered derivation on its worker: the true steps before a replaced one are remembered verdicts there
+@pytest.mark.reads_derivation("derivations.trust_region.clip_bias_term()")
+def test_a_wrong_clip_bias_fails(fails_to_verify, verified_derivation):
+    bias = verified_derivation("derivations.trust_region.clip_bias_term()")  # replaced() returns copies
     r, A, eps = (next(s for s in bias.steps[0].lhs.free_symbols if s.name == n) for n in ("r", "A", "varepsilon"))
     assert fails_to_verify(bias.replaced(0, rhs=-dtr._pos(r - 1 + eps) * A))  # the cap at 1 - eps
     assert fails_to_verify(bias.replaced(1, rhs=dtr._pos(r - 1 - eps) * A))  # |A| dropped
-    assert fails_to_verify(dtr.k3_nonnegative().replaced(2, lhs=-sp.log(dtr.r_ref)))  # k1 = -log r_ref can be negative
-    k2 = dtr.k2_bias()
+
+
+@pytest.mark.reads_derivation("derivations.trust_region.k3_nonnegative()")
+def test_k1_is_not_nonnegative(fails_to_verify, verified_derivation):
+    k3 = verified_derivation("derivations.trust_region.k3_nonnegative()")
+    assert fails_to_verify(k3.replaced(2, lhs=-sp.log(dtr.r_ref)))  # k1 = -log r_ref can be negative
+
+
+@pytest.mark.reads_derivation("derivations.trust_region.k2_bias()")
+def test_k2_bias_is_not_zero_at_third_order(fails_to_verify, verified_derivation):
+    k2 = verified_derivation("derivations.trust_region.k2_bias()")
     second = k2.steps[2].lhs  # Subs(Derivative(g(t), (t, 2)), t, 0)
     g_t, (t, _) = second.expr.expr, second.expr.variable_count[0]
     assert fails_to_verify(k2.replaced(2, lhs=sp.Subs(sp.Derivative(g_t, (t, 3)), t, 0)))  # not zero at third order

@@ -662,7 +662,7 @@ NOT_SWEPT = {
     "Episodes": "a record built by two_turn_agent / tinylm_episodes", "CreditAssignment": "a result record", "ChainMoments": "a result record", "TruncationBias": "a result record", "GroupReport": "a result record", "TokenReport": "a result record",
     "Expect": "SymPy notation (an unevaluated function; SymPy checks its arity)", "OthersTotal": "SymPy notation (an unevaluated function; SymPy checks its arity)", "Argmin": "SymPy notation (an unevaluated function; SymPy checks its arity)",
     "suite": "registry plumbing (tests/test_checks.py)", "run_suites": "registry plumbing (tests/test_checks.py)",
-    "gamma_weight": "SymPy notation: VESPO's weight of any expression (tests/test_losses.py::test_sequence_ratio_weights_are_the_token_forms_at_the_row_ratio)",
+    "gamma_weight": "SymPy notation: VESPO's weight of any expression (tests/test_losses.py::test_vespo_weight_is_the_gamma_weight_of_the_row_product)",
     "Method": "a registry record (derivations.methods)", "Form": "a registry record (derivations.methods)",
     "Peer": "a registry record (derivations.methods); its calls are run by numeric.variants.field.trainer_loss, which has a row",
     "load_function": "the command's FILE.py:FUNCTION loader (bad input: tests/test_cli.py)",
