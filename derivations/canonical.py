@@ -266,7 +266,99 @@ def _evaluated(e: sp.Basic) -> sp.Basic:
 
 @lru_cache(maxsize=8192)
 def _doit(node: sp.Basic) -> sp.Basic:
+    if isinstance(node, sp.Sum):
+        kept = _beyond_closed_form(node)
+        if kept is not None:
+            return kept
     return node.doit()
+
+
+# ------------------------------------------------------------ sums SymPy would leave unevaluated
+
+
+def _beyond_closed_form(s: sp.Sum) -> sp.Sum | None:
+    r"""What ``s.doit()`` returns when SymPy's closed forms cannot succeed: ``s`` with its summand evaluated; else ``None``.
+
+    Over a range of symbolic length, ``Sum.doit`` tries Faulhaber, geometric,
+    telescoping, Gosper, hypergeometric and residue closed forms of the
+    expanded summand (a second or more on the sums of undefined table entries
+    and functions) before it gives up and returns the sum with its summand
+    evaluated.  Those forms cannot succeed when one table or undefined
+    function :math:`h` occurs in every term of the expanded summand that
+    depends on the index :math:`i`, each time with the bare index among its
+    arguments (:math:`h_i`, :math:`h(0, i)`, never :math:`h_{i+1}`): the
+    values :math:`h_i` are independent unknowns, so no formula in
+    :math:`i` and the limits sums them; the ratio of consecutive terms holds
+    :math:`h_{i+1}/h_i`, which is not rational in :math:`i` (Gosper and the
+    hypergeometric forms need it rational); and a term shifted to
+    :math:`i + s`, :math:`s 
+e 0`, holds only :math:`h_{i+s}`, so it cancels
+    no other term (telescoping needs that).  Here that give-up result is
+    returned without the attempts.  Every case this does not recognise (a
+    range of numeric length, a Kronecker delta or ``Piecewise`` SymPy sums by
+    cases, a matrix, an empty or reversed range, an infinite limit) goes to
+    ``doit`` unchanged.
+    """
+    reps = {}
+    for limit in s.limits:
+        if len(limit) != 3:
+            return None
+        d = _inherited_dummy(limit)
+        if d is not None:
+            reps[limit[0]] = d
+    if reps:  # as Sum.doit: the index first takes the assumptions its limits give it
+        kept = _beyond_closed_form(s.xreplace(reps))
+        return None if kept is None else kept.xreplace({v: k for k, v in reps.items()})
+    i, a, b = s.limits[0]
+    if s.function.is_Matrix or a.has(sp.oo, -sp.oo) or b.has(sp.oo, -sp.oo) or (b - a).is_Integer or a == b:
+        return None
+    if ((b - a).is_integer and (b - a).is_negative is not False) or (a.is_comparable and b.is_comparable):
+        return None  # a reversed range, or limits SymPy orders first
+    f = _evaluated(s.function)
+    if f.is_zero is True or i not in f.free_symbols or not _opaque_in(f, i):
+        return None
+    return s if f == s.function else s.func(f, *s.limits)
+
+
+def _inherited_dummy(limit: tuple) -> sp.Dummy | None:
+    """The dummy index ``Sum.doit`` substitutes: the index with every assumption both limits share (``None``: it has them)."""
+    from sympy.concrete.summations import _dummy_with_inherited_properties_concrete
+
+    return _dummy_with_inherited_properties_concrete(limit)
+
+
+def _opaque_in(f: sp.Expr, i: sp.Symbol) -> bool:
+    """One table or undefined function occurs, with the bare index ``i``, in every ``i``-term of ``expand(f)``, and never shifted."""
+    if f.has(sp.Piecewise) or _delta_in(f, i):
+        return False
+    if any(i in x.variables for x in f.atoms(sp.Sum, sp.Product, sp.Integral, sp.Lambda)):
+        return False  # the index bound again inside: its occurrences there are another variable
+    heads: dict = {}
+    for atom in f.atoms(sp.Indexed, sp.core.function.AppliedUndef):
+        if i in atom.free_symbols:
+            head, args = (atom.base, atom.indices) if isinstance(atom, sp.Indexed) else (atom.func, atom.args)
+            bare = all(x == i or i not in x.free_symbols for x in args)
+            heads[head] = heads.get(head, True) and bare
+    pinned = [h for h, bare in heads.items() if bare]
+    if not pinned:
+        return False
+    terms = [t for t in sp.Add.make_args(sp.expand(f)) if i in t.free_symbols]
+    return any(all(_holds(t, h, i) for t in terms) for h in pinned)
+
+
+def _holds(term: sp.Expr, head, i: sp.Symbol) -> bool:
+    """``term`` holds an entry of the table (or an application of the function) ``head`` at the index ``i``."""
+    for atom in term.atoms(sp.Indexed, sp.core.function.AppliedUndef):
+        if i in atom.free_symbols and (atom.base if isinstance(atom, sp.Indexed) else atom.func) == head:
+            return True
+    return False
+
+
+def _delta_in(f: sp.Expr, i: sp.Symbol) -> bool:
+    """A Kronecker delta in ``i`` among the factors and terms of ``f`` (where SymPy's delta summation looks)."""
+    if isinstance(f, sp.KroneckerDelta):
+        return i in f.free_symbols
+    return (f.is_Add or f.is_Mul) and any(_delta_in(x, i) for x in f.args)
 
 
 # ------------------------------------------------------------ refutation at a rational point

@@ -290,6 +290,10 @@ MUTANTS = [
            "        if True:", _CANONICAL, "a term -delta refutes though delta occurs in another term"),
     Mutant("piecewise_edge_dropped", "derivations/canonical.py", "_STRICT = {sp.StrictGreaterThan: sp.StrictLessThan,",
            "_STRICT = {sp.StrictGreaterThan: sp.LessThan,", _CANONICAL, "r > 1 + eps and r >= 1 + eps read as one condition"),
+    Mutant("opaque_sum_shifted_entry", "derivations/canonical.py", "bare = all(x == i or i not in x.free_symbols for x in args)",
+           "bare = True", _CANONICAL, "a telescoping sum of R[a + 1] - R[a] is left unevaluated (SymPy sums it)"),
+    Mutant("opaque_sum_delta", "derivations/canonical.py", "if f.has(sp.Piecewise) or _delta_in(f, i):",
+           "if f.has(sp.Piecewise):", _CANONICAL, "a sum of p[a] times a Kronecker delta in a is left unevaluated"),
     # -- cases over a finite set, equal integrands, and the group algebra's independence (issue 16: no step runs the caller's code)
     Mutant("cases_any_value_set", "derivations/kernel.py", "c.args == (self.quantity, allowed)", "c.args[0] == self.quantity",
            _KERNEL, "by_cases checks r = 0 at r = 0 only, though the premise says r in {0, 1}"),
