@@ -18,7 +18,9 @@ occurs in it only as one whole term :math:`c\,\delta` of its sum (varying
 :math:`\delta` varies it).  A refutation can only turn a would-be ✗ into an
 earlier ✗: a numerical error could at worst reject a true step (a failure
 anyone sees), never accept a false one.  A point never proves a step: a zero
-there decides nothing.
+there decides nothing.  (:func:`evaluated` is cheap for the same reason: a sum
+whose closed form SymPy cannot find is returned as SymPy returns it, without
+the search.)
 """
 
 from __future__ import annotations
@@ -233,7 +235,10 @@ def evaluated(expr: sp.Basic) -> sp.Basic:
     here the same way; every other node's ``doit`` is remembered (an expression
     is immutable and ``doit`` a function of it).  So the sums that a chain's
     neighbouring steps, a perturbed right-hand side, a doctest and a chapter
-    share are evaluated once.
+    share are evaluated once.  A sum over a symbolic range that SymPy's closed
+    forms cannot do (a term holds a table entry or an undefined function at
+    the bare index, and none is shifted) is returned as ``doit`` returns it,
+    without the search (:func:`_beyond_closed_form`).
 
     Examples
     --------
@@ -283,21 +288,21 @@ def _beyond_closed_form(s: sp.Sum) -> sp.Sum | None:
     telescoping, Gosper, hypergeometric and residue closed forms of the
     expanded summand (a second or more on the sums of undefined table entries
     and functions) before it gives up and returns the sum with its summand
-    evaluated.  Those forms cannot succeed when one table or undefined
-    function :math:`h` occurs in every term of the expanded summand that
-    depends on the index :math:`i`, each time with the bare index among its
-    arguments (:math:`h_i`, :math:`h(0, i)`, never :math:`h_{i+1}`): the
-    values :math:`h_i` are independent unknowns, so no formula in
-    :math:`i` and the limits sums them; the ratio of consecutive terms holds
+    evaluated; and it sums a sum of terms only if it sums every term.  Those
+    forms cannot sum a term of the expanded summand that holds a table entry
+    or undefined function :math:`h` at the index :math:`i` when every such
+    entry in the summand has the bare index among its arguments
+    (:math:`h_i`, :math:`h(0, i)`, never :math:`h_{i+1}`): the values
+    :math:`h_i` are independent unknowns, so no formula in :math:`i` and the
+    limits sums them; the ratio of consecutive terms holds
     :math:`h_{i+1}/h_i`, which is not rational in :math:`i` (Gosper and the
-    hypergeometric forms need it rational); and a term shifted to
-    :math:`i + s`, :math:`s 
-e 0`, holds only :math:`h_{i+s}`, so it cancels
-    no other term (telescoping needs that).  Here that give-up result is
-    returned without the attempts.  Every case this does not recognise (a
-    range of numeric length, a Kronecker delta or ``Piecewise`` SymPy sums by
-    cases, a matrix, an empty or reversed range, an infinite limit) goes to
-    ``doit`` unchanged.
+    hypergeometric forms need it rational); and the term shifted to
+    :math:`i + s`, :math:`s \ne 0`, holds :math:`h_{i+s}`, which no other term
+    holds, so it cancels none (telescoping needs that).  Here that give-up
+    result is returned without the attempts.  Every case this does not
+    recognise (a range of numeric length, a Kronecker delta or ``Piecewise``
+    SymPy sums by cases, a matrix, an empty or reversed range, an infinite
+    limit) goes to ``doit`` unchanged.
     """
     reps = {}
     for limit in s.limits:
@@ -328,30 +333,17 @@ def _inherited_dummy(limit: tuple) -> sp.Dummy | None:
 
 
 def _opaque_in(f: sp.Expr, i: sp.Symbol) -> bool:
-    """One table or undefined function occurs, with the bare index ``i``, in every ``i``-term of ``expand(f)``, and never shifted."""
+    """A term of ``expand(f)`` holds a table entry or undefined function at the bare index ``i``, and none at a shifted one."""
     if f.has(sp.Piecewise) or _delta_in(f, i):
         return False
     if any(i in x.variables for x in f.atoms(sp.Sum, sp.Product, sp.Integral, sp.Lambda)):
         return False  # the index bound again inside: its occurrences there are another variable
-    heads: dict = {}
-    for atom in f.atoms(sp.Indexed, sp.core.function.AppliedUndef):
-        if i in atom.free_symbols:
-            head, args = (atom.base, atom.indices) if isinstance(atom, sp.Indexed) else (atom.func, atom.args)
-            bare = all(x == i or i not in x.free_symbols for x in args)
-            heads[head] = heads.get(head, True) and bare
-    pinned = [h for h, bare in heads.items() if bare]
-    if not pinned:
-        return False
-    terms = [t for t in sp.Add.make_args(sp.expand(f)) if i in t.free_symbols]
-    return any(all(_holds(t, h, i) for t in terms) for h in pinned)
+    entries = [x for x in sp.expand(f).atoms(sp.Indexed, sp.core.function.AppliedUndef) if i in x.free_symbols]
+    return bool(entries) and all(a == i or i not in a.free_symbols for x in entries for a in _arguments(x))
 
 
-def _holds(term: sp.Expr, head, i: sp.Symbol) -> bool:
-    """``term`` holds an entry of the table (or an application of the function) ``head`` at the index ``i``."""
-    for atom in term.atoms(sp.Indexed, sp.core.function.AppliedUndef):
-        if i in atom.free_symbols and (atom.base if isinstance(atom, sp.Indexed) else atom.func) == head:
-            return True
-    return False
+def _arguments(entry: sp.Basic) -> tuple:
+    return entry.indices if isinstance(entry, sp.Indexed) else entry.args
 
 
 def _delta_in(f: sp.Expr, i: sp.Symbol) -> bool:

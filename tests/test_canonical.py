@@ -163,17 +163,19 @@ def test_one_condition_written_twice_lines_up_without_simplify():
 a_, j_, m_ = sp.symbols("a j m", integer=True)
 R_, b_ = sp.IndexedBase("R"), sp.Symbol("b")
 g_ = sp.Function("g")
-# sums that SymPy's closed forms cannot do (a table or undefined function at the bare index in every term),
-# beside sums that look alike but SymPy does evaluate (telescoping, a Kronecker delta, no table in a term)
+# sums that SymPy's closed forms cannot do (a term with a table or undefined function at the bare index, none shifted),
+# beside sums that look alike but SymPy does evaluate (telescoping, a Kronecker delta, table terms that cancel)
 OPAQUE_SUMS = [
     sp.Sum((R_[a_] - sp.Sum(R_[m_] * p[m_], (m_, 1, K))) * (R_[a_] - b_) * p[a_], (a_, 1, K)),
     sp.Sum(g_(0, k) * sp.exp(theta[k]) + k**2 * g_(1, k), (k, 0, K - 1)),
     sp.Sum(p[a_] * sp.Derivative(g_(a_, x), x), (a_, 1, K)),
+    sp.Sum(sp.Abs(R_[a_] - p[a_]) / 2 - R_[a_] / 2 + k * p[a_], (a_, 1, K)),  # no one table in every term
 ]
 CLOSED_FORM_SUMS = [
     sp.Sum(R_[a_ + 1] - R_[a_], (a_, 1, K)),  # telescoping: R[K + 1] - R[1]
     sp.Sum(p[a_] * sp.KroneckerDelta(a_, j_), (a_, 1, K)),  # a Kronecker delta: p[j] where 1 <= j <= K
     sp.Sum(a_ * (b_ + 1) - b_, (a_, 1, K)),
+    sp.Sum(p[a_] * (b_ + 1) - p[a_] * b_ - p[a_] + a_, (a_, 1, K)),  # the table's terms cancel once expanded
     sp.Sum(p[a_] * R_[a_], (a_, 1, 3)),  # numeric limits: summed term by term
 ]
 

@@ -290,8 +290,11 @@ MUTANTS = [
            "        if True:", _CANONICAL, "a term -delta refutes though delta occurs in another term"),
     Mutant("piecewise_edge_dropped", "derivations/canonical.py", "_STRICT = {sp.StrictGreaterThan: sp.StrictLessThan,",
            "_STRICT = {sp.StrictGreaterThan: sp.LessThan,", _CANONICAL, "r > 1 + eps and r >= 1 + eps read as one condition"),
-    Mutant("opaque_sum_shifted_entry", "derivations/canonical.py", "bare = all(x == i or i not in x.free_symbols for x in args)",
-           "bare = True", _CANONICAL, "a telescoping sum of R[a + 1] - R[a] is left unevaluated (SymPy sums it)"),
+    Mutant("opaque_sum_shifted_entry", "derivations/canonical.py", "return bool(entries) and all(a == i or i not in a.free_symbols",
+           "return bool(entries) and all(True or i not in a.free_symbols", _CANONICAL,
+           "a telescoping sum of R[a + 1] - R[a] is left unevaluated (SymPy sums it)"),
+    Mutant("opaque_sum_before_expand", "derivations/canonical.py", "entries = [x for x in sp.expand(f).atoms(", "entries = [x for x in f.atoms(",
+           _CANONICAL, "a sum whose table terms cancel once expanded (SymPy sums the rest) is left unevaluated"),
     Mutant("opaque_sum_delta", "derivations/canonical.py", "if f.has(sp.Piecewise) or _delta_in(f, i):",
            "if f.has(sp.Piecewise):", _CANONICAL, "a sum of p[a] times a Kronecker delta in a is left unevaluated"),
     # -- cases over a finite set, equal integrands, and the group algebra's independence (issue 16: no step runs the caller's code)
