@@ -280,6 +280,11 @@ def _doit(node: sp.Basic) -> sp.Basic:
 
 # ------------------------------------------------------------ sums SymPy would leave unevaluated
 
+try:  # the dummy index Sum.doit substitutes: the index with every assumption both limits share (None: it has them)
+    from sympy.concrete.summations import _dummy_with_inherited_properties_concrete as _inherited_dummy
+except ImportError:  # pragma: no cover - a SymPy without it: every sum goes to doit
+    _inherited_dummy = None
+
 
 def _beyond_closed_form(s: sp.Sum) -> sp.Sum | None:
     r"""What ``s.doit()`` returns when SymPy's closed forms cannot succeed: ``s`` with its summand evaluated; else ``None``.
@@ -304,6 +309,8 @@ def _beyond_closed_form(s: sp.Sum) -> sp.Sum | None:
     SymPy sums by cases, a matrix, an empty or reversed range, an infinite
     limit) goes to ``doit`` unchanged.
     """
+    if _inherited_dummy is None:
+        return None
     reps = {}
     for limit in s.limits:
         if len(limit) != 3:
@@ -323,13 +330,6 @@ def _beyond_closed_form(s: sp.Sum) -> sp.Sum | None:
     if f.is_zero is True or i not in f.free_symbols or not _opaque_in(f, i):
         return None
     return s if f == s.function else s.func(f, *s.limits)
-
-
-def _inherited_dummy(limit: tuple) -> sp.Dummy | None:
-    """The dummy index ``Sum.doit`` substitutes: the index with every assumption both limits share (``None``: it has them)."""
-    from sympy.concrete.summations import _dummy_with_inherited_properties_concrete
-
-    return _dummy_with_inherited_properties_concrete(limit)
 
 
 def _opaque_in(f: sp.Expr, i: sp.Symbol) -> bool:
