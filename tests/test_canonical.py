@@ -197,3 +197,9 @@ def test_a_sum_sympy_cannot_close_still_decides_a_step_both_ways():
     true = s - sp.Sum(R_[a_] * p[a_], (a_, 1, K)) + b_ * sp.Sum(p[a_], (a_, 1, K))
     assert is_zero(true) == "sums as atoms, cancel(together)"
     assert is_zero(true - 2 * b_ * sp.Sum(p[a_], (a_, 1, K))) is None  # the baseline's sign flipped
+    # with a derivative of an undefined function no point refutes: the canonicalisers judge the unevaluated sums
+    dg = sp.Derivative(g_(a_, x), x)
+    split = sp.Sum((p[a_] + R_[a_]) * dg, (a_, 1, K)) - sp.Sum(p[a_] * dg, (a_, 1, K))
+    assert refuting_point(split - 2 * sp.Sum(R_[a_] * dg, (a_, 1, K))) is None
+    assert is_zero(split - sp.Sum(R_[a_] * dg, (a_, 1, K))) == "expand"
+    assert is_zero(split - 2 * sp.Sum(R_[a_] * dg, (a_, 1, K))) is None  # a factor 2 on one term
