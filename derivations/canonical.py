@@ -77,7 +77,7 @@ def _sums_to_symbols(expr: sp.Expr) -> sp.Expr:
     if not expr.has(sp.Sum):
         return expr
     for _ in range(3):  # canonical form can expose sums that doit() now resolves (Kronecker deltas)
-        new = expr.replace(lambda e: isinstance(e, sp.Sum) and len(e.limits) == 1, _canonical_sum).doit()
+        new = evaluated(expr.replace(lambda e: isinstance(e, sp.Sum) and len(e.limits) == 1, _canonical_sum))
         if new == expr:
             break
         expr = new
