@@ -347,10 +347,12 @@ def _arguments(entry: sp.Basic) -> tuple:
 
 
 def _delta_in(f: sp.Expr, i: sp.Symbol) -> bool:
-    """A Kronecker delta in ``i`` among the factors and terms of ``f`` (where SymPy's delta summation looks)."""
+    """A Kronecker delta in ``i`` among the terms and factors of ``f``, or of a sum inside (which SymPy factors first)."""
     if isinstance(f, sp.KroneckerDelta):
         return i in f.free_symbols
-    return (f.is_Add or f.is_Mul) and any(_delta_in(x, i) for x in f.args)
+    if isinstance(f, sp.Sum):
+        return _delta_in(f.function, i)
+    return (f.is_Add or f.is_Mul or f.is_Pow) and any(_delta_in(x, i) for x in f.args)
 
 
 # ------------------------------------------------------------ refutation at a rational point

@@ -297,6 +297,8 @@ MUTANTS = [
            _CANONICAL, "a sum whose table terms cancel once expanded (SymPy sums the rest) is left unevaluated"),
     Mutant("opaque_sum_delta", "derivations/canonical.py", "if f.has(sp.Piecewise) or _delta_in(f, i):",
            "if f.has(sp.Piecewise):", _CANONICAL, "a sum of p[a] times a Kronecker delta in a is left unevaluated"),
+    Mutant("opaque_sum_delta_in_inner_sum", "derivations/canonical.py", "        return _delta_in(f.function, i)\n",
+           "        return False\n", _CANONICAL, "a sum of p[a] times a sum over m of a Kronecker delta in a is left unevaluated"),
     # -- cases over a finite set, equal integrands, and the group algebra's independence (issue 16: no step runs the caller's code)
     Mutant("cases_any_value_set", "derivations/kernel.py", "c.args == (self.quantity, allowed)", "c.args[0] == self.quantity",
            _KERNEL, "by_cases checks r = 0 at r = 0 only, though the premise says r in {0, 1}"),
