@@ -27,6 +27,8 @@ and independence rules (``cases_any_value_set`` ... ``count_sum_infinite``), 202
 After the day's speed work, run in batches on main: the 40 mutants of the files it touched (tinylm,
 group baselines, trust region, losses, the registry, the checker's verdicts; commit 386291f) and the 27
 mutants of the proof kernel, regions, derivation, definitions and group algebra (commit 907e8e9): all killed.
+2026-12-02, branch speed5-r (e4d8b79): the 27 mutants of the kernel, regions, derivation, definitions and group
+algebra, and the 7 of the canonicalisers (four of them new: the sums left to SymPy's closed forms), all killed.
 """
 
 from __future__ import annotations
