@@ -18,7 +18,9 @@ occurs in it only as one whole term :math:`c\,\delta` of its sum (varying
 :math:`\delta` varies it).  A refutation can only turn a would-be ✗ into an
 earlier ✗: a numerical error could at worst reject a true step (a failure
 anyone sees), never accept a false one.  A point never proves a step: a zero
-there decides nothing.
+there decides nothing.  (:func:`evaluated` is cheap for the same reason: a sum
+whose closed form SymPy cannot find is returned as SymPy returns it, without
+the search.)
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def _sums_to_symbols(expr: sp.Expr) -> sp.Expr:
     if not expr.has(sp.Sum):
         return expr
     for _ in range(3):  # canonical form can expose sums that doit() now resolves (Kronecker deltas)
-        new = expr.replace(lambda e: isinstance(e, sp.Sum) and len(e.limits) == 1, _canonical_sum).doit()
+        new = evaluated(expr.replace(lambda e: isinstance(e, sp.Sum) and len(e.limits) == 1, _canonical_sum))
         if new == expr:
             break
         expr = new
@@ -233,7 +235,10 @@ def evaluated(expr: sp.Basic) -> sp.Basic:
     here the same way; every other node's ``doit`` is remembered (an expression
     is immutable and ``doit`` a function of it).  So the sums that a chain's
     neighbouring steps, a perturbed right-hand side, a doctest and a chapter
-    share are evaluated once.
+    share are evaluated once.  A sum over a symbolic range that SymPy's closed
+    forms cannot do (a term holds a table entry or an undefined function at
+    the bare index, and none is shifted) is returned as ``doit`` returns it,
+    without the search (:func:`_beyond_closed_form`).
 
     Examples
     --------
@@ -266,7 +271,88 @@ def _evaluated(e: sp.Basic) -> sp.Basic:
 
 @lru_cache(maxsize=8192)
 def _doit(node: sp.Basic) -> sp.Basic:
+    if isinstance(node, sp.Sum):
+        kept = _beyond_closed_form(node)
+        if kept is not None:
+            return kept
     return node.doit()
+
+
+# ------------------------------------------------------------ sums SymPy would leave unevaluated
+
+try:  # the dummy index Sum.doit substitutes: the index with every assumption both limits share (None: it has them)
+    from sympy.concrete.summations import _dummy_with_inherited_properties_concrete as _inherited_dummy
+except ImportError:  # pragma: no cover - a SymPy without it: every sum goes to doit
+    _inherited_dummy = None
+
+
+def _beyond_closed_form(s: sp.Sum) -> sp.Sum | None:
+    r"""What ``s.doit()`` returns when SymPy's closed forms cannot succeed: ``s`` with its summand evaluated; else ``None``.
+
+    Over a range of symbolic length, ``Sum.doit`` tries Faulhaber, geometric,
+    telescoping, Gosper, hypergeometric and residue closed forms of the
+    expanded summand (a second or more on the sums of undefined table entries
+    and functions) before it gives up and returns the sum with its summand
+    evaluated; and it sums a sum of terms only if it sums every term.  Those
+    forms cannot sum a term of the expanded summand that holds a table entry
+    or undefined function :math:`h` at the index :math:`i` when every such
+    entry in the summand has the bare index among its arguments
+    (:math:`h_i`, :math:`h(0, i)`, never :math:`h_{i+1}`): the values
+    :math:`h_i` are independent unknowns, so no formula in :math:`i` and the
+    limits sums them; the ratio of consecutive terms holds
+    :math:`h_{i+1}/h_i`, which is not rational in :math:`i` (Gosper and the
+    hypergeometric forms need it rational); and the term shifted to
+    :math:`i + s`, :math:`s \ne 0`, holds :math:`h_{i+s}`, which no other term
+    holds, so it cancels none (telescoping needs that).  Here that give-up
+    result is returned without the attempts.  Every case this does not
+    recognise (a range of numeric length, a Kronecker delta or ``Piecewise``
+    SymPy sums by cases, a matrix, an empty or reversed range, an infinite
+    limit) goes to ``doit`` unchanged.
+    """
+    if _inherited_dummy is None:
+        return None
+    reps = {}
+    for limit in s.limits:
+        if len(limit) != 3:
+            return None
+        d = _inherited_dummy(limit)
+        if d is not None:
+            reps[limit[0]] = d
+    if reps:  # as Sum.doit: the index first takes the assumptions its limits give it
+        kept = _beyond_closed_form(s.xreplace(reps))
+        return None if kept is None else kept.xreplace({v: k for k, v in reps.items()})
+    i, a, b = s.limits[0]
+    if s.function.is_Matrix or a.has(sp.oo, -sp.oo) or b.has(sp.oo, -sp.oo) or (b - a).is_Integer or a == b:
+        return None
+    if ((b - a).is_integer and (b - a).is_negative is not False) or (a.is_comparable and b.is_comparable):
+        return None  # a reversed range, or limits SymPy orders first
+    f = _evaluated(s.function)
+    if f.is_zero is True or i not in f.free_symbols or not _opaque_in(f, i):
+        return None
+    return s if f == s.function else s.func(f, *s.limits)
+
+
+def _opaque_in(f: sp.Expr, i: sp.Symbol) -> bool:
+    """A term of ``expand(f)`` holds a table entry or undefined function at the bare index ``i``, and none at a shifted one."""
+    if f.has(sp.Piecewise) or _delta_in(f, i):
+        return False
+    if any(i in x.variables for x in f.atoms(sp.Sum, sp.Product, sp.Integral, sp.Lambda)):
+        return False  # the index bound again inside: its occurrences there are another variable
+    entries = [x for x in sp.expand(f).atoms(sp.Indexed, sp.core.function.AppliedUndef) if i in x.free_symbols]
+    return bool(entries) and all(a == i or i not in a.free_symbols for x in entries for a in _arguments(x))
+
+
+def _arguments(entry: sp.Basic) -> tuple:
+    return entry.indices if isinstance(entry, sp.Indexed) else entry.args
+
+
+def _delta_in(f: sp.Expr, i: sp.Symbol) -> bool:
+    """A Kronecker delta in ``i`` among the terms and factors of ``f``, or of a sum inside (which SymPy factors first)."""
+    if isinstance(f, sp.KroneckerDelta):
+        return i in f.free_symbols
+    if isinstance(f, sp.Sum):
+        return _delta_in(f.function, i)
+    return (f.is_Add or f.is_Mul or f.is_Pow) and any(_delta_in(x, i) for x in f.args)
 
 
 # ------------------------------------------------------------ refutation at a rational point

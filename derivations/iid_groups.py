@@ -428,12 +428,12 @@ class IIDGroup:
         concrete = expr.xreplace({self.G: sp.Integer(G)} | {b: sp.Integer(k + 1) for k, b in enumerate(free)})
         concrete = concrete.doit()
         names = list(self.bases)
-        total = sp.Integer(0)
+        terms = []
         for choice in itertools.product(range(len(outcomes)), repeat=G):
             values = {self.bases[n][k + 1]: sp.sympify(outcomes[c][n]) for k, c in enumerate(choice) for n in names}
             weight = sp.Mul(*[probs[c] for c in choice])
-            total += weight * concrete.xreplace(values)
-        return sp.expand(total)
+            terms.append(weight * concrete.xreplace(values))
+        return sp.expand(sp.Add(*terms))  # one sum of all K^G terms (adding them one by one rebuilt it K^G times)
 
     def evaluate(self, result: sp.Basic, outcomes: Sequence[Mapping[str, sp.Expr]], probs: Sequence[sp.Expr | float], G: int | None = None) -> sp.Expr:
         """Substitute the moments of a distribution (and a concrete ``G``) into a result of :meth:`expect`."""

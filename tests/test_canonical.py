@@ -158,3 +158,49 @@ def test_one_condition_written_twice_lines_up_without_simplify():
     # the edge r = 1 + eps differs (no point finds it: it is one line), shown without A to keep simplify's share small
     assert is_zero(sp.Piecewise((0, r > 1 + eps), (1, True)) - sp.Piecewise((0, eps < r - 1), (1, True))) == "piecewise folded, cancel(together)"
     assert is_zero(sp.Piecewise((0, r > 1 + eps), (1, True)) - sp.Piecewise((0, r >= 1 + eps), (1, True))) is None
+
+
+a_, j_, m_ = sp.symbols("a j m", integer=True)
+R_, b_ = sp.IndexedBase("R"), sp.Symbol("b")
+g_ = sp.Function("g")
+# sums that SymPy's closed forms cannot do (a term with a table or undefined function at the bare index, none shifted),
+# beside sums that look alike but SymPy does evaluate (telescoping, a Kronecker delta, table terms that cancel)
+OPAQUE_SUMS = [
+    sp.Sum((R_[a_] - sp.Sum(R_[m_] * p[m_], (m_, 1, K))) * (R_[a_] - b_) * p[a_], (a_, 1, K)),
+    sp.Sum(g_(0, k) * sp.exp(theta[k]) + k**2 * g_(1, k), (k, 0, K - 1)),
+    sp.Sum(p[a_] * sp.Derivative(g_(a_, x), x), (a_, 1, K)),
+    sp.Sum(sp.Abs(R_[a_] - p[a_]) / 2 - R_[a_] / 2 + k * p[a_], (a_, 1, K)),  # no one table in every term
+]
+CLOSED_FORM_SUMS = [
+    sp.Sum(R_[a_ + 1] - R_[a_], (a_, 1, K)),  # telescoping: R[K + 1] - R[1]
+    sp.Sum(p[a_] * sp.KroneckerDelta(a_, j_), (a_, 1, K)),  # a Kronecker delta: p[j] where 1 <= j <= K
+    sp.Sum(p[a_] * sp.Sum(sp.KroneckerDelta(a_, j_) * R_[m_], (m_, 1, K)), (a_, 1, K)),  # the delta inside a sum over m
+    sp.Sum(a_ * (b_ + 1) - b_, (a_, 1, K)),
+    sp.Sum(p[a_] * (b_ + 1) - p[a_] * b_ - p[a_] + a_, (a_, 1, K)),  # the table's terms cancel once expanded
+    sp.Sum(p[a_] * R_[a_], (a_, 1, 3)),  # numeric limits: summed term by term
+]
+
+
+@pytest.mark.parametrize("s", OPAQUE_SUMS + CLOSED_FORM_SUMS)
+def test_a_sum_is_evaluated_as_sympy_evaluates_it(s):
+    from derivations.canonical import evaluated
+
+    assert evaluated(s) == s.doit()
+
+
+def test_the_sums_without_a_closed_form_are_the_opaque_ones():
+    assert all(isinstance(s.doit(), sp.Sum) for s in OPAQUE_SUMS)
+    assert not any(isinstance(s.doit(), sp.Sum) for s in CLOSED_FORM_SUMS)
+
+
+def test_a_sum_sympy_cannot_close_still_decides_a_step_both_ways():
+    s = sp.Sum((R_[a_] - b_) * p[a_], (a_, 1, K))
+    true = s - sp.Sum(R_[a_] * p[a_], (a_, 1, K)) + b_ * sp.Sum(p[a_], (a_, 1, K))
+    assert is_zero(true) == "sums as atoms, cancel(together)"
+    assert is_zero(true - 2 * b_ * sp.Sum(p[a_], (a_, 1, K))) is None  # the baseline's sign flipped
+    # with a derivative of an undefined function no point refutes: the canonicalisers judge the unevaluated sums
+    dg = sp.Derivative(g_(a_, x), x)
+    split = sp.Sum((p[a_] + R_[a_]) * dg, (a_, 1, K)) - sp.Sum(p[a_] * dg, (a_, 1, K))
+    assert refuting_point(split - 2 * sp.Sum(R_[a_] * dg, (a_, 1, K))) is None
+    assert is_zero(split - sp.Sum(R_[a_] * dg, (a_, 1, K))) == "expand"
+    assert is_zero(split - 2 * sp.Sum(R_[a_] * dg, (a_, 1, K))) is None  # a factor 2 on one term

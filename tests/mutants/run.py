@@ -27,6 +27,8 @@ and independence rules (``cases_any_value_set`` ... ``count_sum_infinite``), 202
 After the day's speed work, run in batches on main: the 40 mutants of the files it touched (tinylm,
 group baselines, trust region, losses, the registry, the checker's verdicts; commit 386291f) and the 27
 mutants of the proof kernel, regions, derivation, definitions and group algebra (commit 907e8e9): all killed.
+2026-12-02, branch speed5-r (e4d8b79): the 27 mutants of the kernel, regions, derivation, definitions and group
+algebra, and the 7 of the canonicalisers (four of them new: the sums left to SymPy's closed forms), all killed.
 """
 
 from __future__ import annotations
@@ -290,6 +292,15 @@ MUTANTS = [
            "        if True:", _CANONICAL, "a term -delta refutes though delta occurs in another term"),
     Mutant("piecewise_edge_dropped", "derivations/canonical.py", "_STRICT = {sp.StrictGreaterThan: sp.StrictLessThan,",
            "_STRICT = {sp.StrictGreaterThan: sp.LessThan,", _CANONICAL, "r > 1 + eps and r >= 1 + eps read as one condition"),
+    Mutant("opaque_sum_shifted_entry", "derivations/canonical.py", "return bool(entries) and all(a == i or i not in a.free_symbols",
+           "return bool(entries) and all(True or i not in a.free_symbols", _CANONICAL,
+           "a telescoping sum of R[a + 1] - R[a] is left unevaluated (SymPy sums it)"),
+    Mutant("opaque_sum_before_expand", "derivations/canonical.py", "entries = [x for x in sp.expand(f).atoms(", "entries = [x for x in f.atoms(",
+           _CANONICAL, "a sum whose table terms cancel once expanded (SymPy sums the rest) is left unevaluated"),
+    Mutant("opaque_sum_delta", "derivations/canonical.py", "if f.has(sp.Piecewise) or _delta_in(f, i):",
+           "if f.has(sp.Piecewise):", _CANONICAL, "a sum of p[a] times a Kronecker delta in a is left unevaluated"),
+    Mutant("opaque_sum_delta_in_inner_sum", "derivations/canonical.py", "        return _delta_in(f.function, i)\n",
+           "        return False\n", _CANONICAL, "a sum of p[a] times a sum over m of a Kronecker delta in a is left unevaluated"),
     # -- cases over a finite set, equal integrands, and the group algebra's independence (issue 16: no step runs the caller's code)
     Mutant("cases_any_value_set", "derivations/kernel.py", "c.args == (self.quantity, allowed)", "c.args[0] == self.quantity",
            _KERNEL, "by_cases checks r = 0 at r = 0 only, though the premise says r in {0, 1}"),
