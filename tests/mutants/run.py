@@ -244,6 +244,12 @@ MUTANTS = [
     Mutant("float_residual_degree_two_only", "derivations/variants/patterns.py", "for dg in range(2, m) if max(", "for dg in range(2, min(m, 3)) if max(",
            ("tests/test_variants.py::test_five_values_at_G_64_rloo_and_zscore_get_their_verdicts",),
            "the numeric route ignores the residual's degrees 3 and up"),
+    Mutant("exact_number_fallback_sign", "derivations/variants/patterns.py", "    return -r if fl < 0 else r\n", "    return r\n",
+           ("tests/test_variants.py::test_exact_number_is_nsimplify_with_the_search_run_once",),
+           "nsimplify's search run once: a negative float without a closed form read as its absolute value"),
+    Mutant("sorted_groups_values_reversed", "numeric/group_baselines.py", "np.repeat(np.tile(v.numpy(), counts.shape[0]), reps)",
+           "np.repeat(np.tile(v.numpy()[::-1], counts.shape[0]), reps)", _topic("group_baselines"),
+           "the exact engine's groups built by numpy with the values in the wrong order"),
 
     # -- the proof kernel: each of its decisions (issue 16)
     Mutant("kernel_strict_as_weak", "derivations/kernel.py", 'return at_least(left - right, relation in ("<", ">"))',
