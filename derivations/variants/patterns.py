@@ -426,7 +426,7 @@ def _require_symmetric(expr, G, values, constants, tab: _Values) -> None:
     index = {c_: k for k, c_ in enumerate(tab.patterns)}
     as_float = {v: [float(sp.N(y.subs(constants) if constants else y, 20)) for y in tab.a[v]] for v in values}
     explicit = explicit_advantage(expr, G)
-    f = sp.lambdify([R[k + 1] for k in range(G)], explicit.subs(constants) if constants else explicit, "math")
+    f = sp.lambdify([R[k + 1] for k in range(G)], explicit.subs(constants) if constants else explicit, "math", docstring_limit=0)
     for v in values:
         for others in orderings:
             group = [v, *others]
