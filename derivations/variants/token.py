@@ -297,12 +297,17 @@ def _piece_weight(loss, sign: int, inside) -> tuple:
     return piece, sp.factor(-gw.d_dell(piece) / gw.A)
 
 
-def _regions(breaks: list) -> list:
+def _regions(breaks: list) -> tuple:
     """(lo, hi, interior point) for each open interval of r between 0, the breakpoints and infinity."""
+    return _regions_of(tuple(breaks))
+
+
+@cache  # pure: losses with the same kinks share one interior point per region, so the sign decisions they share are made once
+def _regions_of(breaks: tuple) -> tuple:
     pts = interval_points(gw.r, [sp.sympify(b).subs(_ADMISSIBLE) for b in breaks], lower=0) if breaks else [{gw.r: 1 + sp.Dummy("t", positive=True)}]
     edges = [sp.Integer(0), *breaks, sp.oo]
     interiors = pts[0::2]
-    return [(lo, hi, p[gw.r]) for (lo, hi), p in zip(zip(edges, edges[1:]), interiors)]
+    return tuple((lo, hi, p[gw.r]) for (lo, hi), p in zip(zip(edges, edges[1:]), interiors))
 
 
 def _region_condition(sign: int, lo, hi):
