@@ -27,6 +27,8 @@ and independence rules (``cases_any_value_set`` ... ``count_sum_infinite``), 202
 After the day's speed work, run in batches on main: the 40 mutants of the files it touched (tinylm,
 group baselines, trust region, losses, the registry, the checker's verdicts; commit 386291f) and the 27
 mutants of the proof kernel, regions, derivation, definitions and group algebra (commit 907e8e9): all killed.
+The checker's speed work of 2026-12-02 (exact_number, the engine's groups, the token regions): the
+eleven variants and engine mutants, ``exact_number_fallback_sign`` and ``sorted_groups_values_reversed`` new: all killed.
 """
 
 from __future__ import annotations
