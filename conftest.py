@@ -80,6 +80,9 @@ def pytest_collection_modifyitems(items):
     doctests first (stably): they are the longest single items, and under xdist the last items decide
     how long one worker runs alone after the other has finished."""
     _derivation_groups(items)
+    for item in items:  # the variants chapter checks the suite's token losses: on the suite's worker, each is derived once
+        if item.nodeid == "docs/variants.rst::variants.rst":
+            item.add_marker(pytest.mark.xdist_group("suite variants"))
     items.sort(key=lambda item: not item.nodeid.startswith("docs/"))
 
 

@@ -20,6 +20,7 @@ from derivations import gradient_weights as gw
 from derivations.group_baselines import GRAD_J, P, grpo_weight, mean_including_self
 from derivations.iid_groups import IIDGroup
 from derivations.variants import NotPermutationEquivariant, SymbolicNumericMismatch
+from derivations.variants.patterns import exact_number
 from numeric import group_mean_advantages, group_zscore_advantages, rloo_advantages
 from numeric.variants import check_group_advantage, check_token_loss, confirm_group, confirm_token
 
@@ -192,6 +193,18 @@ def test_a_wrong_scale_is_caught_by_the_exact_numbers():
     missing = dataclasses.replace(check_group_advantage(R[i] ** 2 - GRP.mean_others(i), confirm=False), residual=sp.Integer(0))
     with pytest.raises(SymbolicNumericMismatch):  # a dropped E[R^2 s] residual (a non-binary reward sees it)
         confirm_group(missing, R[i] ** 2 - GRP.mean_others(i), {})
+
+
+@pytest.mark.parametrize("x", [
+    -0.7475, -3 ** 0.5 / 3, 2 ** (1 / 3), -0.9794281856684082,  # closed forms; a long product form
+    0.7066071344901148, -1.6198352501942768, -12.34567,          # no closed form: a long and a short decimal
+    -0.6666666666667332, 1e-31,                                  # a closed form 7e-14 away; chopped at 30 digits
+])
+def test_exact_number_is_nsimplify_with_the_search_run_once(x):
+    guess = sp.nsimplify(x)  # what exact_number computed before it skipped nsimplify's second, identical search
+    want = guess if len(sp.sstr(guess)) <= 16 and abs(float(guess) - x) <= 1e-14 * max(1.0, abs(x)) else sp.Float(x, 17)
+    got = exact_number.__wrapped__(x)
+    assert sp.srepr(got) == sp.srepr(want)
 
 
 def test_binary_reduction_step_is_sound():

@@ -33,13 +33,16 @@ labelled "decided numerically" and carries no derivation.
 
 from __future__ import annotations
 
+import ast
 import itertools
 import math
 import numbers
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
+import mpmath
 import sympy as sp
 
 from .._validate import require_int
@@ -153,10 +156,75 @@ def exact_number(x: float) -> sp.Expr:
     """
     if not math.isfinite(x):
         raise ValueError(f"advantage returned a non-finite value {x}")
-    guess = sp.nsimplify(x)
+    guess = _nsimplified(x)
     if len(sp.sstr(guess)) <= 16 and abs(float(guess) - x) <= 1e-14 * max(1.0, abs(x)):
         return guess
     return sp.Float(x, 17)
+
+
+def _nsimplified(x: float) -> sp.Expr:
+    """``sympy.nsimplify(x)`` for a finite float, its search run once instead of twice when it finds nothing.
+
+    ``nsimplify`` (SymPy 1.14) asks ``mpmath.identify`` at 30 digits, tolerance
+    ``1e-15``, for a closed form; when there is none, its fallback
+    ``_real_to_rational`` calls ``nsimplify(x, rational=False)``, which runs the
+    same deterministic search a second time (about 25 ms) before it reads the
+    15-digit decimal of ``x`` as a rational.  This is that code path, the second
+    search skipped; integers, zero and anything evalf would chop go to
+    ``nsimplify`` itself.  ``tests/test_variants.py`` compares the two on every
+    kind of float the checker meets.
+    """
+    if x == int(x):
+        return sp.nsimplify(x)
+    fl = sp.Float(x)
+    re, im = fl.evalf(30, chop=True).as_real_imag()
+    if not (re and re.is_Number and im == 0):
+        return sp.nsimplify(x)
+    dps = mpmath.mp.dps
+    try:
+        mpmath.mp.dps = 30
+        found = mpmath.identify(re._to_mpmath(99), constants={}, tol=10**-15)
+    finally:
+        mpmath.mp.dps = dps
+    if found:
+        expr = _formula(found)
+        if expr and expr.is_finite is not False:
+            return expr
+    a = -fl if fl < 0 else fl
+    d = sp.Pow(10, int(mpmath.log(a) / mpmath.log(10)))
+    r = sp.Rational(str(a / d)) * d
+    return -r if fl < 0 else r
+
+
+_FORMULA_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv, ast.Pow: operator.pow}
+_FORMULA_CALLS = {"sqrt": sp.sqrt, "exp": sp.exp, "log": sp.log}
+
+
+def _formula(text: str) -> sp.Expr:
+    """``sympify(text)`` for a formula of ``mpmath.identify``: integers, ``+ - * / **``, ``sqrt``, ``exp``, ``log``.
+
+    ``sympify`` evaluates the same Python expression with every integer
+    literal made a SymPy ``Integer`` (about 8 ms a string in its parser);
+    this walks the parsed tree and applies the same operations in the same
+    order.  Anything else is handed to ``sympify``.
+    """
+    def value(node):
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return sp.Integer(node.value)
+        if isinstance(node, ast.BinOp) and type(node.op) in _FORMULA_OPS:
+            return _FORMULA_OPS[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            inner = value(node.operand)
+            return -inner if isinstance(node.op, ast.USub) else +inner
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FORMULA_CALLS
+                and len(node.args) == 1 and not node.keywords):
+            return _FORMULA_CALLS[node.func.id](value(node.args[0]))
+        raise ValueError(node)
+
+    try:
+        return value(ast.parse(text, mode="eval").body)
+    except (ValueError, SyntaxError):
+        return sp.sympify(text)
 
 
 def _value(x, pattern: CountPattern, constants: dict) -> sp.Expr:
@@ -358,7 +426,7 @@ def _require_symmetric(expr, G, values, constants, tab: _Values) -> None:
     index = {c_: k for k, c_ in enumerate(tab.patterns)}
     as_float = {v: [float(sp.N(y.subs(constants) if constants else y, 20)) for y in tab.a[v]] for v in values}
     explicit = explicit_advantage(expr, G)
-    f = sp.lambdify([R[k + 1] for k in range(G)], explicit.subs(constants) if constants else explicit, "math")
+    f = sp.lambdify([R[k + 1] for k in range(G)], explicit.subs(constants) if constants else explicit, "math", docstring_limit=0)
     for v in values:
         for others in orderings:
             group = [v, *others]

@@ -208,7 +208,7 @@ def _breakpoints(loss: sp.Expr) -> tuple:
     for node in loss.atoms(sp.Min, sp.Max):
         for arg in node.args:
             for sign in (1, -1):
-                x = sp.simplify(arg.subs(gw.A, sign) / sign) if arg.has(gw.A) else arg
+                x = _kink(arg, sign) if arg.has(gw.A) else arg
                 if not x.has(gw.r, gw.ell, gw.ell0, sp.Min, sp.Max):
                     found.add(sp.sympify(x))
         smooth = [a for a in node.args if a.has(gw.r) and not a.has(gw.ell, gw.ell0, gw.A, sp.Min, sp.Max, sp.Piecewise)]
@@ -222,6 +222,11 @@ def _breakpoints(loss: sp.Expr) -> tuple:
                     sol = sp.solve(sp.Eq(rel.lhs, rel.rhs), gw.r)
                     found.update(s for s in sol if not s.has(gw.ell, gw.ell0, gw.A))
     return tuple(b for b in found if b.free_symbols and _positive(b) or (b.is_number and b > 0))
+
+
+@cache  # pure: one Min/Max argument at one sign of A, simplified once for every loss that holds it (PPO's r A, the clipped ratio's)
+def _kink(arg: sp.Expr, sign: int) -> sp.Expr:
+    return sp.simplify(arg.subs(gw.A, sign) / sign)
 
 
 def _positive(b) -> bool:
@@ -297,12 +302,17 @@ def _piece_weight(loss, sign: int, inside) -> tuple:
     return piece, sp.factor(-gw.d_dell(piece) / gw.A)
 
 
-def _regions(breaks: list) -> list:
+def _regions(breaks: list) -> tuple:
     """(lo, hi, interior point) for each open interval of r between 0, the breakpoints and infinity."""
+    return _regions_of(tuple(breaks))
+
+
+@cache  # pure: losses with the same kinks share one interior point per region, so the sign decisions they share are made once
+def _regions_of(breaks: tuple) -> tuple:
     pts = interval_points(gw.r, [sp.sympify(b).subs(_ADMISSIBLE) for b in breaks], lower=0) if breaks else [{gw.r: 1 + sp.Dummy("t", positive=True)}]
     edges = [sp.Integer(0), *breaks, sp.oo]
     interiors = pts[0::2]
-    return [(lo, hi, p[gw.r]) for (lo, hi), p in zip(zip(edges, edges[1:]), interiors)]
+    return tuple((lo, hi, p[gw.r]) for (lo, hi), p in zip(zip(edges, edges[1:]), interiors))
 
 
 def _region_condition(sign: int, lo, hi):

@@ -67,7 +67,7 @@ def _reward(lm: TinyLM, law) -> torch.Tensor:
 def _expression_callable(expr, G: int, constants: dict) -> Callable:
     """Answer ``i``'s advantage from the expression, vectorised: answer i swapped to the front."""
     A1 = explicit_advantage(sp.sympify(expr).subs(constants), G)
-    f = sp.lambdify([R[k + 1] for k in range(G)], A1, modules=[{"Max": np.maximum, "Min": np.minimum}, "numpy"])
+    f = sp.lambdify([R[k + 1] for k in range(G)], A1, modules=[{"Max": np.maximum, "Min": np.minimum}, "numpy"], docstring_limit=0)
 
     def advantages(rewards):
         r = torch.as_tensor(rewards, dtype=F64)
@@ -127,7 +127,8 @@ def _predicted(report, lm, theta, R, G: int, constants: dict, law) -> torch.Tens
         coeff = sp.sympify(linear.xreplace({d: sp.Integer(int(w == v)) for w, d in stand_ins.items()}))  # linear: set this gradient to 1, the others to 0
         names = sorted(coeff.free_symbols & set(numbers), key=str) + sorted(coeff.atoms(Expect) & set(numbers), key=str)
         hidden = {e: sp.Dummy() for e in names}
-        f = sp.lambdify(list(hidden.values()), coeff.xreplace(hidden), "mpmath")
+        # docstring_limit=0: no docstring rendering the whole coefficient (a third of lambdify's time); the same function
+        f = sp.lambdify(list(hidden.values()), coeff.xreplace(hidden), "mpmath", docstring_limit=0)
         with mpmath.workdps(30):  # exact inputs, 30 digits: no cancellation
             out += float(f(*[mpmath.mpf(sp.Rational(numbers[e]).p) / sp.Rational(numbers[e]).q for e in names])) * vectors[v]
     return out
@@ -139,7 +140,7 @@ def _others_expectation(h, lm, theta, R, constants) -> float:
     values, inverse = torch.unique(R, return_inverse=True)
     q = torch.zeros_like(values).index_add_(0, inverse, p)
     names = sorted(h.atoms(sp.Indexed), key=sp.default_sort_key)
-    f = sp.lambdify(names, h.subs(constants), modules=[{"Max": max, "Min": min}, "math"])
+    f = sp.lambdify(names, h.subs(constants), modules=[{"Max": max, "Min": min}, "math"], docstring_limit=0)
     total = 0.0
     for combo in np.ndindex(*[values.numel()] * len(names)):
         total += math.prod(float(q[k]) for k in combo) * float(f(*[float(values[k]) for k in combo]))

@@ -80,8 +80,8 @@ def cross_checks() -> None:
 
 
 def _at(c: sp.Expr, p: float) -> sp.Float:
-    """c(p) at ``p`` (the exact rational the float stores), to 30 digits."""
-    return sp.N(c.subs(P, sp.Rational(p)), 30)
+    """c(p) at ``p`` (the exact rational the float stores), to 30 digits (``xreplace``: the same number as ``subs``, half the time)."""
+    return sp.N(c.xreplace({P: sp.Rational(p)}), 30)
 
 
 def _verdict_of(values: dict) -> str:

@@ -29,6 +29,8 @@ group baselines, trust region, losses, the registry, the checker's verdicts; com
 mutants of the proof kernel, regions, derivation, definitions and group algebra (commit 907e8e9): all killed.
 2026-12-02, branch speed5-r (e4d8b79): the 27 mutants of the kernel, regions, derivation, definitions and group
 algebra, and the 7 of the canonicalisers (four of them new: the sums left to SymPy's closed forms), all killed.
+The checker's speed work of 2026-12-02 (exact_number, the engine's groups, the token regions): the
+eleven variants and engine mutants, ``exact_number_fallback_sign`` and ``sorted_groups_values_reversed`` new: all killed.
 """
 
 from __future__ import annotations
@@ -246,6 +248,12 @@ MUTANTS = [
     Mutant("float_residual_degree_two_only", "derivations/variants/patterns.py", "for dg in range(2, m) if max(", "for dg in range(2, min(m, 3)) if max(",
            ("tests/test_variants.py::test_five_values_at_G_64_rloo_and_zscore_get_their_verdicts",),
            "the numeric route ignores the residual's degrees 3 and up"),
+    Mutant("exact_number_fallback_sign", "derivations/variants/patterns.py", "    return -r if fl < 0 else r\n", "    return r\n",
+           ("tests/test_variants.py::test_exact_number_is_nsimplify_with_the_search_run_once",),
+           "nsimplify's search run once: a negative float without a closed form read as its absolute value"),
+    Mutant("sorted_groups_values_reversed", "numeric/group_baselines.py", "np.repeat(np.tile(v.numpy(), counts.shape[0]), reps)",
+           "np.repeat(np.tile(v.numpy()[::-1], counts.shape[0]), reps)", _topic("group_baselines"),
+           "the exact engine's groups built by numpy with the values in the wrong order"),
 
     # -- the proof kernel: each of its decisions (issue 16)
     Mutant("kernel_strict_as_weak", "derivations/kernel.py", 'return at_least(left - right, relation in ("<", ">"))',
