@@ -29,3 +29,12 @@ def test_sympy_cache_is_as_the_environment_says_unbounded_by_default():
     size = os.environ["SYMPY_CACHE_SIZE"]
     expected = None if size.lower() == "none" else int(size)
     assert CACHE and {f.cache_info().maxsize for f in CACHE} == {expected}
+
+
+def test_young_collections_run_every_50000_allocations_and_collection_built_nothing_collectable():
+    """The root conftest froze what collection built and raised the young generation's threshold from CPython's 700
+    (SymPy's short-lived objects otherwise force full collections over its cache again and again)."""
+    import gc
+
+    assert gc.isenabled() and gc.get_threshold()[0] == 50_000
+    assert gc.get_freeze_count() > 100_000  # torch, SymPy, the package and the test tables
