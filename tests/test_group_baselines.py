@@ -111,7 +111,6 @@ def rendered(call: str) -> str:
     return f"derivations.group_baselines.{call}"
 
 
-
 SYMBOLIC_G = ["leave_one_out_unbiased()", "mean_including_self()", "rloo_is_scaled_centred()", "equal_rewards_vanish()", "binary_group_variance()"]
 
 

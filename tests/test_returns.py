@@ -26,7 +26,6 @@ def rendered(call: str) -> str:
     return f"derivations.returns.{call}"
 
 
-
 def _horizon_param(name: str, T: int):
     marks = pytest.mark.reads_derivation(rendered(f"{name}({T})")) if RENDERED_AT[name] == T else ()
     return pytest.param(name, T, marks=marks, id=f"{name}-{T}")
