@@ -9,15 +9,18 @@ Two things make it fast without changing a verdict.  The verdict on one
 expression (after ``unfold``) under one set of facts is remembered, so a claim
 that a doctest, a chapter and a test all check is reduced once per process
 (the verdict is a ``str`` or ``None``, nothing mutable is shared).  And an
-expression shown not identically zero is refuted at once: no sound
-canonicaliser maps it to 0, so trying them all would only return ``None``
-slowly.  It is shown so by a rational point its symbols' assumptions admit at
-which it is an exact nonzero rational, or a real number that a 50-digit
-evaluation finds clearly nonzero (:func:`refuting_point`), or by a symbol that
-occurs in it only as one whole term :math:`c\,\delta` of its sum (varying
-:math:`\delta` varies it).  A refutation can only turn a would-be ✗ into an
-earlier ✗: a numerical error could at worst reject a true step (a failure
-anyone sees), never accept a false one.  A point never proves a step: a zero
+expression shown not identically zero is refuted as soon as the cheapest
+canonicaliser (``expand``, which proves most true steps) has failed: no sound
+canonicaliser maps it to 0, so trying the rest would only return ``None``
+slowly, and a true step that ``expand`` proves never pays for the search.  It
+is shown so by a rational point its symbols' assumptions admit at which it is
+an exact nonzero rational, or a real number that a 50-digit evaluation finds
+clearly nonzero (:func:`refuting_point`), or by a symbol that occurs in it
+only as one whole term :math:`c\,\delta` of its sum (varying :math:`\delta`
+varies it; this one is tried first, before anything is evaluated).  A
+refutation can only turn a would-be ✗ into an earlier ✗: a numerical error
+could at worst reject a true step (a failure anyone sees), never accept a
+false one.  A point never proves a step: a zero
 there decides nothing.  (:func:`evaluated` is cheap for the same reason: a sum
 whose closed form SymPy cannot find is returned as SymPy returns it, without
 the search.)
@@ -200,19 +203,30 @@ def _reduced_by(entry: sp.Basic, facts: frozenset) -> str | None:
 
 
 def _reduce(entry: sp.Basic, facts: Mapping | None) -> str | None:
-    """The first canonicaliser that maps the unfolded ``entry`` to 0 once the facts are substituted, else ``None``."""
+    """The first canonicaliser that maps the unfolded ``entry`` to 0 once the facts are substituted, else ``None``.
+
+    ``expand`` is tried before any refutation (it proves most true steps, and
+    a refutation there would only find zeros); the lone-term test, which costs
+    nothing, before ``expand``.
+    """
     reject_vacuous_derivatives(entry)
-    if not facts and _refuted(entry):
-        return None  # refuted before the (costly) evaluation of its sums: they are evaluated exactly at the point
+    if not facts and _alone(entry) is not None:
+        return None
     shown = entry
     entry = evaluated(entry)
     if facts:
         # split logs while the symbols still carry their signs (a fact like pi_K = 1 - ... hides them);
         # without force, expand_log splits only what the assumptions allow
         entry = evaluated(sp.expand_log(entry).subs(facts))
-    if (facts or entry != shown) and _refuted(entry):
+    cheapest, _, expand = _STAGES[0]
+    tried = {(expand, entry)}
+    try:
+        if expand(entry) == 0:
+            return cheapest
+    except Exception:  # a canonicaliser that breaks proves nothing
+        pass
+    if (not facts and refuting_point(shown) is not None) or ((facts or entry != shown) and _refuted(entry)):
         return None
-    tried = set()
     for name, rewrite, reduction in _STAGES:
         try:
             rewritten = rewrite(entry)
