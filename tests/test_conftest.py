@@ -38,3 +38,12 @@ def test_young_collections_run_every_50000_allocations_and_collection_built_noth
 
     assert gc.isenabled() and gc.get_threshold()[0] == 50_000
     assert gc.get_freeze_count() > 100_000  # torch, SymPy, the package and the test tables
+
+
+def test_only_the_plugins_the_suite_uses_are_loaded(pytestconfig):
+    """pyproject's addopts: no plugin autoloaded (hypothesis was rewritten for asserts in every worker), no log capture
+    around each phase of each test (no test reads log records), no cache of the last failures; xdist named."""
+    plugins = pytestconfig.pluginmanager
+    assert pytestconfig.known_args_namespace.disable_plugin_autoload
+    assert not plugins.has_plugin("logging") and not plugins.has_plugin("cacheprovider")
+    assert not plugins.has_plugin("hypothesispytest")
