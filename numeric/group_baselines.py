@@ -305,8 +305,9 @@ def _multinomial_pmf(counts: torch.Tensor, probs: torch.Tensor, answers: int) ->
     """Probability of each count vector of ``answers`` answers: the (n-fold) convolution of one answer's law, in closed form."""
     n = torch.tensor(answers, dtype=torch.float64)
     log_factorial = torch.lgamma(torch.arange(answers + 2, dtype=torch.float64) + 1)  # lgamma(c + 1) for c <= answers + 1 (a row about to be dropped may hold that)
-    log = torch.lgamma(n + 1) - log_factorial[counts].sum(1) + torch.xlogy(counts.to(torch.float64), probs[None, :]).sum(1)
-    return log.exp()
+    log_q = torch.where(probs > 0, probs.log(), 0.0)  # sum_k c_k log q_k as one product (xlogy was 14 times slower); q_k = 0 below
+    log = torch.lgamma(n + 1) - log_factorial[counts].sum(1) + counts.to(torch.float64) @ log_q
+    return torch.where((counts[:, probs == 0] > 0).any(1), 0.0, log.exp())
 
 
 def _others_weights(counts: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:

@@ -380,8 +380,10 @@ def test_zscore_options():
 # -- exact group expectations ------------------------------------------------------------------
 
 
-def test_group_advantage_weights_matches_enumeration_with_three_values():
-    values, probs = np.array([0.0, 0.5, 2.0]), np.array([0.2, 0.3, 0.5])
+@pytest.mark.parametrize("probs", [[0.2, 0.3, 0.5], [0.0, 0.3, 0.7], [0.4, 0.0, 0.6]])
+def test_group_advantage_weights_matches_enumeration_with_three_values(probs):
+    """Against the sum over all 3^G groups; a value of probability 0 still has its conditional weight (the others never take it)."""
+    values, probs = np.array([0.0, 0.5, 2.0]), np.array(probs)
     est = partial(group_zscore_advantages, eps=1e-3, std="bessel")
     for G in (2, 3, 4):
         tuples = np.array(np.meshgrid(*[range(3)] * G, indexing="ij")).reshape(G, -1).T
