@@ -106,27 +106,24 @@ def pytest_collection_modifyitems(items):
 
 
 def _derivation_groups(items) -> None:
-    """Each test marked ``reads_derivation(source)`` joins the ``xdist_group`` of that source, and so does
-    the docstring example of ``derivations.m.f`` when one rendered call ``derivations.m.f(...)`` is read
-    (the call without arguments when there are several).
+    """Each test marked ``reads_derivation(source)`` joins the ``xdist_group`` of the function that
+    ``source`` calls (``derivations.m.f`` for ``derivations.m.f(True)``), and so does the docstring
+    example of ``derivations.m.f``, which may read any of its calls.
 
     A rendered derivation is built and verified once per worker (``verified_derivation``); under
     ``--dist loadgroup`` all its readers, its docstring example among them, then run on that worker
     and read the kernel's remembered verdicts.  Scheduling only: nothing asserted changes.
     """
-    sources = set()
+    functions = set()
     for item in items:
         for mark in item.iter_markers("reads_derivation"):
             (source,) = mark.args
-            item.add_marker(pytest.mark.xdist_group(f"derivation {source}"))
-            sources.add(source)
+            function = source.partition("(")[0]
+            item.add_marker(pytest.mark.xdist_group(f"derivation {function}"))
+            functions.add(function)
     for item in items:
-        if type(item).__name__ != "DoctestItem" or not item.name.startswith("derivations."):
-            continue
-        calls = [s for s in sources if s.startswith(item.name + "(")]
-        call = item.name + "()" if item.name + "()" in calls else (calls[0] if len(calls) == 1 else None)
-        if call is not None:
-            item.add_marker(pytest.mark.xdist_group(f"derivation {call}"))
+        if type(item).__name__ == "DoctestItem" and item.name in functions:
+            item.add_marker(pytest.mark.xdist_group(f"derivation {item.name}"))
 
 
 @functools.cache
