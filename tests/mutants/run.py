@@ -31,6 +31,8 @@ mutants of the proof kernel, regions, derivation, definitions and group algebra 
 algebra, and the 7 of the canonicalisers (four of them new: the sums left to SymPy's closed forms), all killed.
 The checker's speed work of 2026-12-02 (exact_number, the engine's groups, the token regions): the
 eleven variants and engine mutants, ``exact_number_fallback_sign`` and ``sorted_groups_values_reversed`` new: all killed.
+The whole script in one go, 2026-12-02, commit 6f9636c (the refutation after ``expand``, the log-pmf as a
+product): 107/107 killed in 13 minutes at nice 19.
 """
 
 from __future__ import annotations
