@@ -225,7 +225,9 @@ def _reduce(entry: sp.Basic, facts: Mapping | None) -> str | None:
             return cheapest
     except Exception:  # a canonicaliser that breaks proves nothing
         pass
-    if (not facts and refuting_point(shown) is not None) or ((facts or entry != shown) and _refuted(entry)):
+    if not facts and refuting_point(shown) is not None:
+        return None
+    if (facts or entry != shown) and _refuted(entry):
         return None
     for name, rewrite, reduction in _STAGES:
         try:
