@@ -47,3 +47,25 @@ def test_only_the_plugins_the_suite_uses_are_loaded(pytestconfig):
     assert pytestconfig.known_args_namespace.disable_plugin_autoload
     assert not plugins.has_plugin("logging") and not plugins.has_plugin("cacheprovider")
     assert not plugins.has_plugin("hypothesispytest")
+
+
+
+def test_every_doctest_group_names_an_example_that_exists():
+    """The root conftest puts some examples in a test group by node id: a renamed or moved example would leave its
+    group silently (nothing fails, the shared work is done twice), so each id must name a file or function with an example."""
+    import importlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("root_conftest", root / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    assert len(conftest._DOCTEST_GROUPS) >= 2
+    for nodeid in conftest._DOCTEST_GROUPS:
+        path, _, name = nodeid.partition("::")
+        if path.endswith(".rst"):
+            assert name == Path(path).name and ">>> " in (root / path).read_text(), nodeid
+            continue
+        module, _, function = name.rpartition(".")
+        assert module == path.removesuffix(".py").replace("/", "."), nodeid
+        assert ">>> " in getattr(importlib.import_module(module), function).__doc__, nodeid

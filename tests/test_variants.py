@@ -695,6 +695,7 @@ def test_a_chunk_edge_anywhere_changes_no_number(values, probs, G_):
         assert np.abs(got - expected).max() <= 1e-13 * max(1.0, np.abs(expected).max()), chunk
 
 
+@pytest.mark.xdist_group("five values at G = 64")  # with advantage_coefficients' example (conftest.py)
 def test_five_values_at_G_64_and_binary_at_G_4096_run_and_are_exact():
     """The two scale targets of issue 18, with answers known in closed form: RLOO's a(v) = v - E[R] (unbiased), the
     group mean's a(v) = (G-1)/G (v - E[R]).  Before streaming, the first was refused (766,480 groups x 64 x 5)."""
@@ -821,6 +822,7 @@ def test_the_coefficients_reproduce_the_streamed_engine():
     assert np.abs(np.array(co.evaluate(q)) - (L @ a)[1:]).max() < 1e-12
 
 
+@pytest.mark.xdist_group("five values at G = 64")  # with advantage_coefficients' example (conftest.py)
 def test_five_values_at_G_64_rloo_and_zscore_get_their_verdicts():
     """Issue 18 item 6 on a callable: 3,832,400 count patterns.  RLOO is unbiased (c = 1, every beta_1 = 1, every higher
     beta = 0); the z-score is biased (its a(v) is not affine in v: components along E[R^2 s], E[R^3 s], E[R^4 s]).
