@@ -413,6 +413,30 @@ def test_the_value_table_weighs_each_count_pattern_by_its_multiplicity():
     refused(Derivation("RLOO at G = 3").step(Expect(A1 * s1), 2 * gp, "sum over the patterns", proof=proof))
 
 
+
+def test_an_fp64_table_is_compared_per_coefficient_before_the_canonicalisers_run(monkeypatch):
+    """RLOO at G = 2 with fp64 rounding in one entry: the sum differs from grad p by 1e-15 per coefficient, so the
+    tolerance establishes it, without the canonicalisers failing exactly first (simplify took a second on such gaps).
+    An exact table, a float table off by 1e-9 and a float gap that is not a polynomial still go to the canonicalisers."""
+    import derivations.kernel as kernel
+
+    rounded = [*RLOO_2[:2], (1, (1, 0), sp.Float(1 - 1e-15)), RLOO_2[3]]
+    assert rounded[2][2] != 1 and abs(rounded[2][2] - 1) < 1e-15
+    tolerant = from_table(A1, s1, (0, 1), (1 - p, p), (-gp, gp), 2, rounded, tol=1e-12)
+    step = Derivation("RLOO at G = 2, fp64").step(Expect(A1 * s1), gp, "sum over the patterns", proof=tolerant)
+    consulted = []
+    real = kernel.relation_holds
+    monkeypatch.setattr(kernel, "relation_holds", lambda *a: consulted.append(a) or real(*a))
+    assert "summed over the table" in accepted(step).steps[0].badge and consulted == []
+    exact = from_table(A1, s1, (0, 1), (1 - p, p), (-gp, gp), 2, RLOO_2, tol=1e-12)
+    accepted(Derivation("RLOO at G = 2, exact").step(Expect(A1 * s1), gp, "sum over the patterns", proof=exact))
+    assert len(consulted) == 1
+    off = [*RLOO_2[:2], (1, (1, 0), sp.Float(1 + 1e-9)), RLOO_2[3]]
+    refused(Derivation("off").step(Expect(A1 * s1), gp, "sum", proof=from_table(A1, s1, (0, 1), (1 - p, p), (-gp, gp), 2, off, tol=1e-12)))
+    not_polynomial = Derivation("root").step(Expect(A1 * s1), gp + sp.Float(1e-15) * sp.sqrt(p) * gp, "sum", proof=tolerant)
+    refused(not_polynomial, "does not establish")  # no coefficients to compare: refused (it raised PolynomialError before)
+    assert len(consulted) == 3
+
 def test_a_tolerance_proof_accepts_rounding_only():
     near = Derivation("rounding").step(gp * sp.Float(0.5), gp / 2 + sp.Float(1e-15) * gp, "fp64", proof=to_tolerance(1e-12))
     assert accepted(near).steps[0].badge == "floating-point coefficients equal to 1e-12"
