@@ -382,15 +382,16 @@ def _admits(atom: sp.Basic, value: sp.Rational) -> bool:
     return all(getattr(value, f"is_{key}") is known for key, known in atom.assumptions0.items())
 
 
-def _point(atoms: list, rng: random.Random | None) -> dict | None:
-    """Admissible values for ``atoms``: the simplest each admits (``rng`` None), or pseudo-random small ones; ``None`` if one admits none."""
+def _point(atoms: list, rng: random.Random | None, shrink: int = 1) -> dict | None:
+    """Admissible values for ``atoms``: the simplest each admits (``rng`` None), or pseudo-random small ones, the non-integers
+    divided by ``shrink``; ``None`` if one admits none."""
     out = {}
     for atom in atoms:
         if rng is None:
             choices = _CANDIDATES
         else:
             d = rng.choice((2, 3, 5, 7, 11, 13))
-            q = sp.Rational(rng.randint(0, 7) * d + rng.randint(1, d - 1), d) * rng.choice((1, -1))  # never an integer
+            q = sp.Rational(rng.randint(0, 7) * d + rng.randint(1, d - 1), d * shrink) * rng.choice((1, -1))  # never an integer
             n = sp.Integer(rng.randint(2, 6))  # an integer stays small: it may be a sum's upper limit
             choices = (q, -q, n, -n, *_CANDIDATES)
         value = next((v for v in choices if _admits(atom, v)), None)
@@ -423,7 +424,12 @@ def refuting_point(expr: sp.Basic) -> dict | None:
     finite, above :math:`10^{-30}` times the largest term of any sum inside it,
     and SymPy's strict evaluation guarantees those digits.  Tried at the
     simplest admissible point (where :math:`e^0 = 1` keeps a softmax rational)
-    and at one pseudo-random one (fixed seed).  Anything else (a complex or
+    and at one pseudo-random one (fixed seed); and where either left the real
+    line (a logarithm of a negative number: after a fact
+    :math:`\pi_3 = 1 - \pi_1 - \pi_2` the first point has
+    :math:`\pi_3 = -1`), at a pseudo-random one whose non-integer values are
+    each below one over the number of values, so that such sums stay inside
+    their domain.  Anything else (a complex or
     infinite value, a division by zero, a derivative, an undefined function, a
     sum whose upper limit falls below its lower) refutes nothing.
 
@@ -446,6 +452,9 @@ def refuting_point(expr: sp.Basic) -> dict | None:
     True
     >>> refuting_point(sp.log(y * sp.exp(y)) - y - d)
     {delta: 1, y: 1}
+    >>> p1, p2 = sp.symbols("pi_1 pi_2", positive=True)
+    >>> refuting_point((1 - p1 - p2) * sp.log(1 - p1 - p2))  # pi_3 log pi_3 after pi_3 = 1 - pi_1 - pi_2: small values
+    {pi_1: 21/88, pi_2: 5/48}
     >>> big, tiny = sp.exp(100 * y), sp.exp(-100 * y) / 10**40  # about 1e43 and 1e-83 at y = 1
     >>> refuting_point((big + 1) ** 2 - big**2 - 2 * big - 1 + tiny) is None  # too small beside its terms to trust
     True
@@ -459,8 +468,11 @@ def refuting_point(expr: sp.Basic) -> dict | None:
     if named & set(symbols):
         return None  # a table's name or a summation index that is also free: substituting one would change the other
     rng = random.Random(0)
-    for draw in (None, rng):
-        at = _point(symbols, draw)
+    left_the_real_line = False
+    for draw, small in ((None, False), (rng, False), (rng, True)):
+        if small and not left_the_real_line:
+            break
+        at = _point(symbols, draw, 8 * len(symbols) if small else 1)
         if at is None:
             return None
         try:
@@ -473,12 +485,13 @@ def refuting_point(expr: sp.Basic) -> dict | None:
             entries = sorted(value.atoms(sp.Indexed), key=sp.default_sort_key)
             if any(not i.is_Integer for e in entries for i in e.indices):
                 continue
-            table = _point(entries, draw)
+            table = _point(entries, draw, 8 * len(entries) if small else 1)
             if table is None:
                 return None
             value = value.xreplace(table)
         except (TypeError, ValueError, ZeroDivisionError, ArithmeticError):
             continue
+        left_the_real_line = left_the_real_line or value.has(sp.I)
         if _clearly_nonzero(value):
             return {**at, **table}
     return None

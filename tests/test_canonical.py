@@ -117,6 +117,19 @@ def test_a_complex_value_refutes_nothing():
     assert refuting_point(sp.sqrt(z) - 5) is None
 
 
+
+def test_a_logarithm_a_fact_moved_off_the_real_line_is_refuted_at_small_values():
+    """After the fact pi_3 = 1 - pi_1 - pi_2, the simplest point (pi_1 = pi_2 = 1) and the first pseudo-random one put
+    log pi_3 off the real line; the third keeps pi_1 + pi_2 < 1 and refutes a wrong claim there, in exact arithmetic.
+    A true identity stays unrefuted, and a value complex at every point still refutes nothing."""
+    p1, p2 = sp.symbols("pi_1 pi_2", positive=True)
+    p3 = 1 - p1 - p2
+    at = refuting_point(p3 * sp.log(p3) - p3 * sp.log(p1))  # pi_3 log(pi_3 / pi_1) = 0: wrong
+    assert at is not None and 0 < p3.xreplace(at) < 1 and at[p1] < sp.Rational(1, 2) and at[p2] < sp.Rational(1, 2)
+    assert (p3 * sp.log(p3) - p3 * sp.log(p1)).xreplace(at).evalf(30).is_real
+    assert refuting_point(sp.log(2 * p3) - sp.log(p3) - sp.log(2)) is None
+    assert refuting_point(sp.sqrt(-p1) - 5) is None
+
 def test_a_lone_free_term_refutes_where_no_point_can():
     f = sp.Function("f")
     lhs = sp.Derivative(f(x) ** 2, x)
