@@ -32,7 +32,11 @@ algebra, and the 7 of the canonicalisers (four of them new: the sums left to Sym
 The checker's speed work of 2026-12-02 (exact_number, the engine's groups, the token regions): the
 eleven variants and engine mutants, ``exact_number_fallback_sign`` and ``sorted_groups_values_reversed`` new: all killed.
 The whole script in one go, 2026-12-02, commit 6f9636c (the refutation after ``expand``, the log-pmf as a
-product): 107/107 killed in 13 minutes at nice 19.
+product): 107/107 killed in 13 minutes at nice 19.  Again on commit bd7527d (the fifth speed round: the
+interpolation step's exactness asked of ``expand``, an fp64 table's coefficients compared first, a third,
+small refuting point): 107/107 killed in about 23 minutes at nice 19 beside other work; its five new mutants
+(``interpolation_always_to_tolerance``, ``interpolation_always_exact``, ``tolerance_not_a_polynomial_raises``,
+``table_canonicalisers_before_floats``, ``small_point_not_small``) run alone: 5/5 killed.
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ _REGISTRY = ("tests/test_gradient_weights.py", "tests/test_losses.py", suites("g
 _LOSS_FORMS = (*_losses("policy"), "tests/test_gradient_weights.py", suites("gradient_weights"))
 _OFF_POLICY = ("tests/test_off_policy.py", "numeric/off_policy/weights.py")
 # the two tests that pin these edges (the variant suite as a whole takes minutes)
+# the finite-law checks whose interpolation step is exact in one case and to a tolerance in others
+_NUMERIC_ROUTE = ("tests/test_variants.py::test_the_numeric_route_gives_the_symbolic_verdict_where_both_run",)
 _VARIANTS = ("tests/test_variants.py::test_the_verdict_tolerance_is_1e12_not_looser",
              "tests/test_variants.py::test_binary_constancy_compares_every_coefficient_including_p_to_the_first",
              "derivations/variants/reports.py", "derivations/variants/patterns.py")
@@ -236,6 +242,12 @@ MUTANTS = [
            "tol = sp.Float(10) ** (-6 if floats else -25)", _VARIANTS, "an RLOO scaled by 1 + 1e-9 reads 'unbiased'"),
     Mutant("binary_constancy_skips_p1", "derivations/variants/patterns.py", "equal = [nonzero(x - diffs[0]) for x in diffs[1:]]",
            "equal = [nonzero(x - diffs[0]) for x in diffs[2:]]", _VARIANTS, "c(p) = 1 + p at G = 2 reads as a constant"),
+    Mutant("interpolation_always_to_tolerance", "derivations/variants/patterns.py",
+           'return dict(CANONICALISERS)["expand"](evaluated(difference)) == 0', "return False", _NUMERIC_ROUTE,
+           "an interpolation whose fp64 values cancel is shown to a tolerance (and refused: no float is left to compare)"),
+    Mutant("interpolation_always_exact", "derivations/variants/patterns.py",
+           'return dict(CANONICALISERS)["expand"](evaluated(difference)) == 0', "return True", _NUMERIC_ROUTE,
+           "an interpolation whose fp64 values do not cancel is shown exact (and refused)"),
     Mutant("underflow_read_as_silenced", "numeric/variants/token_callables.py", "if not beside or max(beside) >= UNDERFLOW:",
            "if True:", ("tests/test_variants.py::test_a_saturating_smooth_weight_is_not_silenced_but_a_clip_is",),
            "SAPO's saturating sigmoid reads as silenced far from r = 1"),
@@ -295,9 +307,17 @@ MUTANTS = [
            _KERNEL, "each count pattern counted once, not once per ordering"),
     Mutant("tolerance_loosened", "derivations/kernel.py", "abs(sp.N(cf)) <= tol for cf", "abs(sp.N(cf)) <= 1e3 * tol for cf",
            _KERNEL, "a 1e-9 gap passes a 1e-12 tolerance"),
+    Mutant("tolerance_not_a_polynomial_raises", "derivations/kernel.py",
+           "    except sp.PolynomialError:  # sqrt(p), log(p): not a polynomial in its symbols, so no coefficients to compare\n        return False",
+           "    except ZeroDivisionError:\n        return False", _KERNEL, "a float gap in sqrt(p) raises PolynomialError instead of being refused"),
+    Mutant("table_canonicalisers_before_floats", "derivations/kernel.py",
+           "return self.tol is not None and gap.has(sp.Float) and within(gap, self.tol)", "return False",
+           _KERNEL, "an fp64 table runs every canonicaliser before its coefficients are compared"),
     # -- the canonicalisers' refutations and their piecewise stage
     Mutant("refute_tiny_value", "derivations/canonical.py", "abs(approx) > _RELATIVE * scale", "abs(approx) > 0 * scale",
            _CANONICAL, "a value 1e-40 of its largest term is trusted to be nonzero"),
+    Mutant("small_point_not_small", "derivations/canonical.py", "rng.randint(1, d - 1), d * shrink)", "rng.randint(1, d - 1), d)",
+           _CANONICAL, "the third point is as large as the second: log(1 - pi_1 - pi_2) stays off the real line"),
     Mutant("lone_term_anywhere", "derivations/canonical.py", "        if not any(other.has(symbol) for other in expr.args if other is not term):",
            "        if True:", _CANONICAL, "a term -delta refutes though delta occurs in another term"),
     Mutant("piecewise_edge_dropped", "derivations/canonical.py", "_STRICT = {sp.StrictGreaterThan: sp.StrictLessThan,",
