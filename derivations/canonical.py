@@ -37,7 +37,7 @@ from sympy.core.operations import AssocOp
 
 from ._validate import require_expr, require_optional, require_optional_callable
 
-__all__ = ["CANONICALISERS", "DerivationError", "evaluated", "is_zero", "refuting_point", "reject_vacuous_derivatives"]
+__all__ = ["CANONICALISERS", "DerivationError", "evaluated", "facts_key", "is_zero", "refuting_point", "reject_vacuous_derivatives"]
 
 
 class DerivationError(AssertionError):
@@ -163,7 +163,7 @@ def is_zero(expr: sp.Basic | sp.MatrixBase | float, facts: Mapping | None = None
     require_expr("expr", expr)
     require_optional("facts", facts, Mapping, "a mapping")
     require_optional_callable("unfold", unfold)
-    known = _facts_key(facts)
+    known = facts_key(facts)
     used = []
     for entry in _entries(expr):
         if unfold is not None:
@@ -177,8 +177,22 @@ def is_zero(expr: sp.Basic | sp.MatrixBase | float, facts: Mapping | None = None
     return max(used, key=order.index) if used else "expand"
 
 
-def _facts_key(facts: Mapping | None) -> frozenset | None:
-    """``facts`` as a hashable key (SymPy substitutes a mapping in its own canonical order, so the order is immaterial)."""
+def facts_key(facts: Mapping | None) -> frozenset | None:
+    """``facts`` as a hashable key, ``frozenset()`` for none, ``None`` for facts that cannot be one (unhashable, not SymPy).
+
+    SymPy substitutes a mapping in its own canonical order, so the order is
+    immaterial.  The canonicalisers' verdicts and the kernel's are remembered
+    under this key.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.canonical import facts_key
+    >>> a, b = sp.symbols("a b")
+    >>> facts_key({a: 1, b: 2}) == facts_key({b: 2, a: 1}), facts_key(None), facts_key({a: [1, 2]})
+    (True, frozenset(), None)
+    """
+    require_optional("facts", facts, Mapping, "a mapping")
     if not facts:
         return frozenset()
     try:

@@ -73,7 +73,7 @@ from typing import TypeVar, dataclass_transform
 import sympy as sp
 
 from ._validate import require_expr, require_optional
-from .canonical import evaluated, is_zero, reject_vacuous_derivatives
+from .canonical import evaluated, facts_key, is_zero, reject_vacuous_derivatives
 from .definitions import Definitions
 from .iid_groups import Expect
 from .premises import Refused, bounds, is_relation, parametrisation, require_consistent
@@ -331,11 +331,13 @@ def _memo_key(claim: Claim, proof: Proof | None) -> tuple | None:
     """What a verdict depends on, as a hashable key; ``None`` when the proof is not data alone (a lemma, a callable)."""
     if not _is_data(proof):
         return None
+    facts = facts_key(claim.facts)
+    if facts is None:  # facts the check itself will refuse: not remembered
+        return None
+    key = (claim.lhs, claim.relation, claim.rhs, claim.unfold, facts, claim.premises, claim.given, type(proof), proof)
     try:
-        facts = None if claim.facts is None else frozenset((sp.sympify(k), sp.sympify(v)) for k, v in claim.facts.items())
-        key = (claim.lhs, claim.relation, claim.rhs, claim.unfold, facts, claim.premises, claim.given, type(proof), proof)
         hash(key)
-    except (TypeError, sp.SympifyError):  # unhashable, or facts the check itself will refuse: not remembered
+    except TypeError:  # an unhashable side or field: not remembered
         return None
     return key
 

@@ -403,6 +403,7 @@ ROWS = [
     Row(d_canonical.reject_vacuous_derivatives, (X,), {0: "expr"}),
     Row(d_canonical.refuting_point, (X + 1,), {0: "expr"}),
     Row(d_canonical.evaluated, (X + 1,), {0: "expr"}),
+    Row(d_canonical.facts_key, ({X: 1},), {0: "mapping"}),
     Row(d_regions.at_point, (X - 1, {X: 2}), {0: "expr", 1: "mapping"}),
     Row(d_kernel.relation_holds, (X**2 + 1, ">=", 2 * X), {0: "expr", 1: "choice", 2: "expr"}),
     Row(d_kernel.implies, ("=", "<="), {0: "choice", 1: "choice"}),
