@@ -797,17 +797,14 @@ class Table(Proof):
         total = sp.Add(*[ways[c] * sp.Mul(*[qk**ck for qk, ck in zip(self.q, c)])
                          * a * self.grads[self.values.index(v)] for v, c, a in self.table])
         left = claim.content(total)
-        if not (self._within_first(left - claim.right) or relation_holds(left, "=", claim.right)
-                or (self.tol is not None and within(left - claim.right, self.tol))):
+        # either test establishes the sum; the float coefficients first, since with fp64 rounding in the gap every
+        # canonicaliser, simplify last, would fail exactly before they were compared (without a float, within is False)
+        gap = left - claim.right
+        by_coefficients = self.tol is not None and gap.has(sp.Float) and within(gap, self.tol)
+        if not (by_coefficients or relation_holds(left, "=", claim.right)):
             return None
         shown = ", ".join(rf"{sp.latex(v)};{','.join(map(str, c))} \mapsto {sp.latex(a)}" for v, c, a in self.table)
         return Established(claim.lhs, "=", claim.rhs, f"summed over the table of ${sp.latex(self.advantage)}$ on (own reward; others' counts): ${shown}$")
-
-    def _within_first(self, gap: sp.Basic) -> bool:
-        """The tolerance test, tried before the canonicalisers when the gap holds floats (either test establishes the
-        sum): an fp64 table's rounding would otherwise take every canonicaliser, ``simplify`` last, to fail exactly
-        before the coefficients were compared."""
-        return self.tol is not None and gap.has(sp.Float) and within(gap, self.tol)
 
 
 _DATA_KINDS = {Decide, Regions, Minimum, Numerically, SameSolutions, IsArgmin, Instances, LimitAlong, Tolerance, Table}

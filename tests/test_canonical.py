@@ -117,7 +117,6 @@ def test_a_complex_value_refutes_nothing():
     assert refuting_point(sp.sqrt(z) - 5) is None
 
 
-
 def test_a_logarithm_a_fact_moved_off_the_real_line_is_refuted_at_small_values():
     """After the fact pi_3 = 1 - pi_1 - pi_2, the simplest point (pi_1 = pi_2 = 1) and the first pseudo-random one put
     log pi_3 off the real line; the third keeps pi_1 + pi_2 < 1 and refutes a wrong claim there, in exact arithmetic.
@@ -129,6 +128,7 @@ def test_a_logarithm_a_fact_moved_off_the_real_line_is_refuted_at_small_values()
     assert (p3 * sp.log(p3) - p3 * sp.log(p1)).xreplace(at).evalf(30).is_real
     assert refuting_point(sp.log(2 * p3) - sp.log(p3) - sp.log(2)) is None
     assert refuting_point(sp.sqrt(-p1) - 5) is None
+
 
 def test_a_lone_free_term_refutes_where_no_point_can():
     f = sp.Function("f")

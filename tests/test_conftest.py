@@ -49,7 +49,6 @@ def test_only_the_plugins_the_suite_uses_are_loaded(pytestconfig):
     assert not plugins.has_plugin("hypothesispytest")
 
 
-
 def test_every_doctest_group_names_an_example_that_exists():
     """The root conftest puts some examples in a test group by node id: a renamed or moved example would leave its
     group silently (nothing fails, the shared work is done twice), so each id must name a file or function with an example."""

@@ -413,7 +413,6 @@ def test_the_value_table_weighs_each_count_pattern_by_its_multiplicity():
     refused(Derivation("RLOO at G = 3").step(Expect(A1 * s1), 2 * gp, "sum over the patterns", proof=proof))
 
 
-
 def test_an_fp64_table_is_compared_per_coefficient_before_the_canonicalisers_run(monkeypatch):
     """RLOO at G = 2 with fp64 rounding in one entry: the sum differs from grad p by 1e-15 per coefficient, so the
     tolerance establishes it, without the canonicalisers failing exactly first (simplify took a second on such gaps).

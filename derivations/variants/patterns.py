@@ -46,9 +46,9 @@ import mpmath
 import sympy as sp
 
 from .._validate import require_int
-from ..canonical import evaluated
+from ..canonical import CANONICALISERS, evaluated
 from ..definitions import Definitions
-from ..derivation import CANONICALISERS, Derivation, is_zero
+from ..derivation import Derivation, is_zero
 from ..group_baselines import GRAD_J, GRAD_P, P
 from ..iid_groups import Expect
 from ..proofs import from_table, to_tolerance

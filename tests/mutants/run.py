@@ -311,7 +311,7 @@ MUTANTS = [
            "    except sp.PolynomialError:  # sqrt(p), log(p): not a polynomial in its symbols, so no coefficients to compare\n        return False",
            "    except ZeroDivisionError:\n        return False", _KERNEL, "a float gap in sqrt(p) raises PolynomialError instead of being refused"),
     Mutant("table_canonicalisers_before_floats", "derivations/kernel.py",
-           "return self.tol is not None and gap.has(sp.Float) and within(gap, self.tol)", "return False",
+           "by_coefficients = self.tol is not None and gap.has(sp.Float) and within(gap, self.tol)", "by_coefficients = False",
            _KERNEL, "an fp64 table runs every canonicaliser before its coefficients are compared"),
     # -- the canonicalisers' refutations and their piecewise stage
     Mutant("refute_tiny_value", "derivations/canonical.py", "abs(approx) > _RELATIVE * scale", "abs(approx) > 0 * scale",
