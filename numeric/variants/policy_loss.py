@@ -54,6 +54,7 @@ from derivations.gradient_weights import eps_l as _eps_l
 from derivations.variants import ReportTable, TokenReport, report_html
 
 from .checker import check_token_loss
+from .trainer_loss import TrainerLoss
 
 __all__ = ["KAPPA_RTOL", "LOSS_VERDICTS", "PolicyLossReport", "check_policy_loss"]
 
@@ -69,82 +70,9 @@ length bias), ``biased`` (not a policy gradient, the wrong sign at :math:`r = 1`
 masked tokens), ``undecided`` (an aggregation outside the four modes, or a token's gradient that depends on
 other rows of the batch)."""
 
-_ROLES = ("old_log_prob", "log_prob", "advantages", "response_mask")
 _DESIGNS = (("T=6, B=3", 6, (1, 3, 6)), ("T=6, B=2", 6, (3, 5)), ("T=9, B=3", 9, (1, 3, 6)))
 _EMPTY_ROW = ("T=6, B=4, one row empty", 6, (1, 3, 6, 0))
 _MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
-
-
-# ------------------------------------------------------------------ calling the trainer's function
-
-
-class _TrainerLoss:
-    """The trainer's function, called by keyword on fp64 ``[B, T]`` tensors; its scalar loss."""
-
-    def __init__(self, fn: Callable, names: Mapping | None, fixed: dict):
-        if not callable(fn):
-            raise TypeError(f"fn must be a callable policy loss, got {type(fn).__name__}")
-        names = {} if names is None else names
-        if not isinstance(names, Mapping) or not all(isinstance(v, str) and v for v in names.values()):
-            raise TypeError(f"names must map {', '.join(_ROLES)} to the function's own argument names (str), got {names!r}")
-        unknown = set(names) - set(_ROLES)
-        if unknown:
-            raise ValueError(f"names may map only {', '.join(_ROLES)}, got {', '.join(sorted(map(str, unknown)))}")
-        self.fn, self.fixed = fn, fixed
-        self.names = {role: names.get(role, role) for role in _ROLES}
-        clash = set(self.names.values()) & set(fixed)
-        if clash:
-            raise ValueError(f"fixed arguments {', '.join(sorted(clash))} are the batch's own inputs; pass them through names=")
-        self._kappa: dict[int, float] = {}
-
-    def __call__(self, old, new, adv, mask) -> torch.Tensor:
-        batch = dict(zip(self.names.values(), (old, new, adv, mask)))
-        try:
-            out = self.fn(**batch, **self.fixed)
-        except Exception as err:
-            call = ", ".join([*self.names.values(), *self.fixed])
-            raise TypeError(f"fn could not be called as fn({call}) on [B, T] float64 tensors: {type(err).__name__}: {err}") from err
-        if isinstance(out, (tuple, list)) and out:
-            out = out[0]
-        if not isinstance(out, torch.Tensor) or out.numel() != 1:
-            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise TypeError(f"fn must return a scalar loss tensor (or a tuple whose first element is one), got {shape}")
-        return out.reshape(())
-
-    def grad(self, old, new, adv, mask) -> tuple[float, torch.Tensor]:
-        """The loss and its gradient in the new log-probabilities."""
-        leaf = new.detach().clone().requires_grad_(True)
-        value = self(old, leaf, adv, mask)
-        g = None
-        if value.requires_grad:
-            (g,) = torch.autograd.grad(value, leaf, allow_unused=True)
-        return float(value.detach()), torch.zeros_like(leaf) if g is None else g.detach()
-
-    def kappa_alone(self, n: int) -> float:
-        r""":math:`|\partial\mathcal L/\partial\ell|` at :math:`r = 1`, :math:`A = 1`, with each of ``n`` tokens in a row of its own."""
-        if n not in self._kappa:
-            old = torch.full((n, 1), -0.5, dtype=F64)
-            _, g = self.grad(old, old, torch.ones_like(old), torch.ones_like(old))
-            k = float(g.abs().mean())
-            if not k > 0 or not math.isfinite(k):
-                raise ValueError("fn has no finite gradient at r = 1, A = 1: it cannot be a policy loss")
-            self._kappa[n] = k
-        return self._kappa[n]
-
-    def alone(self, log_prob, old_log_prob, advantage) -> torch.Tensor:
-        r"""Each token in a row of its own: :math:`-\partial\mathcal L/\partial\ell / \kappa`, i.e. :math:`w A`."""
-        shape = log_prob.shape
-        new, old, adv = (x.reshape(-1, 1).to(F64) for x in (log_prob.detach(), old_log_prob.detach(), advantage.detach()))
-        _, g = self.grad(old, new, adv, torch.ones_like(new))
-        return (-g / self.kappa_alone(new.shape[0])).reshape(shape)
-
-    def per_token(self) -> Callable:
-        """A per-token loss ``(log_prob, old_log_prob, advantage) -> [...]`` with the trainer's token gradient, aggregation divided out."""
-
-        def loss(log_prob, old_log_prob, advantage):
-            return -self.alone(log_prob, old_log_prob, torch.as_tensor(advantage, dtype=F64)) * log_prob
-
-        return loss
 
 
 def _mask(T: int, lengths) -> torch.Tensor:
@@ -201,7 +129,7 @@ def _fit(rows: list) -> _Fit | None:
     return None
 
 
-def _measure(loss: _TrainerLoss, label: str, T: int, lengths, notes: list) -> list | None:
+def _measure(loss: TrainerLoss, label: str, T: int, lengths, notes: list) -> list | None:
     """``(design, row, n_i, B, T, sum n, kappa)`` for every valid token's row, at r = 1 and A = 1; ``None`` if non-finite."""
     mask = _mask(T, lengths)
     old = _old(mask.shape)
@@ -225,7 +153,7 @@ def _sign(rows: list) -> int:
     return 1 if (k > 0).all() else -1 if (k < 0).all() else 0
 
 
-def _empty_row_note(loss: _TrainerLoss, fit: _Fit, notes: list) -> None:
+def _empty_row_note(loss: TrainerLoss, fit: _Fit, notes: list) -> None:
     label, T, lengths = _EMPTY_ROW
     mask = _mask(T, lengths)
     old = _old(mask.shape)
@@ -249,7 +177,7 @@ def _empty_row_note(loss: _TrainerLoss, fit: _Fit, notes: list) -> None:
         notes.append("an all-masked row changes the other rows' kappa, neither as one more row nor as none")
 
 
-def _padding_notes(loss: _TrainerLoss, notes: list) -> None:
+def _padding_notes(loss: TrainerLoss, notes: list) -> None:
     """NaN and inf in the masked slots: does either reach the loss or the valid tokens' gradient?"""
     label, T, lengths = _DESIGNS[0]
     mask = _mask(T, lengths)
@@ -277,7 +205,7 @@ def _padding_notes(loss: _TrainerLoss, notes: list) -> None:
 # ------------------------------------------------------------------ sequence level, clip constants, clamps
 
 
-def _row_coupling(loss: _TrainerLoss) -> tuple[bool, bool]:
+def _row_coupling(loss: TrainerLoss) -> tuple[bool, bool]:
     """(sequence-level, batch-coupled): does a token's gradient change when another token of its row (of another row) moves?"""
     mask = _mask(4, (3, 4))
     old = _old(mask.shape, seed=1)
@@ -297,7 +225,7 @@ def _row_coupling(loss: _TrainerLoss) -> tuple[bool, bool]:
 _RATIOS = torch.cat([torch.logspace(-2, 2, 401, dtype=F64), 1 + 0.005 * torch.arange(-40, 41, dtype=F64)]).unique()
 
 
-def _boundary(loss: _TrainerLoss, sign: int, upward: bool, holds: Callable) -> float | None:
+def _boundary(loss: TrainerLoss, sign: int, upward: bool, holds: Callable) -> float | None:
     """The ratio where ``holds(r, w)`` stops holding, walking from r = 1 up (or down), its grid bracket narrowed 2^60-fold; None if it holds throughout."""
     def ok(r: torch.Tensor) -> torch.Tensor:
         new = torch.log(r) - 0.5
@@ -318,7 +246,7 @@ def _boundary(loss: _TrainerLoss, sign: int, upward: bool, holds: Callable) -> f
     return round(0.5 * (inside + outside), 9)
 
 
-def _clip_constants(loss: _TrainerLoss) -> dict:
+def _clip_constants(loss: TrainerLoss) -> dict:
     """The clip constants read off the weight: where w = r ends above 1 (A > 0), below 1 and above 1 (A < 0)."""
     is_r = lambda r, w: (w - r).abs() <= 1e-12 * r
     out = {}
@@ -334,7 +262,7 @@ def _clip_constants(loss: _TrainerLoss) -> dict:
     return out
 
 
-def _clamp_notes(loss: _TrainerLoss, notes: list) -> None:
+def _clamp_notes(loss: TrainerLoss, notes: list) -> None:
     """A clamp of the log-ratio: the gradient alive at |log r| = 5 and exactly zero at 60, with the loss constant beyond."""
     for direction in (1, -1):
         for sign in (1, -1):
@@ -356,7 +284,7 @@ def _clamp_notes(loss: _TrainerLoss, notes: list) -> None:
             break
 
 
-def _decomposition_gap(loss: _TrainerLoss) -> float:
+def _decomposition_gap(loss: TrainerLoss) -> float:
     r"""How far :math:`\partial\mathcal L/\partial\ell_{it} = -\kappa_{it}\,w(r_{it}, A_{it})\,A_{it}` is from holding on a ragged batch.
 
     Ratios in :math:`[e^{-0.7}, e^{0.7}]` and normal advantages, one per token; :math:`\kappa` measured
@@ -561,7 +489,7 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed: ob
     >>> dict(rep.clip)
     {'eps_high': 0.28, 'eps_low': 0.2}
     """
-    loss = _TrainerLoss(fn, names, fixed)
+    loss = TrainerLoss(fn, names, fixed)
     claimed = _claimed_mode(fn, fixed)
     notes: list[str] = []
     rows = []
