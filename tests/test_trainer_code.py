@@ -5,6 +5,7 @@ signatures).  Every expected kappa is computed here from the mode's definition, 
 from the module's own fit.
 """
 
+import html
 import importlib.util
 from functools import cache
 from pathlib import Path
@@ -104,10 +105,11 @@ def test_constant_factor_and_batch_coupling_reported():
     assert doubled.aggregation == "token-mean" and doubled.scale == pytest.approx(2.0, rel=1e-12) and "times 2" in doubled.reason
     coupled = loss_report("ratio_normalised_loss")
     assert coupled.token is None and coupled.method is None and not coupled.sequence_level and coupled.verdict == "undecided"
-    assert any("depends on other rows" in n for n in coupled.notes)
+    assert [q for q, why in coupled.undecided if "depends on other rows" in why] == ["per-token weight"]
     by_advantage = loss_report("advantage_normalised_loss")
     assert by_advantage.verdict == "undecided" and by_advantage.decomposition_gap > 1e-3
-    assert any("is not -kappa*w*A" in n for n in by_advantage.notes)
+    assert [q for q, why in by_advantage.undecided if "is not -kappa*w*A" in why] == ["per-token weight"]
+    assert "Undecided (per-token weight)" in by_advantage.reason and "undecided: per-token weight" in str(by_advantage)
     assert loss_report("ppo_loss", loss_agg_mode="seq-mean-token-mean", norm=None).decomposition_gap <= 1e-12
 
 
@@ -189,9 +191,11 @@ def test_report_renders(html_outline):
     page = rep._repr_html_()
     outline = html_outline(page)
     assert [t for t in outline.tags if t[1] == "pgi-verdict"] == [("p", "pgi-verdict")] and outline.text[0] == "scaled: PPO, token-mean, no length bias"
-    assert outline.tags.count(("table", "pgi-table")) == 1 and page.count("<tr>") == len(rep.kappa) + 1
-    assert outline.th == ["design", "row", "n_i", "κ measured", "κ model"]
-    assert rep.table().count("\n") == len(rep.kappa) and rep.table().header == tuple(outline.th)
+    assert outline.tags.count(("table", "pgi-table")) == 2 and page.count("<tr>") == len(rep.facts()) + 1 + len(rep.kappa) + 1
+    assert outline.th == ["fact", "value", "design", "row", "n_i", "κ measured", "κ model"]
+    assert rep.table().count("\n") == len(rep.kappa) and rep.table().header == tuple(outline.th[2:])
+    for fact, value in rep.facts():  # one record, every form: the text and the HTML print the same facts
+        assert f"  {fact}: {value}" in str(rep) and html.escape(value) in page
 
 
 def test_policy_loss_bad_input():
@@ -209,6 +213,18 @@ def test_policy_loss_bad_input():
         check_policy_loss(lambda old_log_prob, log_prob, advantages, response_mask: log_prob)
     with pytest.raises(ValueError, match="no gradient at r = 1"):
         check_policy_loss(lambda old_log_prob, log_prob, advantages, response_mask: (log_prob * 0).sum())
+    with pytest.raises(TypeError, match="dtype must be one of torch.float64"):
+        check_policy_loss(L.ppo_loss, dtype=torch.int64)
+    with pytest.raises(TypeError, match="dtype must be one of"):
+        check_policy_loss(L.ppo_loss, dtype="float32")
+
+    def fp64_only(old_log_prob, log_prob, advantages, response_mask):
+        if log_prob.dtype != torch.float64:
+            raise RuntimeError(f"expected float64, got {log_prob.dtype}")
+        return -(torch.exp(log_prob - old_log_prob) * advantages * response_mask).sum()
+
+    with pytest.raises(TypeError, match="dtype=torch.bfloat16: RuntimeError: expected float64"):
+        check_policy_loss(fp64_only, dtype=torch.bfloat16)
 
 
 # ------------------------------------------------------------------ advantages as written

@@ -212,11 +212,16 @@ def test_binary_reduction_step_is_sound():
     assert_every_step_sound(rep.derivation)
 
 
-def test_a_callable_that_is_not_permutation_equivariant_is_refused():
-    with pytest.raises(NotPermutationEquivariant):
-        check_group_advantage(lambda r: r - r[..., :1], G=3, rewards="binary")
-    with pytest.raises(NotPermutationEquivariant):  # equivariant on integers only is not enough
-        check_group_advantage(lambda r: r - r.max(-1, keepdims=True) * (r[..., :1] > 0.5), G=3, rewards="binary")
+def test_a_callable_that_is_not_permutation_equivariant_gets_its_positions():
+    """Positional advantages are checked by their summed update (tests/test_unseen_variants.py has the ground truth);
+    equivariance on integers only is not enough to skip that route, and above MAX_G relabellings they are refused."""
+    from numeric.variants.positional import MAX_G
+
+    assert check_group_advantage(lambda r: r - r[..., :1], G=3, rewards="binary").positions
+    assert check_group_advantage(lambda r: r - r.max(-1, keepdims=True) * (r[..., :1] > 0.5), G=3, rewards="binary").positions
+    assert check_group_advantage(rloo_advantages, G=3, rewards="binary").positions == ()
+    with pytest.raises(NotPermutationEquivariant, match=f"G <= {MAX_G}"):
+        check_group_advantage(lambda r: r - r[..., :1], G=MAX_G + 1, rewards="binary")
 
 
 @pytest.mark.parametrize(

@@ -17,12 +17,20 @@ from collections.abc import Callable, Mapping, Sequence
 
 import sympy as sp
 
-from derivations.variants import GroupReport, TokenReport, derive_group_advantage, derive_token_loss, token_loss_expression
+from derivations.variants import (
+    GroupReport,
+    NotPermutationEquivariant,
+    TokenReport,
+    derive_group_advantage,
+    derive_token_loss,
+    token_loss_expression,
+)
 from derivations.variants.inputs import require_bool, require_constants, require_group_size, reward_law
 from derivations.variants.patterns import SYMBOLIC_PATTERNS, coefficient_report, pattern_count
 
 from .callables import advantage_coefficients, advantage_table, require_advantage_callable, zero_on_equal_rewards
 from .confirm import confirm_group, confirm_token
+from .positional import MAX_G, positional_report, relabelling_averaged, what_moves
 from .token_callables import token_report_from_callable
 
 __all__ = ["check_group_advantage", "check_token_loss"]
@@ -94,7 +102,10 @@ def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None
         Bad input: unknown free symbols, a non-scalar expression, ``G < 2``, a
         callable with the wrong output shape or non-finite values, an unknown reward law.
     NotPermutationEquivariant
-        A callable (or expression) whose advantage depends on the order of the answers.
+        An expression whose advantage depends on the order of the answers, or such a callable at
+        :math:`G >` :data:`~numeric.variants.positional.MAX_G`.  A callable at smaller :math:`G` gets the
+        verdict of its summed update :math:`\frac1G\sum_i\mathbb{E}[A_i s_i]` and each position's scale
+        (:mod:`~numeric.variants.positional`).
     SymbolicNumericMismatch
         The exact numbers disagree with the symbolic result.
 
@@ -125,7 +136,16 @@ def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None
         if law == "general":
             raise ValueError("rewards must be 'binary' or a list of values for a callable advantage: "
                              "under a general law its expected update is not fixed by finitely many values")
-        require_advantage_callable(advantage, size)
+        try:
+            require_advantage_callable(advantage, size)
+        except NotPermutationEquivariant:
+            if size > MAX_G:
+                raise NotPermutationEquivariant(f"the advantage depends on the answers' positions ({what_moves(advantage, size)}); its "
+                                                f"summed update is derived by enumerating the G! relabellings, for G <= {MAX_G}, got "
+                                                f"G = {size}") from None
+            averaged = relabelling_averaged(advantage, size)
+            summed = check_group_advantage(averaged, G=size, rewards=rewards, constants=constants, name=name, confirm=confirm)
+            return positional_report(advantage, size, rewards, constants, name, summed)
         if pattern_count(len(values), size) <= SYMBOLIC_PATTERNS:
             table = advantage_table(advantage, size, rewards)
             report = derive_group_advantage(table, G=size, rewards=rewards, constants=constants, name=name)

@@ -168,7 +168,8 @@ class GroupedAdvantageReport:
         """The report as plain JSON-ready values (expressions as strings)."""
         return {"convention": self.convention, "verdict": self.verdict, "reason": self.reason,
                 "groups": [{"G": G, "verdict": rep.verdict, "scale": sp.sstr(rep.scale), "residual": sp.sstr(rep.residual),
-                            "reason": rep.reason} for G, rep in self.reports]}
+                            "reason": rep.reason, "positions": [{"position": i, "verdict": v, "scale": sp.sstr(c)} for i, v, c in rep.positions]}
+                           for G, rep in self.reports]}
 
     def table(self) -> ReportTable:
         """The verdict and :math:`c` per group size: aligned text, or an HTML table."""
@@ -180,7 +181,8 @@ class GroupedAdvantageReport:
         return f"GroupedAdvantageReport(convention={self.convention!r}, verdict={self.verdict!r}, G={[G for G, _ in self.reports]})"
 
     def __str__(self) -> str:
-        return f"{self.verdict} ({self.convention} convention): {self.reason}\n{self.table()}"
+        positions = "".join(f"\nG = {G}, position {i}: {v}, c = {sp.sstr(c)}" for G, rep in self.reports for i, v, c in rep.positions)
+        return f"{self.verdict} ({self.convention} convention): {self.reason}\n{self.table()}{positions}"
 
     def _repr_html_(self) -> str:
         more = [(f"derivation at G = {G}", "$$" + rep.derivation.to_latex() + "$$") if rep.reduction is None
