@@ -85,7 +85,8 @@ def test_known_methods_and_sequence_level():
     dual = loss_report("dual_clip_ppo_loss")
     assert dual.method == "dual-clip PPO" and dict(dual.clip)["dual_clip"] == 3.0
     gspo = loss_report("gspo_loss")
-    assert gspo.sequence_level and gspo.method == "sequence-level" and gspo.policy_gradient is None and gspo.token is None
+    assert gspo.sequence_level and gspo.method == "GSPO" and gspo.policy_gradient is None and gspo.sequence_ratio == "geometric mean"
+    assert dict(gspo.clip) == {"eps_high": 0.0003, "eps_low": 0.0003}  # the clip of the sequence ratio, read on rows of one token
     assert gspo.aggregation == "seq-mean-token-mean" and gspo.on_policy_at_ratio_one
     assert not loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None).sequence_level
 

@@ -51,6 +51,7 @@ import torch
 from derivations.gradient_weights import c as _c
 from derivations.gradient_weights import eps_h as _eps_h
 from derivations.gradient_weights import eps_l as _eps_l
+from derivations.methods import METHODS
 from derivations.variants import TokenReport
 
 from . import weight_probe
@@ -248,14 +249,19 @@ def _named(ranges: tuple[ClipRange, ClipRange], tol: float) -> tuple[dict, list]
         moving = [c for c in ranges if c.per_token]
         found = {c.sign: _probability_change(c, tol) for c in moving}
         delta = {s: d for s, d in found.items() if d is not None}
-        if len(delta) == len(found):
+        band = [_probability_change(c, tol, "both") for c in ranges]
+        if band[0] is not None and band[1] is not None and abs(band[0] - band[1]) <= max(1e-7, 10 * tol) * band[0]:
+            out["band_delta"] = round(band[0], digits)
+            notes.append(f"a band on the probability change for both signs of A: |pi - pi_old| <= {band[0]:.6g} (the per-token bounds "
+                         "1 +- delta/pi_old), a masking band, not a clip of one sign (as prime-rl's ipo)")
+        elif len(delta) == len(found):
             out.update({("delta_high" if s > 0 else "delta_low"): round(d, digits) for s, d in delta.items()})
             notes.append("the clip range is a trust region on the probability change (a per-token bound 1 +- delta/pi_old): "
                          + "; ".join(f"for A {'> 0, pi - pi_old <=' if s > 0 else '< 0, pi_old - pi <='} {d:.6g}" for s, d in delta.items())
                          + " (as DPPO's binary TV mask)")
         notes.append("the clip range moves with pi_old (per-token bounds): " + "; ".join(
             f"{'A > 0' if c.sign > 0 else 'A < 0'} at pi_old = " + ", ".join(
-                f"{q:.3g}: [{'0' if lo is None else f'{lo:.4g}'}, {'inf' if hi is None else f'{hi:.4g}'}]" for q, lo, hi in c.per_token)
+                f"{q:.3g}: [{'0' if lo is None else f'{lo:.6g}'}, {'inf' if hi is None else f'{hi:.6g}'}]" for q, lo, hi in c.per_token)
             for c in moving))
         return out, notes
     band_high = pos.above == neg.above == "zero" and same(pos.high, neg.high)
@@ -282,12 +288,20 @@ def _named(ranges: tuple[ClipRange, ClipRange], tol: float) -> tuple[dict, list]
     return out, notes
 
 
-def _probability_change(c: ClipRange, tol: float) -> float | None:
-    r""":math:`\delta` when the sign's one cut is :math:`|r - 1|\,\pi_{\text{old}} = \delta` at every old probability where it is read."""
-    ends = [(q, hi - 1) if c.sign > 0 else (q, 1 - lo) for q, lo, hi in c.per_token if (hi if c.sign > 0 else lo) is not None]
-    if len(ends) < 2 or (c.sign > 0 and c.low is not None) or (c.sign < 0 and c.high is not None):
+def _probability_change(c: ClipRange, tol: float, ends: str = "one") -> float | None:
+    r""":math:`\delta` when the sign's cut is :math:`|r - 1|\,\pi_{\text{old}} = \delta` at every old probability where it is read.
+
+    ``ends="one"``: the cut in the advantage's direction only (above 1 for :math:`A > 0`, below for :math:`A < 0`);
+    ``"both"``: a band cut at both ends by the same :math:`\delta`.
+    """
+    if ends == "one" and ((c.sign > 0 and c.low is not None) or (c.sign < 0 and c.high is not None)):
         return None
-    deltas = [q * gap for q, gap in ends]
+    sides = ("high", "low") if ends == "both" else (("high",) if c.sign > 0 else ("low",))
+    gaps = [(q, hi - 1) for q, lo, hi in c.per_token if "high" in sides and hi is not None] + \
+           [(q, 1 - lo) for q, lo, hi in c.per_token if "low" in sides and lo is not None]
+    if len(gaps) < 2 or ends == "both" and (c.low is None or c.high is None):
+        return None
+    deltas = [q * gap for q, gap in gaps]
     return deltas[0] if max(deltas) - min(deltas) <= max(1e-7, 10 * tol) * max(deltas) else None
 
 
@@ -315,6 +329,24 @@ def _sequence_ratio(loss: TrainerLoss, weight: Callable, tol: float) -> str | No
             return "product"
         return None
     return None
+
+
+_SEQUENCE_FORMS = {"ppo": "gspo", "cispo": "cispo_seq", "cispo_cap": "cispo_seq", "sapo": "sapo_seq"}
+"""A per-token form whose weight, read on the geometric mean of the token ratios, is the registry's sequence-level method."""
+
+
+def _sequence_method(token: TokenReport | None, ratio: str | None) -> str:
+    """The registry's sequence-level method whose weight the loss has on rows of one token, when its clip reads the geometric mean.
+
+    GSPO's sequence and token forms have the same gradient when the advantage is constant over a row (an outcome
+    advantage), so a function names the method, ``"GSPO"``, not the form.
+    """
+    forms = () if token is None else token.same_weight
+    known = next((_SEQUENCE_FORMS[f] for f in forms if f in _SEQUENCE_FORMS), None)
+    if known is None or ratio != "geometric mean":
+        what = f"the weight of {token.matches}" if token is not None and token.matches else "no known weight"
+        return f"sequence-level ({what}" + (f", on the {ratio} of the token ratios)" if ratio else ")")
+    return "GSPO" if known == "gspo" else METHODS[known].label
 
 
 # ------------------------------------------------------------------ the verdict and the reason
@@ -347,7 +379,8 @@ def _with_reason(rep: PolicyLossReport) -> PolicyLossReport:
     parts = []
     if rep.sequence_level:
         parts.append("A token's gradient depends on the other tokens of its row: a sequence-level loss (as GSPO or GMPO); "
-                     "its weight is read on rows of one token, where the sequence's ratio is the token's.")
+                     "its weight is read on rows of one token, where the sequence's ratio is the token's"
+                     + (f": {rep.token.reason}." if rep.token is not None else "."))
     elif rep.token is not None:
         parts.append(f"Per-token weight: {rep.token.reason}.")
     if rep.ratio_one and (rep.token is None or rep.ratio_one not in rep.token.reason):
@@ -485,22 +518,19 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torc
         notes += clip_notes
         one = at_ratio_one(weight, tol)
         ratio_one = one.explanation
+        constants = {sym: clip[k] for sym, k in ((_eps_l, "eps_low"), (_eps_h, "eps_high"), (_c, "dual_clip")) if k in clip}
+        per_token = loss.per_token() if penalty is None else _without_penalty(loss)
+        token = token_report_from_callable(per_token, constants, tol=tol)  # for a sequence-level loss: rows of one token
+        pg, bounded, on_policy_weight = token.is_policy_gradient, token.bounded, bool(token.on_policy_at_ratio_one)
         if sequence_level:
             sequence_ratio = _sequence_ratio(loss, weight, tol)
-            pg = None if one.policy_gradient else False
-            bounded = weight_probe.bounded(weight, tol)
-            on_policy_weight = one.on_policy
-        else:
-            constants = {sym: clip[k] for sym, k in ((_eps_l, "eps_low"), (_eps_h, "eps_high"), (_c, "dual_clip")) if k in clip}
-            per_token = loss.per_token() if penalty is None else _without_penalty(loss)
-            token = token_report_from_callable(per_token, constants, tol=tol)
-            pg, bounded, on_policy_weight = token.is_policy_gradient, token.bounded, bool(token.on_policy_at_ratio_one)
+            pg = None if pg else False
     else:
         on_policy_weight = True
     on_policy = sign > 0 and on_policy_weight
     if sign < 0 and not ratio_one:
         ratio_one = "every valid token's gradient at r = 1, A = 1 is +kappa: the update points the wrong way (the loss's minus sign is missing)"
-    method = "sequence-level" if sequence_level else (token.matches if token is not None else None)
+    method = _sequence_method(token, sequence_ratio) if sequence_level else (token.matches if token is not None else None)
     if fitted is not None:
         if fitted.epsilon:
             notes.append(f"the denominator is {fitted.counts} + eps with eps = {fitted.epsilon:.3g}: kappa falls below the exact mode's "

@@ -239,6 +239,10 @@ def runs(weight: WeightFn, sign: int, tol: float, ell0: float = ELL0) -> tuple:
             if merged[k][0] != "other":
                 edge = _edge(weight, sign, ell0, float(r[inside]), float(r[outside]), merged[k][0], values[k], tol)
                 break
+        pair = {merged[i][0], merged[i + 1][0]}
+        cap = values[i] if merged[i][0] == "constant" else values[i + 1]
+        if pair == {"ratio", "constant"} and cap is not None and abs(edge - cap) <= max(1e-7, 16 * tol) * cap:
+            edge = cap  # w = r meets the cap where r equals it: the bisection at a tolerance stops up to tol * r past the kink
         bounds.append(edge)
     bounds.append(math.inf)
     return tuple(Run(f, bounds[i], bounds[i + 1], values[i]) for i, (f, _, _) in enumerate(merged))
@@ -329,13 +333,14 @@ def clip_ranges(weight: WeightFn, tol: float) -> tuple[ClipRange, ClipRange]:
             for q in OLD_PROBS:
                 _, lo_q, hi_q, _, _ = _clip_of(sign, runs(weight, sign, tol, math.log(q)))
                 per_token.append((q, lo_q, hi_q))
-            same = all(_close(lo_q, low) and _close(hi_q, high) for _, lo_q, hi_q in per_token)
+            same = all(_close(lo_q, low, tol) and _close(hi_q, high, tol) for _, lo_q, hi_q in per_token)
             per_token = [] if same else per_token
         out.append(ClipRange(sign, form, low, high, below, above, tuple(per_token), found))
     return out[0], out[1]
 
 
-def _close(a: float | None, b: float | None) -> bool:
+def _close(a: float | None, b: float | None, tol: float) -> bool:
+    """Two ends equal to the resolution of a bisection at the tolerance (an end read at another pi_old rounds differently)."""
     if a is None or b is None:
         return a is b
-    return abs(a - b) <= 1e-7 * max(1.0, abs(b))
+    return abs(a - b) <= max(1e-7, 16 * tol) * max(1.0, abs(b))
