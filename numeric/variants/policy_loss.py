@@ -54,7 +54,6 @@ from derivations.gradient_weights import eps_l as _eps_l
 from derivations.methods import METHODS
 from derivations.variants import TokenReport
 
-from . import weight_probe
 from .kappa import DESIGNS, EMPTY_ROW, Fit, fit, kappa_rows, mask_of, old_log_probs, power_law
 from .loss_report import LOSS_VERDICTS, PolicyLossReport
 from .precision import PRECISIONS, loss_precision
