@@ -144,20 +144,28 @@ def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None
                                                 f"summed update is derived by enumerating the G! relabellings, for G <= {MAX_G}, got "
                                                 f"G = {size}") from None
             averaged = relabelling_averaged(advantage, size)
-            summed = check_group_advantage(averaged, G=size, rewards=rewards, constants=constants, name=name, confirm=confirm)
+            require_advantage_callable(averaged, size)  # equivariant by construction: a failure here is the checker's, not the user's
+            summed = _callable_report(averaged, size, rewards, values, constants, name)
+            if confirm:
+                summed = confirm_group(summed, averaged, constants)
             return positional_report(advantage, size, rewards, constants, name, summed)
-        if pattern_count(len(values), size) <= SYMBOLIC_PATTERNS:
-            table = advantage_table(advantage, size, rewards)
-            report = derive_group_advantage(table, G=size, rewards=rewards, constants=constants, name=name)
-        else:
-            co = advantage_coefficients(advantage, size, rewards)
-            report = coefficient_report(size, rewards, co.bounds(), largest=co.largest, evaluate=co.evaluate, name=name)
-        report = dataclasses.replace(report, zero_on_equal_rewards=zero_on_equal_rewards(advantage, size))
+        report = _callable_report(advantage, size, rewards, values, constants, name)
     else:
         report = derive_group_advantage(advantage, G=G, rewards=rewards, constants=constants, name=name)
     if confirm:
         report = confirm_group(report, advantage, constants)
     return report
+
+
+def _callable_report(advantage: Callable, size: int, rewards, values: tuple, constants: dict, name: str) -> GroupReport:
+    """The report of an equivariant callable: its table derived symbolically, or its coefficients decided numerically at scale."""
+    if pattern_count(len(values), size) <= SYMBOLIC_PATTERNS:
+        table = advantage_table(advantage, size, rewards)
+        report = derive_group_advantage(table, G=size, rewards=rewards, constants=constants, name=name)
+    else:
+        co = advantage_coefficients(advantage, size, rewards)
+        report = coefficient_report(size, rewards, co.bounds(), largest=co.largest, evaluate=co.evaluate, name=name)
+    return dataclasses.replace(report, zero_on_equal_rewards=zero_on_equal_rewards(advantage, size))
 
 
 def check_token_loss(loss: sp.Expr | Callable, *, constants: Mapping | None = None, confirm: bool = True) -> TokenReport:

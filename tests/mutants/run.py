@@ -93,6 +93,9 @@ _VARIANTS = ("tests/test_variants.py::test_the_verdict_tolerance_is_1e12_not_loo
              "tests/test_variants.py::test_binary_constancy_compares_every_coefficient_including_p_to_the_first",
              "derivations/variants/reports.py", "derivations/variants/patterns.py")
 
+_UNSEEN = ("tests/test_unseen_variants.py",)
+_SHIPPED = ("tests/test_shipped_losses.py",)
+
 MUTANTS = [
     # -- the check registry and the toy LM
     Mutant("check_signed", "numeric/checks.py", "abs(self.value) <= self.tol", "self.value <= self.tol",
@@ -331,6 +334,29 @@ MUTANTS = [
            "if f.has(sp.Piecewise):", _CANONICAL, "a sum of p[a] times a Kronecker delta in a is left unevaluated"),
     Mutant("opaque_sum_delta_in_inner_sum", "derivations/canonical.py", "        return _delta_in(f.function, i)\n",
            "        return False\n", _CANONICAL, "a sum of p[a] times a sum over m of a Kronecker delta in a is left unevaluated"),
+    # -- the loss checker on variants it was not built around and on trainers' shipped code (issues 28 item 3 and 32)
+    Mutant("bounded_ends_near_one", "numeric/variants/weight_probe.py", "_FAR = torch.logspace(-12, 12, 49, dtype=F64)",
+           "_FAR = torch.logspace(-2, 2, 49, dtype=F64)", _UNSEEN + _SHIPPED,
+           "boundedness read on [0.01, 100] only: SkyRL's PPO, its log-ratio clamped at 20, called unbounded for A < 0"),
+    Mutant("per_token_constants_not_a_policy_gradient", "numeric/variants/token_callables.py",
+           "TokenReport(None, silenced, ends, one.on_policy, one.policy_gradient,",
+           "TokenReport(None, silenced, ends, one.on_policy, one.policy_gradient and not per_token,", _UNSEEN + _SHIPPED,
+           "clip bounds computed from pi_old called 'not a policy gradient' (the old rule)"),
+    Mutant("tie_rule_unnamed", "numeric/variants/weight_probe.py", "if abs(below - above) > 1e-3 and", "if False and",
+           _UNSEEN, "a half weight at the tie r = 1 told as a scale, not the tie rule"),
+    Mutant("precision_ignored", "numeric/variants/precision.py", "return max(1e-12, min(32 * torch.finfo(dtype).eps, 0.05))",
+           "return 1e-12", _SHIPPED, "a float32 loss compared to 1e-12: rounding read as structure"),
+    Mutant("band_read_as_dual_clip", "numeric/variants/policy_loss.py",
+           'band_high = pos.above == neg.above == "zero" and same(pos.high, neg.high)', "band_high = False",
+           _SHIPPED, "a rejection rho <= 5 for both signs reported as dual_clip = 5"),
+    Mutant("exact_route_absolute_tolerance", "derivations/variants/patterns.py", "    return max(1.0, largest * weight * spread)",
+           "    return 1.0", _UNSEEN, "advantages near 1e6 checked to an absolute 1e-12: the exact route fails"),
+    Mutant("relabellings_not_averaged", "numeric/variants/positional.py", "perms = np.array(list(itertools.permutations(range(G))))",
+           "perms = np.array([list(range(G))])", _UNSEEN, "a positional advantage judged by its answer 0 only"),
+    Mutant("kappa_law_integer_exponents", "numeric/variants/kappa.py", "np.round(coef[1:] * 2) / 2", "np.round(coef[1:])",
+           _UNSEEN, "kappa = n^-1/2 / B not described (exponents rounded to integers)"),
+    Mutant("sequence_ratio_swapped", "numeric/variants/policy_loss.py", 'return "geometric mean"\n', 'return "product"\n',
+           _SHIPPED + ("tests/test_trainer_code.py",), "GSPO's geometric-mean ratio reported as the product"),
     # -- cases over a finite set, equal integrands, and the group algebra's independence (issue 16: no step runs the caller's code)
     Mutant("cases_any_value_set", "derivations/kernel.py", "c.args == (self.quantity, allowed)", "c.args[0] == self.quantity",
            _KERNEL, "by_cases checks r = 0 at r = 0 only, though the premise says r in {0, 1}"),
