@@ -935,7 +935,7 @@ def test_each_call_hands_out_its_own_derivation():
 
 def test_derivations_reject_bad_arguments():
     with pytest.raises(ValueError, match="method must be one of"):
-        dl.token_loss("trpo")
+        dl.weight_derivation("trpo")
     with pytest.raises(ValueError, match="n must be an int >= 2"):
         dl.gspo_derivation(1)
     with pytest.raises(ValueError, match="B must be an int >= 2"):
