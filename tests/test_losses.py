@@ -1268,6 +1268,19 @@ def test_the_registry_is_complete_and_each_name_means_one_thing():
         registry.method("dual_clip")
 
 
+def test_the_registry_constants_are_the_symbols_of_its_losses_and_have_defaults():
+    """CONSTANTS (what the variant checker accepts undeclared) is every symbol of every registered loss but ell, ell_0,
+    r, A: a new method's parameter is accepted by the checker only once it is listed, and this test says so.  Each
+    has a default (the confirmation's value) but the dual clip, whose parameter defaults to None."""
+    losses = [f.loss() for f in registry.FORMS.values()]
+    losses += [m.loss() for name, m in registry.METHODS.items() if name not in ("clip_cov", "kl_cov")]  # theirs: the forms
+    found = set().union(*(loss.free_symbols for loss in losses)) - {registry.ell, registry.ell0, registry.r, registry.A}
+    assert found == set(registry.CONSTANTS) and all(x.is_positive for x in registry.CONSTANTS)
+    defaults = registry.symbol_defaults()
+    assert set(defaults) == set(registry.CONSTANTS) - {registry.c} and all(v > 0 for v in defaults.values())
+    assert defaults[registry.tau_pos] != defaults[registry.tau_neg]  # SAPO's two temperatures are told apart where they are used
+
+
 def test_clip_cov_and_kl_cov_forms_and_what_stays_undecided():
     """A selected and an unselected token are two forms; the method's note says what no per-token check can state."""
     assert registry.form("clip_cov", selected=True) == "clip_cov_selected" and registry.form("kl_cov", selected=False) == "kl_cov_kept"
