@@ -279,15 +279,15 @@ MUTANTS = [
            "the exact engine's groups built by numpy with the values in the wrong order"),
 
     # -- the proof kernel: each of its decisions (issue 16)
-    Mutant("kernel_strict_as_weak", "derivations/kernel.py", 'return at_least(left - right, relation in ("<", ">"))',
+    Mutant("kernel_strict_as_weak", "derivations/claims.py", 'return at_least(left - right, relation in ("<", ">"))',
            "return at_least(left - right, False)", _KERNEL, "relation_holds decides x > x as x >= x"),
     Mutant("resolver_strict_as_weak", "derivations/regions.py", 'strict = rel.rel_op in (">", "<")', "strict = False",
            _KERNEL, "the branch resolver decides a strict condition with equal sides as true"),
-    Mutant("lemma_weak_proves_strict", "derivations/kernel.py", '"<=": {"<="}, ">=": {">="}', '"<=": {"<=", "<"}, ">=": {">=", ">"}',
+    Mutant("lemma_weak_proves_strict", "derivations/claims.py", '"<=": {"<="}, ">=": {">="}', '"<=": {"<=", "<"}, ">=": {">=", ">"}',
            _KERNEL, "by_lemma accepts a <= lemma for a displayed <"),
     Mutant("regions_one_region", "derivations/kernel.py", "points = covering_points(self.cuts, claim.premises, claim.given)",
            "points = covering_points(self.cuts, claim.premises, claim.given)[:1]", _KERNEL, "on_regions accepts a claim that holds on one region"),
-    Mutant("regions_closed_end_dropped", "derivations/kernel.py", "if i == 0 and lo_closed and lo != -sp.oo:", "if False:",
+    Mutant("regions_closed_end_dropped", "derivations/premises.py", "if i == 0 and lo_closed and lo != -sp.oo:", "if False:",
            _KERNEL, "a closed end of the domain (x >= 0 at x = 0) is not a region"),
     Mutant("argmin_no_curvature", "derivations/kernel.py", "if curvature.has(v) or not at_least(curvature, True):", "if False:",
            _KERNEL, "is_argmin without its curvature check: a maximiser passes"),
