@@ -1349,6 +1349,58 @@ def test_clip_cov_selection_draws_from_the_candidates_by_a_loop_and_its_seed():
     assert {(i, t) for i, t in torch.nonzero(everything).tolist()} == candidates  # fewer candidates than asked: all of them
 
 
+VERL_SELECTION = "verl-project/verl 1dda039b9c6311889a9c9a26040677e1254814f9, verl/trainer/ppo/core_algos.py"
+"""Where the two selection rules were read: compute_policy_loss_clip_cov (count :1817, band :1818) and
+compute_policy_loss_kl_cov (count :1905, top-k :1906), the newest snapshot of verl."""
+
+
+def _ten_tokens():
+    """Ten response tokens (one row padded): their covariances all distinct, so the top ones are one set."""
+    lp, _, A, _ = _selection_batch(seed=3)
+    mask = torch.zeros(lp.shape, dtype=torch.float64)
+    mask.view(-1)[torch.arange(0, 40, 4)] = 1.0
+    return lp, A, mask
+
+
+def test_kl_cov_selects_max_one_floor_fraction_n_tokens_as_verl():
+    """KL-Cov selects max(1, floor(fraction * N)) of the N response tokens (VERL_SELECTION:1905): verl's default fraction
+    2e-4 on a batch of 10 tokens selects exactly one (the largest covariance), never none; 1.9 tokens is 1 (floor,
+    not round) and 2.9 is 2 (not ceil).  The counts are written out, not computed by the rule under test."""
+    lp, A, mask = _ten_tokens()
+    cov = _covariances(lp, A, mask)
+    assert len(cov) == 10 and len(set(cov.values())) == 10
+    ranked = sorted(cov, key=cov.get, reverse=True)
+    for fraction, count in ((2e-4, 1), (0.05, 1), (0.19, 1), (0.29, 2), (0.5, 5), (1.0, 10)):
+        sel = kl_cov_selection(lp, A, mask, fraction=fraction)
+        assert {(i, t) for i, t in torch.nonzero(sel).tolist()} == set(ranked[:count]), fraction
+
+
+def _covariances_on_the_band():
+    """Six one-token rows whose covariances are exactly 1, 1, 5, 5, 2, 2 in fp64: the log-probs' mean is -3 and the
+    advantages' 0, both exact, and each product of two binary fractions is exact.  Old = new: no token is clipped."""
+    lp = torch.tensor([[-2.5], [-3.5], [-0.5], [-5.5], [-2.0], [-4.0]], dtype=torch.float64)
+    A = torch.tensor([2.0, -2.0, 2.0, -2.0, 2.0, -2.0], dtype=torch.float64)
+    return lp, lp.clone(), A, torch.ones_like(lp)
+
+
+def test_clip_cov_band_is_strict_and_count_is_at_least_one_as_verl():
+    """Clip-Cov's candidates have their covariance strictly inside (clip_cov_lb, clip_cov_ub) (VERL_SELECTION:1818,
+    `cov_all < clip_cov_ub` and `cov_all > clip_cov_lb`): at verl's default band (1, 5) a token exactly on a bound is
+    never selected, so of the covariances 1, 1, 5, 5, 2, 2 only the two 2s are candidates.  It draws
+    max(floor(fraction * N), 1) of them (:1817): verl's default fraction 2e-4 draws exactly one, 0.4 of 6 tokens two."""
+    lp, old, A, mask = _covariances_on_the_band()
+    assert [round(v, 15) for v in _covariances(lp, A, mask).values()] == [1.0, 1.0, 5.0, 5.0, 2.0, 2.0]
+    inside = {(4, 0), (5, 0)}
+    everything = clip_cov_selection(lp, old, A, mask, fraction=1.0, bounds=(1.0, 5.0))
+    assert {(i, t) for i, t in torch.nonzero(everything).tolist()} == inside
+    for seed in range(3):
+        for fraction, count in ((2e-4, 1), (0.3, 1), (0.4, 2)):
+            chosen = {(i, t) for i, t in torch.nonzero(clip_cov_selection(lp, old, A, mask, fraction=fraction, seed=seed)).tolist()}
+            assert len(chosen) == count and chosen <= inside, (seed, fraction, chosen)
+    wider = clip_cov_selection(lp, old, A, mask, fraction=1.0, bounds=(0.5, 5.5))  # the bounds moved off the values: all six
+    assert int(wider.sum()) == 6
+
+
 @pytest.mark.parametrize("call, error, match", [
     (lambda b: policy_loss("clip_cov", *b), ValueError, "selected is required for 'clip_cov'"),
     (lambda b: policy_weight("kl_cov", *b), ValueError, "selected is required for 'kl_cov'"),
