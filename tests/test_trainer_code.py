@@ -111,6 +111,22 @@ def test_constant_factor_and_batch_coupling_reported():
     assert loss_report("ppo_loss", loss_agg_mode="seq-mean-token-mean", norm=None).decomposition_gap <= 1e-12
 
 
+@pytest.mark.parametrize("factor", [2.0, 1 + 1e-6])
+def test_unbiased_needs_seq_mean_token_sum_at_scale_one(factor):
+    """Issue 28 (a decision no test guarded): "unbiased" is kappa = 1/B exactly.  seq-mean-token-sum times 2, or off by
+    a relative 1e-6 (above KAPPA_RTOL = 1e-9), is the mode at another scale: "scaled", with the factor reported, and
+    not unbiased; the same loss at factor 1 is unbiased (test_four_aggregation_modes_certified)."""
+    def times(old_log_prob, log_prob, advantages, response_mask):
+        loss, _ = L.ppo_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="seq-mean-token-sum")
+        return factor * loss
+
+    rep = check_policy_loss(times)
+    assert (rep.method, rep.aggregation, rep.epsilon, rep.length_biased) == ("PPO", "seq-mean-token-sum", 0.0, False)
+    assert rep.scale == pytest.approx(factor, rel=1e-12) and rep.verdict == "scaled" and not rep.holds("unbiased")
+    for _, _, _, B, _, kappa, _ in rep.kappa:
+        assert kappa == pytest.approx(factor / B, rel=1e-12)
+
+
 # ------------------------------------------------------------------ losses: the edges
 
 

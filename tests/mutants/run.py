@@ -265,6 +265,12 @@ MUTANTS = [
            "count = int(fraction * int(keep.sum()))",
            ("tests/test_losses.py::test_clip_cov_band_is_strict_and_count_is_at_least_one_as_verl",),
            "Clip-Cov at verl's default fraction 2e-4 drops no token of a small batch"),
+    # -- decisions no test guarded (issue 28, item 6)
+    Mutant("unbiased_scale_not_compared", "numeric/variants/policy_loss.py",
+           'fit.mode == "seq-mean-token-sum" and abs(fit.scale - 1) <= KAPPA_RTOL and fit.epsilon == 0',
+           'fit.mode == "seq-mean-token-sum" and fit.epsilon == 0',
+           ("tests/test_trainer_code.py::test_unbiased_needs_seq_mean_token_sum_at_scale_one",),
+           "check_policy_loss calls seq-mean-token-sum at twice the scale unbiased"),
     Mutant("checker_match_probe_only", "derivations/variants/token.py", "ok = (any(known == _known_weight(f) for f in found)",
            "ok = True or (any(known == _known_weight(f) for f in found)",
            ("tests/test_variants.py::test_sapo_temperature_is_chosen_by_the_sign_of_the_advantage",),
