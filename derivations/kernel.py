@@ -263,15 +263,17 @@ class Regions(Proof):
 
     def establish(self, claim: Claim) -> Established | None:
         points = covering_points(self.cuts, claim.premises, claim.given)
+        partly: set[str] = set()  # an inner proof checked only partly (at instances) leaves its badge on the step
         for p in points:
             if any(truth(sp.sympify(q).subs(p)) is False for q in claim.conditions):
                 continue  # the point lies outside the admissible set (a premise fails there)
             if self.inner is not None:
                 here = claim.subs(p)
-                check(here, self.inner)
+                if (badge := check(here, self.inner).badge) is not None:
+                    partly.add(badge)
             elif not relation_holds(at_point(claim.left, p), claim.relation, at_point(claim.right, p)):
                 return None
-        return Established(claim.lhs, claim.relation, claim.rhs)
+        return Established(claim.lhs, claim.relation, claim.rhs, "; ".join(sorted(partly)) or None)
 
 
 _ASSUMPTIONS = ("positive", "negative", "nonnegative", "nonpositive", "nonzero", "zero", "real", "integer", "rational")
