@@ -85,9 +85,9 @@ from .iid_groups import Expect
 from .premises import Refused, bounds, covering_points, is_relation, require_consistent
 from .regions import at_least, at_point, resolve, truth
 
-# Claim, Verdict, implies, relation_holds (derivations.claims) and Refused, require_consistent (derivations.premises)
-# are re-exported: the kernel's vocabulary, importable from the kernel as before the split.
-__all__ = ["Argmin", "Claim", "Proof", "Refused", "Verdict", "check", "implies", "is_proof", "relation_holds", "require_consistent"]
+# Claim, Verdict, implies and relation_holds stay importable from the kernel, as before the split; they are documented
+# (and listed in __all__) where they are defined, derivations.claims.
+__all__ = ["Argmin", "Proof", "Refused", "check", "is_proof", "require_consistent"]
 
 
 def _holds_under(rel, claim: Claim) -> bool:
