@@ -4,7 +4,7 @@ A :class:`~derivations.derivation.Step` whose relation is not ``=`` (or whose
 equality the canonicalisers cannot reach) carries a ``proof``.  Every builder
 here returns a proof object of :mod:`derivations.kernel`, built from its
 *method* and its *data*; the kernel hands it the step's displayed
-:class:`~derivations.kernel.Claim`, it states what it establishes, and the
+:class:`~derivations.claims.Claim`, it states what it establishes, and the
 kernel compares that with the display, relation included.  A bare function is
 not a proof.
 
@@ -59,8 +59,9 @@ import sympy as sp
 
 from . import kernel as _k
 from ._validate import require_expr, require_int, require_optional, require_symbol
+from .claims import relation_holds
 from .derivation import Derivation
-from .kernel import Argmin, relation_holds
+from .kernel import Argmin
 from .regions import Undecided, at_least, decide_sign, resolve
 
 __all__ = [

@@ -658,6 +658,7 @@ NOT_SWEPT = {
     "reward_law": "a validator itself", "scalar_expression": "a validator itself", "require_bool": "a validator itself", "exact_number": "checker plumbing",
     "finite_report": "checker plumbing", "report_html": "checker plumbing", "depends_on": "checker plumbing", "nonzero": "checker plumbing",
     "verdict": "checker plumbing", "is_proof": "a predicate of the kernel: any object is a valid argument",
+    "Established": "a record of what a proof established, built by the kernel's proof kinds (tests/test_kernel.py)",
     "Check": "a record built by check()", "ScoreMoments": "a result record", "PPODiagnostics": "a result record",
     "PPOTerms": "a result record", "ForkTrajectory": "a result record", "SchemeMoments": "a result record", "VarianceTerms": "a result record", "MonteCarloEstimate": "a result record",
     "Episodes": "a record built by two_turn_agent / tinylm_episodes", "CreditAssignment": "a result record", "ChainMoments": "a result record", "TruncationBias": "a result record", "GroupReport": "a result record", "TokenReport": "a result record",

@@ -194,6 +194,10 @@ def check_token_loss(loss: sp.Expr | Callable, *, constants: Mapping | None = No
         ``{symbol: value}``: extra constants the expression may use; the values
         (and those of ``eps_l``, ``eps_h``, ``c``, default 0.2, 0.28, 3) are used
         by the numeric confirmation and to match a callable with the known methods.
+        The registry's own constants (:data:`derivations.methods.CONSTANTS`:
+        SAPO's :math:`\tau_\pm`, GMPO's :math:`\delta`, VESPO's :math:`k, \lambda`,
+        KL-Cov's :math:`\beta`) need no declaring: an expression keeps them
+        symbolic, and the confirmation takes the registry's defaults.
     confirm : bool
         Confirm by autograd on TinyLM's tokens.
 
@@ -218,6 +222,9 @@ def check_token_loss(loss: sp.Expr | Callable, *, constants: Mapping | None = No
     (Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True)), 'CISPO (one-sided)', {1: True, -1: True})
     >>> check_token_loss(-r * A * ell).is_policy_gradient   # forgot sg(r)
     False
+    >>> from derivations.methods import METHODS
+    >>> check_token_loss(METHODS["sapo"].loss()).matches   # tau_+ for A > 0, tau_- otherwise
+    'SAPO'
     """
     constants, confirm = require_constants(constants), require_bool("confirm", confirm)
     if _is_function(loss):
