@@ -249,8 +249,8 @@ MUTANTS = [
     # -- the variant checker's edges (issue 16)
     Mutant("verdict_tolerance_loosened", "derivations/variants/reports.py", "tol = sp.Float(10) ** (-12 if floats else -25)",
            "tol = sp.Float(10) ** (-6 if floats else -25)", _VARIANTS, "an RLOO scaled by 1 + 1e-9 reads 'unbiased'"),
-    Mutant("binary_constancy_skips_p1", "derivations/variants/patterns.py", "equal = [nonzero(x - diffs[0]) for x in diffs[1:]]",
-           "equal = [nonzero(x - diffs[0]) for x in diffs[2:]]", _VARIANTS, "c(p) = 1 + p at G = 2 reads as a constant"),
+    Mutant("binary_constancy_skips_p1", "derivations/variants/patterns.py", "equal = [nonzero(x - diffs[0], scale) for x in diffs[1:]]",
+           "equal = [nonzero(x - diffs[0], scale) for x in diffs[2:]]", _VARIANTS, "c(p) = 1 + p at G = 2 reads as a constant"),
     Mutant("interpolation_always_to_tolerance", "derivations/variants/patterns.py",
            'return dict(CANONICALISERS)["expand"](evaluated(difference)) == 0', "return False", _NUMERIC_ROUTE,
            "an interpolation whose fp64 values cancel is shown to a tolerance (and refused: no float is left to compare)"),
@@ -276,7 +276,7 @@ MUTANTS = [
            "Clip-Cov at verl's default fraction 2e-4 drops no token of a small batch"),
     # -- decisions no test guarded (issue 28, item 6)
     Mutant("unbiased_scale_not_compared", "numeric/variants/policy_loss.py",
-           'fit.mode == "seq-mean-token-sum" and abs(fit.scale - 1) <= KAPPA_RTOL and fit.epsilon == 0',
+           'fit.mode == "seq-mean-token-sum" and abs(fit.scale - 1) <= tol and fit.epsilon == 0',
            'fit.mode == "seq-mean-token-sum" and fit.epsilon == 0',
            ("tests/test_trainer_code.py::test_unbiased_needs_seq_mean_token_sum_at_scale_one",),
            "check_policy_loss calls seq-mean-token-sum at twice the scale unbiased"),
