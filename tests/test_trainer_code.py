@@ -687,3 +687,19 @@ def test_trainer_loss_evaluates_only_arithmetic_of_names(monkeypatch):
         monkeypatch.setitem(methods.METHODS, "ppo_fake", fake)
         with pytest.raises(ValueError, match=message):
             field.trainer_loss("TRL", "fake")
+
+
+def test_readings_refuse_an_unknown_trainer_or_commit():
+    from derivations.readings import SNAPSHOTS, Citation, snapshot
+
+    assert {s.trainer for s in SNAPSHOTS} == {"verl", "TRL", "OpenRLHF", "prime-rl", "SkyRL", "slime", "AReaL", "ms-swift"}
+    assert all(len(s.commit) == 40 for s in SNAPSHOTS)
+    assert snapshot("verl", "b178a3c").repo == "volcengine/verl" and snapshot("verl").repo == "verl-project/verl"
+    with pytest.raises(ValueError, match="trainer must be one of"):
+        snapshot("trlx")
+    with pytest.raises(TypeError, match="trainer must be a str"):
+        snapshot(3)
+    with pytest.raises(ValueError, match="commit must start one of verl's read commits"):
+        Citation("verl", "b178a3", "x.py:1").snapshot()  # six characters name no commit: seven at least
+    with pytest.raises(TypeError, match="commit must be a str"):
+        snapshot("verl", 1)

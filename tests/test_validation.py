@@ -688,6 +688,8 @@ NOT_SWEPT = {
     "relabelling_averaged": "checker plumbing (reached through check_group_advantage, which validates G and the callable)",
     "position_tables": "checker plumbing (reached through check_group_advantage)", "what_moves": "checker plumbing",
     "positional_report": "checker plumbing",
+    "Snapshot": "a record of derivations.readings.SNAPSHOTS", "Citation": "a record (bad input of its snapshot(): tests/test_trainer_code.py::test_readings_refuse_an_unknown_trainer_or_commit)",
+    "snapshot": "bad input: tests/test_trainer_code.py::test_readings_refuse_an_unknown_trainer_or_commit",
 }
 
 
