@@ -21,7 +21,8 @@ torch function — and
   (:func:`check_policy_loss`, :mod:`~numeric.variants.policy_loss`), an
   advantage estimator in verl's, TRL's or OpenRLHF's calling convention with
   ragged groups (:func:`check_grouped_advantage`,
-  :mod:`~numeric.variants.grouped`), and the same as assertions for a trainer's
+  :mod:`~numeric.variants.grouped`), and a trainer's rule for a group of one
+  answer (:func:`check_singleton`, :mod:`~numeric.variants.singleton`), and the same as assertions for a trainer's
   tests (:func:`assert_policy_loss`, :func:`assert_group_advantage`); the
   command ``pg-identities check`` (:mod:`numeric.cli`) runs them in its CI;
 * certifies every policy loss and advantage estimator verl, TRL and OpenRLHF
@@ -41,6 +42,7 @@ from .confirm import confirm_group, confirm_token
 from .field import ESTIMATORS, Estimator, certificate, certificate_latex, certificate_table
 from .grouped import CONVENTIONS, GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import KAPPA_RTOL, LOSS_VERDICTS, PolicyLossReport, check_policy_loss
+from .singleton import SingletonReport, check_singleton
 from .token_callables import token_report_from_callable
 from .trainers import openrlhf_rloo_advantages, trl_grpo_advantages, verl_dr_grpo_advantages
 
@@ -55,6 +57,7 @@ __all__ = [
     "KAPPA_RTOL",
     "LOSS_VERDICTS",
     "PolicyLossReport",
+    "SingletonReport",
     "advantage_table",
     "advantage_values",
     "assert_group_advantage",
@@ -65,6 +68,7 @@ __all__ = [
     "check_group_advantage",
     "check_grouped_advantage",
     "check_policy_loss",
+    "check_singleton",
     "check_token_loss",
     "confirm_group",
     "confirm_token",
@@ -75,7 +79,7 @@ __all__ = [
     "verl_dr_grpo_advantages",
 ]
 
-for _public in (advantage_table, advantage_values, check_group_advantage, check_token_loss, confirm_group, confirm_token,
+for _public in (advantage_table, advantage_values, check_group_advantage, check_singleton, check_token_loss, confirm_group, confirm_token,
                 openrlhf_rloo_advantages, require_advantage_callable, token_report_from_callable, trl_grpo_advantages,
                 verl_dr_grpo_advantages):
     _public.__module__ = __name__  # the public path in the API reference and the input sweep
