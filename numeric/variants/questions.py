@@ -782,12 +782,12 @@ def poison(loss: TrainerLoss) -> Answer:
     refused: list[str] = []
     for label, fill in _poisons(loss.dtype):
         roles: list[str | None] = list(clean) if "role" in fill else [None]
-        for role in roles:
-            spec = {role: fill["role"]} if role is not None else fill
+        for target in roles:
+            spec = {target: fill["role"]} if target is not None else fill
             try:
                 value, g = run(poisoned(spec, pad))
             except TypeError as err:
-                refused.append(f"{label} in {role or 'log_prob/old_log_prob'}: {err.__cause__!r}")
+                refused.append(f"{label} in {target or 'log_prob/old_log_prob'}: {err.__cause__!r}")
                 continue
             where = _leak(value, g, value0, g0, tol(value0))
             if where is None:
@@ -800,7 +800,7 @@ def poison(loss: TrainerLoss) -> Answer:
                 if _leak(v1, g1, value0, g0, tol(value0)) is not None:
                     slot = tuple(cand)
                     break
-            findings.append((role or "log_prob and old_log_prob", label, slot, *where))
+            findings.append((target or "log_prob and old_log_prob", label, slot, *where))
     evidence = (("findings", tuple(findings)), ("refused", tuple(refused)), ("dtype", str(loss.dtype).removeprefix("torch.")))
     if findings:
         role, label, slot, part, what = findings[0]
