@@ -34,6 +34,7 @@ lines 522-657 and 1109-1145).
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 from collections.abc import Callable
@@ -44,7 +45,7 @@ import torch
 
 from ..losses import bias_corrected_kl, kl_penalty, verl_kl_penalty
 from ..tinylm import TinyLM, perturb
-from .trainer_loss import TrainerLoss
+from .trainer_loss import OPTIONAL_ROLES, TrainerLoss
 
 __all__ = ["Answer", "QUESTIONS", "QUESTION_FUNCTIONS", "correction", "kl_gradient", "mask_consistent", "poison", "sequence_weight_scale", "weighting"]
 
@@ -120,9 +121,32 @@ def _require_loss(loss) -> TrainerLoss:
     return loss
 
 
+class _Completed(TrainerLoss):
+    """The trainer's loss with the optional roles its function takes filled by the old log-probs (a zero KL, no correction) unless given."""
+
+    def __init__(self, loss: TrainerLoss, dtype: torch.dtype):
+        super().__init__(loss.fn, loss.names, loss.fixed, dtype=dtype)
+        self.roles = _taken_roles(loss)
+
+    def __call__(self, old, new, adv, mask, **extra) -> torch.Tensor:
+        for role in self.roles:
+            extra.setdefault(role, old)
+        return super().__call__(old, new, adv, mask, **extra)
+
+
+def _taken_roles(loss: TrainerLoss) -> tuple[str, ...]:
+    """The optional roles the function names among its parameters (all of them if it takes ``**kwargs``)."""
+    try:
+        params = inspect.signature(loss.fn).parameters
+    except (TypeError, ValueError):
+        return ()
+    anything = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return tuple(role for role in OPTIONAL_ROLES if anything or loss.names[role] in params)
+
+
 def _f64(loss: TrainerLoss) -> TrainerLoss:
-    """The same function, handed its batch in float64 (the exact measurements)."""
-    return loss if loss.dtype == F64 else TrainerLoss(loss.fn, loss.names, loss.fixed)
+    """The same function, handed its batch in float64 (the exact measurements), its optional roles filled."""
+    return _Completed(loss, F64)
 
 
 def _mask(T: int, lengths) -> torch.Tensor:
@@ -151,19 +175,22 @@ def _farthest(ratio: torch.Tensor) -> float:
 
 def _responds(loss: TrainerLoss, role: str) -> tuple[bool, str]:
     """Does the function take the optional ``role`` and does its value or gradient move with it? ``(answer, why not)``."""
+    if role not in _taken_roles(loss):
+        return False, f"fn does not take {role} (no parameter {loss.names[role]!r})"
     mask = _mask(3, (2, 3))
     old = _old(mask.shape, seed=7)
     adv = torch.ones_like(old)
-    out = []
-    for shift in (0.0, 0.4):
-        try:
-            out.append(loss.grad(old, old + 0.03, adv, mask, **{role: old - 0.2 + shift}))
-        except TypeError as err:
-            return False, f"fn does not take {role} ({err.__cause__ or err})"
-    (v0, g0), (v1, g1) = out
+    (v0, g0), (v1, g1) = (loss.grad(old, old + 0.03, adv, mask, **{role: old - 0.2 + shift}) for shift in (0.0, 0.4))
     if v0 == v1 and bool((g0 == g1).all()):
         return False, f"neither the loss nor its gradient moves with {role}"
     return True, ""
+
+
+def _pg(loss: TrainerLoss, old, new, adv, mask, **extra) -> torch.Tensor:
+    """The gradient in log pi of the loss's part that moves with the advantages (a KL or entropy term subtracted out)."""
+    _, g = loss.grad(old, new, adv, mask, **extra)
+    _, g0 = loss.grad(old, new, torch.zeros_like(adv), mask, **extra)
+    return g - g0
 
 
 def _row_coupled(loss: TrainerLoss) -> bool:
@@ -172,9 +199,9 @@ def _row_coupled(loss: TrainerLoss) -> bool:
     old = _old(mask.shape, seed=1)
     adv = torch.ones_like(old)
     new = old + 1e-5  # log-ratios inside the tightest clip (GSPO's 3e-4 on the sequence's mean)
-    _, base = loss.grad(old, new, adv, mask)
+    base = _pg(loss, old, new, adv, mask)
     new[0, 1] += 1e-4
-    _, g = loss.grad(old, new, adv, mask)
+    g = _pg(loss, old, new, adv, mask)
     return not _same(g[0, [0, 2]], base[0, [0, 2]], 1e-12)
 
 
@@ -185,9 +212,8 @@ _MASK_T, _MASK_LENGTHS = 6, (2, 4, 6, 3)  # row 2 fills the width: a truncated c
 
 
 def _kappa(loss: TrainerLoss, old: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``-dL/dlog pi`` at r = 1, A = 1: each token's aggregation factor."""
-    _, g = loss.grad(old, old, torch.ones_like(old), mask)
-    return -g
+    """``-dL/dlog pi`` of the advantage's part at r = 1, A = 1: each token's aggregation factor."""
+    return -_pg(loss, old, old, torch.ones_like(old), mask)
 
 
 def mask_consistent(loss: TrainerLoss) -> Answer:
@@ -209,7 +235,11 @@ def mask_consistent(loss: TrainerLoss) -> Answer:
       :math:`r = 1`, :math:`A = 1` though valid: an internal truncation or
       top-entropy mask), one at a time masked, where the function's own selection
       of the others stays put — TRL issue 6369: truncated completions out of the
-      numerator but counted in ``num_items_in_batch``.
+      numerator but counted in ``num_items_in_batch``.  Where masking any of
+      them moves the selection (a quantile of the batch's values: TRL's
+      ``top_entropy_quantile``), the kept tokens' :math:`\kappa` is compared
+      with the same batch's with every value tied (nothing silenced): a
+      denominator that counts tokens, silenced ones excluded, gives them more.
 
     Returns
     -------
@@ -278,33 +308,60 @@ def mask_consistent(loss: TrainerLoss) -> Answer:
     k_wide = _kappa(loss, wide_old, wide_mask)[:, :_MASK_T]
     record("padding_factor", 1.0 if _same(k_wide[valid], k0[valid]) else _farthest(_ratios(k_wide[valid], k0[valid])),
            "padded slots count in the denominator: one more all-masked column moves kappa x{f} (a mean over B*T slots, or D = T)")
-    # silenced: tokens the function drops itself, masked one at a time
     silenced = valid & (k0 == 0)
     evidence.append(("silenced_tokens", int(silenced.sum())))
+    undecided = False
+    if bool(silenced.any()):
+        key, factor, failure = _silenced_probe(loss, old, mask, k0)
+        evidence.append((key, factor))
+        undecided = factor is None
+        if failure:
+            failures.append(failure.format(n=int(silenced.sum()), N=int(valid.sum())))
+    if failures:
+        return Answer("mask_consistent", "inconsistent", failures[0], tuple(evidence), ok=False)
+    if undecided:
+        return Answer("mask_consistent", "undecided", "the tokens the function silences move its own selection when masked, and a batch "
+                      "with tied values still silences some: whether they count in the denominator is not measured", tuple(evidence), ok=None)
+    return Answer("mask_consistent", "consistent", "masked tokens, holes, all-masked rows, padding"
+                  + (" and the tokens the function silences" if bool(silenced.any()) else "")
+                  + " are out of the denominator as they are out of the numerator", tuple(evidence), ok=True)
+
+
+_SILENCED = ("tokens the function silences itself ({n} of {N} at r = 1, A = 1: an internal truncation or entropy mask) still count in "
+             "the denominator: ")
+
+
+def _silenced_probe(loss: TrainerLoss, old: torch.Tensor, mask: torch.Tensor, k0: torch.Tensor) -> tuple[str, float | None, str | None]:
+    """``(evidence key, factor, failure)``: do the valid tokens the function silences itself count in the denominator?
+
+    First one silenced token masked, where the function's selection of the others stays put (a truncated row, TRL issue 6369):
+    the kept tokens' kappa must not move.  Where every such token moves the selection (a quantile of the batch's values, TRL's
+    top-entropy mask), the same batch with every value tied, where a value-based selection silences nothing: a denominator that
+    counts tokens must then give the kept tokens a smaller kappa than the silenced batch does.
+    """
+    valid = mask > 0
     alive = valid & (k0 != 0)
-    factor, tried = None, 0
-    for i, t in silenced.nonzero().tolist()[:4]:
-        tried += 1
+    for i, t in (valid & (k0 == 0)).nonzero().tolist()[:4]:
         probe = mask.clone()
         probe[i, t] = 0
         k_u = _kappa(loss, old, probe)
-        if not bool(((probe > 0) & (k_u != 0) == alive).all()):
-            continue  # the function's own selection moved: this token tells nothing
-        factor = 1.0 if _same(k_u[alive], k0[alive]) else _farthest(_ratios(k0[alive], k_u[alive]))
-        break
-    if factor is not None:
-        record("silenced_factor", factor, "tokens the function silences itself (gradient 0 at r = 1, A = 1: an internal truncation or "
-               "entropy mask) still count in the denominator: the others' kappa is x{f} what it is without one of them")
-    elif tried:
-        evidence.append(("silenced_factor", None))
-    if failures:
-        return Answer("mask_consistent", "inconsistent", failures[0], tuple(evidence), ok=False)
-    if tried and factor is None:
-        return Answer("mask_consistent", "undecided", "masking any token the function silences moves its own selection of the others, "
-                      "so whether silenced tokens count in the denominator is not measured", tuple(evidence), ok=None)
-    return Answer("mask_consistent", "consistent", "masked tokens, holes, all-masked rows, padding"
-                  + (" and the tokens the function silences" if tried else "") + " are out of the denominator as they are out of the numerator",
-                  tuple(evidence), ok=True)
+        if bool((((probe > 0) & (k_u != 0)) == alive).all()):
+            factor = 1.0 if _same(k_u[alive], k0[alive]) else _farthest(_ratios(k0[alive], k_u[alive]))
+            return "silenced_factor", factor, None if factor == 1.0 else _SILENCED + f"the others' kappa is x{factor:.6g} what it is without one of them"
+    tied = torch.full_like(old, float(old[valid].mean()))
+    k_tied = _kappa(loss, tied, mask)
+    if not bool((k_tied[valid] != 0).all()):
+        return "silenced_factor", None, None
+    one = mask.clone()
+    first = tuple(alive.nonzero()[0].tolist())
+    one[first] = 0
+    rest = valid & (one > 0)
+    if _same(_kappa(loss, tied, one)[rest], k_tied[rest]):
+        return "kept_over_tied", 1.0, None  # the denominator counts no tokens: silenced ones cannot count either
+    ratio = _farthest(_ratios(k0[alive], k_tied[alive]))
+    if _same(k0[alive], k_tied[alive]):
+        return "kept_over_tied", 1.0, _SILENCED + "the kept tokens' kappa is what it is when the same batch, values tied, has nothing silenced"
+    return "kept_over_tied", ratio, None
 
 
 # ------------------------------------------------------------------ the weighting
@@ -357,7 +414,7 @@ def weighting(loss: TrainerLoss) -> Answer:
     if not np.isfinite(c_arr).all() or np.abs(c_arr).max() == 0:
         return Answer("weighting", "undecided", "the loss's value does not move with the advantages at r = 1: no sequence weight to read from it",
                       evidence)
-    spread = lambda x: float(np.ptp(x)) <= RTOL * float(np.abs(x).max())  # noqa: E731
+    spread = lambda x: float(np.ptp(x)) <= 1e-6 * float(np.abs(x).max())  # noqa: E731  (an n + 1e-8 denominator, verl's, is within)
     listed = ", ".join(map(str, lengths))
     if spread(c_arr):
         return Answer("weighting", "per sequence", f"each sequence weighs c_i = {c_arr[0]:.6g} whatever its length (n_i = {listed})", evidence)
@@ -513,14 +570,12 @@ def _multiple(g: torch.Tensor, target: torch.Tensor) -> tuple[float, float]:
 # ------------------------------------------------------------------ the rollout correction
 
 
-def _correction_grid(sign: bool = True):
-    """Single-token rows at log-ratios inside every trust region: d1 = log pi - log pi_old, d2 = log pi_old - log mu, two levels."""
+def _correction_grid():
+    """Single-token rows at log-ratios inside every trust region: d1 = log pi - log pi_old, d2 = log pi_old - log mu, two levels, A = +-1."""
     rows = [(d1, d2, level) for d1 in (-0.04, 0.0, 0.05) for d2 in (-0.08, 0.0, 0.06) for level in (-1.2, -2.1)]
     d1, d2, level = (torch.tensor(x, dtype=F64)[:, None] for x in zip(*rows))
     old = level
     new, rollout = old + d1, old - d2
-    if not sign:
-        return new, old, rollout, torch.ones_like(old)
     adv = torch.cat([torch.ones_like(old), -torch.ones_like(old)])
     return torch.cat([new, new]), torch.cat([old, old]), torch.cat([rollout, rollout]), adv
 
@@ -546,9 +601,12 @@ def correction(loss: TrainerLoss) -> Answer:
     * :math:`\pi/\mu` times :math:`\pi/\mu`, :math:`\pi/\pi_{\mathrm{old}}` or
       :math:`\pi_{\mathrm{old}}/\mu`: **twice** (a PPO ratio already against
       the rollout policy, times a rollout weight);
-    * otherwise **not detached** when the gradient is the full derivative of
-      the loss's value (a central difference in :math:`\log\pi` agrees:
-      nothing is held constant, the weight's own derivative flows), else **other**.
+    * otherwise **not detached** when a gradient reaches ``rollout_log_prob``
+      (a weight built from it without ``.detach()``: its own derivative joins
+      the gradient), else **other**.
+
+    The evidence says whether the weight is detached (no gradient in
+    ``rollout_log_prob``) whatever the verdict.
 
     Not applicable when the function does not take ``rollout_log_prob``.
 
@@ -574,12 +632,10 @@ def correction(loss: TrainerLoss) -> Answer:
         return _not_applicable("correction", why)
     new, old, rollout, adv = _correction_grid()
     mask = torch.ones_like(new)
-    _, g_one = loss.grad(old, old, torch.ones_like(old), mask, rollout_log_prob=old)
-    kappa = -g_one
+    kappa = -_pg(loss, old, old, torch.ones_like(old), mask, rollout_log_prob=old)
     if not bool((kappa != 0).all()) or not bool(torch.isfinite(kappa).all()):
         return Answer("correction", "other", "no gradient at r = 1 with the rollout log-probs equal to the old ones: no weight to read", ok=False)
-    _, g = loss.grad(old, new, adv, mask, rollout_log_prob=rollout)
-    w = -g / (kappa * adv)
+    w = -_pg(loss, old, new, adv, mask, rollout_log_prob=rollout) / (kappa * adv)
     pi_mu, pi_old, old_mu = (new - rollout).exp(), (new - old).exp(), (old - rollout).exp()
     candidates = {
         "once": (pi_mu, "the token weight is pi/mu: the correction is applied once"),
@@ -590,30 +646,29 @@ def correction(loss: TrainerLoss) -> Answer:
         "twice pi_old/mu": (pi_mu * old_mu, "the token weight is pi/mu x pi_old/mu: the rollout weight is applied on top of a ratio "
                                             "that already corrects for mu"),
     }
-    detached = _holds_something_constant(loss)
-    evidence = (("weight_over_pi_mu", (float((w / pi_mu).min()), float((w / pi_mu).max()))), ("gradient_is_value_derivative", not detached))
+    leak = _rollout_gradient(loss, old, new, adv, mask, rollout)
+    evidence = (("weight_over_pi_mu", (float((w / pi_mu).min()), float((w / pi_mu).max()))), ("detached", leak == 0),
+                ("rollout_gradient", leak))
     for key, (target, why) in candidates.items():
         if _same(w, target):
             verdict = key.split(" pi")[0]
+            if leak and verdict == "once":
+                why += " (its weight is not detached, but depends on no log-prob the optimizer moves)"
             return Answer("correction", verdict, why, evidence, ok=verdict == "once")
-    if not detached:
-        return Answer("correction", "not detached", "the gradient is the full derivative of the loss's value, the weight's own derivative "
-                      f"included: the token weight is {_farthest(w / pi_mu):.6g} x pi/mu at the farthest probe", evidence, ok=False)
+    if leak:
+        return Answer("correction", "not detached", f"the correction weight is not detached (the loss has a gradient up to {leak:.3g} in "
+                      f"rollout_log_prob), so its own derivative joins the gradient: the token weight is {_farthest(w / pi_mu):.6g} x pi/mu "
+                      "at the farthest probe", evidence, ok=False)
     return Answer("correction", "other", f"the token weight is neither pi/mu nor a product of two ratios: up to {_farthest(w / pi_mu):.6g} x pi/mu",
                   evidence, ok=False)
 
 
-def _holds_something_constant(loss: TrainerLoss) -> bool:
-    """Does autograd differ from the central difference of the loss's value in log pi (a detached factor that depends on log pi)?"""
-    new, old, rollout, adv = _correction_grid(sign=False)
-    mask = torch.ones_like(new)
-    direction = torch.linspace(0.5, 1.5, new.numel(), dtype=F64).reshape(new.shape)
-    _, g = loss.grad(old, new, adv, mask, rollout_log_prob=rollout)
-    h = 1e-5
-    up = float(loss(old, new + h * direction, adv, mask, rollout_log_prob=rollout).detach())
-    down = float(loss(old, new - h * direction, adv, mask, rollout_log_prob=rollout).detach())
-    fd, ag = (up - down) / (2 * h), float((g * direction).sum())
-    return abs(fd - ag) > 1e-6 * max(abs(ag), abs(fd), 1e-12)
+def _rollout_gradient(loss: TrainerLoss, old, new, adv, mask, rollout) -> float:
+    """The largest gradient of the loss in the rollout log-probs: 0 when every weight built from them is detached."""
+    mu = rollout.clone().requires_grad_(True)
+    value = loss(old, new, adv, mask, rollout_log_prob=mu)
+    g = torch.autograd.grad(value, mu, allow_unused=True)[0] if value.requires_grad else None
+    return 0.0 if g is None else float(g.abs().max())
 
 
 # ------------------------------------------------------------------ the sequence weight
@@ -680,8 +735,7 @@ def sequence_weight_scale(loss: TrainerLoss) -> Answer:
     lp, old, mask, mu, n = _lagging_unigram()
     valid = mask > 0
     adv = torch.ones_like(lp)
-    _, g1 = loss.grad(old, old, adv, mask)
-    _, g = loss.grad(old, lp, adv, mask)
+    g1, g = _pg(loss, old, old, adv, mask), _pg(loss, old, lp, adv, mask)
     if not bool((g1[valid] != 0).all()):
         return Answer("sequence_weight_scale", "other", "some token has no gradient at r = 1: no weight to read")
     w = torch.where(valid, g / torch.where(valid, g1, adv), adv)
@@ -759,7 +813,7 @@ def poison(loss: TrainerLoss) -> Answer:
     >>> print(a.explanation)
     NaN in the masked slot (0, 2) of old_log_prob reaches the loss (nan): the slot's value reaches the loss through a product with the mask (NaN * 0 = NaN)
     """
-    loss = _require_loss(loss)
+    loss = _Completed(_require_loss(loss), loss.dtype)
     mask = _mask(6, (2, 4, 6, 0))
     old = _old(mask.shape, seed=13)
     clean = {"old_log_prob": old, "log_prob": old + 0.05, "advantages": torch.linspace(-1.5, 2.0, mask.numel(), dtype=F64).reshape(mask.shape)}
