@@ -655,7 +655,7 @@ def test_answers_are_records_with_known_verdicts():
 def test_bad_input(name):
     fn = QUESTION_FUNCTIONS[name]
     for bad in (verl_token_mean, "loss", None):
-        with pytest.raises(TypeError, match="loss must be a numeric.variants.TrainerLoss"):
+        with pytest.raises(TypeError, match="loss must be a numeric.variants.trainer_loss.TrainerLoss"):
             fn(bad)
 
 

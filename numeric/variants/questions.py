@@ -117,7 +117,7 @@ def _not_applicable(question: str, why: str) -> Answer:
 
 def _require_loss(loss) -> TrainerLoss:
     if not isinstance(loss, TrainerLoss):
-        raise TypeError(f"loss must be a numeric.variants.TrainerLoss (the trainer's function with its roles), got {type(loss).__name__}")
+        raise TypeError(f"loss must be a numeric.variants.trainer_loss.TrainerLoss (the trainer's function with its roles), got {type(loss).__name__}")
     return loss
 
 
@@ -458,7 +458,7 @@ def _divergence_gradients(lm: TinyLM, theta: torch.Tensor, ref_theta: torch.Tens
     return {k: torch.autograd.grad(v, th, retain_graph=True)[0] for k, v in objectives.items()}
 
 
-def _kl_forms(delta: torch.Tensor, lp: torch.Tensor, ref: torch.Tensor) -> dict:
+def _kl_forms(lp: torch.Tensor, ref: torch.Tensor) -> dict:
     """Each shipped form's derivative in log pi at the probe's tokens (on policy), from the package's own forms."""
     def derivative(f):
         x = lp.detach().clone().requires_grad_(True)
@@ -538,7 +538,7 @@ def kl_gradient(loss: TrainerLoss) -> Answer:
     surrogate = (lm.probs(theta).detach()[:, None] * c * lm.token_log_probs(th)).sum()
     (G,) = torch.autograd.grad(surrogate, th)
     evidence: list = [("kappa_divided_out", has_policy)]
-    fits = _kl_forms(lp - ref, lp, ref)
+    fits = _kl_forms(lp, ref)
     matched = [name for name, f in fits.items() if _multiple(c[valid], f[valid])[1] <= RTOL]
     evidence.append(("estimator", " = ".join(matched) if matched else None))
     targets = _divergence_gradients(lm, theta, ref_theta)
