@@ -655,7 +655,13 @@ NOT_SWEPT = {
     "PolicyLossReport": "a result record", "Answer": "a result record (numeric.variants.questions)",
     # the trainers' questions take a TrainerLoss, whose own input is checked where it is built; a non-TrainerLoss is refused by name
     **{q: "bad input: tests/test_questions.py::test_bad_input" for q in ("mask_consistent", "weighting", "kl_gradient", "correction",
-                                                                         "sequence_weight_scale", "poison")}, "GroupedAdvantageReport": "a result record", "CountPattern": "a record of the checker's core",
+                                                                         "sequence_weight_scale", "poison")},
+    # the questions' shared probes (numeric.variants.answers), public so that the two question modules share them without private
+    # names; every loss reaching them passed require_trainer_loss in a question's entry
+    **{p: "the questions' plumbing" for p in ("Completed", "advantage_gradient", "close", "completed", "farthest", "in_float64",
+                                             "not_applicable", "probe_log_probs", "probe_mask", "ratios", "responds", "row_coupled",
+                                             "taken_roles")},
+    "require_trainer_loss": "a validator itself (tests/test_questions.py::test_bad_input)", "GroupedAdvantageReport": "a result record", "CountPattern": "a record of the checker's core",
     "KnownMethod": "a record of the checker's core", "ReportTable": "a str with an HTML view (bad input: tests/test_variants.py)",
     # the variant checker's shared plumbing, public so that its modules share it without private names;
     # every value reaching it was validated by the entry points (check_group_advantage, check_token_loss)

@@ -34,24 +34,16 @@ torch function — and
 Everything is computed in float64, passed explicitly; nothing global is changed.
 """
 
+from .answers import QUESTIONS, Answer
 from .assertions import assert_group_advantage, assert_policy_loss
 from .callables import advantage_table, advantage_values, require_advantage_callable
 from .checker import check_group_advantage, check_token_loss
 from .confirm import confirm_group, confirm_token
+from .divergence_questions import correction, kl_gradient, sequence_weight_scale
 from .field import ESTIMATORS, Estimator, certificate, certificate_latex, certificate_table
 from .grouped import CONVENTIONS, GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import KAPPA_RTOL, LOSS_VERDICTS, PolicyLossReport, check_policy_loss
-from .questions import (
-    QUESTION_FUNCTIONS,
-    QUESTIONS,
-    Answer,
-    correction,
-    kl_gradient,
-    mask_consistent,
-    poison,
-    sequence_weight_scale,
-    weighting,
-)
+from .questions import QUESTION_FUNCTIONS, mask_consistent, poison, weighting
 from .token_callables import token_report_from_callable
 from .trainers import openrlhf_rloo_advantages, trl_grpo_advantages, verl_dr_grpo_advantages
 

@@ -90,7 +90,8 @@ _OFF_POLICY = ("tests/test_off_policy.py", "numeric/off_policy/weights.py")
 # the finite-law checks whose interpolation step is exact in one case and to a tolerance in others
 _NUMERIC_ROUTE = ("tests/test_variants.py::test_the_numeric_route_gives_the_symbolic_verdict_where_both_run",)
 # the trainers' questions: their tests, the module's and the penalties' doctests, the derivation's
-_QUESTIONS = ("tests/test_questions.py", "numeric/variants/questions.py", "numeric/losses/penalties.py", "derivations/trust_region.py")
+_QUESTIONS = ("tests/test_questions.py", "numeric/variants/questions.py", "numeric/variants/divergence_questions.py", "numeric/variants/answers.py",
+              "numeric/losses/penalties.py", "derivations/trust_region.py")
 _VARIANTS = ("tests/test_variants.py::test_the_verdict_tolerance_is_1e12_not_looser",
              "tests/test_variants.py::test_binary_constancy_compares_every_coefficient_including_p_to_the_first",
              "derivations/variants/reports.py", "derivations/variants/patterns.py")
@@ -359,17 +360,17 @@ MUTANTS = [
            _QUESTIONS, "the row 'with the token removed' is the row with the token masked"),
     Mutant("mask_probe_silenced_never_found", "numeric/variants/questions.py", "silenced = valid & (k0 == 0)", "silenced = valid & (k0 < 0)",
            _QUESTIONS, "tokens the function silences itself are never probed (TRL issue 6369 unseen)"),
-    Mutant("kl_kappa_not_divided_out", "numeric/variants/questions.py", "c = torch.where(valid, g_kl / (kappa if has_policy else one), zero)",
+    Mutant("kl_kappa_not_divided_out", "numeric/variants/divergence_questions.py", "c = torch.where(valid, g_kl / (kappa if has_policy else one), zero)",
            "c = torch.where(valid, g_kl, zero)", _QUESTIONS, "the KL coefficient is read with the aggregation's 1/N left in"),
-    Mutant("kl_prefixes_weighted_uniformly", "numeric/variants/questions.py", "p.detach()[:, None].expand_as(lm.mask)[valid])",
+    Mutant("kl_prefixes_weighted_uniformly", "numeric/variants/divergence_questions.py", "p.detach()[:, None].expand_as(lm.mask)[valid])",
            "torch.ones_like(lm.mask)[valid])", _QUESTIONS, "the per-token divergences weigh every prefix alike, not by pi's reach"),
-    Mutant("correction_once_against_old", "numeric/variants/questions.py", "pi_mu, pi_old, old_mu = (new - rollout).exp(),",
+    Mutant("correction_once_against_old", "numeric/variants/divergence_questions.py", "pi_mu, pi_old, old_mu = (new - rollout).exp(),",
            "pi_mu, pi_old, old_mu = (new - old).exp(),", _QUESTIONS, "'applied once' read as the ratio to the old policy, not to the sampler"),
-    Mutant("correction_detach_unread", "numeric/variants/questions.py", "return 0.0 if g is None else float(g.abs().max())", "return 0.0",
+    Mutant("correction_detach_unread", "numeric/variants/divergence_questions.py", "return 0.0 if g is None else float(g.abs().max())", "return 0.0",
            _QUESTIONS, "a weight without .detach() is taken as detached"),
-    Mutant("sequence_probe_moves_another_row", "numeric/variants/questions.py", "new[0, 1] += 1e-4", "new[1, 1] += 1e-4",
+    Mutant("sequence_probe_moves_another_row", "numeric/variants/answers.py", "new[0, 1] += 1e-4", "new[1, 1] += 1e-4",
            _QUESTIONS, "the sequence-level probe moves a token of the other row, so no loss is sequence-level"),
-    Mutant("sequence_weight_per_token", "numeric/variants/questions.py", '"geometric mean": d.sum(1) / n}', '"geometric mean": d.mean(1)}',
+    Mutant("sequence_weight_per_token", "numeric/variants/divergence_questions.py", '"geometric mean": d.sum(1) / n}', '"geometric mean": d.mean(1)}',
            _QUESTIONS, "the geometric mean over the padded width, not over the response's tokens"),
     Mutant("poison_gradient_unchecked", "numeric/variants/questions.py", "    if not bool(torch.isfinite(g).all()):\n        return \"gradient\"",
            "    if False:\n        return \"gradient\"", _QUESTIONS, "a NaN that reaches only the gradient (torch.where after exp) is missed"),
