@@ -22,8 +22,10 @@ f2cd57710ae345ea6428ae95363267fcf38a3dc8, ``trl/trainer/grpo_trainer.py`` lines 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -46,7 +48,7 @@ from .answers import (
 )
 from .trainer_loss import TrainerLoss
 
-__all__ = ["correction", "kl_gradient", "sequence_weight_scale"]
+__all__ = ["KL_FORMS", "correction", "kl_form_table", "kl_gradient", "sequence_weight_scale"]
 
 
 # ------------------------------------------------------------------ the KL term
@@ -55,11 +57,25 @@ __all__ = ["correction", "kl_gradient", "sequence_weight_scale"]
 _KL_LM = dict(V=3, L=2, seed=0)  # 7 responses, 3 prefixes: the two-step case parts per-token from whole-sequence divergences
 
 
-def _kl_setting():
+@dataclass(frozen=True)
+class _Toy:
+    lm: TinyLM
+    theta: torch.Tensor
+    log_prob: torch.Tensor  # [N, L] log pi of every response's tokens
+    ref_log_prob: torch.Tensor
+    probs: torch.Tensor  # [N] pi(o)
+    targets: dict  # the candidate divergences' exact gradients in theta
+    forms: dict  # each shipped form's derivative in log pi at every token
+
+
+@functools.cache
+def _kl_toy() -> _Toy:
+    """The toy LM, its reference and the candidates' gradients: built once per process (read-only; every call reads the same)."""
     lm = TinyLM(**_KL_LM)
     theta = perturb(lm.theta0, 0.5, seed=1)
     ref = perturb(theta, 0.6, seed=2)
-    return lm, theta, ref
+    lp, ref_lp = lm.token_log_probs(theta).detach(), lm.token_log_probs(ref).detach()
+    return _Toy(lm, theta, lp, ref_lp, lm.probs(theta).detach(), _divergence_gradients(lm, theta, ref), _kl_forms(lp, ref_lp))
 
 
 def _divergence_gradients(lm: TinyLM, theta: torch.Tensor, ref_theta: torch.Tensor) -> dict:
@@ -148,8 +164,8 @@ def kl_gradient(loss: TrainerLoss) -> Answer:
     applies, why = responds(loss, "ref_log_prob")
     if not applies:
         return not_applicable("kl_gradient", why)
-    lm, theta, ref_theta = _kl_setting()
-    lp, ref = lm.token_log_probs(theta).detach(), lm.token_log_probs(ref_theta).detach()
+    toy = _kl_toy()
+    lm, lp, ref = toy.lm, toy.log_prob, toy.ref_log_prob
     mask, valid = lm.mask, lm.mask > 0
     zero, one = torch.zeros_like(lp), torch.ones_like(lp)
     _, g_kl = loss.grad(lp, lp, zero, mask, ref_log_prob=ref)
@@ -157,17 +173,15 @@ def kl_gradient(loss: TrainerLoss) -> Answer:
     kappa = g_kl - g_one  # -dL/dlog pi of the policy term alone, at r = 1, A = 1
     has_policy = bool((kappa[valid] != 0).all())
     c = torch.where(valid, g_kl / (kappa if has_policy else one), zero)
-    th = theta.detach().clone().requires_grad_(True)
-    surrogate = (lm.probs(theta).detach()[:, None] * c * lm.token_log_probs(th)).sum()
-    (G,) = torch.autograd.grad(surrogate, th)
+    th = toy.theta.detach().clone().requires_grad_(True)
+    (G,) = torch.autograd.grad((toy.probs[:, None] * c * lm.token_log_probs(th)).sum(), th)
     evidence: list = [("kappa_divided_out", has_policy)]
-    fits = _kl_forms(lp, ref)
-    matched = [name for name, f in fits.items() if _multiple(c[valid], f[valid])[1] <= RTOL]
+    matched = [name for name, f in toy.forms.items() if _multiple(c[valid], f[valid])[1] <= RTOL]
     evidence.append(("estimator", " = ".join(matched) if matched else None))
-    targets = _divergence_gradients(lm, theta, ref_theta)
+    targets = toy.targets
     size = float(G.norm())
     if size <= 1e-12 * float(max(t.norm() for t in targets.values())):
-        return Answer("kl_gradient", "no gradient", "the KL term's expected gradient is 0 (as k1's: a log-probability's score has mean 0)",
+        return Answer("kl_gradient", "no gradient", f"the KL term's expected gradient is 0 (|G| = {size:.1e}): it moves the loss's value, never its expected update",
                       tuple(evidence + [("expected_gradient_norm", size)]))
     for name, target in targets.items():
         s, residual = _multiple(G, target)
@@ -381,3 +395,73 @@ def sequence_weight_scale(loss: TrainerLoss) -> Answer:
     growth = "grows" if slope > 0 else "shrinks"
     return Answer("sequence_weight_scale", name, f"{name if name == 'geometric mean' else 'product'} of the token ratios: "
                   f"Var[log w | n] {growth} as n^{slope:.2f} (n = {lengths[0]}..{lengths[-1]}, a sampler that lags)", evidence)
+
+
+# ------------------------------------------------------------------ every shipped form, asked
+
+
+def _grpo_plus(kl_term, beta: float):
+    """A GRPO-style token-mean loss plus ``beta`` times a per-token KL term, as verl's ``use_kl_loss`` and TRL's ``beta`` add it."""
+    def loss(old_log_prob, log_prob, advantages, response_mask, ref_log_prob):
+        ratio = torch.exp(log_prob - old_log_prob)
+        per_token = -ratio * advantages + beta * kl_term(log_prob, ref_log_prob, old_log_prob, response_mask)
+        return (per_token * response_mask).sum() / response_mask.sum()
+    return loss
+
+
+def _k1_in_the_reward(beta: float):
+    """verl's ``use_kl_in_reward``: the reward less beta k1 of the sampled tokens, returned to each token as its reward-to-go."""
+    def loss(old_log_prob, log_prob, advantages, response_mask, ref_log_prob):
+        k1 = ((old_log_prob - ref_log_prob) * response_mask).detach()
+        to_go = k1.flip(-1).cumsum(-1).flip(-1)
+        ratio = torch.exp(log_prob - old_log_prob)
+        return (-ratio * (advantages - beta * to_go) * response_mask).sum() / response_mask.sum()
+    return loss
+
+
+def _verl(name: str):
+    return lambda lp, ref, old, mask: verl_kl_penalty(lp, ref, mask, kl_penalty=name)
+
+
+KL_FORMS = (
+    (r"k_1", "verl kl, k1", _grpo_plus(_verl("k1"), 0.1)),
+    (r"k_2", "verl mse, k2", _grpo_plus(_verl("k2"), 0.1)),
+    (r"k_3", "TRL beta (k3, unclamped)", _grpo_plus(lambda lp, ref, old, mask: kl_penalty(lp, ref, mask, estimator="k3"), 0.1)),
+    (r"\mathrm{clamp}(k_3)", "verl low_var_kl, k3", _grpo_plus(_verl("low_var_kl"), 0.1)),
+    (r"|\Delta|", "verl abs", _grpo_plus(_verl("abs"), 0.1)),
+    (r"k_1^{+}", "verl k1+", _grpo_plus(_verl("k1+"), 0.1)),
+    (r"k_3^{+}", "verl k3+, low_var_kl+", _grpo_plus(_verl("k3+"), 0.1)),
+    (r"|\Delta|^{+}", "verl abs+", _grpo_plus(_verl("abs+"), 0.1)),
+    (r"\rho\,k_3", "TRL use_bias_correction_kl", _grpo_plus(lambda lp, ref, old, mask: bias_corrected_kl(lp, old, ref, mask), 0.1)),
+    (r"-k_1 \text{ in the reward}", "verl use_kl_in_reward", _k1_in_the_reward(0.1)),
+)
+"""``(form, the trainers' name, a trainer-style loss with the form at beta = 0.1)`` for :func:`kl_form_table`."""
+
+
+def kl_form_table() -> str:
+    r"""Every KL form verl and TRL ship, asked :func:`kl_gradient` in a trainer-style loss: a LaTeX array.
+
+    Each row is a GRPO-style token-mean loss plus :math:`\beta = 0.1` times the
+    form (``k1`` in the reward: the reward less :math:`\beta k_1`, to go), its
+    verdict on the toy LM and the coefficient read off (:math:`\beta` when the
+    form descends a divergence, the KL term and the policy term sharing the
+    aggregation).
+
+    Examples
+    --------
+    >>> from numeric.variants.divergence_questions import kl_form_table
+    >>> for line in kl_form_table().splitlines()[2:6]:
+    ...     print(line)
+    k_1 & \text{verl kl, k1} & \text{no gradient} & \text{--} \\
+    k_2 & \text{verl mse, k2} & \text{reverse KL per token} & 0.1 \\
+    k_3 & \text{TRL beta (k3, unclamped)} & \text{forward KL per token} & 0.1 \\
+    \mathrm{clamp}(k_3) & \text{verl low\_var\_kl, k3} & \text{forward KL per token} & 0.1 \\
+    """
+    lines = [r"\begin{array}{llll}", r"\text{form} & \text{in the trainer} & \text{descends (toy LM)} & \text{coefficient} \\ \hline"]
+    for form, name, loss in KL_FORMS:
+        answer = kl_gradient(TrainerLoss(loss))
+        coefficient = dict(answer.evidence).get("coefficient") if answer.verdict not in ("no gradient", "neither") else None
+        cell = r"\text{--}" if coefficient is None else f"{coefficient:.6g}"
+        lines.append(rf"{form} & \text{{{name.replace('_', chr(92) + '_')}}} & \text{{{answer.verdict}}} & {cell} \\")
+    lines.append(r"\end{array}")
+    return "\n".join(lines)
