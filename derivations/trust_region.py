@@ -29,6 +29,10 @@ clip above, whose reference is in the denominator):
 a loss (samples held fixed, the estimator differentiated), :math:`k_1` has
 expected gradient 0, :math:`k_2` gives :math:`\nabla\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`,
 and :math:`k_3` gives :math:`\nabla\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi)`, the other direction.
+The forms the trainers ship besides (:func:`kl_form_gradients`, :func:`low_var_kl_clamp`):
+verl's straight-through ``k*+`` and :math:`k_1` in the reward give the reverse KL's gradient too,
+``abs`` twice the total variation's, and verl's clamped :math:`k_3` (``low_var_kl``) :math:`k_3`'s
+between the two roots of :math:`k_3 = 10` and none beyond.
 
 References
 ----------

@@ -178,12 +178,13 @@ needs the whole vocabulary's log-probabilities and is refused there too."""
 def verl_kl_penalty(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None, *, kl_penalty: str = "low_var_kl") -> ArrayT:
     r"""verl's per-token KL term by its own name: ``kl``/``k1``, ``abs``, ``mse``/``k2``, ``low_var_kl``/``k3``, and the ``+`` forms.
 
-    With :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}}`:
+    With :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}}`: ``k1`` is
+    :math:`\Delta`, ``abs`` :math:`|\Delta|`, ``k2`` :math:`\tfrac12\Delta^2`, and ``low_var_kl``
 
     .. math::
 
-        k_1 = \Delta, \qquad |\Delta|, \qquad k_2 = \tfrac12\Delta^2, \qquad
-        \texttt{low\_var\_kl} = \mathrm{clamp}\bigl(k_3(\mathrm{clamp}(\Delta, -20, 20)), -10, 10\bigr),
+        \mathrm{clamp}\bigl(k_3(\mathrm{clamp}(\Delta, -20, 20)), -10, 10\bigr),
+        \qquad k_3(\Delta) = e^{-\Delta} - 1 + \Delta,
 
     with verl's ``k3`` the clamped form (unlike :func:`kl_penalty`'s ``"k3"``,
     Schulman's and TRL's, unclamped).  A trailing ``+`` keeps the value and

@@ -338,7 +338,7 @@ def sequence_weight_scale(loss: TrainerLoss) -> Answer:
     growth is exact).  The form is named by an exact identity on every
     response: :math:`\log w = \sum_t \log r_t` (**product** of the token
     ratios: verl's and TRL's sequence IS, verl's ``rollout_is="sequence"``) or
-    :math:`\log w = rac1n\sum_t \log r_t` (**geometric mean**: GSPO,
+    :math:`\log w = \frac1n\sum_t \log r_t` (**geometric mean**: GSPO,
     ms-swift, OpenRLHF's ``seq-mask-tis``).  The spread is
     :math:`\mathrm{Var}_\mu[\log w \mid n]`, and the growth is the slope
     :math:`p` of :math:`\log\mathrm{Var}` against :math:`\log n`: with
@@ -346,7 +346,7 @@ def sequence_weight_scale(loss: TrainerLoss) -> Answer:
     :math:`n` log-ratios, and :math:`\mathrm{Var}_\mu[w] = (\mathbb E_\mu[r^2])^n - 1`
     grows exponentially) and :math:`p = -1` for a geometric mean (:math:`1/n^2`
     of it: it concentrates at 1, the price being that it is no importance weight
-    of the response).  The lag is small (:math:`2	imes 10^{-5}` per logit), so
+    of the response).  The lag is small (:math:`2\times 10^{-5}` per logit), so
     the weight stays inside any clip; the slope does not depend on it.
 
     Not applicable when a token's gradient does not depend on the other tokens
