@@ -511,6 +511,13 @@ def test_an_undetached_weight_of_the_old_policy_is_harmless():
     assert a.verdict == "once" and _ev(a)["detached"] is False and "not detached, but depends on no log-prob" in a.explanation
 
 
+def test_correction_without_a_gradient_at_ratio_one():
+    def rollout_only(old_log_prob, log_prob, advantages, response_mask, rollout_log_prob):
+        return (rollout_log_prob * response_mask).sum() + 0.0 * log_prob.sum()
+    a = correction(TrainerLoss(rollout_only))
+    assert a.verdict == "other" and a.ok is False and "no gradient at r = 1" in a.explanation
+
+
 def test_correction_not_applicable():
     a = correction(TrainerLoss(verl_token_mean))
     assert a.verdict == "not applicable" and "rollout_log_prob" in a.explanation
@@ -541,6 +548,25 @@ def test_sequence_weight_spread(fn, verdict, power):
     assert np.allclose(v / v[0], np.array(ev["lengths"], dtype=float) ** power, rtol=1e-8)
     assert ev["slope"] == pytest.approx(power, abs=1e-8)
     assert ("grows" if power > 0 else "shrinks") in a.explanation
+
+
+def token_times_sequence(old_log_prob, log_prob, advantages, response_mask):
+    """A token ratio times the row's geometric mean: coupled, but not one weight per row."""
+    d = (log_prob - old_log_prob) * response_mask
+    s = torch.exp(d.sum(-1, keepdim=True) / response_mask.sum(-1, keepdim=True)).detach()
+    return (-advantages * torch.exp(d) * s * response_mask).sum(-1).mean()
+
+
+def first_token_dropped(old_log_prob, log_prob, advantages, response_mask):
+    keep = response_mask * (torch.arange(response_mask.shape[-1]) > 0)
+    return gspo(old_log_prob, log_prob, advantages, keep) + 0.0 * log_prob.sum()
+
+
+def test_sequence_weight_branches():
+    a = sequence_weight_scale(TrainerLoss(token_times_sequence))
+    assert a.verdict == "other" and "(it differs between the tokens of a row)" in a.explanation and not _ev(a)["same_on_every_token"]
+    b = sequence_weight_scale(TrainerLoss(first_token_dropped))
+    assert b.verdict == "other" and "no gradient at r = 1" in b.explanation
 
 
 def test_sequence_weight_other_and_not_applicable():
