@@ -15,7 +15,7 @@ References
 verl ``kl_penalty``, ``compute_policy_loss_bypass_mode``, ``compute_policy_loss_reinforce``
 and ``compute_rollout_correction_weights`` (verl-project/verl at
 1dda039b9c6311889a9c9a26040677e1254814f9, ``verl/trainer/ppo/core_algos.py`` lines
-2187-2247 and 2332-2540, ``verl/trainer/ppo/rollout_corr_helper.py`` lines 522-657 and
+2187-2247 and 2332-2548, ``verl/trainer/ppo/rollout_corr_helper.py`` lines 522-657 and
 1109-1145); TRL ``use_bias_correction_kl`` (huggingface/trl at
 f2cd57710ae345ea6428ae95363267fcf38a3dc8, ``trl/trainer/grpo_trainer.py`` lines 3069-3076).
 """

@@ -27,13 +27,11 @@ threshold it probes.
 References
 ----------
 TRL issue 6369 and PR 6439 (truncated completions out of the numerator, still in
-the denominator), TRL ``get_high_entropy_mask`` (huggingface/trl at
-f2cd57710ae345ea6428ae95363267fcf38a3dc8, ``trl/trainer/grpo_trainer.py`` lines 1396-1432
-and 3114-3161); verl ``agg_loss``, ``kl_penalty``, ``compute_policy_loss_bypass_mode``
-and ``compute_rollout_correction_weights`` (verl-project/verl at
-1dda039b9c6311889a9c9a26040677e1254814f9, ``verl/trainer/ppo/core_algos.py`` lines
-1140-1200, 2187-2247, 2332-2540, and ``verl/trainer/ppo/rollout_corr_helper.py``
-lines 522-657 and 1109-1145).
+the denominator) and TRL ``get_high_entropy_mask`` with its use in ``_compute_loss``
+(huggingface/trl at f2cd57710ae345ea6428ae95363267fcf38a3dc8,
+``trl/trainer/grpo_trainer.py`` lines 1396-1432 and 3114-3161); verl ``agg_loss``
+(verl-project/verl at 1dda039b9c6311889a9c9a26040677e1254814f9,
+``verl/trainer/ppo/core_algos.py`` lines 1140-1207), which excludes all-masked rows.
 """
 
 from __future__ import annotations

@@ -37,6 +37,8 @@ interpolation step's exactness asked of ``expand``, an fp64 table's coefficients
 small refuting point): 107/107 killed in about 23 minutes at nice 19 beside other work; its five new mutants
 (``interpolation_always_to_tolerance``, ``interpolation_always_exact``, ``tolerance_not_a_polynomial_raises``,
 ``table_canonicalisers_before_floats``, ``small_point_not_small``) run alone: 5/5 killed.
+The fifteen mutants of the trainers' questions (``mask_probe_row_against_itself`` ... ``kl_form_abs_once_tv``),
+2026-12-05, branch questions (commit 03ca16b), run alone: 15/15 killed in 75 s.
 """
 
 from __future__ import annotations
