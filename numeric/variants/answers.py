@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,7 +94,7 @@ def not_applicable(question: str, why: str) -> Answer:
 # ------------------------------------------------------------------ shared probes
 
 
-def require_trainer_loss(loss) -> TrainerLoss:
+def require_trainer_loss(loss: object) -> TrainerLoss:
     if not isinstance(loss, TrainerLoss):
         raise TypeError(f"loss must be a numeric.variants.trainer_loss.TrainerLoss (the trainer's function with its roles), got {type(loss).__name__}")
     return loss
@@ -132,11 +133,11 @@ def in_float64(loss: TrainerLoss) -> TrainerLoss:
     return completed(loss, F64)
 
 
-def probe_mask(T: int, lengths) -> torch.Tensor:
+def probe_mask(T: int, lengths: Sequence[int]) -> torch.Tensor:
     return (torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]).to(F64)
 
 
-def probe_log_probs(shape, seed: int = 0) -> torch.Tensor:
+def probe_log_probs(shape: Sequence[int], seed: int = 0) -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed)
     return -0.1 - 2.9 * torch.rand(shape, generator=gen, dtype=F64)
 
@@ -169,7 +170,8 @@ def responds(loss: TrainerLoss, role: str) -> tuple[bool, str]:
     return True, ""
 
 
-def advantage_gradient(loss: TrainerLoss, old, new, adv, mask, **extra) -> torch.Tensor:
+def advantage_gradient(loss: TrainerLoss, old: torch.Tensor, new: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
+                       **extra: torch.Tensor) -> torch.Tensor:
     """The gradient in log pi of the loss's part that moves with the advantages (a KL or entropy term subtracted out)."""
     _, g = loss.grad(old, new, adv, mask, **extra)
     _, g0 = loss.grad(old, new, torch.zeros_like(adv), mask, **extra)
