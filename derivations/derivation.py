@@ -37,8 +37,8 @@ import sympy as sp
 from . import kernel
 from ._validate import require_expr, require_optional
 from .canonical import CANONICALISERS, DerivationError, is_zero
+from .claims import Claim
 from .definitions import Definitions
-from .kernel import Claim
 
 __all__ = ["CANONICALISERS", "Claim", "Derivation", "Step", "is_zero", "reason_to_latex"]
 

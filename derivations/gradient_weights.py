@@ -64,6 +64,7 @@ from .definitions import Definitions, Differentiation
 from .derivation import Derivation, is_zero
 from .methods import (  # the registry's symbols; sg: stop-gradient (d_dell holds it constant)
     FORMS,
+    TOKEN_FORMS,
     A,
     c,
     ell,
@@ -103,7 +104,7 @@ _CONSTANTS = {eps_l: 1 / (1 + _m), c: 1 + eps_h + _gamma}  # 0 < eps_l < 1, C_d 
 
 
 def token_loss(method: str) -> sp.Expr:
-    r"""The per-token loss of ``method`` (minimised), in the ratio :math:`r` and :math:`\ell`.
+    r"""The per-token loss of a token form (:data:`derivations.methods.FORMS`, minimised), in :math:`r = e^{\ell - \ell_0}`, :math:`\ell` and :math:`A`.
 
     .. math::
 
@@ -114,14 +115,31 @@ def token_loss(method: str) -> sp.Expr:
         \mathcal L_{\mathrm{IS}} = -\,\mathrm{sg}(r) A \ell;
 
     dual-clip PPO takes :math:`\max(\cdot, C_dA)` of the PPO minimum when :math:`A < 0`.
+    The forms of chapter 8 (:mod:`derivations.losses`) are read here too:
+
+    .. math::
+
+        \mathcal L_{\mathrm{REINFORCE}} = -A\ell,\quad
+        \mathcal L_{\mathrm{CISPO}} = -\mathrm{sg}\bigl(\mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\bigr)A\ell,\quad
+        \mathcal L_{\mathrm{SAPO}} = -\tfrac{4}{\tau}\,\sigma\bigl(\tau(r - 1)\bigr)A\ \ (\tau = \tau_+ \text{ if } A > 0 \text{ else } \tau_-);
+
+    Clip-Cov's unselected token has PPO's loss and its selected one the loss 0;
+    KL-Cov's is :math:`-rA`, plus :math:`\beta|\ell - \ell_0|` on a selected token.
+    (:math:`A` is a number here: the advantage is detached in every loss.)
+    This module derives the weights of :data:`METHODS` region by region; the
+    others are :func:`derivations.losses.weight_derivation`'s.
 
     Examples
     --------
     >>> from derivations.gradient_weights import token_loss
     >>> token_loss("cispo_cap")
     -A*ell*sg(Min(r, varepsilon_h + 1))
+    >>> token_loss("kl_cov_selected")
+    -A*r + beta*Abs(ell - ell_0)
     """
-    return FORMS[_method(method)].loss()
+    if method not in TOKEN_FORMS:
+        raise ValueError(f"method must be one of {TOKEN_FORMS}, got {method!r}")
+    return FORMS[method].loss()
 
 
 def _method(method) -> str:
@@ -236,8 +254,7 @@ def weight_derivation(method: str) -> Derivation:
     >>> len(d.steps), d.proved_by()
     (12, {'sign decided': 6, 'expand': 6})
     """
-    method = _method(method)
-    loss = token_loss(method)
+    loss = token_loss(_method(method))
     name = sp.Symbol(r"\mathcal{L}_{%s}" % _SUBSCRIPTS[method])
     d = Derivation(
         f"Gradient weight of {_NAMES[method]}",

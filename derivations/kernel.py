@@ -50,6 +50,14 @@ its arguments' differences there (:func:`~derivations.regions.at_point`)
 rather than rebuilt by SymPy's constructor; an undecided or tied one is
 rebuilt and decided as before.
 
+**Where its parts live.** This module holds :func:`check` and the proof
+kinds; what a step claims and when one relation between two expressions is
+established (:class:`~derivations.claims.Claim`,
+:func:`~derivations.claims.relation_holds`, :func:`~derivations.claims.implies`)
+are :mod:`derivations.claims`; what the premises allow (bounds, a
+parametrisation, consistency, and the partition a proof by regions is decided
+on, :func:`~derivations.premises.covering_points`) is :mod:`derivations.premises`.
+
 Examples
 --------
 >>> import sympy as sp
@@ -64,124 +72,22 @@ Examples
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
-from itertools import pairwise
 from typing import TypeVar, dataclass_transform
 
 import sympy as sp
 
-from ._validate import require_expr, require_optional
-from .canonical import evaluated, facts_key, is_zero, reject_vacuous_derivatives
+from .canonical import facts_key, is_zero
+from .claims import Claim, Established, Verdict, implies, relation_holds
 from .definitions import Definitions
 from .iid_groups import Expect
-from .premises import Refused, bounds, is_relation, parametrisation, require_consistent
+from .premises import Refused, bounds, covering_points, is_relation, require_consistent
 from .regions import at_least, at_point, resolve, truth
 
-__all__ = ["Argmin", "Claim", "Proof", "Refused", "Verdict", "check", "implies", "is_proof", "relation_holds", "require_consistent"]
-
-RELATIONS = ("=", "<=", ">=", "<", ">", "=>", "<=>")
-
-_IMPLIES = {"=": {"=", "<=", ">="}, "<=": {"<="}, ">=": {">="}, "<": {"<", "<="}, ">": {">", ">="},
-            "<=>": {"<=>", "=>"}, "=>": {"=>"}}
-
-
-def implies(established: str, displayed: str) -> bool:
-    """Whether a proof of ``established`` proves the ``displayed`` relation (``<=`` does not prove ``<``).
-
-    Examples
-    --------
-    >>> from derivations.kernel import implies
-    >>> implies("<", "<="), implies("<=", "<"), implies("=", ">=")
-    (True, False, True)
-    """
-    _require_relation("established", established), _require_relation("displayed", displayed)
-    return displayed in _IMPLIES[established]
-
-
-def _require_relation(name: str, relation) -> str:
-    if not isinstance(relation, str) or relation not in RELATIONS:
-        raise ValueError(f"{name} must be one of {RELATIONS}, got {relation!r}")
-    return relation
-
-
-@dataclass(frozen=True)
-class Claim:
-    r"""The displayed statement ``lhs <relation> rhs`` of a step, with what checking it may use.
-
-    ``premises`` are the derivation's stated relations and the step's ``given``
-    conditions; ``facts`` are substitutions the kernel has justified.
-    :meth:`content` is a displayed expression as the CAS checks it: the
-    notation unfolded, unevaluated operators evaluated, the facts substituted.
-    """
-
-    lhs: sp.Basic
-    relation: str
-    rhs: sp.Basic
-    unfold: Definitions | None = None
-    facts: Mapping | None = None
-    premises: tuple = ()
-    given: tuple = ()
-
-    def __post_init__(self):
-        require_expr("lhs", self.lhs)
-        _require_relation("relation", self.relation)
-        require_expr("rhs", self.rhs)
-        require_optional("unfold", self.unfold, Definitions, "a Definitions (the notation's definitions, as data)")
-        require_optional("facts", self.facts, Mapping, "a mapping")
-        for name in ("premises", "given"):
-            value = getattr(self, name)
-            if not isinstance(value, tuple) or not all(is_relation(p) for p in value):
-                raise TypeError(f"{name} must be a tuple of SymPy relations, got {value!r}")
-
-    @property
-    def conditions(self) -> tuple:
-        """The derivation's premises and the step's ``given`` conditions."""
-        return self.premises + self.given
-
-    def parametrisation(self, exclude: Iterable[sp.Symbol] = ()) -> dict[sp.Symbol, sp.Expr]:
-        """:func:`parametrisation` of the premises, then of the ``given`` conditions."""
-        return parametrisation(self.premises, exclude, self.given)
-
-    def content(self, expr: sp.Basic) -> sp.Basic:
-        """``expr`` as the CAS checks it: unfolded, evaluated, facts substituted."""
-        if self.unfold is not None:
-            expr = self.unfold.apply(expr)
-        reject_vacuous_derivatives(expr)
-        expr = evaluated(expr)
-        if self.facts:
-            expr = evaluated(sp.expand_log(expr).subs(self.facts))
-        return expr
-
-    @cached_property
-    def left(self) -> sp.Basic:
-        """:meth:`content` of ``lhs``, computed once (the claim is immutable)."""
-        return self.content(self.lhs)
-
-    @cached_property
-    def right(self) -> sp.Basic:
-        """:meth:`content` of ``rhs``, computed once (the claim is immutable)."""
-        return self.content(self.rhs)
-
-    def subs(self, mapping: Mapping[sp.Basic, sp.Basic]) -> Claim:
-        """The claim with ``mapping`` substituted into both sides, the facts and the premises."""
-        facts = None if not self.facts else {sp.sympify(k).subs(mapping): sp.sympify(v).subs(mapping) for k, v in self.facts.items()}
-        return Claim(sp.sympify(self.lhs).subs(mapping), self.relation, sp.sympify(self.rhs).subs(mapping),
-                     self.unfold, facts, tuple(p.subs(mapping) for p in self.premises), tuple(p.subs(mapping) for p in self.given))
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """How a step was verified: the method's name and, for a step checked only partially, the badge the page shows."""
-
-    method: str
-    badge: str | None = None
-
-    def __post_init__(self):
-        if not isinstance(self.method, str) or not self.method:
-            raise TypeError(f"method must be a non-empty str, got {self.method!r}")
-        require_optional("badge", self.badge, str, "a str")
+# Claim, Verdict, implies and relation_holds stay importable from the kernel, as before the split; they are documented
+# (and listed in __all__) where they are defined, derivations.claims.
+__all__ = ["Argmin", "Proof", "Refused", "check", "is_proof", "require_consistent"]
 
 
 def _holds_under(rel, claim: Claim) -> bool:
@@ -189,51 +95,6 @@ def _holds_under(rel, claim: Claim) -> bool:
     if rel in claim.conditions or rel is sp.true:
         return True
     return truth(sp.sympify(rel).subs(claim.parametrisation())) is True
-
-
-# ---------------------------------------------------------------- deciding
-
-
-def relation_holds(left: sp.Basic | float, relation: str, right: sp.Basic | float) -> bool:
-    """Whether ``left <relation> right`` is established: equalities by :func:`~derivations.is_zero`, orders by signs.
-
-    Every ``Min``/``Max``/``Abs``/``Piecewise`` is resolved first
-    (:func:`derivations.regions.resolve`); a strict relation needs a strict sign.
-
-    Examples
-    --------
-    >>> import sympy as sp
-    >>> from derivations.kernel import relation_holds
-    >>> x = sp.Symbol("x", positive=True)
-    >>> relation_holds(x**2 + 1, ">=", 2 * x), relation_holds(x, ">", 2 * x), relation_holds(x, ">=", x), relation_holds(x, ">", x)
-    (True, False, True, False)
-    """
-    require_expr("left", left), _require_relation("relation", relation), require_expr("right", right)
-    left, right = resolve(left), resolve(right)
-    if left is None or right is None:
-        return False
-    if relation in ("<=>", "=>"):
-        lt, rt = truth(left), truth(right)
-        if lt is None or rt is None:
-            return False
-        return lt == rt if relation == "<=>" else (not lt) or rt
-    if is_relation(left) or is_relation(right):
-        return False
-    if relation == "=":
-        return is_zero(left - right) is not None
-    if relation in ("<=", "<"):
-        left, right = right, left  # now: left >= right (or >)
-    return at_least(left - right, relation in ("<", ">"))
-
-
-@dataclass(frozen=True)
-class Established:
-    """What a proof object established: ``lhs <relation> rhs``, with a badge when it holds only at instances."""
-
-    lhs: sp.Basic
-    relation: str
-    rhs: sp.Basic
-    badge: str | None = None
 
 
 class Proof:
@@ -388,59 +249,6 @@ class Decide(Proof):
         return Established(claim.lhs, claim.relation, claim.rhs) if relation_holds(left, claim.relation, right) else None
 
 
-def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = ()) -> list[dict]:
-    """The kernel's own partition: for each cut ``(x, breakpoints)``, every breakpoint and an interior point of every gap of ``x``'s admissible domain."""
-    points: list[dict[sp.Symbol, sp.Basic]] = [{}]
-    param = parametrisation(premises, [x for x, _ in cuts], given)
-    premises = tuple(premises) + tuple(given)
-    for level, (x, breaks) in enumerate(cuts):
-        out = []
-        for p in points:
-            def at(e, p=p):
-                return sp.sympify(e).subs(param).subs(p)
-
-            lows, highs = bounds(x, premises)
-            lo, lo_closed = (at(lows[0][0]), lows[0][1]) if lows else (-sp.oo, False)
-            hi, hi_closed = (at(highs[0][0]), highs[0][1]) if highs else (sp.oo, False)
-            cut: list[sp.Basic] = []
-            for b in (at(b) for b in breaks):
-                if cut and is_zero(b - cut[-1]) is not None:
-                    continue  # breakpoints that coincide at this point
-                if cut and not at_least(b - cut[-1], True):
-                    raise Refused(f"the breakpoints of {x} are not provably increasing ({sp.sstr(cut[-1])} then {sp.sstr(b)})")
-                if (lo != -sp.oo and not at_least(b - lo, True)) or (hi != sp.oo and not at_least(hi - b, True)):
-                    raise Refused(f"the breakpoint {sp.sstr(b)} does not lie inside the domain of {x}")
-                cut.append(b)
-            if not cut and lo == -sp.oo and hi == sp.oo:
-                raise Refused(f"no cut point for {x}: nothing to split")
-            t = _gap_parameter(level)
-            edges = [lo, *cut, hi]
-            for i, (a, b) in enumerate(pairwise(edges)):
-                if i == 0 and lo_closed and lo != -sp.oo:
-                    out.append({**p, x: a})
-                inner = b - t if a == -sp.oo else a + t if b == sp.oo else a + (b - a) * t / (1 + t)
-                out.append({**p, x: inner})
-                if i < len(edges) - 2 or (hi_closed and hi != sp.oo):
-                    out.append({**p, x: b})
-        points = out
-    return [{**{k: v for k, v in param.items()}, **p} for p in points]
-
-
-_GAP_PARAMETERS: list[sp.Dummy] = []
-
-
-def _gap_parameter(level: int) -> sp.Dummy:
-    """The positive parameter of the interior points of the ``level``-th cut: one per cut, so nested cuts stay independent.
-
-    The same symbol at every point of one cut is sound (each point is decided on
-    its own) and lets the sign decisions one point needs be remembered for the
-    next claim decided there (a perturbed step, a doctest and its chapter).
-    """
-    while len(_GAP_PARAMETERS) <= level:
-        _GAP_PARAMETERS.append(sp.Dummy(f"t{len(_GAP_PARAMETERS)}", positive=True))
-    return _GAP_PARAMETERS[level]
-
-
 @_kind
 class Regions(Proof):
     """The claim decided at every point of the kernel's partition of the cut variables' domains."""
@@ -455,15 +263,17 @@ class Regions(Proof):
 
     def establish(self, claim: Claim) -> Established | None:
         points = covering_points(self.cuts, claim.premises, claim.given)
+        partly: set[str] = set()  # an inner proof checked only partly (at instances) leaves its badge on the step
         for p in points:
             if any(truth(sp.sympify(q).subs(p)) is False for q in claim.conditions):
                 continue  # the point lies outside the admissible set (a premise fails there)
             if self.inner is not None:
                 here = claim.subs(p)
-                check(here, self.inner)
+                if (badge := check(here, self.inner).badge) is not None:
+                    partly.add(badge)
             elif not relation_holds(at_point(claim.left, p), claim.relation, at_point(claim.right, p)):
                 return None
-        return Established(claim.lhs, claim.relation, claim.rhs)
+        return Established(claim.lhs, claim.relation, claim.rhs, "; ".join(sorted(partly)) or None)
 
 
 _ASSUMPTIONS = ("positive", "negative", "nonnegative", "nonpositive", "nonzero", "zero", "real", "integer", "rational")

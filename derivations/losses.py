@@ -59,6 +59,7 @@ from . import gradient_weights as gw
 from . import methods
 from .definitions import Definitions, Differentiation
 from .derivation import Derivation
+from .gradient_weights import token_loss
 from .proofs import on_regions
 
 __all__ = [
@@ -73,7 +74,6 @@ __all__ = [
     "penalty_gradient",
     "sequence_table",
     "sequence_weight_derivation",
-    "token_loss",
     "weight",
     "weight_derivation",
 ]
@@ -106,32 +106,6 @@ def _built_once(build: Callable[_P, Derivation]) -> Callable[_P, Derivation]:
         return built(*args, **kwargs).subs({})
 
     return copy
-
-
-def token_loss(method: str) -> sp.Expr:
-    r"""The per-token loss of a token form (:data:`derivations.methods.FORMS`), in :math:`r = e^{\ell - \ell_0}`, :math:`\ell` and :math:`A`.
-
-    .. math::
-
-        \mathcal L_{\mathrm{REINFORCE}} = -A\ell,\quad
-        \mathcal L_{\mathrm{CISPO}} = -\mathrm{sg}\bigl(\mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\bigr)A\ell,\quad
-        \mathcal L_{\mathrm{cap}} = -\mathrm{sg}(\min(r, 1+\varepsilon_h))A\ell,\quad
-        \mathcal L_{\mathrm{SAPO}} = -\tfrac{4}{\tau}\,\sigma\bigl(\tau(r - 1)\bigr)A\ \ (\tau = \tau_+ \text{ if } A > 0 \text{ else } \tau_-);
-
-    PPO and dual-clip PPO are :func:`derivations.gradient_weights.token_loss`;
-    Clip-Cov's unselected token has PPO's loss and its selected one the loss 0;
-    KL-Cov's is :math:`-rA`, plus :math:`\beta|\ell - \ell_0|` on a selected token.
-    (:math:`A` is a number here: the advantage is detached in every loss.)
-
-    Examples
-    --------
-    >>> from derivations.losses import token_loss
-    >>> token_loss("cispo_cap")
-    -A*ell*sg(Min(r, varepsilon_h + 1))
-    """
-    if method not in TOKEN_METHODS:
-        raise ValueError(f"method must be one of {TOKEN_METHODS}, got {method!r}")
-    return methods.FORMS[method].loss()
 
 
 @_built_once

@@ -61,6 +61,7 @@ from typing import NamedTuple
 import sympy as sp
 
 __all__ = [
+    "CONSTANTS",
     "FORMS",
     "METHODS",
     "PARAMETER_SYMBOLS",
@@ -75,6 +76,7 @@ __all__ = [
     "known_token_forms",
     "method",
     "peer_table",
+    "symbol_defaults",
     "symbol_values",
     "undecided",
 ]
@@ -367,6 +369,38 @@ def symbol_values(method: str, **options: object) -> dict:
         if value is None or symbols is None:
             continue
         out.update(zip(symbols, value) if isinstance(symbols, tuple) else {symbols: value})
+    return out
+
+
+CONSTANTS = (eps_l, eps_h, c, tau_pos, tau_neg, delta_l, delta_h, k, lam, beta)
+"""Every constant of the registry's formulas (each a positive symbol): the symbols of a loss beyond :data:`ell`, :data:`ell0`, :data:`r` and :data:`A`."""
+
+
+def symbol_defaults() -> dict:
+    r"""A value for each constant of :data:`CONSTANTS` whose parameter has a default: the default of the parameter it stands for.
+
+    Each method's :func:`symbol_values` at its defaults, the first method that
+    names a symbol giving its value; VESPO's per-sign pairs have no symbol
+    (:data:`PARAMETER_SYMBOLS`), and its formula's one :data:`k`, :data:`lam`
+    take the pairs' entries for :math:`A \ge 0`.  :data:`c` has none (no dual
+    clip by default).  A caller that evaluates a registry formula without
+    stating every constant (the variant checker's numeric confirmation) reads
+    these.
+
+    Examples
+    --------
+    >>> from derivations.methods import symbol_defaults, tau_neg, tau_pos
+    >>> defaults = symbol_defaults()
+    >>> defaults[tau_pos], defaults[tau_neg]
+    (1.0, 1.05)
+    """
+    out: dict = {}
+    for name in METHODS:
+        for symbol, value in symbol_values(name).items():
+            out.setdefault(symbol, value)
+    vespo = METHODS["vespo"].parameters
+    out.setdefault(k, vespo["vespo_k"][0])
+    out.setdefault(lam, vespo["vespo_lambda"][0])
     return out
 
 

@@ -1,22 +1,24 @@
-r"""What a derivation's premises allow: bounds on a symbol, a parametrisation of its admissible values, consistency.
+r"""What a derivation's premises allow: bounds on a symbol, a parametrisation of its admissible values, consistency, a partition.
 
 The proof kernel (:mod:`derivations.kernel`) reads the premises through these
 functions: :func:`bounds` (the stated and assumed bounds on a symbol),
 :func:`parametrisation` (every admissible value as the image of fresh positive
-symbols, so a sign decided for all of them holds for every admissible value)
-and :func:`require_consistent` (premises from which SymPy derives ``False`` are
-refused).
+symbols, so a sign decided for all of them holds for every admissible value),
+:func:`require_consistent` (premises from which SymPy derives ``False`` are
+refused) and :func:`covering_points` (the kernel's own partition of the
+admissible values of the variables a proof by regions cuts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from itertools import pairwise
 
 import sympy as sp
 
-from .canonical import DerivationError
-from .regions import truth
+from .canonical import DerivationError, is_zero
+from .regions import at_least, truth
 
 __all__ = ["Refused", "require_consistent"]
 
@@ -158,3 +160,56 @@ def _require_consistent(premises: tuple) -> None:
 def _solutions(condition: sp.Basic, s: sp.Symbol) -> sp.Set:
     """``solveset(condition, s, Reals)``, remembered: one premise recurs under many regions' conditions."""
     return sp.solveset(condition, s, sp.S.Reals)
+
+
+def covering_points(cuts: Sequence, premises: Sequence = (), given: Sequence = ()) -> list[dict]:
+    """The kernel's own partition: for each cut ``(x, breakpoints)``, every breakpoint and an interior point of every gap of ``x``'s admissible domain."""
+    points: list[dict[sp.Symbol, sp.Basic]] = [{}]
+    param = parametrisation(premises, [x for x, _ in cuts], given)
+    premises = tuple(premises) + tuple(given)
+    for level, (x, breaks) in enumerate(cuts):
+        out = []
+        for p in points:
+            def at(e, p=p):
+                return sp.sympify(e).subs(param).subs(p)
+
+            lows, highs = bounds(x, premises)
+            lo, lo_closed = (at(lows[0][0]), lows[0][1]) if lows else (-sp.oo, False)
+            hi, hi_closed = (at(highs[0][0]), highs[0][1]) if highs else (sp.oo, False)
+            cut: list[sp.Basic] = []
+            for b in (at(b) for b in breaks):
+                if cut and is_zero(b - cut[-1]) is not None:
+                    continue  # breakpoints that coincide at this point
+                if cut and not at_least(b - cut[-1], True):
+                    raise Refused(f"the breakpoints of {x} are not provably increasing ({sp.sstr(cut[-1])} then {sp.sstr(b)})")
+                if (lo != -sp.oo and not at_least(b - lo, True)) or (hi != sp.oo and not at_least(hi - b, True)):
+                    raise Refused(f"the breakpoint {sp.sstr(b)} does not lie inside the domain of {x}")
+                cut.append(b)
+            if not cut and lo == -sp.oo and hi == sp.oo:
+                raise Refused(f"no cut point for {x}: nothing to split")
+            t = _gap_parameter(level)
+            edges = [lo, *cut, hi]
+            for i, (a, b) in enumerate(pairwise(edges)):
+                if i == 0 and lo_closed and lo != -sp.oo:
+                    out.append({**p, x: a})
+                inner = b - t if a == -sp.oo else a + t if b == sp.oo else a + (b - a) * t / (1 + t)
+                out.append({**p, x: inner})
+                if i < len(edges) - 2 or (hi_closed and hi != sp.oo):
+                    out.append({**p, x: b})
+        points = out
+    return [{**{k: v for k, v in param.items()}, **p} for p in points]
+
+
+_GAP_PARAMETERS: list[sp.Dummy] = []
+
+
+def _gap_parameter(level: int) -> sp.Dummy:
+    """The positive parameter of the interior points of the ``level``-th cut: one per cut, so nested cuts stay independent.
+
+    The same symbol at every point of one cut is sound (each point is decided on
+    its own) and lets the sign decisions one point needs be remembered for the
+    next claim decided there (a perturbed step, a doctest and its chapter).
+    """
+    while len(_GAP_PARAMETERS) <= level:
+        _GAP_PARAMETERS.append(sp.Dummy(f"t{len(_GAP_PARAMETERS)}", positive=True))
+    return _GAP_PARAMETERS[level]

@@ -4,7 +4,7 @@ A :class:`~derivations.derivation.Step` whose relation is not ``=`` (or whose
 equality the canonicalisers cannot reach) carries a ``proof``.  Every builder
 here returns a proof object of :mod:`derivations.kernel`, built from its
 *method* and its *data*; the kernel hands it the step's displayed
-:class:`~derivations.kernel.Claim`, it states what it establishes, and the
+:class:`~derivations.claims.Claim`, it states what it establishes, and the
 kernel compares that with the display, relation included.  A bare function is
 not a proof.
 
@@ -59,8 +59,9 @@ import sympy as sp
 
 from . import kernel as _k
 from ._validate import require_expr, require_int, require_optional, require_symbol
+from .claims import relation_holds
 from .derivation import Derivation
-from .kernel import Argmin, relation_holds
+from .kernel import Argmin
 from .regions import Undecided, at_least, decide_sign, resolve
 
 __all__ = [
@@ -266,19 +267,26 @@ def at_values(symbol: sp.Symbol, values: Iterable, inner: _k.Proof | None = None
     return _k.Instances(symbol, values, holds if inner is None else _proof("inner", inner))
 
 
-def _tol(tol) -> float:
+def _tol(tol, scale=1.0) -> float:
+    """The absolute tolerance ``tol * scale``: ``tol`` relative, below 1e-6; ``scale`` the size of the values it is relative to (at least 1)."""
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1e-6:
         raise ValueError(f"tol must be a float in (0, 1e-6), got {tol!r}")
-    return float(tol)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 1 <= scale < float("inf"):
+        raise ValueError(f"scale must be a finite float >= 1 (the size of the values the tolerance is relative to), got {scale!r}")
+    return float(tol) * float(scale)
 
 
-def to_tolerance(tol: float) -> _k.Proof:
-    """Proof of an equality whose sides differ only in floating-point coefficients, each at most ``tol`` (badged on the page)."""
-    return _k.Tolerance(_tol(tol))
+def to_tolerance(tol: float, scale: float = 1.0) -> _k.Proof:
+    """Proof of an equality whose sides differ only in floating-point coefficients, each at most ``tol * scale`` (badged on the page).
+
+    ``scale`` is the size of the values the coefficients were computed from (1 by default): fp64 values
+    near :math:`10^6` carry rounding near :math:`10^{-10}`, so a tolerance relative to them is ``tol * 1e6``.
+    """
+    return _k.Tolerance(_tol(tol, scale))
 
 
 def from_table(advantage: sp.Symbol, score: sp.Basic, values: Sequence, q: Sequence, grads: Sequence, G: int,
-               table: Iterable, tol: float | None = None) -> _k.Proof:
+               table: Iterable, tol: float | None = None, scale: float = 1.0) -> _k.Proof:
     r"""Proof of :math:`\mathbb{E}[a\, s_1] = \dots` for ``G`` i.i.d. draws of a finite law, from the table of ``a``'s values (badged with the table).
 
     ``table`` holds ``(v, counts, a)``: answer 1's value, the others' counts on
@@ -286,6 +294,8 @@ def from_table(advantage: sp.Symbol, score: sp.Basic, values: Sequence, q: Seque
     patterns itself, requires one entry for each, and sums
     :math:`\binom{G-1}{c}\prod_k q_k^{c_k}\, a\, \nabla q_v` (``grads`` are the
     :math:`\nabla q_v`).  The table is data, shown on the page; no function is called.
+    With ``tol``, fp64 table values may leave each coefficient off by ``tol * scale``
+    (``scale``: the size of the values, as in :func:`to_tolerance`).
 
     Examples
     --------
@@ -310,7 +320,7 @@ def from_table(advantage: sp.Symbol, score: sp.Basic, values: Sequence, q: Seque
         if not (isinstance(row, tuple) and len(row) == 3 and isinstance(row[1], tuple)):
             raise TypeError(f"table must hold (value, counts, advantage) triples, got {row!r}")
         rows.append((sp.sympify(row[0]), tuple(int(c) for c in row[1]), sp.sympify(require_expr("table", row[2]))))
-    return _k.Table(advantage, score, values, q, grads, G, tuple(rows), None if tol is None else _tol(tol))
+    return _k.Table(advantage, score, values, q, grads, G, tuple(rows), None if tol is None else _tol(tol, scale))
 
 
 def by_cases(quantity: sp.Basic, values: Iterable) -> _k.Proof:

@@ -4,7 +4,7 @@ r"""``pg-identities``: the checks of a trainer's own code, from its CI.
 
     pg-identities check FILE.py:FUNCTION --kind loss|advantage [--G 8] [--rewards binary|v1,v2,...]
                         [--expect unbiased|scaled|reweighted|METHOD] [--convention verl|trl|openrlhf|flat|batch]
-                        [--fixed key=value ...] [--names role=name ...] [--json]
+                        [--fixed key=value ...] [--names role=name ...] [--dtype float32] [--json]
 
 Prints the report (or its JSON) and exits with 0 when the function is what
 ``--expect`` says (without it: a policy gradient up to a positive constant, see
@@ -29,6 +29,8 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+import torch
 
 from derivations.variants import NotPermutationEquivariant
 
@@ -109,6 +111,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--fixed", nargs="*", default=[], metavar="KEY=VALUE", help="keyword arguments passed to every call")
     check.add_argument("--names", nargs="*", default=[], metavar="ROLE=NAME",
                        help="a loss's argument names: old_log_prob, log_prob, advantages, response_mask")
+    check.add_argument("--dtype", choices=("float64", "float32", "bfloat16", "float16"), default="float64",
+                       help="the dtype a loss's batch is handed over in (the trainer's; default float64)")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
@@ -122,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         fn = load_function(args.target)
         if args.kind == "loss":
             names = {role: str(name) for role, name in parse_fixed(args.names).items()}
-            report = check_policy_loss(fn, names=names, **fixed)
+            report = check_policy_loss(fn, names=names, dtype=getattr(torch, args.dtype), **fixed)
         else:
             if args.expect is not None and args.expect not in ("unbiased", "scaled", "reweighted", "biased", "undecided"):
                 raise ValueError(f"--expect for an advantage must be a verdict (unbiased, scaled, reweighted, biased, undecided), got {args.expect!r}")

@@ -242,16 +242,25 @@ def _require_rows_are_groups(advantages: Advantages, groups: torch.Tensor, A: to
 
     A batch-level normalisation (GPG's :math:`B/|\text{valid}|`, whitening over
     the batch) would otherwise mix the engine's reward patterns into one batch
-    and give a number that belongs to no group.
+    and give a number that belongs to no group.  A row whose values differ alone
+    but not when the other rows are replaced (same shape) is its own group: the
+    difference is rounding that moves with the batch's shape.
     """
     for k in sorted({0, len(groups) // 2, len(groups) - 1}):
         alone = torch.as_tensor(advantages(groups[k:k + 1])).to(A.dtype).reshape(-1)
-        if alone.shape != A[k].shape or not torch.allclose(alone, A[k], rtol=1e-12, atol=1e-12):
-            raise ValueError(
-                f"advantages must treat each row of [B, G] rewards as one group, but the group {groups[k].tolist()} "
-                "gets other advantages when evaluated alone (a batch-level normalisation?); wrap it so that it "
-                "sees one group at a time"
-            )
+        if alone.shape == A[k].shape and torch.allclose(alone, A[k], rtol=1e-12, atol=1e-12):
+            continue
+        # the same shape, the other rows replaced by equal rewards and by distinct ones: rounding that moves with the shape
+        # is no coupling, a batch statistic (GPG's B/|valid|, a whitening) is
+        equal, distinct = torch.zeros_like(groups), groups + 0.37 * torch.arange(groups.shape[1], dtype=groups.dtype) + 1.0
+        equal[k] = distinct[k] = groups[k]
+        if alone.shape == A[k].shape and all(torch.equal(torch.as_tensor(advantages(x)).to(A.dtype)[k], A[k]) for x in (equal, distinct)):
+            continue
+        raise ValueError(
+            f"advantages must treat each row of [B, G] rewards as one group, but the group {groups[k].tolist()} "
+            "gets other advantages when evaluated alone (a batch-level normalisation?); wrap it so that it "
+            "sees one group at a time"
+        )
 
 
 def count_vectors(m: int, n: int) -> torch.Tensor:

@@ -19,7 +19,7 @@ _DRIVER = """
 import runpy, sys
 target = sys.argv[1]
 for name, args in [("rloo", ["--kind", "advantage", "--G", "2", "--expect", "unbiased"]),
-                   ("first_as_baseline", ["--kind", "advantage", "--G", "2"]),
+                   ("first_as_baseline", ["--kind", "advantage", "--G", "2", "--expect", "unbiased"]),
                    ("nothing", ["--kind", "loss"])]:
     print(f"@@run {name}", flush=True)
     sys.argv = ["pg-identities", "check", f"{target}:{name}", *args]
@@ -32,7 +32,7 @@ for name, args in [("rloo", ["--kind", "advantage", "--G", "2", "--expect", "unb
 
 def test_command_as_a_subprocess_exits_0_1_2():
     """``python -m numeric.cli check`` (the module as ``__main__``, its ``sys.exit``) in one interpreter: exit 0 as expected,
-    1 not (a function that is not a group advantage), 2 a usage error; each run's output and exit status read back
+    1 not (a positional advantage whose summed update is scaled, not the expected unbiased), 2 a usage error; each run's output and exit status read back
     separately.  The reports themselves are checked in-process below, through ``main(argv)``."""
     done = subprocess.run([sys.executable, "-c", _DRIVER, str(TARGET)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     runs = {}
@@ -42,7 +42,8 @@ def test_command_as_a_subprocess_exits_0_1_2():
         runs[name] = (stdout, int(code))
     assert {name: rc for name, (_, rc) in runs.items()} == {"rloo": 0, "first_as_baseline": 1, "nothing": 2}, done.stderr
     assert runs["rloo"][0].startswith("unbiased (batch convention)") and "OK: expected unbiased" in runs["rloo"][0]
-    assert "not a group advantage" in done.stderr and "has no function 'nothing'" in done.stderr
+    assert "FAIL: expected unbiased" in runs["first_as_baseline"][0] and "position 0: scaled, c = 0" in runs["first_as_baseline"][0]
+    assert "has no function 'nothing'" in done.stderr
 
 
 def test_command_correct_and_broken(capsys):
@@ -66,8 +67,9 @@ def test_expect_and_json(capsys):
     assert main(["check", f"{TARGET}:rloo", "--kind", "advantage", "--G", "3", "--expect", "scaled", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert not report["holds"] and report["groups"][0]["verdict"] == "unbiased" and report["groups"][0]["scale"] == "1"
-    assert main(["check", f"{TARGET}:first_as_baseline", "--kind", "advantage", "--G", "3"]) == 1
-    assert "not a group advantage" in capsys.readouterr().err
+    assert main(["check", f"{TARGET}:first_as_baseline", "--kind", "advantage", "--G", "3", "--json"]) == 0  # scaled: c = 2/3
+    report = json.loads(capsys.readouterr().out)
+    assert report["groups"][0]["scale"] == "2/3" and [p["scale"] for p in report["groups"][0]["positions"]] == ["0", "1", "1"]
     assert main(["check", f"{TARGET}:rloo", "--kind", "advantage", "--rewards", "general"]) == 2
     capsys.readouterr()
 

@@ -209,6 +209,28 @@ def test_instance_checks_carry_a_badge_on_the_page():
     assert identity.steps[0].badge is None and r"\boxed" not in identity.to_latex()
 
 
+def test_a_step_proved_pointwise_at_one_instance_keeps_its_badge():
+    """Issue 28 (a decision no test guarded): E[x^2 s] = E[x s] with the integrands checked at x = 1 only is accepted as
+    an instance check, and says so: the badge on the step, boxed on the page, and a derivation holding it is no lemma
+    (its statement was checked at one point, not in general).  Without the badge it would read as a proof."""
+    s_ = sp.Symbol("s_1", real=True)
+    d = accepted(Derivation("one instance").step(Expect(x**2 * s_), Expect(x * s_), "at x = 1", proof=pointwise(at_values(x, [1]))))
+    assert d.steps[0].badge == "checked at $x = 1$ only"
+    assert r"\boxed{\text{checked at }x = 1\text{ only}}" in d.to_latex()
+    use = Derivation("uses it").step(Expect(4 * s_), Expect(2 * s_), "the lemma at x = 2", proof=by_lemma(d, {x: 2}))
+    refused(use, "checked only partly")
+
+
+def test_regions_keep_the_badge_of_an_inner_proof_checked_at_instances():
+    """A proof by regions whose inner proof checks instances is an instance check too: (z^2 - z) y + y = y on both
+    sides of y = 1, each piece checked at z = 0, 1 only (false at z = 2), carries the inner badge."""
+    y, z = sp.Symbol("y", positive=True), sp.Symbol("z", real=True)
+    d = accepted(Derivation("pieces of instances").step((z**2 - z) * y + y, y, "by pieces", proof=on_regions((y, [1]), inner=at_values(z, [0, 1]))))
+    assert d.steps[0].badge == "checked at $z = 0, 1$ only" and r"\boxed" in d.to_latex()
+    whole = accepted(Derivation("pieces").step(sp.Max(y, 1) + sp.Min(y, 1), y + 1, "by pieces", proof=on_regions((y, [1]), inner=holds)))
+    assert whole.steps[0].badge is None
+
+
 def test_the_directive_shows_the_badge(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs" / "_ext"))
     from derivation_directive import _call  # noqa: F401 - the directive renders d.to_latex(), badges included

@@ -935,7 +935,7 @@ def test_each_call_hands_out_its_own_derivation():
 
 def test_derivations_reject_bad_arguments():
     with pytest.raises(ValueError, match="method must be one of"):
-        dl.token_loss("trpo")
+        dl.weight_derivation("trpo")
     with pytest.raises(ValueError, match="n must be an int >= 2"):
         dl.gspo_derivation(1)
     with pytest.raises(ValueError, match="B must be an int >= 2"):
@@ -1268,6 +1268,19 @@ def test_the_registry_is_complete_and_each_name_means_one_thing():
         registry.method("dual_clip")
 
 
+def test_the_registry_constants_are_the_symbols_of_its_losses_and_have_defaults():
+    """CONSTANTS (what the variant checker accepts undeclared) is every symbol of every registered loss but ell, ell_0,
+    r, A: a new method's parameter is accepted by the checker only once it is listed, and this test says so.  Each
+    has a default (the confirmation's value) but the dual clip, whose parameter defaults to None."""
+    losses = [f.loss() for f in registry.FORMS.values()]
+    losses += [m.loss() for name, m in registry.METHODS.items() if name not in ("clip_cov", "kl_cov")]  # theirs: the forms
+    found = set().union(*(loss.free_symbols for loss in losses)) - {registry.ell, registry.ell0, registry.r, registry.A}
+    assert found == set(registry.CONSTANTS) and all(x.is_positive for x in registry.CONSTANTS)
+    defaults = registry.symbol_defaults()
+    assert set(defaults) == set(registry.CONSTANTS) - {registry.c} and all(v > 0 for v in defaults.values())
+    assert defaults[registry.tau_pos] != defaults[registry.tau_neg]  # SAPO's two temperatures are told apart where they are used
+
+
 def test_clip_cov_and_kl_cov_forms_and_what_stays_undecided():
     """A selected and an unselected token are two forms; the method's note says what no per-token check can state."""
     assert registry.form("clip_cov", selected=True) == "clip_cov_selected" and registry.form("kl_cov", selected=False) == "kl_cov_kept"
@@ -1334,6 +1347,58 @@ def test_clip_cov_selection_draws_from_the_candidates_by_a_loop_and_its_seed():
     assert len(set(draws)) > 1  # the seed draws
     everything = clip_cov_selection(lp, old, A, mask, fraction=1.0, bounds=band, eps_low=0.2, eps_high=0.28)
     assert {(i, t) for i, t in torch.nonzero(everything).tolist()} == candidates  # fewer candidates than asked: all of them
+
+
+VERL_SELECTION = "verl-project/verl 1dda039b9c6311889a9c9a26040677e1254814f9, verl/trainer/ppo/core_algos.py"
+"""Where the two selection rules were read: compute_policy_loss_clip_cov (count :1817, band :1818) and
+compute_policy_loss_kl_cov (count :1905, top-k :1906), the newest snapshot of verl."""
+
+
+def _ten_tokens():
+    """Ten response tokens (one row padded): their covariances all distinct, so the top ones are one set."""
+    lp, _, A, _ = _selection_batch(seed=3)
+    mask = torch.zeros(lp.shape, dtype=torch.float64)
+    mask.view(-1)[torch.arange(0, 40, 4)] = 1.0
+    return lp, A, mask
+
+
+def test_kl_cov_selects_max_one_floor_fraction_n_tokens_as_verl():
+    """KL-Cov selects max(1, floor(fraction * N)) of the N response tokens (VERL_SELECTION:1905): verl's default fraction
+    2e-4 on a batch of 10 tokens selects exactly one (the largest covariance), never none; 1.9 tokens is 1 (floor,
+    not round) and 2.9 is 2 (not ceil).  The counts are written out, not computed by the rule under test."""
+    lp, A, mask = _ten_tokens()
+    cov = _covariances(lp, A, mask)
+    assert len(cov) == 10 and len(set(cov.values())) == 10
+    ranked = sorted(cov, key=cov.get, reverse=True)
+    for fraction, count in ((2e-4, 1), (0.05, 1), (0.19, 1), (0.29, 2), (0.5, 5), (1.0, 10)):
+        sel = kl_cov_selection(lp, A, mask, fraction=fraction)
+        assert {(i, t) for i, t in torch.nonzero(sel).tolist()} == set(ranked[:count]), fraction
+
+
+def _covariances_on_the_band():
+    """Six one-token rows whose covariances are exactly 1, 1, 5, 5, 2, 2 in fp64: the log-probs' mean is -3 and the
+    advantages' 0, both exact, and each product of two binary fractions is exact.  Old = new: no token is clipped."""
+    lp = torch.tensor([[-2.5], [-3.5], [-0.5], [-5.5], [-2.0], [-4.0]], dtype=torch.float64)
+    A = torch.tensor([2.0, -2.0, 2.0, -2.0, 2.0, -2.0], dtype=torch.float64)
+    return lp, lp.clone(), A, torch.ones_like(lp)
+
+
+def test_clip_cov_band_is_strict_and_count_is_at_least_one_as_verl():
+    """Clip-Cov's candidates have their covariance strictly inside (clip_cov_lb, clip_cov_ub) (VERL_SELECTION:1818,
+    `cov_all < clip_cov_ub` and `cov_all > clip_cov_lb`): at verl's default band (1, 5) a token exactly on a bound is
+    never selected, so of the covariances 1, 1, 5, 5, 2, 2 only the two 2s are candidates.  It draws
+    max(floor(fraction * N), 1) of them (:1817): verl's default fraction 2e-4 draws exactly one, 0.4 of 6 tokens two."""
+    lp, old, A, mask = _covariances_on_the_band()
+    assert [round(v, 15) for v in _covariances(lp, A, mask).values()] == [1.0, 1.0, 5.0, 5.0, 2.0, 2.0]
+    inside = {(4, 0), (5, 0)}
+    everything = clip_cov_selection(lp, old, A, mask, fraction=1.0, bounds=(1.0, 5.0))
+    assert {(i, t) for i, t in torch.nonzero(everything).tolist()} == inside
+    for seed in range(3):
+        for fraction, count in ((2e-4, 1), (0.3, 1), (0.4, 2)):
+            chosen = {(i, t) for i, t in torch.nonzero(clip_cov_selection(lp, old, A, mask, fraction=fraction, seed=seed)).tolist()}
+            assert len(chosen) == count and chosen <= inside, (seed, fraction, chosen)
+    wider = clip_cov_selection(lp, old, A, mask, fraction=1.0, bounds=(0.5, 5.5))  # the bounds moved off the values: all six
+    assert int(wider.sum()) == 6
 
 
 @pytest.mark.parametrize("call, error, match", [

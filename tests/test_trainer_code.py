@@ -5,6 +5,7 @@ signatures).  Every expected kappa is computed here from the mode's definition, 
 from the module's own fit.
 """
 
+import html
 import importlib.util
 from functools import cache
 from pathlib import Path
@@ -84,7 +85,8 @@ def test_known_methods_and_sequence_level():
     dual = loss_report("dual_clip_ppo_loss")
     assert dual.method == "dual-clip PPO" and dict(dual.clip)["dual_clip"] == 3.0
     gspo = loss_report("gspo_loss")
-    assert gspo.sequence_level and gspo.method == "sequence-level" and gspo.policy_gradient is None and gspo.token is None
+    assert gspo.sequence_level and gspo.method == "GSPO" and gspo.policy_gradient is None and gspo.sequence_ratio == "geometric mean"
+    assert dict(gspo.clip) == {"eps_high": 0.0003, "eps_low": 0.0003}  # the clip of the sequence ratio, read on rows of one token
     assert gspo.aggregation == "seq-mean-token-mean" and gspo.on_policy_at_ratio_one
     assert not loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None).sequence_level
 
@@ -104,11 +106,28 @@ def test_constant_factor_and_batch_coupling_reported():
     assert doubled.aggregation == "token-mean" and doubled.scale == pytest.approx(2.0, rel=1e-12) and "times 2" in doubled.reason
     coupled = loss_report("ratio_normalised_loss")
     assert coupled.token is None and coupled.method is None and not coupled.sequence_level and coupled.verdict == "undecided"
-    assert any("depends on other rows" in n for n in coupled.notes)
+    assert [q for q, why in coupled.undecided if "depends on other rows" in why] == ["per-token weight"]
     by_advantage = loss_report("advantage_normalised_loss")
     assert by_advantage.verdict == "undecided" and by_advantage.decomposition_gap > 1e-3
-    assert any("is not -kappa*w*A" in n for n in by_advantage.notes)
+    assert [q for q, why in by_advantage.undecided if "is not -kappa*w*A" in why] == ["per-token weight"]
+    assert "Undecided (per-token weight)" in by_advantage.reason and "undecided: per-token weight" in str(by_advantage)
     assert loss_report("ppo_loss", loss_agg_mode="seq-mean-token-mean", norm=None).decomposition_gap <= 1e-12
+
+
+@pytest.mark.parametrize("factor", [2.0, 1 + 1e-6])
+def test_unbiased_needs_seq_mean_token_sum_at_scale_one(factor):
+    """Issue 28 (a decision no test guarded): "unbiased" is kappa = 1/B exactly.  seq-mean-token-sum times 2, or off by
+    a relative 1e-6 (above KAPPA_RTOL = 1e-9), is the mode at another scale: "scaled", with the factor reported, and
+    not unbiased; the same loss at factor 1 is unbiased (test_four_aggregation_modes_certified)."""
+    def times(old_log_prob, log_prob, advantages, response_mask):
+        loss, _ = L.ppo_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="seq-mean-token-sum")
+        return factor * loss
+
+    rep = check_policy_loss(times)
+    assert (rep.method, rep.aggregation, rep.epsilon, rep.length_biased) == ("PPO", "seq-mean-token-sum", 0.0, False)
+    assert rep.scale == pytest.approx(factor, rel=1e-12) and rep.verdict == "scaled" and not rep.holds("unbiased")
+    for _, _, _, B, _, kappa, _ in rep.kappa:
+        assert kappa == pytest.approx(factor / B, rel=1e-12)
 
 
 # ------------------------------------------------------------------ losses: the edges
@@ -189,9 +208,11 @@ def test_report_renders(html_outline):
     page = rep._repr_html_()
     outline = html_outline(page)
     assert [t for t in outline.tags if t[1] == "pgi-verdict"] == [("p", "pgi-verdict")] and outline.text[0] == "scaled: PPO, token-mean, no length bias"
-    assert outline.tags.count(("table", "pgi-table")) == 1 and page.count("<tr>") == len(rep.kappa) + 1
-    assert outline.th == ["design", "row", "n_i", "κ measured", "κ model"]
-    assert rep.table().count("\n") == len(rep.kappa) and rep.table().header == tuple(outline.th)
+    assert outline.tags.count(("table", "pgi-table")) == 2 and page.count("<tr>") == len(rep.facts()) + 1 + len(rep.kappa) + 1
+    assert outline.th == ["fact", "value", "design", "row", "n_i", "κ measured", "κ model"]
+    assert rep.table().count("\n") == len(rep.kappa) and rep.table().header == tuple(outline.th[2:])
+    for fact, value in rep.facts():  # one record, every form: the text and the HTML print the same facts
+        assert f"  {fact}: {value}" in str(rep) and html.escape(value) in page
 
 
 def test_policy_loss_bad_input():
@@ -209,6 +230,18 @@ def test_policy_loss_bad_input():
         check_policy_loss(lambda old_log_prob, log_prob, advantages, response_mask: log_prob)
     with pytest.raises(ValueError, match="no gradient at r = 1"):
         check_policy_loss(lambda old_log_prob, log_prob, advantages, response_mask: (log_prob * 0).sum())
+    with pytest.raises(TypeError, match="dtype must be one of torch.float64"):
+        check_policy_loss(L.ppo_loss, dtype=torch.int64)
+    with pytest.raises(TypeError, match="dtype must be one of"):
+        check_policy_loss(L.ppo_loss, dtype="float32")
+
+    def fp64_only(old_log_prob, log_prob, advantages, response_mask):
+        if log_prob.dtype != torch.float64:
+            raise RuntimeError(f"expected float64, got {log_prob.dtype}")
+        return -(torch.exp(log_prob - old_log_prob) * advantages * response_mask).sum()
+
+    with pytest.raises(TypeError, match="dtype=torch.bfloat16: RuntimeError: expected float64"):
+        check_policy_loss(fp64_only, dtype=torch.bfloat16)
 
 
 # ------------------------------------------------------------------ advantages as written
@@ -258,6 +291,45 @@ def test_batch_coupled_and_positional_estimators_undecided():
     assert rpp.verdict == "undecided" and "across the batch" in rpp.reason and not rpp.holds()
     pos = check_grouped_advantage(ADV.positional_rloo_advantage, G=[4], convention="verl")
     assert pos.verdict == "undecided" and "groups by position" in pos.reason
+
+
+def _trl_batch_scaled(rewards, num_generations):
+    """TRL's GRPO with scale_rewards="batch" (huggingface/trl f2cd57710ae345ea6428ae95363267fcf38a3dc8,
+    trl/trainer/grpo_trainer.py:2685-2707): each reward minus its group's mean, over the std of all the batch's rewards
+    plus 1e-4.  Written from that reading."""
+    grouped = rewards.view(-1, num_generations)
+    return (grouped - grouped.mean(1, keepdim=True)).reshape(-1) / (rewards.std() + 1e-4)
+
+
+def _openrlhf_reinforce_baseline(rewards, n_samples_per_prompt):
+    """OpenRLHF's reinforce_baseline (OpenRLHF/OpenRLHF 3c3be6234e0cb353e76bb8019947db9dfe99fca7,
+    openrlhf/trainer/ppo_utils/experience_maker.py:267-268, then whitened across the batch at :314-326): each reward
+    minus its group's mean, then minus the batch mean and over the batch's population std (variance clamped at 1e-8)."""
+    grouped = rewards.reshape(-1, n_samples_per_prompt)
+    centred = (grouped - grouped.mean(-1, keepdim=True)).reshape(-1)
+    mean = centred.mean()
+    return (centred - mean) * (centred - mean).pow(2).mean().clamp(min=1e-8).rsqrt()
+
+
+def _over_the_batch_largest(rewards, num_generations):
+    """A batch statistic other than a mean or a std: group-centred rewards over the batch's largest |reward|."""
+    grouped = rewards.view(-1, num_generations)
+    return (grouped - grouped.mean(1, keepdim=True)).reshape(-1) / rewards.abs().max()
+
+
+@pytest.mark.parametrize("fn, convention", [(_trl_batch_scaled, "trl"), (_openrlhf_reinforce_baseline, "openrlhf"),
+                                            (_over_the_batch_largest, "trl")])
+def test_a_batch_whitening_is_seen_in_the_trl_and_openrlhf_conventions(fn, convention):
+    """Issue 28 (a decision no test guarded): the batch-coupling probe must change the other groups so that a batch
+    statistic changes.  With the other groups drawn binary, as the check's own, a batch's mean and std coincided for
+    some G (TRL at G = 3 and 5, OpenRLHF at G = 2), the probe saw nothing, and the check crashed on the coupling
+    later; binary draws never move the batch's largest reward (the groups under test hold a 2).  At every G the
+    verdict is "undecided", with the reason, before any check runs."""
+    for G in range(2, 9):
+        rep = check_grouped_advantage(fn, G=G, convention=convention)
+        assert rep.verdict == "undecided" and rep.reports == () and not rep.holds(), (G, rep.reason)
+        assert "change with the other groups of the batch" in rep.reason and "batch whitening" in rep.reason
+    # the per-group estimators in these conventions are still certified (test_trl_and_openrlhf_conventions)
 
 
 def test_negated_estimator_is_not_a_policy_gradient():

@@ -670,6 +670,7 @@ NOT_SWEPT = {
     "reward_law": "a validator itself", "scalar_expression": "a validator itself", "require_bool": "a validator itself", "exact_number": "checker plumbing",
     "finite_report": "checker plumbing", "report_html": "checker plumbing", "depends_on": "checker plumbing", "nonzero": "checker plumbing",
     "verdict": "checker plumbing", "is_proof": "a predicate of the kernel: any object is a valid argument",
+    "Established": "a record of what a proof established, built by the kernel's proof kinds (tests/test_kernel.py)",
     "Check": "a record built by check()", "ScoreMoments": "a result record", "PPODiagnostics": "a result record",
     "PPOTerms": "a result record", "ForkTrajectory": "a result record", "SchemeMoments": "a result record", "VarianceTerms": "a result record", "MonteCarloEstimate": "a result record",
     "Episodes": "a record built by two_turn_agent / tinylm_episodes", "CreditAssignment": "a result record", "ChainMoments": "a result record", "TruncationBias": "a result record", "GroupReport": "a result record", "TokenReport": "a result record",
@@ -688,6 +689,17 @@ NOT_SWEPT = {
     "interpolation_rows": "bad input: tests/test_variants.py::test_the_numeric_route_refuses_bad_input_by_name",
     "pattern_count": "bad input: tests/test_variants.py::test_the_numeric_route_refuses_bad_input_by_name",
     "Coefficients": "a result record (its evaluate's bad q: tests/test_variants.py)", "FloatReduction": "a result record",
+    # the loss checker's probes (issues 28 and 32): public so that its modules share them; every value reaching them was
+    # validated by check_policy_loss (bad input: tests/test_trainer_code.py::test_policy_loss_bad_input)
+    "TrainerLoss": "bad input: tests/test_trainer_code.py::test_policy_loss_bad_input (names, fn, dtype)",
+    "loss_precision": "checker plumbing", "tolerance_of": "checker plumbing", "callable_weight": "checker plumbing",
+    "at_ratio_one": "checker plumbing", "bounded": "checker plumbing", "clip_ranges": "checker plumbing", "runs": "checker plumbing",
+    "fit": "checker plumbing", "kappa_rows": "checker plumbing", "mask_of": "checker plumbing", "old_log_probs": "checker plumbing",
+    "power_law": "checker plumbing", "Fit": "a result record", "PowerLaw": "a result record", "Precision": "a result record",
+    "ClipRange": "a result record", "RatioOne": "a result record", "Run": "a result record",
+    "relabelling_averaged": "checker plumbing (reached through check_group_advantage, which validates G and the callable)",
+    "position_tables": "checker plumbing (reached through check_group_advantage)", "what_moves": "checker plumbing",
+    "positional_report": "checker plumbing",
 }
 
 

@@ -212,11 +212,16 @@ def test_binary_reduction_step_is_sound():
     assert_every_step_sound(rep.derivation)
 
 
-def test_a_callable_that_is_not_permutation_equivariant_is_refused():
-    with pytest.raises(NotPermutationEquivariant):
-        check_group_advantage(lambda r: r - r[..., :1], G=3, rewards="binary")
-    with pytest.raises(NotPermutationEquivariant):  # equivariant on integers only is not enough
-        check_group_advantage(lambda r: r - r.max(-1, keepdims=True) * (r[..., :1] > 0.5), G=3, rewards="binary")
+def test_a_callable_that_is_not_permutation_equivariant_gets_its_positions():
+    """Positional advantages are checked by their summed update (tests/test_unseen_variants.py has the ground truth);
+    equivariance on integers only is not enough to skip that route, and above MAX_G relabellings they are refused."""
+    from numeric.variants.positional import MAX_G
+
+    assert check_group_advantage(lambda r: r - r[..., :1], G=3, rewards="binary").positions
+    assert check_group_advantage(lambda r: r - r.max(-1, keepdims=True) * (r[..., :1] > 0.5), G=3, rewards="binary").positions
+    assert check_group_advantage(rloo_advantages, G=3, rewards="binary").positions == ()
+    with pytest.raises(NotPermutationEquivariant, match=f"G <= {MAX_G}"):
+        check_group_advantage(lambda r: r - r[..., :1], G=MAX_G + 1, rewards="binary")
 
 
 @pytest.mark.parametrize(
@@ -294,32 +299,109 @@ def test_the_checker_known_weights_are_the_verified_weights_and_the_probe_reads_
 
 @pytest.fixture(scope="module")
 def registry_reports():
-    """The checker on every per-token form of the registry, its extra constants (tau, beta) declared."""
+    """The checker on every per-token form of FORMS as the registry writes it, no constant declared: SAPO's tau_+ and
+    tau_-, KL-Cov's beta are the registry's own symbols; the derivation keeps them symbolic, the confirmation takes
+    the registry's defaults."""
     from derivations.methods import FORMS, known_token_forms
 
     assert set(known_token_forms()) == set(FORMS)
-    reports = {}
-    for name, form in FORMS.items():
-        loss = form.loss()
-        reports[name] = check_token_loss(loss, constants={p: 1.5 for p in loss.free_symbols - {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}})
-    return reports
+    return {name: check_token_loss(form.loss()) for name, form in FORMS.items()}
+
+
+@pytest.fixture(scope="module")
+def registry_method_reports():
+    """The checker on the loss of every method of METHODS whose loss takes no option (Clip-Cov's and KL-Cov's need
+    `selected`: their two forms are in registry_reports), no constant declared (VESPO's k and lambda, GMPO's delta
+    too); a sequence-level method's loss is the loss of a row of one token."""
+    from derivations.methods import METHODS
+
+    return {name: check_token_loss(m.loss()) for name, m in METHODS.items() if name not in ("clip_cov", "kl_cov")}
+
+
+def _first_tried_with_the_same_weight(name):
+    """The form the checker names when it is handed ``name``'s loss: the first form tried whose derived weight is
+    ``name``'s (computed from the registry, not read off a report)."""
+    from derivations.variants import known_methods
+
+    weights = {m.method: m.weight for m in known_methods()}
+    return next(m.method for m in known_methods() if weights[m.method] == weights[name])
 
 
 @SHARED_WITH_SUITE  # and one computation of the module fixture
 def test_every_registered_form_is_named_by_the_checker(registry_reports):
-    """Issue 17: for every registered method, the checker given its SymPy per-token loss names that method;
-    forms with one weight (REINFORCE/GPG, PPO/unselected Clip-Cov, IS/unselected KL-Cov) are all named."""
-    from derivations.methods import undecided
+    """Issues 17 and 29 (the registry round trip): every per-token form of the registry, handed to the checker as the
+    registry writes it, is named as itself.  The one exception, by construction: forms with one weight cannot be told
+    apart from one token's loss (REINFORCE/GPG, PPO/unselected Clip-Cov, IS/unselected KL-Cov); the report names all
+    of them (same_weight), and its `matches` is the first one tried."""
+    from derivations.methods import FORMS, undecided
+    from derivations.variants import known_label
 
-    for name, rep in registry_reports.items():
+    forms = registry_reports
+    assert set(forms) == set(FORMS)
+    for name, rep in forms.items():
         assert name in rep.same_weight, (name, rep.same_weight, rep.reason)
-        assert rep.matches is not None and rep.is_policy_gradient
-    assert registry_reports["ppo"].same_weight == ("ppo", "clip_cov_kept") and registry_reports["ppo"].matches == "PPO"
-    assert registry_reports["is"].same_weight == ("is", "kl_cov_kept") and registry_reports["gpg"].matches == "REINFORCE"
-    assert registry_reports["cispo"].same_weight == ("cispo",) and registry_reports["sapo"].same_weight == ("sapo",)
+        first = _first_tried_with_the_same_weight(name)
+        assert rep.same_weight[0] == first and rep.matches == known_label((first,)), (name, rep.matches)
+        assert rep.is_policy_gradient and rep.numeric[1] < 1e-12  # confirmed by autograd on the toy LM
+    assert forms["ppo"].same_weight == ("ppo", "clip_cov_kept") and forms["ppo"].matches == "PPO"
+    assert forms["is"].same_weight == ("is", "kl_cov_kept") and forms["gpg"].matches == "REINFORCE"
+    assert forms["cispo"].same_weight == ("cispo",) and forms["sapo"].same_weight == ("sapo",) and forms["sapo"].matches == "SAPO"
     for name in ("clip_cov_selected", "kl_cov_selected"):  # the selection law is not in a per-token loss: undecided, with the reason
-        assert registry_reports[name].same_weight == (name,) and undecided(name) in registry_reports[name].reason
-    assert "undecided" not in registry_reports["ppo"].reason
+        assert forms[name].same_weight == (name,) and undecided(name) in forms[name].reason
+    assert "undecided" not in forms["ppo"].reason
+
+
+@SHARED_WITH_SUITE
+def test_every_registered_method_is_named_by_the_checker(registry_method_reports):
+    """The registry round trip over METHODS: a token method's loss is named as the method (Clip-Cov and KL-Cov, whose
+    loss needs `selected`, through their two forms, above).  Exceptions, justified: a sequence-level method's loss in
+    the registry is the loss of a row of ONE token, where the sequence ratio is the token's ratio; the per-token
+    checker sees that one token, so it names the token form with the same loss (GSPO's row of one token is PPO,
+    CISPO's and SAPO's sequence forms are CISPO and SAPO; computed below as the form whose loss is identical), and
+    names none where no token form has it (VESPO's Gamma weight, GMPO's log-space clip).  A batched sequence-level
+    loss is reported "sequence-level" by check_policy_loss (tests/test_trainer_code.py)."""
+    from derivations.methods import FORMS, METHODS, form, form_of, gamma_weight
+
+    methods = registry_method_reports
+    assert set(methods) == set(METHODS) - {"clip_cov", "kl_cov"}
+    assert {form_of(f).method for f in FORMS} >= {"clip_cov", "kl_cov"}
+    for name, rep in methods.items():
+        m = METHODS[name]
+        if not m.sequence_level:
+            assert rep.same_weight[0] == _first_tried_with_the_same_weight(form(name)) and form(name) in rep.same_weight, name
+            continue
+        twins = [f for f, spec in FORMS.items() if spec.loss() == m.loss()]
+        if twins:
+            assert twins[0] in rep.same_weight and rep.matches is not None, (name, twins, rep.same_weight)
+        else:
+            assert name in ("vespo", "gmpo") and rep.matches is None and rep.same_weight == (), (name, rep.reason)
+    assert [methods[n].matches for n in ("gspo", "gspo_token", "cispo_seq", "sapo_seq")] == ["PPO", "PPO", "CISPO", "SAPO"]
+    vespo = methods["vespo"]  # accepted with its own k, lambda: the Gamma weight, a policy gradient, 1 at r = 1
+    assert vespo.is_policy_gradient and vespo.on_policy_at_ratio_one and vespo.numeric[1] < 1e-12
+    assert sp.simplify(vespo.weight - gamma_weight(gw.r)) == 0
+
+
+@SHARED_WITH_SUITE
+def test_sapo_temperature_is_chosen_by_the_sign_of_the_advantage():
+    """The registry's SAPO, no constant declared: tau_+ where A > 0 and tau_- where A <= 0, in the derived weight (the
+    kernel-verified weight of derivations.losses) and in the confirmation (the registry's defaults tau_+ = 1 and
+    tau_- = 1.05 differ, so a weight with the temperatures swapped would fail it).  The loss with the two swapped is
+    not SAPO, and is named nothing."""
+    from derivations.losses import weight
+    from derivations.methods import METHODS, tau_neg, tau_pos
+
+    rep = check_token_loss(METHODS["sapo"].loss())
+    assert rep.matches == "SAPO" and rep.numeric[1] < 1e-12
+    for a, own, other in ((1, tau_pos, tau_neg), (-1, tau_neg, tau_pos)):
+        mine = rep.weight.subs(gw.A, a)
+        assert mine.has(own) and not mine.has(other)
+        for x in (sp.Rational(1, 3), sp.Rational(9, 10), 2, 5):
+            at = {gw.r: x, own: sp.Rational(7, 5)}
+            assert abs(sp.N(mine.subs(at) - weight("sapo").subs(gw.A, a).subs(at), 30)) < 1e-25
+    swapped = check_token_loss(METHODS["sapo"].loss().xreplace({tau_pos: tau_neg, tau_neg: tau_pos}))
+    assert swapped.matches is None and swapped.same_weight == () and swapped.numeric[1] < 1e-12
+    with pytest.raises(SymbolicNumericMismatch):  # the registry's defaults tell the temperatures apart
+        confirm_token(dataclasses.replace(rep, weight=swapped.weight), METHODS["sapo"].loss(), {})
 
 
 def test_naming_helpers_refuse_unknown_forms():

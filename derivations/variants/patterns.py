@@ -295,6 +295,7 @@ def finite_report(advantage: sp.Expr | Mapping | Callable, G: int, law: str, val
     """
     m = len(values)
     tab = _Values(advantage, G, values, constants)
+    scale = _scale(tab, values)
     binary = law == "binary"
     q = (1 - P, P) if binary else _q(m)
     grads = (-GRAD_P, GRAD_P) if binary else tuple(sp.Symbol(r"\nabla_{\theta} q_{%d}" % (k + 1), real=True) for k in range(m))
@@ -316,25 +317,41 @@ def finite_report(advantage: sp.Expr | Mapping | Callable, G: int, law: str, val
                      r"$\nabla_\theta J = \mathbb{E}[R s]$" + (r" $= \nabla_\theta p$" if binary else "")],
         unfold=None if binary else _finite_unfold(values, q, grads),
     )
-    d.step(lhs, reduced, shown, proof=_reduction_proof(advantage, G, values, q, grads, constants))
+    d.step(lhs, reduced, shown, proof=_reduction_proof(advantage, G, values, q, grads, constants, scale))
     depends = None
     if binary:
         residual = sp.Integer(0)
-        c, depends = _binary_scale(d, bern, reduced / GRAD_P, G)
+        c, depends = _binary_scale(d, bern, reduced / GRAD_P, G, scale)
         policy = {P}
     else:
         alphas = _interpolate(values, cond)
         c = _nice(sp.expand(alphas[1].subs(q[-1], 1 - sum(q[:-1]))))
         residual = sp.Add(*[_nice(sp.expand(alphas[dg].subs(q[-1], 1 - sum(q[:-1])))) * Expect(R_PLAIN**dg * S_PLAIN) for dg in range(2, m)])
         d.then(c * GRAD_J + residual, r"interpolate $a(v) = \sum_{d<m} \alpha_d v^d$; $\sum_k \nabla q_k = 0$; $\sum_k q_k = 1$",
-               proof=to_tolerance(1e-12) if reduced.has(sp.Float) and not _exact(d, c * GRAD_J + residual) else None)
+               proof=to_tolerance(1e-12, scale) if reduced.has(sp.Float) and not _exact(d, c * GRAD_J + residual) else None)
         policy = set(q)
-    found, reason = verdict(c, residual, policy, "E[A_i s_i]", depends)
+    found, reason = verdict(c, residual, policy, "E[A_i s_i]", depends, scale)
+    if not binary and found in ("scaled", "unbiased") and (c.free_symbols & policy or residual != 0):
+        c, residual = exact_number(float(c.subs({x: 0 for x in policy}))), sp.Integer(0)  # the constant c is, fp64 rounding dropped
+        d.then(c * GRAD_J, "coefficients of fp64 rounding dropped (each below the tolerance)", proof=to_tolerance(1e-12, scale))
     equal = tab.on_equal_rewards() if zero_on_equal is None and not isinstance(advantage, sp.Basic) else zero_on_equal
     return GroupReport(found, c, residual, reason, d, "binary" if binary else values, G, equal)
 
 
-def _binary_scale(d: Derivation, bern: list, bernstein: sp.Expr, G: int) -> tuple[sp.Expr, bool | None]:
+def _scale(tab: _Values, values: tuple) -> float:
+    r"""The size of the numbers the reduction combines: :math:`\max(1, \max|a| \cdot \max_c \binom{G-1}{c} \cdot \max_d \sum_k |L_{dk}|)`.
+
+    fp64 advantages of size :math:`10^6` carry rounding of about :math:`10^{-10}`, and the reduction adds
+    them with multinomial weights and the interpolation's :math:`L = V^{-1}`: every tolerance on this
+    route is relative to this size (and the page states the absolute bound).
+    """
+    largest = max((abs(float(sp.N(a))) for v in values for a in tab.a[v] if sp.sympify(a).is_number), default=1.0)
+    weight = max(_multinomial(c) for c in tab.patterns)
+    spread = max(float(sum(abs(x) for x in row)) for row in interpolation_rows(values)) if len(values) > 2 else 1.0
+    return max(1.0, largest * weight * spread)
+
+
+def _binary_scale(d: Derivation, bern: list, bernstein: sp.Expr, G: int, scale: float = 1.0) -> tuple[sp.Expr, bool | None]:
     r"""``(c, depends on p)`` for a binary law: :math:`c(p)` is constant iff its Bernstein coefficients are all equal.
 
     The Bernstein polynomials of degree :math:`G - 1` are linearly
@@ -343,7 +360,7 @@ def _binary_scale(d: Derivation, bern: list, bernstein: sp.Expr, G: int) -> tupl
     """
     c = bernstein
     diffs = [sp.radsimp(b / sp.binomial(G - 1, k)) for k, b in enumerate(bern)]
-    equal = [nonzero(x - diffs[0]) for x in diffs[1:]]
+    equal = [nonzero(x - diffs[0], scale) for x in diffs[1:]]
     depends = True if any(e is True for e in equal) else (False if all(e is False for e in equal) else None)
     if depends is False and not bernstein.has(sp.Float):
         c = diffs[0]
@@ -351,7 +368,7 @@ def _binary_scale(d: Derivation, bern: list, bernstein: sp.Expr, G: int) -> tupl
     elif depends is False:
         c = diffs[0]
         d.then(c * GRAD_P, r"coefficients equal to fp64 rounding; the Bernstein polynomials sum to 1",
-               proof=to_tolerance(1e-12))
+               proof=to_tolerance(1e-12, scale))
     elif not bernstein.has(sp.Float) and G <= 6:  # fp64 values, and long radicals, stay in the Bernstein form
         c_nice = _nice(sp.collect(sp.expand(bernstein), P))
         if len(sp.sstr(c_nice)) < len(sp.sstr(bernstein)):
@@ -412,7 +429,7 @@ def _finite_unfold(values: tuple, q: tuple, grads: tuple) -> Definitions:
     return Definitions({**moments, GRAD_J: sum(v * g for v, g in zip(values, grads)), grads[-1]: -sum(grads[:-1]), q[-1]: 1 - sum(q[:-1])})
 
 
-def _reduction_proof(advantage, G, values, q, grads, constants):
+def _reduction_proof(advantage, G, values, q, grads, constants, scale: float = 1.0):
     """Proof of the reduction step: recompute sum_v a(v) grad q_v from a fresh reading of the advantage.
 
     An expression is evaluated again on every pattern and on every ordering of
@@ -427,7 +444,7 @@ def _reduction_proof(advantage, G, values, q, grads, constants):
     if isinstance(advantage, sp.Basic):
         _require_symmetric(advantage, G, values, constants, fresh)
     table = [(v, c_, a) for v in values for c_, a in zip(fresh.patterns, fresh.a[v])]
-    return from_table(sp.Symbol("A_1", real=True), S[1], values, q, grads, G, table, tol=1e-12)
+    return from_table(sp.Symbol("A_1", real=True), S[1], values, q, grads, G, table, tol=1e-12, scale=scale)
 
 
 def _require_symmetric(expr, G, values, constants, tab: _Values) -> None:

@@ -70,12 +70,13 @@ class ReportTable(str):
 
 
 def report_html(verdict: str, *, reason: str = "", latex: str | None = None, table: ReportTable | None = None,
-                notes: Sequence[str] = (), more: Sequence[tuple[str, str]] = ()) -> str:
+                notes: Sequence[str] = (), more: Sequence[tuple[str, str]] = (), tables: Sequence[tuple[str, ReportTable]] = ()) -> str:
     """A report as one stacked column: verdict, reason, derivation (``$$...$$``), notes, table, folded extras.
 
     ``more`` holds ``(summary, latex)`` pairs shown folded (``<details>``), e.g. one
-    derivation per group size.  All text is escaped; the LaTeX too (MathJax reads
-    the text, so ``r < 1`` survives as ``r &lt; 1``).
+    derivation per group size; ``tables`` holds ``(summary, table)`` pairs shown
+    folded the same way, e.g. the measurements behind the facts.  All text is
+    escaped; the LaTeX too (MathJax reads the text, so ``r < 1`` survives as ``r &lt; 1``).
     """
     parts = [f"<p class='{VERDICT_CLASS}'><strong>{html.escape(verdict)}</strong></p>"]
     if reason:
@@ -86,6 +87,8 @@ def report_html(verdict: str, *, reason: str = "", latex: str | None = None, tab
         parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     if table is not None:
         parts.append(f"<div style='overflow-x:auto'>{table._repr_html_()}</div>")
+    for summary, folded in tables:
+        parts.append(f"<details><summary>{html.escape(summary)}</summary><div style='overflow-x:auto'>{folded._repr_html_()}</div></details>")
     for summary, tex in more:
         parts.append(f"<details><summary>{html.escape(summary)}</summary>"
                      f"<div class='pgi-derivation' style='overflow-x:auto'>{html.escape(tex)}</div></details>")

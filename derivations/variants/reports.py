@@ -143,6 +143,10 @@ class GroupReport:
         Set when the verdict was decided numerically from the Bernstein coefficients (a callable
         above :data:`~derivations.variants.patterns.SYMBOLIC_PATTERNS` count patterns); ``derivation`` is then
         ``None`` and no step claims a kernel check.
+    positions : tuple
+        For an advantage that depends on the answers' positions: ``(i, verdict, c_i)`` of
+        :math:`\mathbb{E}[A_i s_i]` at each position :math:`i` (from 0); the report's own verdict and
+        scale are then the summed update's, :math:`\frac1G\sum_i \mathbb{E}[A_i s_i]`.  Empty otherwise.
     """
 
     verdict: str
@@ -155,6 +159,7 @@ class GroupReport:
     zero_on_equal_rewards: bool | None = None
     numeric: tuple = field(default=(), compare=False)
     reduction: FloatReduction | None = None
+    positions: tuple = ()
 
     def table(self) -> ReportTable:
         """The numeric confirmation: prints as aligned text, renders as an HTML table."""
@@ -172,7 +177,8 @@ class GroupReport:
     def __str__(self) -> str:
         c = "-" if self.scale is None else sp.sstr(self.scale)
         res = "-" if self.residual is None else sp.sstr(self.residual)
-        return f"{self.verdict}: c = {c}, residual = {res}\n{self.reason}" + ("" if self.reduction is None else f"\n{self.reduction.table()}")
+        by_position = "".join(f"\n  position {i}: {v}, c = {sp.sstr(ci)}" for i, v, ci in self.positions)
+        return f"{self.verdict}: c = {c}, residual = {res}\n{self.reason}" + by_position + ("" if self.reduction is None else f"\n{self.reduction.table()}")
 
     def _repr_latex_(self) -> str:
         head = r"\text{verdict: " + self.verdict + "}"
@@ -224,6 +230,12 @@ class TokenReport:
         The registry forms (:func:`derivations.methods.known_token_forms` keys) whose
         weight equals this one, ``matches``'s first; a form whose method a per-token
         loss does not settle (Clip-Cov, KL-Cov) is named with its "undecided" note in ``reason``.
+    per_token_constants : bool
+        The weight moves with :math:`\ell_0` at a fixed ratio away from :math:`r = 1` but not at it:
+        constants (clip bounds, masks) computed from :math:`\pi_{\text{old}}` per token.
+    ratio_one : str
+        Why :math:`w(1) \ne 1`, measured (``""`` where it is 1): ``"tie"``, ``"sign"``, ``"zero"``,
+        ``"scale"`` or ``"old probability"`` (callables; see :mod:`numeric.variants.weight_probe`).
     """
 
     weight: sp.Expr | None
@@ -237,6 +249,8 @@ class TokenReport:
     table: tuple = field(default=(), compare=False)
     numeric: tuple = field(default=(), compare=False)
     same_weight: tuple = ()
+    per_token_constants: bool = False
+    ratio_one: str = ""
 
     def __str__(self) -> str:
         w = "(table)" if self.weight is None else sp.sstr(self.weight)
@@ -272,12 +286,13 @@ class TokenReport:
 # ============================================================ verdicts
 
 
-def nonzero(x: sp.Expr | float) -> bool | None:
+def nonzero(x: sp.Expr | float, scale: float = 1.0) -> bool | None:
     """``True``/``False`` when ``x`` is decided non-zero/zero, ``None`` otherwise.
 
     Non-zero: at an exact point (or as a constant) it evaluates, to 40 digits,
-    clearly away from 0 (above 1e-12 when ``x`` holds floats, above 1e-25
-    otherwise).  Zero: the canonicalisers reduce it to 0; for an
+    clearly away from 0 (above 1e-12 times ``scale`` when ``x`` holds floats:
+    ``scale`` is the size of the fp64 values it was computed from, at least 1;
+    above 1e-25 otherwise).  Zero: the canonicalisers reduce it to 0; for an
     expression holding floats (a callable's fp64 values), it is below
     1e-12 at three points.
 
@@ -292,7 +307,7 @@ def nonzero(x: sp.Expr | float) -> bool | None:
     if x == 0:
         return False
     floats = x.has(sp.Float)
-    tol = sp.Float(10) ** (-12 if floats else -25)
+    tol = sp.Float(10) ** (-12 if floats else -25) * (max(1.0, float(scale)) if floats else 1)
     syms = sorted(x.free_symbols, key=str)
     points = [{s_: sp.Rational(2 + k, 7 + k) + sp.Rational(j, 13) for j, s_ in enumerate(syms)} for k in range(3)]
     values = [sp.N(x.xreplace(pt), 40) for pt in points]
@@ -303,7 +318,7 @@ def nonzero(x: sp.Expr | float) -> bool | None:
     return False if is_zero(x) is not None else None
 
 
-def depends_on(c: sp.Expr, policy: set) -> bool | None:
+def depends_on(c: sp.Expr, policy: set, scale: float = 1.0) -> bool | None:
     """Whether ``c`` varies with the policy: its moments ``Expect(...)`` or the probabilities ``p``, ``q_k``.
 
     A polynomial ``c`` depends on the policy when the coefficient of some
@@ -316,27 +331,27 @@ def depends_on(c: sp.Expr, policy: set) -> bool | None:
     if not variables:
         return False
     if c.is_polynomial(*variables):
-        answers = [nonzero(cf) for monom, cf in sp.Poly(c, *variables).terms() if any(monom)]
+        answers = [nonzero(cf, scale) for monom, cf in sp.Poly(c, *variables).terms() if any(monom)]
     else:
-        answers = [nonzero(sp.diff(c, v)) for v in variables]
+        answers = [nonzero(sp.diff(c, v), scale) for v in variables]
     if any(a is True for a in answers):
         return True
     return False if all(a is False for a in answers) else None
 
 
-def verdict(c: sp.Expr, residual: sp.Expr, policy: set, what: str, depends: bool | None = None) -> tuple[str, str]:
-    """``(verdict, reason)`` for :math:`\\mathbb{E}[\\cdot] = c\\,\\nabla J + \\text{residual}`; ``depends`` when already decided."""
-    nz = nonzero(residual)
+def verdict(c: sp.Expr, residual: sp.Expr, policy: set, what: str, depends: bool | None = None, scale: float = 1.0) -> tuple[str, str]:
+    """``(verdict, reason)`` for :math:`\\mathbb{E}[\\cdot] = c\\,\\nabla J + \\text{residual}`; ``depends`` when already decided; ``scale``: the size of fp64 values (see :func:`nonzero`)."""
+    nz = nonzero(residual, scale)
     if nz is None:
         return "undecided", f"the CAS could not decide whether the residual {sp.sstr(residual)} vanishes"
     if nz:
         return "biased", f"{what} has a component along {', '.join(_moments_in(residual))}, not a multiple of the policy gradient"
-    dep = depends_on(c, policy) if depends is None else depends
+    dep = depends_on(c, policy, scale) if depends is None else depends
     if dep is None:
         return "undecided", f"the CAS could not decide whether c = {sp.sstr(c)} depends on the policy"
     if dep:
         return "reweighted", f"{what} is c times the policy gradient with c = {sp.sstr(c)}, which depends on the policy: prompts are reweighted"
-    off = nonzero(c - 1)
+    off = nonzero(c - 1, scale)
     if off is None:
         return "undecided", f"the CAS could not decide whether c = {sp.sstr(c)} equals 1"
     if off:

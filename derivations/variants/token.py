@@ -21,7 +21,7 @@ import sympy as sp
 from .. import gradient_weights as gw
 from ..definitions import Definitions
 from ..derivation import Derivation, is_zero
-from ..methods import METHODS, form_of, known_token_forms, undecided
+from ..methods import CONSTANTS, METHODS, form_of, known_token_forms, undecided
 from ..proofs import decide_sign, holds, interval_points, resolve
 from .inputs import require_constants, scalar_expression
 from .reports import TokenReport
@@ -33,6 +33,8 @@ _ADMISSIBLE = {gw.eps_l: 1 / (1 + _pm), gw.c: 1 + gw.eps_h + _pgamma}
 """0 < eps_l < 1 and c > 1 + eps_h, written with positive symbols (eps_h is positive itself)."""
 
 _TOKEN_SYMBOLS = {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}
+_REGISTRY_CONSTANTS = frozenset(CONSTANTS) - _TOKEN_SYMBOLS
+"""The registry's other constants (SAPO's temperatures, GMPO's log-space clip, VESPO's Gamma weight, KL-Cov's coefficient): a loss may hold them undeclared."""
 
 
 @dataclass(frozen=True)
@@ -171,11 +173,12 @@ def token_loss_expression(loss: sp.Expr, constants: Mapping | None = None) -> sp
     """
     constants = require_constants(constants)
     loss = scalar_expression("loss", loss, "one token's loss, a scalar sympy expression", "a torch callable")
-    unknown = loss.free_symbols - _TOKEN_SYMBOLS - set(constants)
+    unknown = loss.free_symbols - _TOKEN_SYMBOLS - _REGISTRY_CONSTANTS - set(constants)
     if unknown:
         raise ValueError(
             f"loss has unknown free symbols {', '.join(sorted(map(str, unknown)))}: allowed are ell, ell_0, r, A, "
-            "varepsilon_l, varepsilon_h, c (derivations.gradient_weights) and constants declared in constants={symbol: value}"
+            f"the registry's constants {', '.join(map(str, CONSTANTS))} (derivations.methods) "
+            "and constants declared in constants={symbol: value}"
         )
     loss = loss.subs(sp.exp(gw.ell - gw.ell0), gw.r)
     loss = loss.replace(sp.Abs, lambda x: sp.Max(*(s * x.subs(gw.ell, gw.ell0 + sp.log(gw.r)) for s in (1, -1))))
@@ -385,7 +388,10 @@ def derive_token_loss(loss: sp.Expr, *, constants: Mapping | None = None) -> Tok
     constants : dict, optional
         ``{symbol: value}``: extra constants the expression may use (the
         derivation keeps them symbolic; the values are the numeric
-        confirmation's).
+        confirmation's).  The registry's own constants
+        (:data:`derivations.methods.CONSTANTS`: SAPO's :math:`\tau_+, \tau_-`,
+        KL-Cov's :math:`\beta`, ...) need no declaring, so every registered
+        loss is accepted as the registry writes it.
 
     Returns
     -------
@@ -405,6 +411,9 @@ def derive_token_loss(loss: sp.Expr, *, constants: Mapping | None = None) -> Tok
     (Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True)), 'CISPO (one-sided)', {1: True, -1: True})
     >>> derive_token_loss(-r * A * ell).is_policy_gradient   # forgot sg(r)
     False
+    >>> from derivations.methods import METHODS
+    >>> derive_token_loss(METHODS["sapo"].loss()).matches   # tau_+ where A > 0, tau_- elsewhere
+    'SAPO'
     """
     constants = require_constants(constants)
     return _token_symbolic(token_loss_expression(loss, constants))

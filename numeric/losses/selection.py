@@ -19,7 +19,11 @@ order) and, for Clip-Cov, on a random draw, so :func:`numeric.policy_loss`
 takes the selection as an argument and these functions compute the one verl
 computes (``verl/trainer/ppo/core_algos.py``, ``compute_policy_loss_clip_cov``
 and ``compute_policy_loss_kl_cov`` at ``b178a3c``), the random draw from an
-explicit ``seed``.  The per-token weights of a selected and of an unselected
+explicit ``seed``.  Read again at verl-project/verl ``1dda039`` (2026-08-22),
+the two rules are unchanged: each selects ``max(int(ratio * N), 1)`` tokens of
+the batch's :math:`N` (``core_algos.py:1817`` and ``:1905``: one token at the
+default ratio on a small batch, never none), and Clip-Cov's band is open
+(``:1818``: a covariance exactly on a bound is no candidate).  The per-token weights of a selected and of an unselected
 token are certified (:func:`numeric.policy_weight`); the expected update over
 the selection is not stated anywhere (:func:`derivations.methods.undecided`).
 """

@@ -107,7 +107,7 @@ class Completed(TrainerLoss):
         super().__init__(loss.fn, loss.names, loss.fixed, dtype=dtype)
         self.roles = taken_roles(loss)
 
-    def __call__(self, old, new, adv, mask, **extra) -> torch.Tensor:
+    def __call__(self, old: torch.Tensor, new: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, **extra: object) -> torch.Tensor:
         for role in self.roles:
             extra.setdefault(role, old)
         return super().__call__(old, new, adv, mask, **extra)

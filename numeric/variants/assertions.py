@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import torch
+
 from derivations.variants import VERDICTS
 
 from .grouped import GroupedAdvantageReport, check_grouped_advantage
@@ -27,7 +29,8 @@ def _wanted(expect: str | None) -> str:
     return "a policy gradient up to a positive constant (unbiased or scaled)" if expect is None else repr(expect)
 
 
-def assert_policy_loss(fn: Callable, expect: str | None = None, *, names: Mapping | None = None, **fixed: object) -> PolicyLossReport:
+def assert_policy_loss(fn: Callable, expect: str | None = None, *, names: Mapping | None = None, dtype: torch.dtype | None = None,
+                       **fixed: object) -> PolicyLossReport:
     r"""Assert that a trainer's policy loss is what ``expect`` says (see :meth:`PolicyLossReport.holds`).
 
     ``expect`` is a verdict (``"unbiased"``, ``"scaled"``, ``"reweighted"``, ...), an
@@ -48,11 +51,11 @@ def assert_policy_loss(fn: Callable, expect: str | None = None, *, names: Mappin
     AssertionError: loss_fn is not a policy gradient up to a positive constant ...: biased: ...
     """
     expect = _expect(expect)
-    report = check_policy_loss(fn, names=names, **fixed)
+    report = check_policy_loss(fn, names=names, dtype=dtype, **fixed)
     if not report.holds(expect):
         name = getattr(fn, "__name__", "the loss")
-        raise AssertionError(f"{name} is not {_wanted(expect)}: {report.headline()}. {report.reason}"
-                             + ("" if not report.notes else " Notes: " + "; ".join(report.notes) + "."))
+        raise AssertionError(f"{name} is not {_wanted(expect)}: {report.headline()}. {report.reason} Facts: "
+                             + "; ".join(f"{k}: {v}" for k, v in report.facts()) + ".")
     return report
 
 

@@ -17,12 +17,20 @@ from collections.abc import Callable, Mapping, Sequence
 
 import sympy as sp
 
-from derivations.variants import GroupReport, TokenReport, derive_group_advantage, derive_token_loss, token_loss_expression
+from derivations.variants import (
+    GroupReport,
+    NotPermutationEquivariant,
+    TokenReport,
+    derive_group_advantage,
+    derive_token_loss,
+    token_loss_expression,
+)
 from derivations.variants.inputs import require_bool, require_constants, require_group_size, reward_law
 from derivations.variants.patterns import SYMBOLIC_PATTERNS, coefficient_report, pattern_count
 
 from .callables import advantage_coefficients, advantage_table, require_advantage_callable, zero_on_equal_rewards
 from .confirm import confirm_group, confirm_token
+from .positional import MAX_G, positional_report, relabelling_averaged, what_moves
 from .token_callables import token_report_from_callable
 
 __all__ = ["check_group_advantage", "check_token_loss"]
@@ -94,7 +102,10 @@ def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None
         Bad input: unknown free symbols, a non-scalar expression, ``G < 2``, a
         callable with the wrong output shape or non-finite values, an unknown reward law.
     NotPermutationEquivariant
-        A callable (or expression) whose advantage depends on the order of the answers.
+        An expression whose advantage depends on the order of the answers, or such a callable at
+        :math:`G >` :data:`~numeric.variants.positional.MAX_G`.  A callable at smaller :math:`G` gets the
+        verdict of its summed update :math:`\frac1G\sum_i\mathbb{E}[A_i s_i]` and each position's scale
+        (:mod:`~numeric.variants.positional`).
     SymbolicNumericMismatch
         The exact numbers disagree with the symbolic result.
 
@@ -125,19 +136,36 @@ def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None
         if law == "general":
             raise ValueError("rewards must be 'binary' or a list of values for a callable advantage: "
                              "under a general law its expected update is not fixed by finitely many values")
-        require_advantage_callable(advantage, size)
-        if pattern_count(len(values), size) <= SYMBOLIC_PATTERNS:
-            table = advantage_table(advantage, size, rewards)
-            report = derive_group_advantage(table, G=size, rewards=rewards, constants=constants, name=name)
-        else:
-            co = advantage_coefficients(advantage, size, rewards)
-            report = coefficient_report(size, rewards, co.bounds(), largest=co.largest, evaluate=co.evaluate, name=name)
-        report = dataclasses.replace(report, zero_on_equal_rewards=zero_on_equal_rewards(advantage, size))
+        try:
+            require_advantage_callable(advantage, size)
+        except NotPermutationEquivariant:
+            if size > MAX_G:
+                raise NotPermutationEquivariant(f"the advantage depends on the answers' positions ({what_moves(advantage, size)}); its "
+                                                f"summed update is derived by enumerating the G! relabellings, for G <= {MAX_G}, got "
+                                                f"G = {size}") from None
+            averaged = relabelling_averaged(advantage, size)
+            require_advantage_callable(averaged, size)  # equivariant by construction: a failure here is the checker's, not the user's
+            summed = _callable_report(averaged, size, rewards, values, constants, name)
+            if confirm:
+                summed = confirm_group(summed, averaged, constants)
+            return positional_report(advantage, size, rewards, constants, name, summed)
+        report = _callable_report(advantage, size, rewards, values, constants, name)
     else:
         report = derive_group_advantage(advantage, G=G, rewards=rewards, constants=constants, name=name)
     if confirm:
         report = confirm_group(report, advantage, constants)
     return report
+
+
+def _callable_report(advantage: Callable, size: int, rewards, values: tuple, constants: dict, name: str) -> GroupReport:
+    """The report of an equivariant callable: its table derived symbolically, or its coefficients decided numerically at scale."""
+    if pattern_count(len(values), size) <= SYMBOLIC_PATTERNS:
+        table = advantage_table(advantage, size, rewards)
+        report = derive_group_advantage(table, G=size, rewards=rewards, constants=constants, name=name)
+    else:
+        co = advantage_coefficients(advantage, size, rewards)
+        report = coefficient_report(size, rewards, co.bounds(), largest=co.largest, evaluate=co.evaluate, name=name)
+    return dataclasses.replace(report, zero_on_equal_rewards=zero_on_equal_rewards(advantage, size))
 
 
 def check_token_loss(loss: sp.Expr | Callable, *, constants: Mapping | None = None, confirm: bool = True) -> TokenReport:
@@ -166,6 +194,10 @@ def check_token_loss(loss: sp.Expr | Callable, *, constants: Mapping | None = No
         ``{symbol: value}``: extra constants the expression may use; the values
         (and those of ``eps_l``, ``eps_h``, ``c``, default 0.2, 0.28, 3) are used
         by the numeric confirmation and to match a callable with the known methods.
+        The registry's own constants (:data:`derivations.methods.CONSTANTS`:
+        SAPO's :math:`\tau_\pm`, GMPO's :math:`\delta`, VESPO's :math:`k, \lambda`,
+        KL-Cov's :math:`\beta`) need no declaring: an expression keeps them
+        symbolic, and the confirmation takes the registry's defaults.
     confirm : bool
         Confirm by autograd on TinyLM's tokens.
 
@@ -190,6 +222,9 @@ def check_token_loss(loss: sp.Expr | Callable, *, constants: Mapping | None = No
     (Piecewise((r, r <= varepsilon_h + 1), (varepsilon_h + 1, True)), 'CISPO (one-sided)', {1: True, -1: True})
     >>> check_token_loss(-r * A * ell).is_policy_gradient   # forgot sg(r)
     False
+    >>> from derivations.methods import METHODS
+    >>> check_token_loss(METHODS["sapo"].loss()).matches   # tau_+ for A > 0, tau_- otherwise
+    'SAPO'
     """
     constants, confirm = require_constants(constants), require_bool("confirm", confirm)
     if _is_function(loss):

@@ -22,6 +22,7 @@ import torch
 from derivations import gradient_weights as gw
 from derivations.group_baselines import GRAD_J, GRAD_P, P
 from derivations.iid_groups import Expect
+from derivations.methods import symbol_defaults
 from derivations.variants import GroupReport, SymbolicNumericMismatch, TokenReport, breakpoints
 from derivations.variants.inputs import G_SYMBOL, R_PLAIN, S_PLAIN, R, explicit_advantage, require_constants
 
@@ -276,13 +277,19 @@ def confirm_token(report: TokenReport, loss: sp.Expr, constants: dict) -> TokenR
     The loss is evaluated on every token of ``TinyLM(V=3, L=3)`` with
     :math:`\theta` perturbed away from :math:`\theta_{\text{old}}` (ratios on
     both sides of every clip) and normal advantages; tokens within 1e-6 of a
-    kink are left out.  Raises :class:`~derivations.variants.SymbolicNumericMismatch`
-    above 1e-12.
+    kink are left out.  The constants are ``constants`` over
+    :data:`DEFAULT_CONSTANTS`; a constant of the registry's formulas that the
+    loss holds and neither names takes the registry's default
+    (:func:`derivations.methods.symbol_defaults`: SAPO's
+    :math:`\tau_+ = 1 \ne \tau_- = 1.05`, so the temperature chosen by the
+    sign of :math:`A` is confirmed too).  Raises
+    :class:`~derivations.variants.SymbolicNumericMismatch` above 1e-12.
     """
     _require_report("report", report, TokenReport)
     if not isinstance(loss, sp.Expr):
         raise TypeError(f"loss must be a scalar sympy expression (one token's loss), got {type(loss).__name__}")
-    values = with_defaults(require_constants(constants))
+    registry = {s: v for s, v in symbol_defaults().items() if s in loss.free_symbols and s not in DEFAULT_CONSTANTS}
+    values = with_defaults({**registry, **require_constants(constants)})
     lm, old, theta, adv = token_batch()
     ell = lm.token_log_probs(theta)
     ell0 = lm.token_log_probs(old).detach()

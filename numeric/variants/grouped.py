@@ -25,7 +25,8 @@ For ``"flat"`` and ``"verl"`` the groups under test are shuffled among groups
 of other sizes (ragged groups), with uids in no particular order.  Before any
 verdict the function is called twice on the same batch in two orders (a
 function that groups by position changes its answer) and with different other
-groups (a function that normalises across the batch, as a batch whitening,
+groups, other in number and drawn from another law than the check's binary
+ones (a function that normalises across the batch, as a batch whitening,
 changes its answer); either makes the verdict ``"undecided"`` with the reason.
 
 References
@@ -61,13 +62,25 @@ _T = 5
 
 
 class _Grouped:
-    """The trainer's estimator as a ``[B, G]`` callable: each call builds a trainer-style batch and reads the groups back."""
+    r"""The trainer's estimator as a ``[B, G]`` callable: each call builds a trainer-style batch and reads the groups back.
+
+    The batch holds other groups beside the ones under test: of sizes ``others`` (ragged conventions; by default
+    :math:`G \pm 1`, two of each) or ``extra`` groups of :math:`G` (TRL's and OpenRLHF's contiguous groups), their
+    rewards drawn with ``seed`` from ``law``: ``"binary"`` (0 or 1, the check's own batches) or ``"spread"`` (real
+    numbers in [-3, 6), for the batch-coupling probe: a batch statistic, a mean, a std or a largest reward, that
+    happened to be the same for two binary draws would hide a batch normalisation).
+    """
 
     def __init__(self, fn: Callable, convention: str, G: int, lengths: str, fixed: dict, seed: int = 0, others: tuple = (),
-                 reorder: int | None = None):
+                 reorder: int | None = None, extra: int = 2, law: str = "binary"):
         self.fn, self.convention, self.G, self.lengths, self.fixed, self.seed = fn, convention, G, lengths, fixed, seed
         self.reorder = reorder  # a second shuffle of the same batch (seed), to see whether the order matters
         self.others = others if others else tuple(g for g in (G - 1, G + 1) if g >= 1)
+        self.extra, self.law = extra, law
+
+    def _draw(self, rng: np.random.Generator, n: int) -> torch.Tensor:
+        """The other groups' ``n`` rewards."""
+        return torch.tensor(rng.integers(0, 2, n) if self.law == "binary" else rng.uniform(-3.0, 6.0, n), dtype=F64)
 
     def __call__(self, rewards) -> torch.Tensor:
         r = torch.as_tensor(np.asarray(rewards.detach().cpu() if isinstance(rewards, torch.Tensor) else rewards, dtype=np.float64))
@@ -77,12 +90,12 @@ class _Grouped:
             return self._out(self._invoke(r), r.shape)
         flat = r.reshape(-1)
         if self.convention in ("trl", "openrlhf"):
-            extra = torch.tensor(np.random.default_rng(self.seed).integers(0, 2, 2 * self.G), dtype=F64)
+            extra = self._draw(np.random.default_rng(self.seed), self.extra * self.G)
             out = self._out(self._invoke(torch.cat([flat, extra])), (flat.numel() + extra.numel(),))
             return out[:flat.numel()].reshape(r.shape)
         rng = np.random.default_rng(self.seed)
         sizes = [self.G] * r.shape[0] + [g for g in self.others for _ in range(2)]
-        scores = torch.cat([flat, torch.tensor(rng.integers(0, 2, sum(sizes) - flat.numel()), dtype=F64)])
+        scores = torch.cat([flat, self._draw(rng, sum(sizes) - flat.numel())])
         group = np.repeat(np.arange(len(sizes)), sizes)
         order = rng.permutation(scores.numel())
         if self.reorder is not None:
@@ -168,7 +181,8 @@ class GroupedAdvantageReport:
         """The report as plain JSON-ready values (expressions as strings)."""
         return {"convention": self.convention, "verdict": self.verdict, "reason": self.reason,
                 "groups": [{"G": G, "verdict": rep.verdict, "scale": sp.sstr(rep.scale), "residual": sp.sstr(rep.residual),
-                            "reason": rep.reason} for G, rep in self.reports]}
+                            "reason": rep.reason, "positions": [{"position": i, "verdict": v, "scale": sp.sstr(c)} for i, v, c in rep.positions]}
+                           for G, rep in self.reports]}
 
     def table(self) -> ReportTable:
         """The verdict and :math:`c` per group size: aligned text, or an HTML table."""
@@ -180,7 +194,8 @@ class GroupedAdvantageReport:
         return f"GroupedAdvantageReport(convention={self.convention!r}, verdict={self.verdict!r}, G={[G for G, _ in self.reports]})"
 
     def __str__(self) -> str:
-        return f"{self.verdict} ({self.convention} convention): {self.reason}\n{self.table()}"
+        positions = "".join(f"\nG = {G}, position {i}: {v}, c = {sp.sstr(c)}" for G, rep in self.reports for i, v, c in rep.positions)
+        return f"{self.verdict} ({self.convention} convention): {self.reason}\n{self.table()}{positions}"
 
     def _repr_html_(self) -> str:
         more = [(f"derivation at G = {G}", "$$" + rep.derivation.to_latex() + "$$") if rep.reduction is None
@@ -208,7 +223,8 @@ def _order_dependence(fn, convention, G, lengths, fixed) -> str | None:
         shuffled = _Grouped(fn, convention, G, lengths, fixed, seed=0, reorder=99)(rewards)
         if float((shuffled - base).abs().max()) > 1e-12 * max(1.0, float(base.abs().max())):
             return "its advantages change when the same responses come in another order: it groups by position, not by the index"
-    other = _Grouped(fn, convention, G, lengths, fixed, seed=11, others=(G + 2,) if convention in _RAGGED else ())(rewards)
+    # other groups unlike the check's own (binary, seed 0) in number and in law, so that no batch statistic coincides
+    other = _Grouped(fn, convention, G, lengths, fixed, seed=11, others=(G + 2,) if convention in _RAGGED else (), extra=3, law="spread")(rewards)
     if float((other - base).abs().max()) > 1e-12 * max(1.0, float(base.abs().max())):
         return ("a group's advantages change with the other groups of the batch (a normalisation across the batch, "
                 "as a batch whitening): it is not a function of its group, and the checker decides nothing")

@@ -1,4 +1,4 @@
-r"""A trainer's policy loss as written: its per-token weight, its aggregation, its edges.
+r"""A trainer's policy loss as written: its per-token weight, its aggregation, its precision, its edges.
 
 A trainer's loss takes ``[B, T]`` batches and returns one scalar,
 
@@ -6,29 +6,30 @@ A trainer's loss takes ``[B, T]`` batches and returns one scalar,
 
     \mathcal L = \sum_{i,t} m_{it}\,\kappa_{it}\,\ell_{it}(r_{it}, A_{it}),
     \qquad
-    \frac{\partial \mathcal L}{\partial \log\pi_{it}} = -\,\kappa_{it}\, w(r_{it}, A_{it})\, A_{it},
+    \frac{\partial \mathcal L}{\partial \log\pi_{it}} = -\,\kappa_{it}\, w(r_{it}, A_{it}; \pi_{\text{old}})\, A_{it},
 
 where :math:`\kappa_{it}` is the factor the aggregation gives token :math:`t` of
-row :math:`i` (a function of its row's length :math:`n_i`, the batch's lengths,
-:math:`B` and :math:`T`) and :math:`w` is the per-token gradient weight of
-:func:`~numeric.variants.check_token_loss`.  :func:`check_policy_loss`
-measures both by autograd:
+row :math:`i` and :math:`w` is the per-token gradient weight.
+:func:`check_policy_loss` measures all of it by autograd, in this order:
 
-* :math:`\kappa` at :math:`r = 1`, :math:`A = 1` (where :math:`w = 1` for a
-  policy gradient) on designed masks, and identifies it among verl's modes
-  (at the commit below): ``token-mean`` (:math:`\kappa = 1/\sum_j n_j`),
-  ``seq-mean-token-mean`` (:math:`1/(B n_i)`), ``seq-mean-token-sum``
-  (:math:`1/B`) and ``seq-mean-token-sum-norm`` (:math:`1/D`, a constant, or
-  the mask's width :math:`T` as verl's default), each up to a constant factor
-  and an :math:`n + \varepsilon` denominator, which are reported;
-* :math:`w` by wrapping the loss as a per-token callable (each token in a row of
-  its own, :math:`\kappa` divided out) and handing it to the token check, so the
-  silenced regions, boundedness, the ratio-one limit and the known method come
-  from the same machinery.  A loss whose token gradient depends on the other
-  tokens of its row (GSPO, GMPO) is reported as sequence-level instead.
-
-Tolerances: the aggregation model fits the measured :math:`\kappa` to a relative
-``KAPPA_RTOL``; the weight is read to the token check's 1e-12.
+1. the precision the loss computes in, and from it the tolerance of every
+   comparison below (:mod:`~numeric.variants.precision`);
+2. :math:`\kappa` on designed masks at :math:`r = 1`, :math:`A = 1`, named
+   among the aggregation modes or described by the power law it follows
+   (:mod:`~numeric.variants.kappa`);
+3. whether a token's gradient depends on the other tokens of its row (a
+   sequence-level loss, as GSPO) or of other rows (then no per-token weight);
+4. the weight, each token alone in a row of its own so :math:`\kappa` divides
+   out (:mod:`~numeric.variants.weight_probe`): its value at :math:`r = 1`
+   across old probabilities (a policy gradient has :math:`w(1) = 1` for
+   every :math:`\pi_{\text{old}}`; clip bounds computed from
+   :math:`\pi_{\text{old}}` keep it one), its ends, the clip range of each
+   sign of :math:`A` (per token where the ends move with
+   :math:`\pi_{\text{old}}`; a band that zeros both signs named as such), and
+   the known method whose weight it is
+   (:func:`~numeric.variants.token_report_from_callable`);
+5. the edges: an all-masked row, a clamped log-ratio, NaN and inf in
+   masked slots.
 
 References
 ----------
@@ -43,7 +44,6 @@ import dataclasses
 import inspect
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -51,112 +51,30 @@ import torch
 from derivations.gradient_weights import c as _c
 from derivations.gradient_weights import eps_h as _eps_h
 from derivations.gradient_weights import eps_l as _eps_l
-from derivations.variants import ReportTable, TokenReport, report_html
+from derivations.methods import METHODS
+from derivations.variants import TokenReport
 
-from .checker import check_token_loss
+from .kappa import DESIGNS, EMPTY_ROW, Fit, fit, kappa_rows, mask_of, old_log_probs, power_law
+from .loss_report import LOSS_VERDICTS, PolicyLossReport
+from .precision import PRECISIONS, loss_precision
+from .token_callables import token_report_from_callable
 from .trainer_loss import TrainerLoss
+from .weight_probe import ELL0, ClipRange, at_ratio_one, clip_ranges
 
 __all__ = ["KAPPA_RTOL", "LOSS_VERDICTS", "PolicyLossReport", "check_policy_loss"]
 
 F64 = torch.float64
 KAPPA_RTOL = 1e-9
-"""Relative tolerance of the aggregation model fitted to the measured :math:`\\kappa`."""
-
-LOSS_VERDICTS = ("unbiased", "scaled", "reweighted", "biased", "undecided")
-"""Verdicts on a loss: ``unbiased`` (a policy gradient with :math:`\\kappa = 1/B`, the mean of the
-per-sequence REINFORCE gradients at :math:`r = 1`), ``scaled`` (one factor for every token of the
-batch, as token-mean's :math:`1/\\sum n`), ``reweighted`` (:math:`\\kappa` depends on the row's length:
-length bias), ``biased`` (not a policy gradient, the wrong sign at :math:`r = 1`, or gradient on
-masked tokens), ``undecided`` (an aggregation outside the four modes, or a token's gradient that depends on
-other rows of the batch)."""
-
-_DESIGNS = (("T=6, B=3", 6, (1, 3, 6)), ("T=6, B=2", 6, (3, 5)), ("T=9, B=3", 9, (1, 3, 6)))
-_EMPTY_ROW = ("T=6, B=4, one row empty", 6, (1, 3, 6, 0))
-_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+"""Relative tolerance of the aggregation model fitted to the measured :math:`\\kappa` in float64 (a coarser precision widens it)."""
 
 
-def _mask(T: int, lengths) -> torch.Tensor:
-    return (torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]).to(F64)
+# ------------------------------------------------------------------ edges
 
 
-def _old(shape, seed: int = 0) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(seed)
-    return -0.1 - 2.9 * torch.rand(shape, generator=gen, dtype=F64)
-
-
-# ------------------------------------------------------------------ the aggregation
-
-
-@dataclass(frozen=True)
-class _Fit:
-    mode: str
-    scale: float
-    epsilon: float
-    prefactor: Callable
-    denominator: Callable
-    counts: str | None  # what the denominator counts, where an epsilon can sit
-
-    def kappa(self, n, B, T, N) -> float:
-        return self.scale * self.prefactor(n, B, T, N) / (self.denominator(n, B, T, N) + self.epsilon)
-
-
-_CANDIDATES = (  # (mode, prefactor P, denominator D, what D counts): kappa = s P / (D + eps)
-    ("seq-mean-token-sum-norm", lambda n, B, T, N: 1.0, lambda n, B, T, N: 1.0, None),
-    ("seq-mean-token-sum-norm/T", lambda n, B, T, N: 1.0, lambda n, B, T, N: float(T), "T"),
-    ("seq-mean-token-sum", lambda n, B, T, N: 1.0, lambda n, B, T, N: float(B), "B"),
-    ("token-mean", lambda n, B, T, N: 1.0, lambda n, B, T, N: float(N), "sum n"),
-    ("seq-mean-token-mean", lambda n, B, T, N: 1.0 / B, lambda n, B, T, N: float(n), "n"),
-)
-
-
-def _fit(rows: list) -> _Fit | None:
-    r"""The first mode whose model :math:`\kappa = sP/(D + \varepsilon)` fits every measured row to ``KAPPA_RTOL``."""
-    for mode, P, D, counts in _CANDIDATES:
-        y = np.array([P(n, B, T, N) / k for _, _, n, B, T, N, k in rows])
-        d = np.array([D(n, B, T, N) for _, _, n, B, T, N, _ in rows])
-        if np.ptp(d) == 0:
-            slope, intercept = float(y.mean()) / d[0], 0.0
-        else:
-            slope, intercept = (float(v) for v in np.polyfit(d, y, 1))
-        if not slope > 0:
-            continue
-        eps = intercept / slope
-        if abs(eps) <= 1e-12 * d.max():
-            eps, slope = 0.0, float(np.mean(y / d))
-        if abs(eps) >= 0.5 or np.abs(y - slope * (d + eps)).max() > KAPPA_RTOL * np.abs(y).max():
-            continue
-        return _Fit(mode, 1.0 / slope, eps, P, D, counts)
-    return None
-
-
-def _measure(loss: TrainerLoss, label: str, T: int, lengths, notes: list) -> list | None:
-    """``(design, row, n_i, B, T, sum n, kappa)`` for every valid token's row, at r = 1 and A = 1; ``None`` if non-finite."""
-    mask = _mask(T, lengths)
-    old = _old(mask.shape)
-    value, g = loss.grad(old, old, torch.ones_like(old), mask)
-    if not (math.isfinite(value) and bool(torch.isfinite(g).all())):
-        return None
-    leak = "masked tokens receive gradient: the loss is not masked"
-    if bool((g[mask == 0] != 0).any()) and leak not in notes:
-        notes.append(leak)
-    B, N = len(lengths), int(sum(lengths))
-    rows = []
-    for i, n in enumerate(lengths):
-        for t in range(n):
-            rows.append((label, i, n, B, T, N, float(-g[i, t])))
-    return rows
-
-
-def _sign(rows: list) -> int:
-    """+1 when every valid token's gradient at r = 1, A = 1 is -kappa (descends on A), -1 when every one is +kappa, 0 otherwise."""
-    k = np.array([row[-1] for row in rows])
-    return 1 if (k > 0).all() else -1 if (k < 0).all() else 0
-
-
-def _empty_row_note(loss: TrainerLoss, fit: _Fit, notes: list) -> None:
-    label, T, lengths = _EMPTY_ROW
-    mask = _mask(T, lengths)
-    old = _old(mask.shape)
+def _empty_row_note(loss: TrainerLoss, fit: Fit, notes: list, tol: float) -> None:
+    label, T, lengths = EMPTY_ROW
+    mask = mask_of(T, lengths)
+    old = old_log_probs(mask.shape)
     value, g = loss.grad(old, old, torch.ones_like(old), mask)
     if not (math.isfinite(value) and bool(torch.isfinite(g).all())):
         notes.append("an all-masked row makes the loss or its gradient non-finite (0/0)")
@@ -166,7 +84,7 @@ def _empty_row_note(loss: TrainerLoss, fit: _Fit, notes: list) -> None:
     ns = [n for n in lengths for _ in range(n)]
     counted = [fit.kappa(n, B, T, N) for n in ns]
     excluded = [fit.kappa(n, B - 1, T, N) for n in ns]
-    close = lambda a, b: all(abs(x - y) <= KAPPA_RTOL * abs(y) for x, y in zip(a, b))
+    close = lambda a, b: all(abs(x - y) <= tol * abs(y) for x, y in zip(a, b))
     if close(counted, excluded) and close(measured, counted):
         notes.append("an all-masked row does not change the other rows' kappa")
     elif close(measured, counted):
@@ -177,11 +95,11 @@ def _empty_row_note(loss: TrainerLoss, fit: _Fit, notes: list) -> None:
         notes.append("an all-masked row changes the other rows' kappa, neither as one more row nor as none")
 
 
-def _padding_notes(loss: TrainerLoss, notes: list) -> None:
+def _padding_notes(loss: TrainerLoss, notes: list, tol: float) -> None:
     """NaN and inf in the masked slots: does either reach the loss or the valid tokens' gradient?"""
-    label, T, lengths = _DESIGNS[0]
-    mask = _mask(T, lengths)
-    old = _old(mask.shape)
+    _, T, lengths = DESIGNS[0]
+    mask = mask_of(T, lengths)
+    old = old_log_probs(mask.shape)
     adv = torch.linspace(-1.5, 2.0, mask.numel(), dtype=F64).reshape(mask.shape)
     new = old + 0.05
     clean_value, clean_g = loss.grad(old, new, adv, mask)
@@ -194,72 +112,12 @@ def _padding_notes(loss: TrainerLoss, notes: list) -> None:
             notes.append(f"{name} in masked slots: the function refuses it ({err.__cause__!r})")
             continue
         valid = g[~pad]
-        if not math.isfinite(value) or abs(value - clean_value) > 1e-12 * max(1.0, abs(clean_value)):
+        if not math.isfinite(value) or abs(value - clean_value) > tol * max(1.0, abs(clean_value)):
             notes.append(f"{name} in masked slots leaks into the loss (value {value})")
-        elif not bool(torch.isfinite(valid).all()) or float((valid - clean_g[~pad]).abs().max()) > 1e-12:
+        elif not bool(torch.isfinite(valid).all()) or float((valid - clean_g[~pad]).abs().max()) > tol * max(1.0, float(clean_g.abs().max())):
             notes.append(f"{name} in masked slots leaks into the gradient")
         else:
             notes.append(f"{name} in masked slots: no leak into the loss or the gradient")
-
-
-# ------------------------------------------------------------------ sequence level, clip constants, clamps
-
-
-def _row_coupling(loss: TrainerLoss) -> tuple[bool, bool]:
-    """(sequence-level, batch-coupled): does a token's gradient change when another token of its row (of another row) moves?"""
-    mask = _mask(4, (3, 4))
-    old = _old(mask.shape, seed=1)
-    adv = torch.ones_like(old)
-    _, base = loss.grad(old, old, adv, mask)
-    same_row, other_row = False, False
-    for step in (0.3, -0.3):
-        new = old.clone()
-        new[0, 1] += step
-        _, g = loss.grad(old, new, adv, mask)
-        tol = 1e-9 * float(base.abs().max())
-        same_row |= bool((g[0, [0, 2]] - base[0, [0, 2]]).abs().max() > tol)
-        other_row |= bool((g[1] - base[1]).abs().max() > tol)
-    return same_row, other_row
-
-
-_RATIOS = torch.cat([torch.logspace(-2, 2, 401, dtype=F64), 1 + 0.005 * torch.arange(-40, 41, dtype=F64)]).unique()
-
-
-def _boundary(loss: TrainerLoss, sign: int, upward: bool, holds: Callable) -> float | None:
-    """The ratio where ``holds(r, w)`` stops holding, walking from r = 1 up (or down), its grid bracket narrowed 2^60-fold; None if it holds throughout."""
-    def ok(r: torch.Tensor) -> torch.Tensor:
-        new = torch.log(r) - 0.5
-        w = loss.alone(new, torch.full_like(r, -0.5), torch.full_like(r, float(sign))) / sign
-        return holds(r, w)
-
-    r = _RATIOS[_RATIOS > 1] if upward else _RATIOS[_RATIOS < 1].flip(0)
-    flags = ok(r)
-    if bool(flags.all()) or not bool(flags[0]):
-        return None
-    k = int((~flags).nonzero()[0])
-    inside, outside = float(r[k - 1]), float(r[k])
-    for _ in range(6):  # each round cuts the bracket at 1023 points at once: 6 rounds narrow it by 2^60, as 60 halvings do
-        x = torch.linspace(inside, outside, 1025, dtype=F64)[1:-1]
-        held = ok(x)
-        first = len(x) if bool(held.all()) else int((~held).nonzero()[0])
-        inside, outside = (inside if first == 0 else float(x[first - 1])), (outside if first == len(x) else float(x[first]))
-    return round(0.5 * (inside + outside), 9)
-
-
-def _clip_constants(loss: TrainerLoss) -> dict:
-    """The clip constants read off the weight: where w = r ends above 1 (A > 0), below 1 and above 1 (A < 0)."""
-    is_r = lambda r, w: (w - r).abs() <= 1e-12 * r
-    out = {}
-    high = _boundary(loss, 1, True, is_r)
-    if high is not None:
-        out["eps_high"] = round(high - 1, 9)
-    low = _boundary(loss, -1, False, is_r)
-    if low is not None:
-        out["eps_low"] = round(1 - low, 9)
-    dual = _boundary(loss, -1, True, lambda r, w: is_r(r, w) | (w.abs() > 1e-12) & (r > 1.0))
-    if dual is not None and dual > 1 + out.get("eps_high", 0.28) + 1e-6:
-        out["dual_clip"] = dual
-    return out
 
 
 def _clamp_notes(loss: TrainerLoss, notes: list) -> None:
@@ -267,7 +125,7 @@ def _clamp_notes(loss: TrainerLoss, notes: list) -> None:
     for direction in (1, -1):
         for sign in (1, -1):
             def grad_at(x: float, sign: int = sign) -> tuple[float, float]:
-                old = torch.full((1, 1), -0.5, dtype=F64)
+                old = torch.full((1, 1), ELL0, dtype=F64)
                 value, g = loss.grad(old, old + x, torch.full_like(old, float(sign)), torch.ones_like(old))
                 return value, float(g.abs().max())
 
@@ -284,6 +142,26 @@ def _clamp_notes(loss: TrainerLoss, notes: list) -> None:
             break
 
 
+# ------------------------------------------------------------------ structure: rows, the decomposition, the weight
+
+
+def _row_coupling(loss: TrainerLoss, tol: float) -> tuple[bool, bool]:
+    """(sequence-level, batch-coupled): does a token's gradient change when another token of its row (of another row) moves?"""
+    mask = mask_of(4, (3, 4))
+    old = old_log_probs(mask.shape, seed=1)
+    adv = torch.ones_like(old)
+    _, base = loss.grad(old, old, adv, mask)
+    same_row, other_row = False, False
+    for step in (0.3, -0.3):
+        new = old.clone()
+        new[0, 1] += step
+        _, g = loss.grad(old, new, adv, mask)
+        limit = max(1e-9, 8 * tol) * float(base.abs().max())
+        same_row |= bool((g[0, [0, 2]] - base[0, [0, 2]]).abs().max() > limit)
+        other_row |= bool((g[1] - base[1]).abs().max() > limit)
+    return same_row, other_row
+
+
 def _decomposition_gap(loss: TrainerLoss) -> float:
     r"""How far :math:`\partial\mathcal L/\partial\ell_{it} = -\kappa_{it}\,w(r_{it}, A_{it})\,A_{it}` is from holding on a ragged batch.
 
@@ -292,9 +170,9 @@ def _decomposition_gap(loss: TrainerLoss) -> float:
     to its own value at :math:`r = 1`, :math:`A = 1` (so a weight that depends on :math:`\ell` is
     compared token by token too).  Relative to the largest gradient.
     """
-    _, T, lengths = _DESIGNS[0]
-    mask = _mask(T, lengths)
-    old = _old(mask.shape, seed=2)
+    _, T, lengths = DESIGNS[0]
+    mask = mask_of(T, lengths)
+    old = old_log_probs(mask.shape, seed=2)
     gen = torch.Generator().manual_seed(3)
     new = old + 1.4 * torch.rand(mask.shape, generator=gen, dtype=F64) - 0.7
     adv = torch.randn(mask.shape, generator=gen, dtype=F64)
@@ -306,128 +184,181 @@ def _decomposition_gap(loss: TrainerLoss) -> float:
     return float((g - predicted)[valid].abs().max()) / max(float(g[valid].abs().max()), 1e-300)
 
 
-# ------------------------------------------------------------------ the report
+def _penalty(loss: TrainerLoss, tol: float) -> str | None:
+    r"""An advantage-free term: the gradient at :math:`A = 0`, :math:`\kappa\,p(r)`, described; ``None`` when there is none.
 
-
-@dataclass(frozen=True, repr=False)
-class PolicyLossReport:
-    r"""What :func:`check_policy_loss` found.
-
-    Attributes
-    ----------
-    verdict : str
-        One of :data:`LOSS_VERDICTS`.
-    method : str or None
-        The known method of the per-token weight (the token check's name), ``"sequence-level"``, or ``None``.
-    policy_gradient : bool or None
-        The weight depends on :math:`\ell` only through :math:`r` (``None`` for a sequence-level loss).
-    on_policy_at_ratio_one : bool
-        At :math:`r = 1` every valid token's gradient is :math:`-\kappa A`.
-    sequence_level : bool
-        A token's gradient depends on the other tokens of its row (and on no other row).
-    aggregation : str
-        ``token-mean``, ``seq-mean-token-mean``, ``seq-mean-token-sum``, ``seq-mean-token-sum-norm`` or ``other``.
-    scale : float or None
-        :math:`s` in :math:`\kappa = s\times` the mode's factor (1 when exactly the mode).
-    normaliser : str or None
-        :math:`D` of ``seq-mean-token-sum-norm``: a number, or ``"T"`` (the mask's width).
-    epsilon : float
-        :math:`\varepsilon` of an :math:`n + \varepsilon` denominator (0 when exact).
-    length_biased : bool
-        :math:`\kappa` differs between rows of different lengths in one batch.
-    claimed : str or None
-        The ``loss_agg_mode`` passed in ``fixed``, if any.
-    clip : tuple
-        ``(name, value)`` of the clip constants read off the weight.
-    kappa : tuple
-        ``(design, row, n_i, B, T, measured kappa, model kappa)`` rows.
-    notes : tuple of str
-        The edges: clamps, denominators, empty rows, padding.
-    token : TokenReport or None
-        The token check's report on the per-token weight.
-    decomposition_gap : float or None
-        The largest relative gap between the gradient on a ragged batch with random ratios and
-        advantages and :math:`-\kappa w A` built from the two measurements (``None`` when no
-        per-token weight is stated); above ``KAPPA_RTOL`` the loss is not of that form and the
-        verdict is ``undecided``.
-    reason : str
-        One paragraph.
+    A loss :math:`-\kappa\,(w A\,\ell) + \kappa\,\tau\,\phi(r)` (a KL-like penalty to the sampler, as prime-rl's
+    :math:`\tau(\log r)^2`) has :math:`\partial\mathcal L/\partial\ell = -\kappa(wA - p)` with
+    :math:`p = \tau\,r\phi'(r)`; the weight is read with it subtracted.  :math:`p \propto \log r` is named.
     """
-
-    verdict: str
-    method: str | None
-    policy_gradient: bool | None
-    on_policy_at_ratio_one: bool
-    sequence_level: bool
-    aggregation: str
-    scale: float | None
-    normaliser: str | None
-    epsilon: float
-    length_biased: bool
-    claimed: str | None
-    clip: tuple
-    kappa: tuple
-    notes: tuple
-    token: TokenReport | None
-    decomposition_gap: float | None
-    reason: str
-
-    @property
-    def claim_holds(self) -> bool:
-        """The claimed ``loss_agg_mode`` (if any) is the measured aggregation."""
-        return self.claimed is None or self.claimed not in _MODES or self.claimed == self.aggregation
-
-    def holds(self, expect: str | None = None) -> bool:
-        """Is the loss what ``expect`` says: a verdict, an aggregation mode, a method's name; ``None``: unbiased or scaled, its claim holding."""
-        if expect is None:
-            return self.verdict in ("unbiased", "scaled") and self.claim_holds
-        if expect in LOSS_VERDICTS:
-            return self.verdict == expect and self.claim_holds
-        if expect in _MODES:
-            return self.aggregation == expect and self.verdict != "biased"
-        return self.method is not None and self.method.lower() == expect.lower() and self.verdict != "biased" and self.claim_holds
-
-    def as_dict(self) -> dict:
-        """The report as plain JSON-ready values (the token check's report and the kappa table left out)."""
-        keep = ("verdict", "method", "policy_gradient", "on_policy_at_ratio_one", "sequence_level", "aggregation", "scale",
-                "normaliser", "epsilon", "length_biased", "claimed", "reason")
-        return {**{k: getattr(self, k) for k in keep}, "clip": dict(self.clip), "notes": list(self.notes)}
-
-    def headline(self) -> str:
-        method = self.method or "no known method"
-        agg = self.aggregation + ("" if self.normaliser is None else f" (D = {self.normaliser})")
-        return f"{self.verdict}: {method}, {agg}, {'length-biased' if self.length_biased else 'no length bias'}"
-
-    def table(self) -> ReportTable:
-        """The measured kappa against the identified mode's, one row per (design, row): aligned text, or an HTML table."""
-        lines = ["design                     row  n_i  kappa measured    kappa model"]
-        for design, i, n, _, _, k, model in self.kappa:
-            lines.append(f"{design:25s}  {i:3d}  {n:3d}  {k:14.10g}  {model:14.10g}" if model is not None
-                         else f"{design:25s}  {i:3d}  {n:3d}  {k:14.10g}  {'-':>14s}")
-        rows = [(design, i, n, f"{k:.10g}", "-" if model is None else f"{model:.10g}") for design, i, n, _, _, k, model in self.kappa]
-        return ReportTable(("design", "row", "n_i", "κ measured", "κ model"), rows, text="\n".join(lines))
-
-    def __repr__(self) -> str:
-        return (f"PolicyLossReport(verdict={self.verdict!r}, method={self.method!r}, aggregation={self.aggregation!r}, "
-                f"length_biased={self.length_biased}, notes={len(self.notes)})")
-
-    def __str__(self) -> str:
-        return "\n".join([self.headline(), self.reason, *("  - " + n for n in self.notes)])
-
-    def _repr_html_(self) -> str:
-        token = self.token
-        latex = None if token is None or token.derivation is None else "$$" + token.derivation.to_latex() + "$$"
-        return report_html(self.headline(), reason=self.reason, notes=self.notes, table=self.table(), latex=latex)
+    ratios = torch.tensor([0.5, 0.8, 1.25, 2.0], dtype=F64)
+    ell0 = torch.full_like(ratios, ELL0)
+    p = -loss.alone(ell0 + torch.log(ratios), ell0, torch.zeros_like(ratios))
+    if float(p.abs().max()) <= tol:
+        return None
+    per_log = p / torch.log(ratios)
+    if float(per_log.max() - per_log.min()) <= 10 * tol * float(per_log.abs().max()):
+        tau = float(per_log.mean()) / 2
+        return (f"an advantage-free term: its gradient at A = 0 is kappa * 2 tau log r with tau = {tau:.6g}, the gradient of "
+                f"tau (log r)^2 (a k2-like penalty toward the sampler, on every valid token); the weight is read without it")
+    return ("an advantage-free term: its gradient at A = 0 is kappa * p(r) with p = " +
+            ", ".join(f"{float(v):.4g} at r = {float(x):g}" for x, v in zip(ratios, p)) + "; the weight is read without it")
 
 
-def _verdict(pg, on_policy: bool, fit: _Fit | None, length_biased: bool, leak: bool) -> str:
+def _weight(loss: TrainerLoss, penalised: bool) -> Callable:
+    """The weight ``(ratio, sign, ell0) -> w`` of the trainer's loss, each token alone in its row (an advantage-free term subtracted)."""
+    def weight(ratio: torch.Tensor, sign: int, ell0: torch.Tensor) -> torch.Tensor:
+        new = ell0 + torch.log(ratio)
+        w = loss.alone(new, ell0, torch.full_like(ratio, float(sign)))
+        if penalised:
+            w = w - loss.alone(new, ell0, torch.zeros_like(ratio))
+        return w / sign
+    return weight
+
+
+def _without_penalty(loss: TrainerLoss) -> Callable:
+    """The per-token loss of :meth:`TrainerLoss.per_token` with the advantage-free term's gradient taken out."""
+    def per_token(log_prob, old_log_prob, advantage):
+        adv = torch.as_tensor(advantage, dtype=F64)
+        w_a = loss.alone(log_prob, old_log_prob, adv) - loss.alone(log_prob, old_log_prob, torch.zeros_like(adv))
+        return -w_a * log_prob
+    return per_token
+
+
+def _digits(tol: float) -> int:
+    """Decimals a constant read to the relative ``tol`` is reported with (9 in float64)."""
+    return max(2, min(9, int(-math.log10(tol))))
+
+
+def _named(ranges: tuple[ClipRange, ClipRange], tol: float) -> tuple[dict, list]:
+    r"""The clip constants the ranges imply, by the names the trainers use, and notes on what they mean.
+
+    ``eps_high`` where :math:`w = r` ends above 1 for :math:`A > 0`; ``eps_low`` where it ends below 1 for
+    :math:`A < 0`; ``dual_clip`` where it ends above :math:`1 + \varepsilon_h` for :math:`A < 0` only; and a
+    *band* (``band_low``, ``band_high``) where the weight is 0 beyond the same ratio for both signs: a
+    rejection or masking band, not a clip of one sign.  Ends that move with :math:`\pi_{\text{old}}` give no
+    constants: the ranges state them per token.
+    """
+    pos, neg = ranges
+    digits = _digits(tol)
+    same = lambda a, b: a is not None and b is not None and abs(a - b) <= max(1e-7, 4 * tol) * max(1.0, abs(b))
+    out: dict = {}
+    notes: list = []
+    if pos.per_token or neg.per_token:
+        moving = [c for c in ranges if c.per_token]
+        found = {c.sign: _probability_change(c, tol) for c in moving}
+        delta = {s: d for s, d in found.items() if d is not None}
+        band = [_probability_change(c, tol, "both") for c in ranges]
+        if band[0] is not None and band[1] is not None and abs(band[0] - band[1]) <= max(1e-7, 10 * tol) * band[0]:
+            out["band_delta"] = round(band[0], digits)
+            notes.append(f"a band on the probability change for both signs of A: |pi - pi_old| <= {band[0]:.6g} (the per-token bounds "
+                         "1 +- delta/pi_old), a masking band, not a clip of one sign (as prime-rl's ipo)")
+        elif len(delta) == len(found):
+            out.update({("delta_high" if s > 0 else "delta_low"): round(d, digits) for s, d in delta.items()})
+            notes.append("the clip range is a trust region on the probability change (a per-token bound 1 +- delta/pi_old): "
+                         + "; ".join(f"for A {'> 0, pi - pi_old <=' if s > 0 else '< 0, pi_old - pi <='} {d:.6g}" for s, d in delta.items())
+                         + " (as DPPO's binary TV mask)")
+        notes.append("the clip range moves with pi_old (per-token bounds): " + "; ".join(
+            f"{'A > 0' if c.sign > 0 else 'A < 0'} at pi_old = " + ", ".join(
+                f"{q:.3g}: [{'0' if lo is None else f'{lo:.6g}'}, {'inf' if hi is None else f'{hi:.6g}'}]" for q, lo, hi in c.per_token)
+            for c in moving))
+        return out, notes
+    band_high = pos.above == neg.above == "zero" and same(pos.high, neg.high)
+    band_low = pos.below == neg.below == "zero" and same(pos.low, neg.low)
+    if band_high or band_low:
+        if band_low and neg.low is not None:
+            out["band_low"] = round(neg.low, digits)
+        if band_high and pos.high is not None:
+            out["band_high"] = round(pos.high, digits)
+        notes.append("a band that zeros the weight for both signs of A (a rejection or masking band, as IcePop's or a "
+                     "rollout-anchored mask), not a clip of one sign: tokens with r outside it get no gradient")
+    if pos.form == "ratio" and pos.high is not None and not band_high:
+        out["eps_high"] = round(pos.high - 1, digits)
+    if neg.form == "ratio" and neg.low is not None and not band_low:
+        out["eps_low"] = round(1 - neg.low, digits)
+    if neg.form == "ratio" and neg.high is not None and neg.above == "zero" and not band_high:
+        if pos.high is not None and neg.high > pos.high * (1 + 1e-6):
+            out["dual_clip"] = round(neg.high, digits)
+            if pos.above == "zero":
+                notes.append(f"A < 0 is cut above r = {neg.high:.6g}: a dual clip, or a rejection at that ratio for both signs "
+                             f"(for A > 0 the clip at {pos.high:.6g} already silences every larger ratio)")
+    if pos.form == "ratio" and pos.low is not None and pos.below == "capped" and neg.below == "capped" and same(pos.low, neg.low):
+        out.setdefault("eps_low", round(1 - pos.low, digits))
+    return out, notes
+
+
+def _probability_change(c: ClipRange, tol: float, ends: str = "one") -> float | None:
+    r""":math:`\delta` when the sign's cut is :math:`|r - 1|\,\pi_{\text{old}} = \delta` at every old probability where it is read.
+
+    ``ends="one"``: the cut in the advantage's direction only (above 1 for :math:`A > 0`, below for :math:`A < 0`);
+    ``"both"``: a band cut at both ends by the same :math:`\delta`.
+    """
+    if ends == "one" and ((c.sign > 0 and c.low is not None) or (c.sign < 0 and c.high is not None)):
+        return None
+    sides = ("high", "low") if ends == "both" else (("high",) if c.sign > 0 else ("low",))
+    gaps = [(q, hi - 1) for q, lo, hi in c.per_token if "high" in sides and hi is not None] + \
+           [(q, 1 - lo) for q, lo, hi in c.per_token if "low" in sides and lo is not None]
+    if len(gaps) < 2 or ends == "both" and (c.low is None or c.high is None):
+        return None
+    deltas = [q * gap for q, gap in gaps]
+    return deltas[0] if max(deltas) - min(deltas) <= max(1e-7, 10 * tol) * max(deltas) else None
+
+
+def _sequence_ratio(loss: TrainerLoss, weight: Callable, tol: float) -> str | None:
+    r"""Which ratio a sequence-level loss reads: a row of two tokens at the same log-ratio :math:`x` has geometric mean :math:`e^x`, product :math:`e^{2x}`.
+
+    The first token's weight, relative to its value at :math:`x = 0`, is compared with the one-token
+    weight (a row of one token: its ratio is the sequence's) at :math:`e^{x}` and at :math:`e^{2x}`.
+    """
+    for x in (2e-4, 0.05):
+        one = lambda ratio: float(weight(torch.tensor([ratio], dtype=F64), 1, torch.tensor([ELL0], dtype=F64))[0])
+        old = torch.full((1, 2), ELL0, dtype=F64)
+        mask = torch.ones_like(old)
+        _, g0 = loss.grad(old, old, torch.ones_like(old), mask)
+        _, gx = loss.grad(old, old + x, torch.ones_like(old), mask)
+        if float(g0[0, 0]) == 0:
+            return None
+        seen = float(gx[0, 0] / g0[0, 0])
+        geo, prod = one(math.exp(x)), one(math.exp(2 * x))
+        if abs(geo - prod) <= 100 * tol * max(1.0, abs(geo)):
+            continue
+        if abs(seen - geo) <= 10 * tol * max(1.0, abs(geo)):
+            return "geometric mean"
+        if abs(seen - prod) <= 10 * tol * max(1.0, abs(prod)):
+            return "product"
+        return None
+    return None
+
+
+_SEQUENCE_FORMS = {"ppo": "gspo", "cispo": "cispo_seq", "cispo_cap": "cispo_seq", "sapo": "sapo_seq"}
+"""A per-token form whose weight, read on the geometric mean of the token ratios, is the registry's sequence-level method."""
+
+
+def _sequence_method(token: TokenReport | None, ratio: str | None) -> str:
+    """The registry's sequence-level method whose weight the loss has on rows of one token, when its clip reads the geometric mean.
+
+    GSPO's sequence and token forms have the same gradient when the advantage is constant over a row (an outcome
+    advantage), so a function names the method, ``"GSPO"``, not the form.
+    """
+    forms = () if token is None else token.same_weight
+    known = next((_SEQUENCE_FORMS[f] for f in forms if f in _SEQUENCE_FORMS), None)
+    if known is None or ratio != "geometric mean":
+        what = f"the weight of {token.matches}" if token is not None and token.matches else "no known weight"
+        return f"sequence-level ({what}" + (f", on the {ratio} of the token ratios)" if ratio else ")")
+    return "GSPO" if known == "gspo" else METHODS[known].label
+
+
+# ------------------------------------------------------------------ the verdict and the reason
+
+
+def _verdict(pg, on_policy: bool, fit: Fit | None, length_biased: bool, leak: bool, tol: float) -> str:
     if pg is False or not on_policy or leak:
         return "biased"
     if fit is None:
         return "undecided"
     if length_biased:
         return "reweighted"
-    return "unbiased" if fit.mode == "seq-mean-token-sum" and abs(fit.scale - 1) <= KAPPA_RTOL and fit.epsilon == 0 else "scaled"
+    return "unbiased" if fit.mode == "seq-mean-token-sum" and abs(fit.scale - 1) <= tol and fit.epsilon == 0 else "scaled"
 
 
 def _claimed_mode(fn: Callable, fixed: dict) -> str | None:
@@ -443,13 +374,49 @@ def _claimed_mode(fn: Callable, fixed: dict) -> str | None:
     return mode if isinstance(mode, str) else None
 
 
-def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed: object) -> PolicyLossReport:
-    r"""Certify a trainer's policy loss as written: its per-token weight, its aggregation :math:`\kappa`, its edges.
+def _with_reason(rep: PolicyLossReport) -> PolicyLossReport:
+    parts = []
+    if rep.sequence_level:
+        parts.append("A token's gradient depends on the other tokens of its row: a sequence-level loss (as GSPO or GMPO); "
+                     "its weight is read on rows of one token, where the sequence's ratio is the token's"
+                     + (f": {rep.token.reason}." if rep.token is not None else "."))
+    elif rep.token is not None:
+        parts.append(f"Per-token weight: {rep.token.reason}.")
+    if rep.ratio_one and (rep.token is None or rep.ratio_one not in rep.token.reason):
+        parts.append(f"At r = 1: {rep.ratio_one}.")
+    elif not rep.on_policy_at_ratio_one:
+        parts.append("At r = 1 the gradient is not -kappa*A on every token.")
+    if rep.aggregation == "other":
+        parts.append("The aggregation factor kappa fits no known mode: " + (rep.kappa_law or "see the table") + ".")
+    else:
+        scale = "" if rep.scale is None or abs(rep.scale - 1) <= 1e-9 else f", times {rep.scale:.6g}"
+        parts.append(f"Aggregation: {rep.aggregation}{scale}; a token's weight "
+                     + ("depends on its row's length (length bias)." if rep.length_biased else "does not depend on its row's length."))
+        if rep.aggregation == "padded-mean":
+            parts.append("kappa = 1/(B T) moves with the padding width T: the step size changes with the longest response in the batch.")
+    if not rep.claim_holds:
+        parts.append(f"It claims loss_agg_mode={rep.claimed!r} but aggregates as {rep.aggregation}.")
+    parts += [f"Undecided ({q}): {why}." for q, why in rep.undecided]
+    return dataclasses.replace(rep, reason=" ".join(parts))
 
-    The function is called by keyword on fp64 ``[B, T]`` tensors
-    ``old_log_prob, log_prob, advantages, response_mask`` (``names`` maps these
-    roles to the function's own argument names), with ``fixed`` passed through;
-    its loss is the scalar it returns (or the first element of a tuple).
+
+def _dtype(dtype) -> torch.dtype:
+    if dtype is None:
+        return F64
+    if dtype not in dict(PRECISIONS).values():
+        raise TypeError(f"dtype must be one of torch.float64, torch.float32, torch.float16, torch.bfloat16 (the dtype the trainer "
+                        f"hands its loss), got {dtype!r}")
+    return dtype
+
+
+def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torch.dtype | None = None, **fixed: object) -> PolicyLossReport:
+    r"""Certify a trainer's policy loss as written: its per-token weight, its aggregation :math:`\kappa`, its precision, its edges.
+
+    The function is called by keyword on ``[B, T]`` tensors ``old_log_prob,
+    log_prob, advantages, response_mask`` (``names`` maps these roles to the
+    function's own argument names) in ``dtype`` (float64 unless the trainer's
+    is given), with ``fixed`` passed through; its loss is the scalar it
+    returns (or the first element of a tuple).
 
     .. math::
 
@@ -461,6 +428,10 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed: ob
         The trainer's loss, e.g. ``compute_policy_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, config)``.
     names : dict, optional
         ``{"log_prob": "logprobs", ...}``: the function's names for the four roles.
+    dtype : torch.dtype, optional
+        The dtype the batch is handed over in: ``torch.float32`` or ``torch.bfloat16`` to check the loss as the
+        trainer runs it (default float64).  Whatever it is, the precision the loss computes in is measured and
+        sets the tolerance of every comparison.
     **fixed
         Passed to every call (``loss_agg_mode="token-mean"``, ``config=...``).
 
@@ -471,7 +442,7 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed: ob
     Raises
     ------
     TypeError
-        ``fn`` not callable, cannot be called on the batch, or returns no scalar tensor.
+        ``fn`` not callable, cannot be called on the batch (in ``dtype``), or returns no scalar tensor; ``dtype`` not a floating dtype.
     ValueError
         Bad ``names``, or a loss without a finite gradient at :math:`r = 1`.
 
@@ -488,86 +459,94 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, **fixed: ob
     ('scaled', 'PPO', 'token-mean', False)
     >>> dict(rep.clip)
     {'eps_high': 0.28, 'eps_low': 0.2}
+    >>> print(rep.clip_ranges[0].describe())
+    A > 0: w = r on [0, 1.28], 0 above
+    >>> check_policy_loss(loss_fn, dtype=torch.float32).precision.name
+    'float32'
     """
-    loss = TrainerLoss(fn, names, fixed)
+    loss = TrainerLoss(fn, names, fixed, dtype=_dtype(dtype))
     claimed = _claimed_mode(fn, fixed)
+    precision = loss_precision(loss)
+    tol = precision.tolerance
+    kappa_tol = max(KAPPA_RTOL, tol)
     notes: list[str] = []
-    rows = []
-    for label, T, lengths in _DESIGNS:
-        measured = _measure(loss, label, T, lengths, notes)
+    undecided: list[tuple[str, str]] = []
+    rows: list = []
+    leak = False
+    for label, T, lengths in DESIGNS:
+        measured, leaked = kappa_rows(loss, label, T, lengths)
         if measured is None:
             raise ValueError(f"fn returns a non-finite loss or gradient at r = 1, A = 1 on the batch {label}")
         rows += measured
+        leak |= leaked
+    if leak:
+        notes.append("masked tokens receive gradient: the loss is not masked")
     if all(row[-1] == 0 for row in rows):
         raise ValueError("fn has no gradient at r = 1, A = 1 on any valid token: it cannot be a policy loss")
-    sign = _sign(rows)
+    signs = np.sign([row[-1] for row in rows])
+    sign = 1 if (signs > 0).all() else -1 if (signs < 0).all() else 0
     rows = [(*row[:-1], abs(row[-1])) for row in rows]
-    fit = _fit(rows) if sign else None
-    first = [row[-1] for row in rows if row[0] == _DESIGNS[0][0]]
-    length_biased = max(first) - min(first) > KAPPA_RTOL * max(first)
-    leak = any(n.startswith("masked tokens receive") for n in notes)
-    same_row, batch_coupled = _row_coupling(loss)
+    fitted = fit(rows, kappa_tol, tol) if sign else None
+    law = power_law(rows, kappa_tol) if sign else None
+    if fitted is None:
+        undecided.append(("aggregation", "kappa changes sign between tokens" if not sign else law.describe() if law and not law.exact
+                          else "kappa fits no known mode"))
+    first = [row[-1] for row in rows if row[0] == DESIGNS[0][0]]
+    length_biased = max(first) - min(first) > kappa_tol * max(first)
+    same_row, batch_coupled = _row_coupling(loss, tol)
     sequence_level = same_row and not batch_coupled
     token: TokenReport | None = None
     clip: dict = {}
-    pg, gap = None, None
-    if not (sequence_level or batch_coupled):
-        gap = _decomposition_gap(loss)
-        if gap > KAPPA_RTOL:
-            notes.append(f"the gradient on a batch of random ratios and advantages is not -kappa*w*A (relative gap {gap:.2g}): "
-                         "kappa depends on more than the mask (the ratios or the advantages?)")
-        else:
-            clip = _clip_constants(loss)
-            constants = {sym: clip[k] for sym, k in ((_eps_l, "eps_low"), (_eps_h, "eps_high"), (_c, "dual_clip")) if k in clip}
-            token = check_token_loss(loss.per_token(), constants=constants)
-            pg = token.is_policy_gradient
-    on_policy = sign > 0 and (token is None or bool(token.on_policy_at_ratio_one))
-    method = "sequence-level" if sequence_level else (token.matches if token is not None else None)
+    ranges: tuple = ()
+    bounded: dict = {}
+    pg, gap, ratio_one, sequence_ratio = None, None, "", None
+    penalty = None if batch_coupled else _penalty(loss, tol)
+    if penalty is not None:
+        notes.append(penalty)
+    weight = _weight(loss, penalty is not None)
     if batch_coupled:
-        notes.append("a token's gradient depends on other rows of the batch: not a per-token loss with a fixed aggregation")
-    if fit is not None:
-        if fit.epsilon:
-            notes.append(f"the denominator is {fit.counts} + eps with eps = {fit.epsilon:.3g}: kappa falls below the exact mode's "
-                         f"by a relative eps/({fit.counts}) ({fit.epsilon:.3g} at {fit.counts} = 1)")
-        _empty_row_note(loss, fit, notes)
+        undecided.append(("per-token weight", "a token's gradient depends on other rows of the batch: not a per-token loss with a fixed aggregation"))
+    elif not sequence_level:
+        gap = _decomposition_gap(loss)
+        if gap > kappa_tol:
+            undecided.append(("per-token weight", f"the gradient on a batch of random ratios and advantages is not -kappa*w*A (relative gap "
+                                                  f"{gap:.2g}): kappa depends on more than the mask (the ratios or the advantages?)"))
+    if not batch_coupled and (sequence_level or gap is not None and gap <= kappa_tol):
+        ranges = clip_ranges(weight, tol)
+        clip, clip_notes = _named(ranges, tol)
+        notes += clip_notes
+        one = at_ratio_one(weight, tol)
+        ratio_one = one.explanation
+        constants = {sym: clip[k] for sym, k in ((_eps_l, "eps_low"), (_eps_h, "eps_high"), (_c, "dual_clip")) if k in clip}
+        per_token = loss.per_token() if penalty is None else _without_penalty(loss)
+        token = token_report_from_callable(per_token, constants, tol=tol)  # for a sequence-level loss: rows of one token
+        pg, bounded, on_policy_weight = token.is_policy_gradient, token.bounded, bool(token.on_policy_at_ratio_one)
+        if sequence_level:
+            sequence_ratio = _sequence_ratio(loss, weight, tol)
+            pg = None if pg else False
+    else:
+        on_policy_weight = True
+    on_policy = sign > 0 and on_policy_weight
+    if sign < 0 and not ratio_one:
+        ratio_one = "every valid token's gradient at r = 1, A = 1 is +kappa: the update points the wrong way (the loss's minus sign is missing)"
+    method = _sequence_method(token, sequence_ratio) if sequence_level else (token.matches if token is not None else None)
+    if fitted is not None:
+        if fitted.epsilon:
+            notes.append(f"the denominator is {fitted.counts} + eps with eps = {fitted.epsilon:.3g}: kappa falls below the exact mode's "
+                         f"by a relative eps/({fitted.counts}) ({fitted.epsilon:.3g} at {fitted.counts} = 1)")
+        _empty_row_note(loss, fitted, notes, kappa_tol)
     _clamp_notes(loss, notes)
-    _padding_notes(loss, notes)
-    mode = "other" if fit is None else fit.mode.removesuffix("/T")
+    _padding_notes(loss, notes, tol)
+    mode = "other" if fitted is None else fitted.mode.removesuffix("/T")
     normaliser = None
-    if fit is not None and fit.mode.startswith("seq-mean-token-sum-norm"):
-        normaliser = ("T" if abs(fit.scale - 1) <= KAPPA_RTOL else f"T/{fit.scale:.6g}") if fit.mode.endswith("/T") else f"{1 / fit.scale:.6g}"
-    table = tuple((*row[:2], row[2], row[3], row[4], row[6], None if fit is None else fit.kappa(*row[2:6])) for row in rows)
-    undecidable = batch_coupled or gap is not None and gap > KAPPA_RTOL
-    verdict = "undecided" if undecidable and not leak and on_policy else _verdict(pg, on_policy, fit, length_biased, leak)
+    if fitted is not None and fitted.mode.startswith("seq-mean-token-sum-norm"):
+        normaliser = ("T" if abs(fitted.scale - 1) <= kappa_tol else f"T/{fitted.scale:.6g}") if fitted.mode.endswith("/T") else f"{1 / fitted.scale:.6g}"
+    table = tuple((*row[:2], row[2], row[3], row[4], row[6], None if fitted is None else fitted.kappa(*row[2:6])) for row in rows)
+    verdict = "undecided" if undecided and not leak and on_policy and pg is not False else _verdict(pg, on_policy, fitted, length_biased, leak, kappa_tol)
     report = PolicyLossReport(
         verdict, method, pg, on_policy, sequence_level, mode,
-        None if fit is None else (1.0 if normaliser is not None else fit.scale), normaliser,
-        0.0 if fit is None else fit.epsilon, length_biased, claimed, tuple(clip.items()), table, tuple(notes), token, gap, "")
+        None if fitted is None else (1.0 if normaliser is not None or abs(fitted.scale - 1) <= kappa_tol else fitted.scale), normaliser,
+        0.0 if fitted is None else fitted.epsilon, length_biased, claimed, tuple(clip.items()), table, tuple(notes), token, gap, "",
+        clip_ranges=ranges, bounded=bounded, precision=precision, kappa_law="" if law is None else law.describe(),
+        undecided=tuple(undecided), ratio_one=ratio_one, sequence_ratio=sequence_ratio)
     return _with_reason(report)
-
-
-def _with_reason(rep: PolicyLossReport) -> PolicyLossReport:
-    parts = []
-    if rep.sequence_level:
-        parts.append("A token's gradient depends on the other tokens of its row: a sequence-level loss (as GSPO or GMPO), "
-                     "so no per-token weight is stated; at r = 1 its gradient was measured directly.")
-    elif rep.token is not None:
-        parts.append(f"Per-token weight: {rep.token.reason}.")
-    elif rep.decomposition_gap is not None:
-        parts.append("The gradient is not kappa (from the mask) times a per-token weight, so no per-token weight is stated and the verdict is undecided.")
-    else:
-        parts.append("A token's gradient depends on other rows of the batch, so no per-token weight is stated and the verdict is undecided.")
-    if not rep.on_policy_at_ratio_one:
-        parts.append("At r = 1 the gradient is not -kappa*A on every token: where it is +kappa*A the update points the wrong way (a sign slip?).")
-    if rep.policy_gradient is False:
-        parts.append("The weight depends on log pi other than through the ratio: not a policy gradient (a missing detach?).")
-    if rep.aggregation == "other":
-        parts.append("The aggregation factor kappa fits none of token-mean, seq-mean-token-mean, seq-mean-token-sum, "
-                     "seq-mean-token-sum-norm (see the table).")
-    else:
-        scale = "" if rep.scale is None or abs(rep.scale - 1) <= KAPPA_RTOL else f", times {rep.scale:.6g}"
-        parts.append(f"Aggregation: {rep.aggregation}{scale}; a token's weight "
-                     + ("depends on its row's length (length bias)." if rep.length_biased else "does not depend on its row's length."))
-    if not rep.claim_holds:
-        parts.append(f"It claims loss_agg_mode={rep.claimed!r} but aggregates as {rep.aggregation}.")
-    return dataclasses.replace(rep, reason=" ".join(parts))

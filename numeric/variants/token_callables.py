@@ -21,14 +21,15 @@ from derivations.variants.inputs import require_constants
 from ..tinylm import token_score_tensor
 from .callables import F64, TOL
 from .confirm import near_kink, token_batch, torch_value, with_defaults
+from .weight_probe import at_ratio_one, bounded
 
-__all__ = ["token_report_from_callable"]
+__all__ = ["callable_weight", "token_report_from_callable"]
 
 _GRID = torch.cat([torch.logspace(-2, 2, 161, dtype=F64), torch.tensor([1.0], dtype=F64)]).unique()
 
 
-def _callable_weight(fn, ratio: torch.Tensor, adv: torch.Tensor, ell0: float) -> torch.Tensor:
-    old = torch.full_like(ratio, ell0)
+def _callable_weight(fn, ratio: torch.Tensor, adv: torch.Tensor, ell0: float | torch.Tensor) -> torch.Tensor:
+    old = ell0 if isinstance(ell0, torch.Tensor) else torch.full_like(ratio, ell0)
     new = (old + torch.log(ratio)).requires_grad_(True)
     out = fn(new, old, adv)
     if not isinstance(out, torch.Tensor):
@@ -39,37 +40,59 @@ def _callable_weight(fn, ratio: torch.Tensor, adv: torch.Tensor, ell0: float) ->
         raise ValueError("loss must return finite values")
     (g,) = torch.autograd.grad(out.sum(), new, allow_unused=True)
     g = torch.zeros_like(new) if g is None else g
-    return -g / adv
+    return (-g / adv).to(F64)
 
 
-def token_report_from_callable(fn: Callable, constants: dict) -> TokenReport:
+def callable_weight(fn: Callable) -> Callable:
+    """The per-token loss ``fn`` as a weight ``(ratio, sign, ell0) -> w`` for :mod:`~numeric.variants.weight_probe`."""
+    def weight(ratio: torch.Tensor, sign: int, ell0: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            finite = torch.isfinite(ratio)
+        return _callable_weight(fn, ratio.clamp_min(1e-300), torch.full_like(ratio, float(sign)), ell0) if bool(finite.all()) else ratio
+    return weight
+
+
+def token_report_from_callable(fn: Callable, constants: dict, *, tol: float = TOL) -> TokenReport:
     r"""A :class:`~derivations.variants.TokenReport` for a torch loss by autograd on a dense grid.
 
     :math:`w = -(\partial\,\mathrm{loss}/\partial\ell)/A` for :math:`r` on 162
-    log-spaced points in :math:`[10^{-2}, 10^2]` (and 1), :math:`A = \pm 1`,
-    at two old log-probabilities (:math:`\ell_0 = -0.5, -2`): a weight that
-    changes with :math:`\ell_0` at a fixed ratio is not a policy gradient.
-    Bounded means: :math:`|w|` does not grow over the last decade of the grid.
+    log-spaced points in :math:`[10^{-2}, 10^2]` (and 1), :math:`A = \pm 1`, at
+    :math:`\ell_0 = -0.5`; then, by :mod:`~numeric.variants.weight_probe`:
+
+    * a policy gradient has :math:`w(1, A; q) = 1` at every old probability
+      :math:`q` (:func:`~numeric.variants.weight_probe.at_ratio_one`): a weight
+      that moves with :math:`q` only away from :math:`r = 1` (clip bounds
+      computed from :math:`\pi_{\text{old}}`) is one, with per-token constants;
+    * bounded means :math:`|w|` stays bounded as :math:`r \to 0` and
+      :math:`r \to \infty` (probed from :math:`10^{-12}` to :math:`10^{12}`,
+      :func:`~numeric.variants.weight_probe.bounded`).
+
+    ``tol`` is the relative tolerance of every comparison (the loss's
+    precision sets it; 1e-12 in float64).
     """
     if not callable(fn):
         raise TypeError(f"fn (the loss) must be callable, got {type(fn).__name__}")
+    if not isinstance(tol, float) or not 0 < tol < 1:
+        raise ValueError(f"tol must be a float in (0, 1), got {tol!r}")
     values = with_defaults(require_constants(constants))
     r = _GRID
+    weight = callable_weight(fn)
     w = {s: _callable_weight(fn, r, torch.full_like(r, float(s)), -0.5) for s in (1, -1)}
     other = {s: _callable_weight(fn, r, torch.full_like(r, float(s)), -2.0) for s in (1, -1)}
-    is_pg = all(bool((w[s] - other[s]).abs().max() <= 1e-9) for s in (1, -1))
+    one = at_ratio_one(weight, tol)
+    per_token = one.policy_gradient and not all(bool((w[s] - other[s]).abs().max() <= tol * max(1.0, float(w[s].abs().max()))) for s in (1, -1))
     table = tuple((float(x), float(a), float(b)) for x, a, b in zip(r, w[1], w[-1]))
     silenced = tuple(run for s in (1, -1) for run in _silenced_runs(s, r, w[s]))
-    top = r >= 10
-    bounded = {s: bool(w[s][top].abs().max() <= 1.0001 * w[s][(r >= 1) & (r <= 10)].abs().max() + 1e-12) for s in (1, -1)}
-    one = int((r - 1).abs().argmin())
-    on_policy = all(abs(float(w[s][one]) - 1) <= 1e-12 for s in (1, -1))
-    same, read = _match(w, values) if is_pg else ((), {})
-    numeric = _callable_on_tokens(fn)
-    reason = "; ".join([f"weight tabulated by autograd on {len(r)} ratios in [0.01, 100] for A = +1 and -1",
-                        *([] if is_pg else ["it changes with ell_0 at a fixed ratio: not a policy gradient"]), *known_names(same),
+    ends = bounded(weight, tol)
+    same, read = _match(w, values, tol) if one.policy_gradient and not per_token else ((), {})
+    numeric = _callable_on_tokens(fn, tol)
+    reason = "; ".join([f"weight tabulated by autograd on {len(r)} ratios in [0.01, 100] for A = +1 and -1, its ends probed to 1e-12 and 1e12",
+                        *([one.explanation] if one.explanation else []),
+                        *(["its clip bounds move with the old probability (per-token constants): a policy gradient with a per-token "
+                           "clip range"] if per_token else []), *known_names(same),
                        *([f"constants read off the weight: {', '.join(f'{k} = {v:.6g}' for k, v in read.items())}"] if read else [])])
-    return TokenReport(None, silenced, bounded, on_policy, is_pg, known_label(same), None, reason, table, numeric, same_weight=same)
+    return TokenReport(None, silenced, ends, one.on_policy, one.policy_gradient, known_label(same), None, reason, table, numeric,
+                       same_weight=same, per_token_constants=per_token, ratio_one=one.cause)
 
 
 UNDERFLOW = 1e-9
@@ -99,7 +122,7 @@ def _runs(sign: int, r: torch.Tensor, flags: torch.Tensor) -> list:
     return out
 
 
-def _callable_on_tokens(fn) -> tuple:
+def _callable_on_tokens(fn, tol: float = TOL) -> tuple:
     """The callable is per-token (each token's loss alone equals its entry of the batched loss), and autograd through TinyLM is the chain rule."""
     lm, old, theta, adv = token_batch()
     ell = lm.token_log_probs(theta)
@@ -116,12 +139,12 @@ def _callable_on_tokens(fn) -> tuple:
     alone = max(abs(float(fn(leaf[n:n + 1, t:t + 1], ell0[n:n + 1, t:t + 1], adv[n:n + 1, t:t + 1]).detach()) - float(out[n, t].detach()))
                 for n in range(0, lm.N, 3) for t in range(lm.L) if mask[n, t])
     gap = max(float((grad - predicted).abs().max()), alone)
-    if not gap <= TOL * max(1.0, float(grad.abs().max())):
+    if not gap <= tol * max(1.0, float(grad.abs().max())):
         raise ValueError(f"loss must be per-token (elementwise): its batched and one-token values or gradients differ by {gap:.3g}")
     return (int(mask.sum()), gap)
 
 
-def _match(w: dict, values: dict) -> tuple[tuple[str, ...], dict]:
+def _match(w: dict, values: dict, tol: float = TOL) -> tuple[tuple[str, ...], dict]:
     r"""Every known form (in the order tried) whose weight, evaluated on the grid with the constants ``values``, equals the tabulated one to 1e-12 (off its kinks).
 
     A method is derived only if it passes a probe first: its exact weight at
@@ -141,14 +164,14 @@ def _match(w: dict, values: dict) -> tuple[tuple[str, ...], dict]:
         if fitted is None:  # KL-Cov's beta (not in its weight): only with a declared value
             continue
         given = {**values, **fitted}
-        if _disagreements(method, w, given) > 3:
+        if _disagreements(method, w, given, tol) > 3:
             continue
         away = ~near_kink(r, breakpoints(method.weight), given)
         ok = True
         for s in (1, -1):
             at = {**env, **{k: torch.tensor(v, dtype=F64) for k, v in fitted.items()}, gw.A: torch.full_like(r, float(s))}
             known = torch.broadcast_to(torch.as_tensor(torch_value(method.weight, at), dtype=F64), r.shape)
-            ok &= bool((known - w[s])[away].abs().max() <= 1e-12)
+            ok &= bool((known - w[s])[away].abs().max() <= tol * max(1.0, float(known[away].abs().max())))
         if ok:
             found.append(method.method)
             read.update(fitted)
@@ -187,16 +210,16 @@ _PROBES = tuple(int(i) for i in torch.linspace(10, len(_GRID) - 10, 7))
 """Indices into :data:`_GRID` of the ratios the cheap probe of :func:`_match` reads."""
 
 
-def _disagreements(method, w: dict, values: dict) -> int:
+def _disagreements(method, w: dict, values: dict, tol: float = TOL) -> int:
     """How many of the :data:`_PROBES` ratios disagree (for either sign of A), counted up to 4: more than 3 rules the method out."""
     count = 0
     for i in _PROBES:
-        count += any(_probe_disagrees(method, w, values, i, s) for s in (1, -1))
+        count += any(_probe_disagrees(method, w, values, i, s, tol) for s in (1, -1))
         if count > 3:
             break
     return count
 
 
-def _probe_disagrees(method, w: dict, values: dict, i: int, sign: int) -> bool:
+def _probe_disagrees(method, w: dict, values: dict, i: int, sign: int, tol: float = TOL) -> bool:
     known = float(method.weight_at(float(_GRID[i]), sign, values))
-    return abs(known - float(w[sign][i])) > 1e-9 * max(1.0, abs(known))
+    return abs(known - float(w[sign][i])) > max(1e-9, tol) * max(1.0, abs(known))

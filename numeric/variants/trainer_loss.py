@@ -64,7 +64,7 @@ class TrainerLoss:
             raise ValueError(f"fixed arguments {', '.join(sorted(clash))} are the batch's own inputs; pass them through names=")
         self._kappa: dict[int, float] = {}
 
-    def __call__(self, old, new, adv, mask, **extra) -> torch.Tensor:
+    def __call__(self, old: torch.Tensor, new: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, **extra: object) -> torch.Tensor:
         """The scalar loss; ``extra`` holds optional roles (by role) and further keyword arguments for this call only."""
         batch = dict(zip((self.names[role] for role in ROLES), (old, new, adv, mask)))
         for key, value in extra.items():
@@ -74,7 +74,7 @@ class TrainerLoss:
             out = self.fn(**batch, **{k: v for k, v in self.fixed.items() if k not in batch})
         except Exception as err:
             call = ", ".join([*batch, *self.fixed])
-            raise TypeError(f"fn could not be called as fn({call}) on [B, T] {self.dtype} tensors: {type(err).__name__}: {err}") from err
+            raise TypeError(f"fn could not be called as fn({call}) on [B, T] tensors of dtype={self.dtype}: {type(err).__name__}: {err}") from err
         if isinstance(out, (tuple, list)) and out:
             out = out[0]
         if not isinstance(out, torch.Tensor) or out.numel() != 1:
@@ -82,7 +82,7 @@ class TrainerLoss:
             raise TypeError(f"fn must return a scalar loss tensor (or a tuple whose first element is one), got {shape}")
         return out.reshape(())
 
-    def grad(self, old, new, adv, mask, **extra) -> tuple[float, torch.Tensor]:
+    def grad(self, old: torch.Tensor, new: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, **extra: object) -> tuple[float, torch.Tensor]:
         """The loss and its gradient in the new log-probabilities (float64, zeros where the loss has none)."""
         leaf = new.detach().to(self.dtype).clone().requires_grad_(True)
         value = self(old, leaf, adv, mask, **extra)
@@ -99,11 +99,11 @@ class TrainerLoss:
             _, g = self.grad(old, old, torch.ones_like(old), torch.ones_like(old))
             k = float(g.abs().mean())
             if not k > 0 or not math.isfinite(k):
-                raise ValueError("fn has no finite gradient at r = 1, A = 1: it cannot be a policy loss")
+                raise ValueError("fn has no gradient at r = 1, A = 1 (or no finite one): it cannot be a policy loss")
             self._kappa[n] = k
         return self._kappa[n]
 
-    def alone(self, log_prob, old_log_prob, advantage) -> torch.Tensor:
+    def alone(self, log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantage: torch.Tensor) -> torch.Tensor:
         r"""Each token in a row of its own: :math:`-\partial\mathcal L/\partial\ell / \kappa`, i.e. :math:`w A`."""
         shape = log_prob.shape
         new, old, adv = (x.reshape(-1, 1).to(F64) for x in (log_prob.detach(), old_log_prob.detach(), advantage.detach()))

@@ -37,6 +37,12 @@ interpolation step's exactness asked of ``expand``, an fp64 table's coefficients
 small refuting point): 107/107 killed in about 23 minutes at nice 19 beside other work; its five new mutants
 (``interpolation_always_to_tolerance``, ``interpolation_always_exact``, ``tolerance_not_a_polynomial_raises``,
 ``table_canonicalisers_before_floats``, ``small_point_not_small``) run alone: 5/5 killed.
+Branch looseends (issues 28 and 29): the eleven new mutants (the selection rules
+``kl_cov_count_rounded``, ``kl_cov_count_may_be_zero``, ``clip_cov_band_closed``, ``clip_cov_count_may_be_zero``;
+``unbiased_scale_not_compared``, ``coupling_probe_like_the_check``, ``coupling_probe_binary``,
+``pointwise_badge_dropped``, ``regions_inner_badge_dropped``, ``checker_match_probe_only``,
+``checker_refuses_registry_constants``) run with the 24 others of the files the branch touched (the kernel, now
+split into kernel, claims and premises; the registry; the checker's token module): 35/35 killed in 2.3 minutes.
 The fifteen mutants of the trainers' questions (``mask_probe_row_against_itself`` ... ``kl_form_abs_once_tv``),
 2026-12-05, branch questions (commit 03ca16b), run alone: 15/15 killed in 75 s.
 """
@@ -97,6 +103,9 @@ _QUESTIONS = ("tests/test_questions.py", "numeric/variants/questions.py", "numer
 _VARIANTS = ("tests/test_variants.py::test_the_verdict_tolerance_is_1e12_not_looser",
              "tests/test_variants.py::test_binary_constancy_compares_every_coefficient_including_p_to_the_first",
              "derivations/variants/reports.py", "derivations/variants/patterns.py")
+
+_UNSEEN = ("tests/test_unseen_variants.py",)
+_SHIPPED = ("tests/test_shipped_losses.py",)
 
 MUTANTS = [
     # -- the check registry and the toy LM
@@ -256,6 +265,46 @@ MUTANTS = [
     Mutant("underflow_read_as_silenced", "numeric/variants/token_callables.py", "if not beside or max(beside) >= UNDERFLOW:",
            "if True:", ("tests/test_variants.py::test_a_saturating_smooth_weight_is_not_silenced_but_a_clip_is",),
            "SAPO's saturating sigmoid reads as silenced far from r = 1"),
+    # -- Clip-Cov's and KL-Cov's selection (issue 29: read in verl at 1dda039, core_algos.py:1817-1818, 1905)
+    Mutant("kl_cov_count_rounded", "numeric/losses/selection.py", "max(1, int(N * fraction))", "max(1, round(N * fraction))",
+           ("tests/test_losses.py::test_kl_cov_selects_max_one_floor_fraction_n_tokens_as_verl",),
+           "KL-Cov selects round(fraction N) tokens: 1.9 tokens become 2"),
+    Mutant("kl_cov_count_may_be_zero", "numeric/losses/selection.py", "max(1, int(N * fraction))", "int(N * fraction)",
+           ("tests/test_losses.py::test_kl_cov_selects_max_one_floor_fraction_n_tokens_as_verl",),
+           "KL-Cov at verl's default fraction 2e-4 selects no token of a small batch"),
+    Mutant("clip_cov_band_closed", "numeric/losses/selection.py", "(cov > low) & (cov < high)", "(cov >= low) & (cov <= high)",
+           ("tests/test_losses.py::test_clip_cov_band_is_strict_and_count_is_at_least_one_as_verl",),
+           "Clip-Cov selects a token whose covariance lies exactly on a bound of the band"),
+    Mutant("clip_cov_count_may_be_zero", "numeric/losses/selection.py", "count = max(int(fraction * int(keep.sum())), 1)",
+           "count = int(fraction * int(keep.sum()))",
+           ("tests/test_losses.py::test_clip_cov_band_is_strict_and_count_is_at_least_one_as_verl",),
+           "Clip-Cov at verl's default fraction 2e-4 drops no token of a small batch"),
+    # -- decisions no test guarded (issue 28, item 6)
+    Mutant("unbiased_scale_not_compared", "numeric/variants/policy_loss.py",
+           'fit.mode == "seq-mean-token-sum" and abs(fit.scale - 1) <= KAPPA_RTOL and fit.epsilon == 0',
+           'fit.mode == "seq-mean-token-sum" and fit.epsilon == 0',
+           ("tests/test_trainer_code.py::test_unbiased_needs_seq_mean_token_sum_at_scale_one",),
+           "check_policy_loss calls seq-mean-token-sum at twice the scale unbiased"),
+    Mutant("coupling_probe_like_the_check", "numeric/variants/grouped.py", 'extra=3, law="spread")(rewards)', ")(rewards)",
+           ("tests/test_trainer_code.py::test_a_batch_whitening_is_seen_in_the_trl_and_openrlhf_conventions",),
+           "the batch-coupling probe draws its other groups as the check does (binary, two of them): TRL's batch std is missed at G = 3"),
+    Mutant("coupling_probe_binary", "numeric/variants/grouped.py", 'extra=3, law="spread")(rewards)', 'extra=3, law="binary")(rewards)',
+           ("tests/test_trainer_code.py::test_a_batch_whitening_is_seen_in_the_trl_and_openrlhf_conventions",),
+           "the batch-coupling probe's other groups binary: a normalisation by the batch's largest reward is missed"),
+    Mutant("pointwise_badge_dropped", "derivations/kernel.py", 'return Established(claim.lhs, "=", claim.rhs, check(integrands, self.inner).badge)',
+           'return Established(claim.lhs, "=", claim.rhs, check(integrands, self.inner).badge and None)',
+           ("tests/test_kernel.py",), "E[x^2 s] = E[x s] checked at x = 1 only reads as a proof: its badge is lost"),
+    Mutant("regions_inner_badge_dropped", "derivations/kernel.py", '"; ".join(sorted(partly)) or None)', "None)",
+           ("tests/test_kernel.py",), "a proof by regions whose pieces are checked at instances reads as a proof"),
+    Mutant("checker_match_probe_only", "derivations/variants/token.py", "ok = (any(known == _known_weight(f) for f in found)",
+           "ok = True or (any(known == _known_weight(f) for f in found)",
+           ("tests/test_variants.py::test_sapo_temperature_is_chosen_by_the_sign_of_the_advantage",),
+           "the cheap probe (every other constant 3/2) names a loss: SAPO with its temperatures swapped is named SAPO"),
+    Mutant("checker_refuses_registry_constants", "derivations/variants/token.py",
+           "unknown = loss.free_symbols - _TOKEN_SYMBOLS - _REGISTRY_CONSTANTS - set(constants)",
+           "unknown = loss.free_symbols - _TOKEN_SYMBOLS - set(constants)",
+           ("tests/test_variants.py::test_every_registered_form_is_named_by_the_checker",),
+           "the checker refuses the registry's own SAPO (tau_+, tau_- undeclared), as before issue 29"),
     Mutant("checker_names_only_the_first_form", "derivations/variants/token.py", "            found.append(method.method)\n    return tuple(found)",
            "            return (method.method,)\n    return tuple(found)",
            ("tests/test_variants.py::test_every_registered_form_is_named_by_the_checker",),
@@ -275,15 +324,15 @@ MUTANTS = [
            "the exact engine's groups built by numpy with the values in the wrong order"),
 
     # -- the proof kernel: each of its decisions (issue 16)
-    Mutant("kernel_strict_as_weak", "derivations/kernel.py", 'return at_least(left - right, relation in ("<", ">"))',
+    Mutant("kernel_strict_as_weak", "derivations/claims.py", 'return at_least(left - right, relation in ("<", ">"))',
            "return at_least(left - right, False)", _KERNEL, "relation_holds decides x > x as x >= x"),
     Mutant("resolver_strict_as_weak", "derivations/regions.py", 'strict = rel.rel_op in (">", "<")', "strict = False",
            _KERNEL, "the branch resolver decides a strict condition with equal sides as true"),
-    Mutant("lemma_weak_proves_strict", "derivations/kernel.py", '"<=": {"<="}, ">=": {">="}', '"<=": {"<=", "<"}, ">=": {">=", ">"}',
+    Mutant("lemma_weak_proves_strict", "derivations/claims.py", '"<=": {"<="}, ">=": {">="}', '"<=": {"<=", "<"}, ">=": {">=", ">"}',
            _KERNEL, "by_lemma accepts a <= lemma for a displayed <"),
     Mutant("regions_one_region", "derivations/kernel.py", "points = covering_points(self.cuts, claim.premises, claim.given)",
            "points = covering_points(self.cuts, claim.premises, claim.given)[:1]", _KERNEL, "on_regions accepts a claim that holds on one region"),
-    Mutant("regions_closed_end_dropped", "derivations/kernel.py", "if i == 0 and lo_closed and lo != -sp.oo:", "if False:",
+    Mutant("regions_closed_end_dropped", "derivations/premises.py", "if i == 0 and lo_closed and lo != -sp.oo:", "if False:",
            _KERNEL, "a closed end of the domain (x >= 0 at x = 0) is not a region"),
     Mutant("argmin_no_curvature", "derivations/kernel.py", "if curvature.has(v) or not at_least(curvature, True):", "if False:",
            _KERNEL, "is_argmin without its curvature check: a maximiser passes"),
@@ -336,6 +385,29 @@ MUTANTS = [
            "if f.has(sp.Piecewise):", _CANONICAL, "a sum of p[a] times a Kronecker delta in a is left unevaluated"),
     Mutant("opaque_sum_delta_in_inner_sum", "derivations/canonical.py", "        return _delta_in(f.function, i)\n",
            "        return False\n", _CANONICAL, "a sum of p[a] times a sum over m of a Kronecker delta in a is left unevaluated"),
+    # -- the loss checker on variants it was not built around and on trainers' shipped code (issues 28 item 3 and 32)
+    Mutant("bounded_ends_near_one", "numeric/variants/weight_probe.py", "_FAR = torch.logspace(-12, 12, 49, dtype=F64)",
+           "_FAR = torch.logspace(-2, 2, 49, dtype=F64)", _UNSEEN + _SHIPPED,
+           "boundedness read on [0.01, 100] only: SkyRL's PPO, its log-ratio clamped at 20, called unbounded for A < 0"),
+    Mutant("per_token_constants_not_a_policy_gradient", "numeric/variants/token_callables.py",
+           "TokenReport(None, silenced, ends, one.on_policy, one.policy_gradient,",
+           "TokenReport(None, silenced, ends, one.on_policy, one.policy_gradient and not per_token,", _UNSEEN + _SHIPPED,
+           "clip bounds computed from pi_old called 'not a policy gradient' (the old rule)"),
+    Mutant("tie_rule_unnamed", "numeric/variants/weight_probe.py", "if abs(below - above) > 1e-3 and", "if False and",
+           _UNSEEN, "a half weight at the tie r = 1 told as a scale, not the tie rule"),
+    Mutant("precision_ignored", "numeric/variants/precision.py", "return max(1e-12, min(32 * torch.finfo(dtype).eps, 0.05))",
+           "return 1e-12", _SHIPPED, "a float32 loss compared to 1e-12: rounding read as structure"),
+    Mutant("band_read_as_dual_clip", "numeric/variants/policy_loss.py",
+           'band_high = pos.above == neg.above == "zero" and same(pos.high, neg.high)', "band_high = False",
+           _SHIPPED, "a rejection rho <= 5 for both signs reported as dual_clip = 5"),
+    Mutant("exact_route_absolute_tolerance", "derivations/variants/patterns.py", "    return max(1.0, largest * weight * spread)",
+           "    return 1.0", _UNSEEN, "advantages near 1e6 checked to an absolute 1e-12: the exact route fails"),
+    Mutant("relabellings_not_averaged", "numeric/variants/positional.py", "perms = np.array(list(itertools.permutations(range(G))))",
+           "perms = np.array([list(range(G))])", _UNSEEN, "a positional advantage judged by its answer 0 only"),
+    Mutant("kappa_law_integer_exponents", "numeric/variants/kappa.py", "np.round(coef[1:] * 2) / 2", "np.round(coef[1:])",
+           _UNSEEN, "kappa = n^-1/2 / B not described (exponents rounded to integers)"),
+    Mutant("sequence_ratio_swapped", "numeric/variants/policy_loss.py", 'return "geometric mean"\n', 'return "product"\n',
+           _SHIPPED + ("tests/test_trainer_code.py",), "GSPO's geometric-mean ratio reported as the product"),
     # -- cases over a finite set, equal integrands, and the group algebra's independence (issue 16: no step runs the caller's code)
     Mutant("cases_any_value_set", "derivations/kernel.py", "c.args == (self.quantity, allowed)", "c.args[0] == self.quantity",
            _KERNEL, "by_cases checks r = 0 at r = 0 only, though the premise says r in {0, 1}"),
