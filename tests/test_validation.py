@@ -281,6 +281,8 @@ ROWS = [
     Row(n_losses.kl_penalty, (LOGP, OLD_LOGP, MASK), {0: "array", 1: "array", 2: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
     Row(_positional(n_losses.kl_penalty, 3, ("estimator", "clamp"), "kl_penalty[options]"), (LOGP, OLD_LOGP, MASK, "k3", False), {3: "choice", 4: "bool"}),
     Row(n_losses.kl_estimate, (torch.zeros(3, dtype=torch.float64), "k3"), {1: "choice"}),
+    Row(n_losses.verl_kl_penalty, (LOGP, OLD_LOGP, MASK), {0: "array", 1: "array", 2: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_losses.verl_kl_penalty, 3, ("kl_penalty",), "verl_kl_penalty[kl_penalty]"), (LOGP, OLD_LOGP, MASK, "low_var_kl+"), {3: "choice"}),
     Row(n_losses.masked_whiten, (ADV, MASK), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
     Row(n_losses.opo_advantages, (GROUP, GROUP + 3.0), {0: "array", 1: "array"}, unusual=("fp32", "grad", "neg_stride")),
     Row(n_losses.passk_advantages, ((GROUP > 0.7).astype(float),), {0: "array"}, unusual=("fp32", "grad", "neg_stride")),
@@ -374,6 +376,7 @@ ROWS = [
     Row(d_score.environment_gradient, (False, 2, 2), {0: "bool", 1: "int", 2: "int"}, ranges={1: [1], 2: [1]}),
     Row(d_score.instances, (d_score.expected_score, 2), {0: "callable", 1: "int"}, ranges={1: [1]}),
     Row(d_trust.kl_estimator_gradients, (2,), {0: "int"}, ranges={0: [1]}),
+    Row(d_trust.kl_form_gradients, (2,), {0: "int"}, ranges={0: [1]}),
     *[Row(f, (2,), {0: "int_or_none"}, ranges={0: [1]}) for f in (d_trust.k3_unbiased, d_trust.kl_estimators_unbiased)],
     Row(SoftmaxPolicy, (3, "theta"), {0: "int", 1: "name"}, ranges={0: [1]}),
     Row(IndexedSoftmax, ("theta",), {0: "name"}),
@@ -649,7 +652,16 @@ NOT_SWEPT = {
     "check_grouped_advantage": "bad input: tests/test_trainer_code.py::test_grouped_advantage_bad_input",
     "assert_policy_loss": "bad input: tests/test_trainer_code.py (expect must be None or a non-empty str)",
     "assert_group_advantage": "bad input: tests/test_trainer_code.py (expect must be None or a non-empty str)",
-    "PolicyLossReport": "a result record", "GroupedAdvantageReport": "a result record", "CountPattern": "a record of the checker's core",
+    "PolicyLossReport": "a result record", "Answer": "a result record (numeric.variants.questions)",
+    # the trainers' questions take a TrainerLoss, whose own input is checked where it is built; a non-TrainerLoss is refused by name
+    **{q: "bad input: tests/test_questions.py::test_bad_input" for q in ("mask_consistent", "weighting", "kl_gradient", "correction",
+                                                                         "sequence_weight_scale", "poison")},
+    # the questions' shared probes (numeric.variants.answers), public so that the two question modules share them without private
+    # names; every loss reaching them passed require_trainer_loss in a question's entry
+    **{p: "the questions' plumbing" for p in ("Completed", "advantage_gradient", "close", "completed", "farthest", "in_float64",
+                                             "not_applicable", "probe_log_probs", "probe_mask", "ratios", "responds", "row_coupled",
+                                             "taken_roles")},
+    "require_trainer_loss": "a validator itself (tests/test_questions.py::test_bad_input)", "GroupedAdvantageReport": "a result record", "CountPattern": "a record of the checker's core",
     "KnownMethod": "a record of the checker's core", "ReportTable": "a str with an HTML view (bad input: tests/test_variants.py)",
     # the variant checker's shared plumbing, public so that its modules share it without private names;
     # every value reaching it was validated by the entry points (check_group_advantage, check_token_loss)
