@@ -160,11 +160,24 @@ def test_empty_row_counting():
 
 
 def test_padding_leaks_reported():
-    leaky = loss_report("mask_multiply_loss").notes
-    assert any(n.startswith("NaN in masked slots leaks into the loss") for n in leaky)
-    assert any(n.startswith("inf in masked slots leaks") for n in leaky)
-    safe = loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None).notes
-    assert any(n.startswith("NaN in masked slots: no leak") for n in safe)
+    """The poison question (numeric.variants.questions.poison; its cases are tests/test_questions.py's) answers in the report."""
+    leaky = loss_report("mask_multiply_loss").answer("poison")
+    assert leaky.verdict == "leaks" and "NaN * 0 = NaN" in leaky.explanation
+    selected = loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None).answer("poison")  # masked by torch.where after exp:
+    assert selected.verdict == "leaks" and "reaches the gradient" in selected.explanation    # the backward of exp meets the NaN
+
+    def sanitised(old_log_prob, log_prob, advantages, response_mask):
+        keep = response_mask > 0
+        log_ratio = torch.where(keep, log_prob - old_log_prob, torch.zeros_like(log_prob))
+        adv = torch.where(keep, advantages, torch.zeros_like(advantages))
+        per_token = -torch.minimum(torch.exp(log_ratio) * adv, torch.exp(log_ratio).clamp(0.8, 1.28) * adv)
+        return torch.where(keep, per_token, torch.zeros_like(per_token)).sum() / response_mask.sum()
+
+    assert check_policy_loss(sanitised).answer("poison").verdict == "clean"
+    assert "poison: leaks" in str(loss_report("mask_multiply_loss"))
+    with pytest.raises(ValueError, match="question must be one of"):
+        leaky_report = loss_report("mask_multiply_loss")
+        leaky_report.answer("padding")
 
 
 # ------------------------------------------------------------------ losses: wrong ones caught
