@@ -29,7 +29,7 @@ rank (or, at :math:`W = 1`, last micro-batch) holds only all-masked rows — and
 on the same masks, the whole gradient at ratios near 1 and random advantages
 (a loss that couples a share's tokens through their values, not their number,
 shows there).  What the trainer passes with each micro-batch is its
-*convention* (:data:`CONVENTIONS`), read from the trainers' code:
+*convention* (:data:`EXECUTION_CONVENTIONS`), read from the trainers' code:
 
 ``"verl"``
     ``dp_size``, ``batch_num_tokens`` (the mini-batch's valid tokens, all-reduced over
@@ -107,7 +107,7 @@ from derivations.variants import ReportTable, report_html
 
 from .worlds import GlooWorld, Job, LossSpec, simulate
 
-__all__ = ["CONVENTIONS", "EXECUTION_RTOL", "EXECUTION_VERDICTS", "Convention", "ExecutionCase", "ExecutionReport",
+__all__ = ["EXECUTION_CONVENTIONS", "EXECUTION_RTOL", "EXECUTION_VERDICTS", "Convention", "ExecutionCase", "ExecutionReport",
            "Measurement", "Share", "check_loss_execution"]
 
 F64 = torch.float64
@@ -176,7 +176,7 @@ class Convention:
     source: str = ""
 
 
-CONVENTIONS: dict[str, Convention] = {
+EXECUTION_CONVENTIONS: dict[str, Convention] = {
     "verl": Convention(
         "verl", lambda s: {"dp_size": s.world_size, "batch_num_tokens": s.tokens, "global_batch_size": s.rows},
         config_attribute="global_batch_info",
@@ -209,11 +209,12 @@ _FACTORS = (("dp_size", lambda W, M: W), ("1/dp_size", lambda W, M: 1 / W), ("GA
 
 
 def _lengths(B: int, T: int, design: str, empty: int = 0) -> tuple[int, ...]:
-    """Row lengths: equal (T - 1 each), or unequal (long rows first, short rows last), the last ``empty`` rows all padding."""
+    """Row lengths: equal (T - 1 each), or unequal (a ramp from T down to 1, so that no two of a cut's blocks
+    of rows need hold the same number of tokens), the last ``empty`` rows all padding."""
     if design == "equal lengths":
         out = [max(T - 1, 1)] * B
     else:
-        out = [T - (i % 2) * (T > 2) if i < B // 2 else min(1 + (i % 2), T) for i in range(B)]
+        out = [1 + ((B - 1 - i) * (T - 1)) // (B - 1) for i in range(B)]
     return tuple(0 if i >= B - empty else n for i, n in enumerate(out))
 
 
@@ -249,7 +250,11 @@ def _shares(mask: torch.Tensor, W: int, M: int) -> list[list[Share]]:
 
 @dataclass(frozen=True, eq=False)
 class Measurement:
-    """One design under one cut: the full batch's and the cut's :math:`\\kappa` (at r = 1, A = 1) and gradient (at the probe's values)."""
+    """One design under one cut: the full batch's and the cut's :math:`\\kappa` (at r = 1, A = 1) and gradient (at the probe's values).
+
+    ``old_log_prob``, ``log_prob`` and ``advantages`` are the values probe's inputs (before a
+    convention's scaling of the advantages); ``values_full`` and ``values_split`` its gradients.
+    """
 
     design: str
     mask: torch.Tensor
@@ -257,6 +262,9 @@ class Measurement:
     kappa_split: torch.Tensor
     values_full: torch.Tensor
     values_split: torch.Tensor
+    old_log_prob: torch.Tensor
+    log_prob: torch.Tensor
+    advantages: torch.Tensor
 
     def ratio_range(self) -> tuple[float, float]:
         """The smallest and largest :math:`\\kappa^{W,M}/\\kappa^{1,1}` over the valid tokens (NaN if the cut is not finite)."""
@@ -336,7 +344,8 @@ def _counts(mask: torch.Tensor, W: int, M: int) -> dict[str, tuple[torch.Tensor,
 
 
 def _follows(W: int, M: int, measurements) -> str | None:
-    """The count :math:`n` of a token's share with :math:`\\kappa^{W,M}/\\kappa^{1,1} \\cdot n/n_{\\text{total}}` one constant on every valid token."""
+    """The counts :math:`n` of a token's share with :math:`\\kappa^{W,M}/\\kappa^{1,1} \\cdot n/n_{\\text{total}}` one constant on every valid token."""
+    fits = []
     for label in _counts(measurements[0].mask, W, M):
         products = []
         for m in measurements:
@@ -345,8 +354,10 @@ def _follows(W: int, M: int, measurements) -> str | None:
             products.append((m.kappa_split / m.kappa_full * count.expand_as(m.mask) / total)[keep])
         p = torch.cat(products)
         if len(p) and bool(torch.isfinite(p).all()) and float(p.max() - p.min()) <= EXECUTION_RTOL * float(p.abs().max()):
-            return label
-    return None
+            fits.append(label)
+    if not fits:
+        return None
+    return fits[0] + ("" if len(fits) == 1 else f" (at this cut also {' and '.join(fits[1:])})")
 
 
 def _composition(m: Measurement, W: int, M: int, i: int) -> str:
@@ -535,9 +546,9 @@ def _convention(value) -> Convention:
         if value.reduction not in ("mean", "sum"):
             raise ValueError(f"convention.reduction must be 'mean' or 'sum', got {value.reduction!r}")
         return value
-    if isinstance(value, str) and value in CONVENTIONS:
-        return CONVENTIONS[value]
-    raise ValueError(f"convention must be None, a Convention or one of {', '.join(map(repr, CONVENTIONS))}, got {value!r}")
+    if isinstance(value, str) and value in EXECUTION_CONVENTIONS:
+        return EXECUTION_CONVENTIONS[value]
+    raise ValueError(f"convention must be None, a Convention or one of {', '.join(map(repr, EXECUTION_CONVENTIONS))}, got {value!r}")
 
 
 def _accepted(fn: Callable, names: Sequence[str]) -> set[str] | None:
@@ -608,7 +619,7 @@ def check_loss_execution(fn: Callable, *, world_sizes: Sequence[int] = (1, 2, 4)
         The data-parallel world sizes :math:`W` and micro-batches per rank :math:`M` to try.
     convention : str, Convention or None
         What the trainer passes with each micro-batch: ``"verl"``, ``"trl"``, ``"openrlhf"``,
-        ``"prime-rl"``, ``"skyrl"`` (:data:`CONVENTIONS`), a :class:`Convention`, or ``None`` (nothing).
+        ``"prime-rl"``, ``"skyrl"`` (:data:`EXECUTION_CONVENTIONS`), a :class:`Convention`, or ``None`` (nothing).
     engine : str or GlooWorld
         ``"gloo"`` (worker processes started for this call and stopped after it), ``"simulate"``
         (threads in this process), or a held :class:`~numeric.variants.worlds.GlooWorld`.
@@ -733,7 +744,8 @@ def _measure(spec, conv, arguments, cuts, B, T, engine, name, timeout) -> Execut
     cases = []
     for W, M in cuts:
         measurements = [Measurement(label, _mask(T, lengths), -grads[("full", lengths, "kappa")], -grads[(W, M, label, lengths, "kappa")],
-                                    grads[("full", lengths, "values")], grads[(W, M, label, lengths, "values")])
+                                    grads[("full", lengths, "values")], grads[(W, M, label, lengths, "values")],
+                                    *_probes(_mask(T, lengths))["values"])
                         for label, lengths in _designs(B, T, W, M)]
         cases.append(_judge(W, M, measurements))
     cases = _named_across(cases)

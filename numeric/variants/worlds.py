@@ -223,12 +223,12 @@ def _worker(rank: int, conn, parent: int) -> None:
             conn.send(("error", type(err).__name__, str(err), traceback.format_exc()))
 
 
-def _stop(procs: list, conns: list) -> None:
-    """Ask every worker to leave, then kill whoever is still there; close the pipes."""
+def _stop(procs: list, conns: list, patience: float = 1.0) -> None:
+    """Ask every worker to leave, wait ``patience`` seconds, then kill whoever is still there; close the pipes."""
     for conn in conns:
         with contextlib.suppress(Exception):
             conn.send_bytes(b"")
-    deadline = time.monotonic() + 1.0
+    deadline = time.monotonic() + patience
     for p in procs:
         p.join(max(0.0, deadline - time.monotonic()))
     for p in procs:
@@ -297,6 +297,11 @@ class GlooWorld:
     def running(self) -> bool:
         return bool(self._procs) and all(p.is_alive() for p in self._procs)
 
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """The worker processes' ids (empty while stopped)."""
+        return tuple(p.pid for p in self._procs)
+
     def start(self) -> None:
         """Start the workers (a no-op while they run; a world with a dead worker is restarted)."""
         if self.running:
@@ -317,9 +322,9 @@ class GlooWorld:
             self.close()
             raise
 
-    def close(self) -> None:
-        """Stop every worker (waiting a second for them to leave, then killing them)."""
-        _stop(self._procs, self._conns)
+    def close(self, patience: float = 1.0) -> None:
+        """Stop every worker (waiting up to ``patience`` seconds for them to leave, then killing them)."""
+        _stop(self._procs, self._conns, patience)
         self._store = None
 
     def run(self, spec: LossSpec, world_size: int, jobs, timeout: float | None = None) -> list[list[torch.Tensor]]:
@@ -336,7 +341,7 @@ class GlooWorld:
                 self._conns[rank].send_bytes(data)
             answers = self._gather(world_size, timeout)
         except BaseException:  # a hang, a rank's error, a dead worker, an interrupt: no worker is left in an unknown state
-            self.close()
+            self.close(patience=0.0)
             raise
         return [[answers[w][j] for w in range(world_size)] for j in range(len(jobs))]
 
