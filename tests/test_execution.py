@@ -681,3 +681,45 @@ def test_a_one_off_gloo_check_leaves_no_process(world):
     rep = check_loss_execution(verl_policy_loss, convention="verl", engine="gloo", **SMALL)
     assert rep.verdict == "invariant" and rep.engine == "gloo"
     assert _our_children(world) == []
+
+
+# ----------------------------------------------------------------------------- the command and the assertion
+
+CLI_LOSS = '''import torch
+
+
+def loss(old_log_prob, log_prob, advantages, response_mask, dp_size=1, batch_num_tokens=None):
+    per_token = -torch.exp(log_prob - old_log_prob) * advantages * response_mask
+    count = response_mask.sum() if batch_num_tokens is None else batch_num_tokens
+    return per_token.sum() / count * dp_size
+'''
+
+
+def test_the_command_prints_the_execution_report_and_fails_a_cut_that_moves(world, tmp_path, capsys):
+    """``pg-identities check FILE.py:FN --kind loss --execution dp=... micro=...``: the report after the loss's, exit 1 unless invariant."""
+    from numeric.cli import main
+
+    path = tmp_path / "trainer_code.py"
+    path.write_text(CLI_LOSS)
+    assert main(["check", f"{path}:loss", "--kind", "loss", "--execution", "dp=2", "micro=2"]) == 1
+    out = capsys.readouterr().out
+    assert "execution (gloo, no convention): depends on the split" in out
+    assert out.rstrip().endswith("FAIL: not invariant to the cut")
+    assert main(["check", f"{path}:loss", "--kind", "loss", "--execution", "dp=2", "micro=2", "convention=verl", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["execution"]["verdict"] == "invariant" and data["execution"]["holds"] is True and data["holds"] is True
+    assert [(c["world_size"], c["micro_batches"]) for c in data["execution"]["cases"]] == [(2, 2)]
+    assert main(["check", f"{path}:loss", "--kind", "loss", "--execution", "dp=two"]) == 2
+    assert "--execution dp must be comma-separated ints" in capsys.readouterr().err
+    assert _our_children(world) == []
+
+
+def test_assert_policy_loss_with_invariant(world):
+    from numeric.variants import assert_policy_loss
+
+    assert assert_policy_loss(verl_policy_loss, invariant=True, convention="verl").aggregation == "token-mean"
+    with pytest.raises(AssertionError, match="verl_policy_loss is not invariant to how the batch is cut: execution .simulate"):
+        assert_policy_loss(verl_policy_loss, invariant=True)
+    with pytest.raises(TypeError, match="invariant must be a bool"):
+        assert_policy_loss(verl_policy_loss, invariant="yes")
+    assert assert_policy_loss(verl_policy_loss).verdict == "scaled"  # without invariant=True: the loss's report alone, as before
