@@ -73,10 +73,10 @@ shows there).  What the trainer passes with each micro-batch is its
     ``skyrl/backends/skyrl_train/utils/ppo_utils.py:1145-1181``,
     ``skyrl/backends/skyrl_train/workers/worker.py:1082-1091``.
 
-``None`` passes nothing and reduces by the mean; a :class:`Convention` of one's
+``None`` passes nothing and reduces by the mean; a :class:`~numeric.variants.Convention` of one's
 own describes another trainer.  The engines are :mod:`~numeric.variants.worlds`':
 ``"gloo"`` (real processes under ``torch.distributed``), ``"simulate"`` (threads
-in this process), or a held :class:`~numeric.variants.worlds.GlooWorld`; both
+in this process), or a held :class:`~numeric.variants.GlooWorld`; both
 give the same report.
 
 Tolerances: a cut's gradient matches :math:`c` times the full batch's when no
@@ -619,10 +619,10 @@ def check_loss_execution(fn: Callable, *, world_sizes: Sequence[int] = (1, 2, 4)
         The data-parallel world sizes :math:`W` and micro-batches per rank :math:`M` to try.
     convention : str, Convention or None
         What the trainer passes with each micro-batch: ``"verl"``, ``"trl"``, ``"openrlhf"``,
-        ``"prime-rl"``, ``"skyrl"`` (:data:`EXECUTION_CONVENTIONS`), a :class:`Convention`, or ``None`` (nothing).
+        ``"prime-rl"``, ``"skyrl"`` (:data:`EXECUTION_CONVENTIONS`), a :class:`~numeric.variants.Convention`, or ``None`` (nothing).
     engine : str or GlooWorld
         ``"gloo"`` (worker processes started for this call and stopped after it), ``"simulate"``
-        (threads in this process), or a held :class:`~numeric.variants.worlds.GlooWorld`.
+        (threads in this process), or a held :class:`~numeric.variants.GlooWorld`.
     names : mapping, optional
         The function's own names for the roles (``{"log_prob": "logprobs"}``).
     batch : tuple of int
@@ -659,7 +659,7 @@ def check_loss_execution(fn: Callable, *, world_sizes: Sequence[int] = (1, 2, 4)
     ...     count = response_mask.sum() if batch_num_tokens is None else batch_num_tokens
     ...     return per_token.sum() / count * dp_size
     >>> rep = check_loss_execution(loss, world_sizes=(1, 2), micro_batches=(1, 2), engine="simulate")
-    >>> rep.verdict, rep.case(2, 1).follows
+    >>> rep.verdict, rep.case(2, 2).follows
     ('depends on the split', "its micro-batch's token count")
     >>> check_loss_execution(loss, world_sizes=(1, 2), micro_batches=(1, 2), convention="verl", engine="simulate").verdict
     'invariant'

@@ -11,7 +11,7 @@ the accumulated gradient of a token is its micro-batch's).  How the ranks'
 gradients are then reduced (DDP's mean, or a sum) is the caller's business:
 :mod:`~numeric.variants.execution`.
 
-:class:`GlooWorld`
+:class:`~numeric.variants.GlooWorld`
     ``size`` worker processes on this machine, rank :math:`w` a process of its own,
     grouped under ``torch.distributed`` with the gloo backend (a TCP store on a
     free port of 127.0.0.1).  A job for :math:`W \le` ``size`` ranks runs on the
@@ -36,7 +36,7 @@ gradients are then reduced (DDP's mean, or a sum) is the caller's business:
     (``from torch.distributed import all_reduce`` at import) is not redirected, the
     ``group`` argument is read as the whole world, and a rank that loops forever
     cannot be stopped (the timeout raises, the thread is left to finish): use
-    :class:`GlooWorld` for a function that may hang.
+    :class:`~numeric.variants.GlooWorld` for a function that may hang.
 
 The function reaches the worker processes by reference: a function defined at
 module level in an importable module, or in a file (as ``pg-identities check
@@ -475,7 +475,7 @@ def _simulated_distributed():
 
 
 def simulate(spec: LossSpec, world_size: int, jobs, timeout: float = 60.0) -> list[list[torch.Tensor]]:
-    """The same as :meth:`GlooWorld.run`, computed in this process: one thread per rank, collectives simulated."""
+    """The same as :meth:`~numeric.variants.GlooWorld.run`, computed in this process: one thread per rank, collectives simulated."""
     loss = spec.loss()
     world = _ThreadWorld(world_size, timeout)
     results: list = [None] * world_size
