@@ -364,6 +364,16 @@ def test_verl_counts_reach_a_loss_through_config_global_batch_info(world):
     assert check_loss_execution(verl_policy_loss_with_config, engine="simulate", config=config, **SMALL).verdict == "depends on the split"
 
 
+def renamed_loss(old_logprobs, logprobs, advantages, mask, num_items_in_batch=None, num_processes=1):
+    return (_pg(old_logprobs, logprobs, advantages) * mask).sum() / (num_items_in_batch / num_processes)
+
+
+def test_a_loss_with_its_own_argument_names(world):
+    """``names`` maps the roles to the function's names (``logprobs``, ``mask``), on both engines."""
+    names = {"old_log_prob": "old_logprobs", "log_prob": "logprobs", "response_mask": "mask"}
+    assert both(world, renamed_loss, names=names, convention="trl", **SMALL).verdict == "invariant"
+
+
 def test_trl_loss_types_under_trls_convention(world):
     """TRL's dapo (num_items_in_batch / num_processes), grpo (per-sequence mean / GA) and dr_grpo (B * L / GA) are invariant.
 
@@ -627,6 +637,14 @@ def test_bad_functions_get_the_package_s_errors(world):
         check_loss_execution(verl_policy_loss, engine=world, world_sizes=(8,), micro_batches=(1,))
     with pytest.raises(TypeError, match="a lambda.*engine='simulate'"):
         check_loss_execution(lambda old_log_prob, log_prob, advantages, response_mask: log_prob.sum(), engine="gloo", **SMALL)
+
+    def local(old_log_prob, log_prob, advantages, response_mask):
+        return log_prob.sum()
+
+    with pytest.raises(TypeError, match="a function defined inside another function"):
+        check_loss_execution(local, engine=world, **SMALL)
+    with pytest.raises(TypeError, match="the fixed argument config must pickle"):
+        check_loss_execution(verl_policy_loss_with_config, engine=world, convention="verl", config=SimpleNamespace(global_batch_info={}, hook=lambda: 0), **SMALL)
     with pytest.raises(TypeError, match="size must be an int"):
         GlooWorld("4")
     with pytest.raises(ValueError, match="size must be >= 1"):

@@ -79,6 +79,11 @@ own describes another trainer.  The engines are :mod:`~numeric.variants.worlds`'
 in this process), or a held :class:`~numeric.variants.GlooWorld`; both
 give the same report.
 
+Scope: the batch is cut by rows, into equal micro-batches, and every rank holds the
+same number; a packed row (several sequences with segment ids) or a sequence
+sharded over context-parallel ranks would be a further field of
+:class:`~numeric.variants.worlds.Job` and a further way to cut, not yet measured.
+
 Tolerances: a cut's gradient matches :math:`c` times the full batch's when no
 slot differs by more than ``EXECUTION_RTOL`` times the largest full-batch
 gradient of that design and probe; the factor is invariant when

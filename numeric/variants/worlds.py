@@ -133,6 +133,9 @@ class _FileFunction:
     def resolve(self) -> Callable:
         module = sys.modules.get(self.module)
         if module is None or os.path.abspath(getattr(module, "__file__", "") or "") != self.path:
+            folder = os.path.dirname(self.path)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)  # the file's own imports, as the command's loader allows them
             spec = importlib.util.spec_from_file_location(self.module, self.path)
             if spec is None or spec.loader is None:
                 raise TypeError(f"fn's file {self.path} cannot be imported in the worker process")
@@ -306,6 +309,8 @@ class GlooWorld:
         """Start the workers (a no-op while they run; a world with a dead worker is restarted)."""
         if self.running:
             return
+        if not dist.is_available():
+            raise ValueError("engine: this torch build has no torch.distributed; use engine='simulate'")
         self.close()
         methods = multiprocessing.get_all_start_methods()
         ctx: Any = multiprocessing.get_context("fork" if "fork" in methods and sys.platform != "darwin" else "spawn")
@@ -462,6 +467,9 @@ def _redirect(name: str, original: Callable) -> Callable:
 @contextlib.contextmanager
 def _simulated_distributed():
     """``torch.distributed``'s collectives answered by the calling thread's simulated world (if any), for the duration."""
+    if not dist.is_available():  # nothing to redirect: a loss that calls torch.distributed fails as it would anywhere
+        yield
+        return
     modules = (dist, dist.distributed_c10d)
     with _patch_lock:
         saved = [(module, name, getattr(module, name)) for module in modules for name in _SIMULATED]
