@@ -38,11 +38,12 @@ from .assertions import assert_group_advantage, assert_policy_loss
 from .callables import advantage_table, advantage_values, require_advantage_callable
 from .checker import check_group_advantage, check_token_loss
 from .confirm import confirm_group, confirm_token
-from .execution import EXECUTION_CONVENTIONS, EXECUTION_RTOL, Convention, ExecutionCase, ExecutionReport, check_loss_execution
+from .execution import EXECUTION_RTOL, ExecutionCase, ExecutionReport, check_loss_execution
 from .field import ESTIMATORS, Estimator, certificate, certificate_latex, certificate_table
 from .grouped import CONVENTIONS, GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import KAPPA_RTOL, LOSS_VERDICTS, PolicyLossReport, check_policy_loss
 from .token_callables import token_report_from_callable
+from .trainer_conventions import EXECUTION_CONVENTIONS, Convention
 from .trainers import openrlhf_rloo_advantages, trl_grpo_advantages, verl_dr_grpo_advantages
 from .worlds import GlooWorld
 
