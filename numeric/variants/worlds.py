@@ -65,7 +65,7 @@ import threading
 import time
 import traceback
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -166,7 +166,7 @@ def _by_reference(fn: Callable):
                     f"file or an importable module), got {what}; define it at module level, or use engine='simulate'")
 
 
-def rank_gradients(loss: TrainerLoss, rank: int, world_size: int, jobs) -> list[torch.Tensor]:
+def rank_gradients(loss: TrainerLoss, rank: int, world_size: int, jobs: Sequence[Job]) -> list[torch.Tensor]:
     """For each job, the gradient of rank ``rank``'s rows: each micro-batch's loss (times its factor) differentiated on its own."""
     out = []
     for job in jobs:
@@ -212,17 +212,31 @@ def _worker(rank: int, conn, parent: int) -> None:
             return
         try:
             world_size, prefix, port, timeout, spec, jobs = pickle.loads(data)
+            loss = spec.loss()
             if store is None or port != store_port:
                 store = dist.TCPStore(HOST, port, is_master=False, timeout=timedelta(seconds=timeout))
                 store_port = port
+            if dist.is_initialized():  # a group left by a job that failed here
+                dist.destroy_process_group()
             dist.init_process_group("gloo", store=dist.PrefixStore(prefix, store), rank=rank, world_size=world_size,
                                     timeout=timedelta(seconds=timeout))
-            try:
-                out = rank_gradients(spec.loss(), rank, world_size, jobs)
-            finally:
-                dist.destroy_process_group()
-            conn.send(("ok", out))
+            # every rank has connected before any computes, and has computed before any tears the group down: a fast
+            # rank that closes its sockets while a slow one is still in its handshake fails the slow one's init
+            dist.barrier()
         except Exception as err:  # noqa: BLE001 - every error goes back to the caller, named by its rank
+            conn.send(("error", type(err).__name__, str(err), traceback.format_exc()))
+            continue
+        try:
+            out = rank_gradients(loss, rank, world_size, jobs)
+        except Exception as err:  # noqa: BLE001 - the group is left as it is: closing it would break the other ranks'
+            conn.send(("error", type(err).__name__, str(err), traceback.format_exc()))  # waits, and their errors would hide this one
+            continue
+        conn.send(("result", out))
+        try:
+            dist.barrier()
+            dist.destroy_process_group()
+            conn.send(("left", None))
+        except Exception as err:  # noqa: BLE001
             conn.send(("error", type(err).__name__, str(err), traceback.format_exc()))
 
 
@@ -332,7 +346,7 @@ class GlooWorld:
         _stop(self._procs, self._conns, patience)
         self._store = None
 
-    def run(self, spec: LossSpec, world_size: int, jobs, timeout: float | None = None) -> list[list[torch.Tensor]]:
+    def run(self, spec: LossSpec, world_size: int, jobs: Sequence[Job], timeout: float | None = None) -> list[list[torch.Tensor]]:
         """``out[j][w]``: the gradient of rank ``w``'s rows in job ``j``, the job run on ``world_size`` processes."""
         if world_size > self.size:
             raise ValueError(f"engine: this GlooWorld has {self.size} processes, the check needs {world_size}")
@@ -351,19 +365,23 @@ class GlooWorld:
         return [[answers[w][j] for w in range(world_size)] for j in range(len(jobs))]
 
     def _gather(self, world_size: int, timeout: float) -> list:
-        answers: dict[int, list] = {}
-        waiting: dict[Any, int] = {self._conns[r]: r for r in range(world_size)}
+        """Each rank's result, then its word that it left the process group; a rank's error, a death or the deadline raise."""
+        results: dict[int, list] = {}
+        left: set[int] = set()
+        conns: dict[Any, int] = {self._conns[r]: r for r in range(world_size)}
         deadline = time.monotonic() + timeout
-        while waiting:
-            left = deadline - time.monotonic()
-            ready = multiprocessing.connection.wait(list(waiting), timeout=max(0.0, left)) if left > 0 else []
+        while len(left) < world_size:
+            remaining = deadline - time.monotonic()
+            waiting = [c for c, r in conns.items() if r not in left]
+            ready = multiprocessing.connection.wait(waiting, timeout=remaining) if remaining > 0 else []
             if not ready:
-                missing = sorted(waiting.values())
-                raise TimeoutError(f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {world_size} did not finish "
+                missing = [r for r in range(world_size) if r not in results] or [r for r in range(world_size) if r not in left]
+                what = "did not finish" if len(results) < world_size else "did not leave the process group"
+                raise TimeoutError(f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {world_size} {what} "
                                    f"within {timeout:g} s (does fn hang, or wait in a collective the other ranks never call?); "
                                    "the worker processes were stopped")
             for conn in ready:
-                rank = waiting.pop(conn)
+                rank = conns[conn]
                 assert isinstance(conn, multiprocessing.connection.Connection)
                 try:
                     answer = conn.recv()
@@ -372,8 +390,11 @@ class GlooWorld:
                     raise RuntimeError(f"rank {rank} of {world_size}: the worker process died (exit code {code})") from None
                 if answer[0] == "error":
                     raise _raised(answer[1], answer[2], rank, world_size, answer[3])
-                answers[rank] = answer[1]
-        return [answers[r] for r in range(world_size)]
+                if answer[0] == "result":
+                    results[rank] = answer[1]
+                else:
+                    left.add(rank)
+        return [results[r] for r in range(world_size)]
 
 
 # ------------------------------------------------------------------ the simulation
@@ -482,7 +503,7 @@ def _simulated_distributed():
                 setattr(module, name, original)
 
 
-def simulate(spec: LossSpec, world_size: int, jobs, timeout: float = 60.0) -> list[list[torch.Tensor]]:
+def simulate(spec: LossSpec, world_size: int, jobs: Sequence[Job], timeout: float = 60.0) -> list[list[torch.Tensor]]:
     """The same as :meth:`~numeric.variants.GlooWorld.run`, computed in this process: one thread per rank, collectives simulated."""
     loss = spec.loss()
     world = _ThreadWorld(world_size, timeout)
