@@ -195,6 +195,10 @@ def _token_nan(log_prob, old_log_prob, advantage):
     return log_prob * math.nan
 
 
+def _execution_loss(old_log_prob, log_prob, advantages, response_mask):
+    return -((log_prob - old_log_prob).exp() * advantages * response_mask).sum() / response_mask.sum().clamp(min=1)
+
+
 def _is_loss(log_prob, old_log_prob, advantage):
     return -(log_prob - old_log_prob).exp().detach() * advantage * log_prob
 
@@ -434,6 +438,9 @@ ROWS = [
     Row(_positional(n_variants.check_group_advantage, 1, ("G", "rewards", "constants", "name", "confirm"), "check_group_advantage[callable]"),
         (numeric.rloo_advantages, 3, "binary", None, "RLOO", False),
         {0: "group_advantage_fn", 1: "int", 2: "law_finite", 5: "bool"}, ranges={1: [1]}),
+    Row(_positional(n_variants.check_loss_execution, 1, ("world_sizes", "micro_batches", "engine", "batch"), "check_loss_execution"),
+        (_execution_loss, (2,), (2,), "simulate", (4, 3)), {0: "callable", 1: "int_tuple", 2: "int_tuple", 3: "choice"},
+        ranges={1: [(3,), (8,)], 2: [(3,)]}),
     Row(_positional(n_variants.check_token_loss, 1, ("constants", "confirm"), "check_token_loss"),
         (-R_SYM * A_SYM * ELL, None, False), {0: "token_loss", 1: "constants", 2: "bool"}),
     Row(_positional(n_variants.check_token_loss, 1, ("constants", "confirm"), "check_token_loss[callable]"),
@@ -702,6 +709,14 @@ NOT_SWEPT = {
     "positional_report": "checker plumbing",
     "Snapshot": "a record of derivations.readings.SNAPSHOTS", "Citation": "a record (bad input of its snapshot(): tests/test_trainer_code.py::test_readings_refuse_an_unknown_trainer_or_commit)",
     "snapshot": "bad input: tests/test_trainer_code.py::test_readings_refuse_an_unknown_trainer_or_commit",
+    # the execution check: its engines' bad input is tested by name in tests/test_execution.py
+    "GlooWorld": "bad input: tests/test_execution.py::test_bad_functions_get_the_package_s_errors (size, and a world too small)",
+    "simulate": "engine plumbing: every value reaching it was validated by check_loss_execution",
+    "rank_gradients": "engine plumbing: every value reaching it was validated by check_loss_execution",
+    "Job": "a record built by check_loss_execution", "LossSpec": "a record built by check_loss_execution",
+    "Share": "a record built by check_loss_execution", "Measurement": "a result record", "ExecutionCase": "a result record",
+    "ExecutionReport": "a result record",
+    "Convention": "a record; a bad one is named by check_loss_execution (tests/test_execution.py::test_bad_input_is_named)",
 }
 
 

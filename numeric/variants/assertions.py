@@ -13,6 +13,7 @@ import torch
 
 from derivations.variants import VERDICTS
 
+from .execution import Convention, check_loss_execution
 from .grouped import GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import PolicyLossReport, check_policy_loss
 
@@ -30,13 +31,18 @@ def _wanted(expect: str | None) -> str:
 
 
 def assert_policy_loss(fn: Callable, expect: str | None = None, *, names: Mapping | None = None, dtype: torch.dtype | None = None,
+                       invariant: bool = False, convention: str | Convention | None = None, engine: str = "simulate",
                        **fixed: object) -> PolicyLossReport:
     r"""Assert that a trainer's policy loss is what ``expect`` says (see :meth:`PolicyLossReport.holds`).
 
     ``expect`` is a verdict (``"unbiased"``, ``"scaled"``, ``"reweighted"``, ...), an
     aggregation mode (``"token-mean"``, ...), a method's name (``"PPO"``), or ``None``:
     a policy gradient up to a factor common to the batch, whose claimed
-    ``loss_agg_mode`` (if any) is the one it computes.
+    ``loss_agg_mode`` (if any) is the one it computes.  With ``invariant=True`` the
+    loss must also give every token the full batch's :math:`\kappa` when the batch is
+    cut into data-parallel ranks and micro-batches
+    (:func:`~numeric.variants.check_loss_execution`, under ``convention``, on the
+    ``engine``, the simulation unless told otherwise; a constant factor fails).
 
     Examples
     --------
@@ -51,11 +57,18 @@ def assert_policy_loss(fn: Callable, expect: str | None = None, *, names: Mappin
     AssertionError: loss_fn is not a policy gradient up to a positive constant ...: biased: ...
     """
     expect = _expect(expect)
+    if not isinstance(invariant, bool):
+        raise TypeError(f"invariant must be a bool, got {type(invariant).__name__}")
     report = check_policy_loss(fn, names=names, dtype=dtype, **fixed)
+    name = getattr(fn, "__name__", "the loss")
     if not report.holds(expect):
-        name = getattr(fn, "__name__", "the loss")
         raise AssertionError(f"{name} is not {_wanted(expect)}: {report.headline()}. {report.reason} Facts: "
                              + "; ".join(f"{k}: {v}" for k, v in report.facts()) + ".")
+    if invariant:
+        passed: dict[str, Any] = dict(fixed)
+        execution = check_loss_execution(fn, convention=convention, engine=engine, names=names, **passed)
+        if not execution.holds():
+            raise AssertionError(f"{name} is not invariant to how the batch is cut: {execution.headline()}. {execution.reason}")
     return report
 
 

@@ -45,6 +45,8 @@ Branch looseends (issues 28 and 29): the eleven new mutants (the selection rules
 split into kernel, claims and premises; the registry; the checker's token module): 35/35 killed in 2.3 minutes.
 The fifteen mutants of the trainers' questions (``mask_probe_row_against_itself`` ... ``kl_form_abs_once_tv``),
 2026-12-05, branch questions (commit 03ca16b), run alone: 15/15 killed in 75 s.
+The execution check's four (issue 28: ``execution_tolerance_loosened``, ``execution_padding_split_skipped``,
+``execution_sum_reduction_averaged``, ``execution_values_probe_ignored``), run alone on branch execution: 4/4 killed.
 """
 
 from __future__ import annotations
@@ -322,6 +324,23 @@ MUTANTS = [
     Mutant("sorted_groups_values_reversed", "numeric/group_baselines.py", "np.repeat(np.tile(v.numpy(), counts.shape[0]), reps)",
            "np.repeat(np.tile(v.numpy()[::-1], counts.shape[0]), reps)", _topic("group_baselines"),
            "the exact engine's groups built by numpy with the values in the wrong order"),
+
+    # -- a trainer's loss as it runs (issue 28): the execution check's decisions
+    Mutant("execution_tolerance_loosened", "numeric/variants/execution.py", "EXECUTION_RTOL = 1e-9", "EXECUTION_RTOL = 1e-3",
+           ("tests/test_execution.py::test_a_cut_dependence_of_1e_6_is_not_invariant",),
+           "a cut's kappa compared with the full batch's to 1e-3: a dependence of 1e-6 reads invariant"),
+    Mutant("execution_padding_split_skipped", "numeric/variants/execution.py",
+           ',\n            (padded[0], _lengths(B, T, "unequal lengths", padded[1]))]', "]",
+           ("tests/test_execution.py::test_openrlhf_aggregate_loss_and_its_gas_pre_compensation",),
+           "the split whose last rank holds only padding is skipped: a local mean over non-empty rows reads scaled by GA"),
+    Mutant("execution_sum_reduction_averaged", "numeric/variants/execution.py", 'divide = W if conv.reduction == "mean" else 1', "divide = W",
+           ("tests/test_execution.py::test_prime_rl_global_count_and_fsdps_mean_undone",),
+           "a convention that undoes FSDP's mean (prime-rl) still has its ranks' gradients averaged"),
+    Mutant("execution_values_probe_ignored", "numeric/variants/execution.py",
+           "deviation = max(float(g.max()) for g in kappa_gaps + value_gaps) if not broken else math.nan",
+           "deviation = max(float(g.max()) for g in kappa_gaps) if not broken else math.nan",
+           ("tests/test_execution.py::test_a_batch_statistic_of_the_values_is_caught_by_the_values_probe",),
+           "only kappa at r = 1, A = 1 is compared: a micro-batch statistic of the advantages goes unseen"),
 
     # -- the proof kernel: each of its decisions (issue 16)
     Mutant("kernel_strict_as_weak", "derivations/claims.py", 'return at_least(left - right, relation in ("<", ">"))',
