@@ -47,6 +47,7 @@ from .policy_loss import KAPPA_RTOL, LOSS_VERDICTS, PolicyLossReport, check_poli
 from .questions import QUESTION_FUNCTIONS, mask_consistent, poison, weighting
 from .token_callables import token_report_from_callable
 from .trainer_conventions import EXECUTION_CONVENTIONS, Convention
+from .trainer_loss import TrainerLoss
 from .trainers import openrlhf_rloo_advantages, trl_grpo_advantages, verl_dr_grpo_advantages
 from .worlds import GlooWorld
 
@@ -68,6 +69,7 @@ __all__ = [
     "KAPPA_RTOL",
     "LOSS_VERDICTS",
     "PolicyLossReport",
+    "TrainerLoss",
     "QUESTIONS",
     "QUESTION_FUNCTIONS",
     "advantage_table",
