@@ -716,3 +716,27 @@ def test_readings_refuse_an_unknown_trainer_or_commit():
         Citation("verl", "b178a3", "x.py:1").snapshot()  # six characters name no commit: seven at least
     with pytest.raises(TypeError, match="commit must be a str"):
         snapshot("verl", 1)
+
+
+def test_the_assertion_asks_the_trainers_questions_and_names_bad_expectations():
+    """assert_policy_loss(mask_consistent=..., poison=..., ...): each question's verdict, and a clear error for a verdict that is none."""
+    rep = assert_policy_loss(L.ppo_loss, loss_agg_mode="token-mean", mask_consistent=True, weighting="per token")
+    assert rep.answer("mask_consistent").verdict == "consistent"
+    with pytest.raises(AssertionError, match="answers poison: leaks, not 'clean'"):
+        assert_policy_loss(L.mask_multiply_loss, poison="clean")
+    with pytest.raises(AssertionError, match="answers mask_consistent: consistent, not 'inconsistent'"):
+        assert_policy_loss(L.ppo_loss, mask_consistent=False)
+    with pytest.raises(ValueError, match="weighting must be None or one of 'per token'"):
+        assert_policy_loss(L.ppo_loss, weighting="per-token")
+    with pytest.raises(TypeError, match="mask_consistent must be None or a bool"):
+        assert_policy_loss(L.ppo_loss, mask_consistent="yes")
+
+
+def test_the_execution_is_a_field_of_the_loss_report():
+    """check_policy_loss(execution=...) fills report.execution: the facts, the JSON and the assertion read it."""
+    rep = check_policy_loss(L.ppo_loss, loss_agg_mode="token-mean", execution={"world_sizes": (1, 2), "micro_batches": (1, 2),
+                                                                                "engine": "simulate"})
+    assert rep.execution is not None and dict(rep.facts())["execution"] == rep.execution.headline()
+    assert rep.as_dict()["execution"]["verdict"] == rep.execution.as_dict()["verdict"]
+    with pytest.raises(TypeError, match="execution must be None, a bool or a dict"):
+        check_policy_loss(L.ppo_loss, execution="simulate")
