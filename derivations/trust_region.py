@@ -29,6 +29,10 @@ clip above, whose reference is in the denominator):
 a loss (samples held fixed, the estimator differentiated), :math:`k_1` has
 expected gradient 0, :math:`k_2` gives :math:`\nabla\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`,
 and :math:`k_3` gives :math:`\nabla\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi)`, the other direction.
+The forms the trainers ship besides (:func:`kl_form_gradients`, :func:`low_var_kl_clamp`):
+verl's straight-through ``k*+`` and :math:`k_1` in the reward give the reverse KL's gradient too,
+``abs`` twice the total variation's, and verl's clamped :math:`k_3` (``low_var_kl``) :math:`k_3`'s
+between the two roots of :math:`k_3 = 10` and none beyond.
 
 References
 ----------
@@ -41,7 +45,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ._validate import require_int
-from .definitions import Definitions
+from .definitions import Definitions, Differentiation
 from .derivation import Derivation
 from .policy import IndexedSoftmax, SoftmaxPolicy
 from .proofs import by_lemma, holds, minimum_over, on_regions
@@ -50,6 +54,8 @@ __all__ = [
     "bias_corrected_kl_gradient",
     "clip_bias_term",
     "clip_excess",
+    "ell",
+    "ell_ref",
     "epsilon",
     "k1",
     "k2",
@@ -57,8 +63,11 @@ __all__ = [
     "k3",
     "k3_nonnegative",
     "k3_unbiased",
+    "k_star",
     "kl_estimator_gradients",
     "kl_estimators_unbiased",
+    "kl_form_gradients",
+    "low_var_kl_clamp",
     "positive_part_lemma",
     "ratio",
     "tv_bound",
@@ -472,4 +481,139 @@ def bias_corrected_kl_gradient(K: int = 3) -> Derivation:
     d.step(expected_value, kl_value, r"$\mu_a \rho_a = \pi_a$: the value is the reverse KL, for any $\mu$", facts=total)
     d.step(corrected_row, reverse_row,
            r"and so is the gradient: $\sum_a \mu_a\,\partial_j(\pi_a k_{3,a}/\mu_a) = \partial_j \sum_a \pi_a k_{3,a}$", facts=total)
+    return d
+
+
+# --------------------------------------------------------------- the trainers' KL forms
+
+ell = sp.Symbol(r"\ell", real=True)
+r"""The log-probability :math:`\ell = \log\pi_\theta(a)` of a sampled token, the variable the KL forms are differentiated in."""
+ell_ref = sp.Symbol(r"\ell_{\mathrm{ref}}", real=True)
+r""":math:`\ell_{\mathrm{ref}} = \log\pi_{\mathrm{ref}}(a)`, held fixed."""
+k_star = sp.Function(r"k_{*}")
+r"""Any estimator :math:`k_*(\Delta)` whose value a straight-through form keeps (verl's ``k1+``, ``k3+``, ``abs+``, ``low_var_kl+``)."""
+
+_sg = sp.Function("sg")  # stop-gradient: the registry's sg (derivations.methods.sg), held constant by the rule below
+_d_dell = Differentiation(ell, held=(_sg,))
+_k2_of = (ell - ell_ref) ** 2 / 2
+
+
+def kl_form_gradients(K: int = 3) -> Derivation:
+    r"""The trainers' other KL forms: which divergence each one's expected gradient descends, per state, ``K`` actions.
+
+    With :math:`\Delta = \ell - \ell_{\mathrm{ref}}` and the sampled token held
+    fixed (:math:`a \sim \mathrm{sg}(\pi)`):
+
+    * **straight-through** ``k*+`` (verl): the value of any estimator
+      :math:`k_*`, the gradient of :math:`k_2`:
+      :math:`k_2 - \mathrm{sg}(k_2) + \mathrm{sg}(k_*)` differentiates as
+      :math:`k_2`, so its expected gradient is :math:`\nabla\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`
+      whatever :math:`k_*` is;
+    * **k1 in the reward**: a reward :math:`-\beta k_1` enters the loss through
+      the score-function surrogate :math:`\beta\,\mathrm{sg}(k_1)\,\ell`, whose
+      derivative is again :math:`\beta\Delta`: per state, the reverse KL too (over
+      whole sequences the two part ways: the reward carries the later tokens'
+      :math:`k_1` to earlier tokens, :mod:`numeric.variants.questions` measures it);
+    * ``abs``: :math:`\mathbb E_\pi[\nabla|\Delta|] = \sum_a \mathrm{sign}(\Delta_a)\nabla\pi_a
+      = 2\,\nabla\mathrm{TV}(\pi, \pi_{\mathrm{ref}})`, since
+      :math:`\mathrm{sign}(\log\pi_a - \log\pi_{\mathrm{ref},a}) = \mathrm{sign}(\pi_a - \pi_{\mathrm{ref},a})`
+      (the logarithm increases): neither KL, twice the total variation's gradient,
+      wherever no :math:`\pi_a` equals :math:`\pi_{\mathrm{ref},a}`.
+
+    The derivatives in :math:`\ell` are the kernel's rule (:math:`\mathrm{sg}`
+    held constant); the expectations go through the softmax Jacobian, checked
+    first, as in :func:`kl_estimator_gradients` (which derives :math:`k_1`,
+    :math:`k_2`, :math:`k_3`); the importance-weighted :math:`k_3` is
+    :func:`bias_corrected_kl_gradient`, verl's clamped :math:`k_3` is
+    :func:`low_var_kl_clamp`.
+
+    References
+    ----------
+    verl ``kl_penalty`` (the ``+`` suffix: ``backward_score - backward_score.detach() + forward_score.detach()``),
+    verl-project/verl at 1dda039b9c6311889a9c9a26040677e1254814f9, ``verl/trainer/ppo/core_algos.py`` lines 2187-2212.
+
+    Examples
+    --------
+    >>> from derivations.trust_region import kl_form_gradients
+    >>> d = kl_form_gradients(3).verify()
+    >>> len(d.steps), d.verified
+    (6, True)
+    """
+    SoftmaxPolicy(K)  # validates K
+    pi, ref, total = _probabilities(K)
+    softmax, jacobian, grad = _softmax_gradient(K, pi)
+    a_, j_, pa = softmax.a, softmax.j, softmax.pi
+    definitions: dict = {}
+
+    def shown(latex, row):
+        return _shown_row(latex, row, definitions)
+
+    score_times_delta = sum((p * (sp.log(p) - sp.log(q)) * grad(sp.log(p)) for p, q in zip(pi, ref)), sp.zeros(1, K))
+    reverse = sum(p * sp.log(p / q) for p, q in zip(pi, ref))
+    tv = sum(sp.Abs(p - q) for p, q in zip(pi, ref)) / 2
+    abs_row = sum((p * grad(sp.Abs(sp.log(p) - sp.log(q))) for p, q in zip(pi, ref)), sp.zeros(1, K))
+    rows = {
+        "delta": shown(r"\mathbb{E}_\pi[\Delta\,\partial_j \ell]", score_times_delta),
+        "reverse": shown(r"\partial_j \mathrm{KL}(\pi \| \pi_{\mathrm{ref}})", grad(reverse)),
+        "abs": shown(r"\mathbb{E}_\pi[\partial_j |\Delta|]", abs_row),
+        "tv": shown(r"\partial_j \mathrm{TV}(\pi, \pi_{\mathrm{ref}})", grad(tv)),
+    }
+    # sign(log x - log y) = sign(x - y), in the orientation SymPy gives each sign the derivative holds
+    signs = tuple(sp.Eq(s, sp.sign(s.args[0].replace(sp.log, lambda x: x))) for s in sorted(abs_row.atoms(sp.sign), key=sp.default_sort_key))
+    d = Derivation(
+        f"Expected gradients of the straight-through, reward-side and abs KL forms, K = {K}",
+        assumptions=[r"$a \sim \mathrm{sg}(\pi)$", r"$\pi_{\mathrm{ref}}$ fixed", r"$\Delta = \ell - \ell_{\mathrm{ref}}$",
+                     r"$\partial_j = \partial / \partial\theta_j$", *[sp.Eq(k, v) for k, v in total.items()]],
+        unfold=Definitions(definitions, _d_dell) | softmax.definitions,
+    )
+    d.step(sp.Derivative(pa[a_], softmax.theta[j_]), jacobian,
+           r"softmax Jacobian, $\pi_a = e^{\theta_a} / \sum_b e^{\theta_b}$ (any number of actions)")
+    d.step(sp.Derivative(_k2_of, ell), ell - ell_ref, r"$k_2 = \tfrac12\Delta^2$ as a loss (mse, k2)")
+    d.step(sp.Derivative(_k2_of - _sg(_k2_of) + _sg(k_star(ell - ell_ref)), ell), ell - ell_ref,
+           r"straight-through $k_*^{+}$: the stop-gradients are constants, whatever $k_*$ is")
+    d.step(sp.Derivative(_sg(ell - ell_ref) * ell, ell), ell - ell_ref,
+           r"$k_1$ in the reward: the score-function surrogate $\mathrm{sg}(k_1)\,\ell$")
+    d.step(rows["delta"], rows["reverse"], r"all three: the reverse KL", facts=total)
+    d.step(rows["abs"], 2 * rows["tv"], r"abs: twice the total variation's gradient, $\log$ increasing", given=signs)
+    return d
+
+
+def low_var_kl_clamp() -> Derivation:
+    r"""verl's ``low_var_kl``: where its two clamps bind, so where its gradient is :math:`k_3`'s and where it is 0.
+
+    verl computes :math:`\mathrm{clamp}\bigl(k_3(\mathrm{clamp}(\Delta, -20, 20)), -10, 10\bigr)`.
+    :math:`k_3(\Delta) = e^{-\Delta} - 1 + \Delta` decreases for :math:`\Delta < 0`
+    and increases for :math:`\Delta > 0` (its derivative :math:`1 - e^{-\Delta}`),
+    and it reaches 10 at
+
+    .. math::
+
+        \Delta_- = 11 + W_{-1}(-e^{-11}) \approx -2.611, \qquad
+        \Delta_+ = 11 + W_0(-e^{-11}) \approx 10.99998,
+
+    both inside :math:`(-20, 20)` (:math:`k_3(\pm 20) > 10`).  So the clamp of
+    :math:`\Delta` never binds first: on :math:`\Delta_- < \Delta < \Delta_+` the
+    form is :math:`k_3`, with :math:`k_3`'s gradient (the forward KL's,
+    :func:`kl_estimator_gradients`); outside it is the constant 10, with
+    gradient 0.  A token whose current probability is below
+    :math:`e^{\Delta_-} \approx 0.073` of the reference's is silenced.  Each root
+    is checked with the defining property :math:`w e^{w} = -e^{-11}` of the
+    Lambert function's two real branches, stated with the step.
+
+    Examples
+    --------
+    >>> from derivations.trust_region import low_var_kl_clamp
+    >>> d = low_var_kl_clamp().verify()
+    >>> len(d.steps), d.verified
+    (4, True)
+    """
+    w = sp.Symbol("w", real=True)
+    d = Derivation("Where verl's low_var_kl is k3", assumptions=[r"$\Delta = \log\pi - \log\pi_{\mathrm{ref}}$",
+                                                                 r"$k_3(\Delta) = e^{-\Delta} - 1 + \Delta$"])
+    d.step(sp.Derivative(k3, delta), 1 - sp.exp(-delta), r"$k_3$ falls for $\Delta < 0$, rises for $\Delta > 0$")
+    d.step(k3.subs(delta, 20), sp.Integer(10), r"the clamp of $\Delta$ at $20$ is past the clamp of $k_3$ at 10", relation=">", proof=holds)
+    d.step(k3.subs(delta, -20), sp.Integer(10), r"and so is its clamp at $-20$", relation=">", proof=holds)
+    d.step(k3.subs(delta, 11 + w), sp.Integer(10),
+           r"at $\Delta = 11 + w$ with $w e^{w} = -e^{-11}$, i.e. $w = W_0(-e^{-11})$ or $W_{-1}(-e^{-11})$: $k_3 = 10$ there",
+           given=(sp.Eq(sp.exp(-11 - w), -w),))
     return d

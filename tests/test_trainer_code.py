@@ -160,11 +160,24 @@ def test_empty_row_counting():
 
 
 def test_padding_leaks_reported():
-    leaky = loss_report("mask_multiply_loss").notes
-    assert any(n.startswith("NaN in masked slots leaks into the loss") for n in leaky)
-    assert any(n.startswith("inf in masked slots leaks") for n in leaky)
-    safe = loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None).notes
-    assert any(n.startswith("NaN in masked slots: no leak") for n in safe)
+    """The poison question (numeric.variants.questions.poison; its cases are tests/test_questions.py's) answers in the report."""
+    leaky = loss_report("mask_multiply_loss").answer("poison")
+    assert leaky.verdict == "leaks" and "NaN * 0 = NaN" in leaky.explanation
+    selected = loss_report("ppo_loss", loss_agg_mode="token-mean", norm=None).answer("poison")  # masked by torch.where after exp:
+    assert selected.verdict == "leaks" and "reaches the gradient" in selected.explanation    # the backward of exp meets the NaN
+
+    def sanitised(old_log_prob, log_prob, advantages, response_mask):
+        keep = response_mask > 0
+        log_ratio = torch.where(keep, log_prob - old_log_prob, torch.zeros_like(log_prob))
+        adv = torch.where(keep, advantages, torch.zeros_like(advantages))
+        per_token = -torch.minimum(torch.exp(log_ratio) * adv, torch.exp(log_ratio).clamp(0.8, 1.28) * adv)
+        return torch.where(keep, per_token, torch.zeros_like(per_token)).sum() / response_mask.sum()
+
+    assert check_policy_loss(sanitised).answer("poison").verdict == "clean"
+    assert "poison: leaks" in str(loss_report("mask_multiply_loss"))
+    with pytest.raises(ValueError, match="question must be one of"):
+        leaky_report = loss_report("mask_multiply_loss")
+        leaky_report.answer("padding")
 
 
 # ------------------------------------------------------------------ losses: wrong ones caught
@@ -703,3 +716,27 @@ def test_readings_refuse_an_unknown_trainer_or_commit():
         Citation("verl", "b178a3", "x.py:1").snapshot()  # six characters name no commit: seven at least
     with pytest.raises(TypeError, match="commit must be a str"):
         snapshot("verl", 1)
+
+
+def test_the_assertion_asks_the_trainers_questions_and_names_bad_expectations():
+    """assert_policy_loss(mask_consistent=..., poison=..., ...): each question's verdict, and a clear error for a verdict that is none."""
+    rep = assert_policy_loss(L.ppo_loss, loss_agg_mode="token-mean", mask_consistent=True, weighting="per token")
+    assert rep.answer("mask_consistent").verdict == "consistent"
+    with pytest.raises(AssertionError, match="answers poison: leaks, not 'clean'"):
+        assert_policy_loss(L.mask_multiply_loss, poison="clean")
+    with pytest.raises(AssertionError, match="answers mask_consistent: consistent, not 'inconsistent'"):
+        assert_policy_loss(L.ppo_loss, mask_consistent=False)
+    with pytest.raises(ValueError, match="weighting must be None or one of 'per token'"):
+        assert_policy_loss(L.ppo_loss, weighting="per-token")
+    with pytest.raises(TypeError, match="mask_consistent must be None or a bool"):
+        assert_policy_loss(L.ppo_loss, mask_consistent="yes")
+
+
+def test_the_execution_is_a_field_of_the_loss_report():
+    """check_policy_loss(execution=...) fills report.execution: the facts, the JSON and the assertion read it."""
+    rep = check_policy_loss(L.ppo_loss, loss_agg_mode="token-mean", execution={"world_sizes": (1, 2), "micro_batches": (1, 2),
+                                                                                "engine": "simulate"})
+    assert rep.execution is not None and dict(rep.facts())["execution"] == rep.execution.headline()
+    assert rep.as_dict()["execution"]["verdict"] == rep.execution.as_dict()["verdict"]
+    with pytest.raises(TypeError, match="execution must be None, a bool or a dict"):
+        check_policy_loss(L.ppo_loss, execution="simulate")

@@ -195,6 +195,10 @@ def _token_nan(log_prob, old_log_prob, advantage):
     return log_prob * math.nan
 
 
+def _execution_loss(old_log_prob, log_prob, advantages, response_mask):
+    return -((log_prob - old_log_prob).exp() * advantages * response_mask).sum() / response_mask.sum().clamp(min=1)
+
+
 def _is_loss(log_prob, old_log_prob, advantage):
     return -(log_prob - old_log_prob).exp().detach() * advantage * log_prob
 
@@ -281,6 +285,8 @@ ROWS = [
     Row(n_losses.kl_penalty, (LOGP, OLD_LOGP, MASK), {0: "array", 1: "array", 2: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
     Row(_positional(n_losses.kl_penalty, 3, ("estimator", "clamp"), "kl_penalty[options]"), (LOGP, OLD_LOGP, MASK, "k3", False), {3: "choice", 4: "bool"}),
     Row(n_losses.kl_estimate, (torch.zeros(3, dtype=torch.float64), "k3"), {1: "choice"}),
+    Row(n_losses.verl_kl_penalty, (LOGP, OLD_LOGP, MASK), {0: "array", 1: "array", 2: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_losses.verl_kl_penalty, 3, ("kl_penalty",), "verl_kl_penalty[kl_penalty]"), (LOGP, OLD_LOGP, MASK, "low_var_kl+"), {3: "choice"}),
     Row(n_losses.masked_whiten, (ADV, MASK), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
     Row(n_losses.opo_advantages, (GROUP, GROUP + 3.0), {0: "array", 1: "array"}, unusual=("fp32", "grad", "neg_stride")),
     Row(n_losses.passk_advantages, ((GROUP > 0.7).astype(float),), {0: "array"}, unusual=("fp32", "grad", "neg_stride")),
@@ -374,6 +380,7 @@ ROWS = [
     Row(d_score.environment_gradient, (False, 2, 2), {0: "bool", 1: "int", 2: "int"}, ranges={1: [1], 2: [1]}),
     Row(d_score.instances, (d_score.expected_score, 2), {0: "callable", 1: "int"}, ranges={1: [1]}),
     Row(d_trust.kl_estimator_gradients, (2,), {0: "int"}, ranges={0: [1]}),
+    Row(d_trust.kl_form_gradients, (2,), {0: "int"}, ranges={0: [1]}),
     *[Row(f, (2,), {0: "int_or_none"}, ranges={0: [1]}) for f in (d_trust.k3_unbiased, d_trust.kl_estimators_unbiased)],
     Row(SoftmaxPolicy, (3, "theta"), {0: "int", 1: "name"}, ranges={0: [1]}),
     Row(IndexedSoftmax, ("theta",), {0: "name"}),
@@ -431,6 +438,9 @@ ROWS = [
     Row(_positional(n_variants.check_group_advantage, 1, ("G", "rewards", "constants", "name", "confirm"), "check_group_advantage[callable]"),
         (numeric.rloo_advantages, 3, "binary", None, "RLOO", False),
         {0: "group_advantage_fn", 1: "int", 2: "law_finite", 5: "bool"}, ranges={1: [1]}),
+    Row(_positional(n_variants.check_loss_execution, 1, ("world_sizes", "micro_batches", "engine", "batch"), "check_loss_execution"),
+        (_execution_loss, (2,), (2,), "simulate", (4, 3)), {0: "callable", 1: "int_tuple", 2: "int_tuple", 3: "choice"},
+        ranges={1: [(3,), (8,)], 2: [(3,)]}),
     Row(_positional(n_variants.check_token_loss, 1, ("constants", "confirm"), "check_token_loss"),
         (-R_SYM * A_SYM * ELL, None, False), {0: "token_loss", 1: "constants", 2: "bool"}),
     Row(_positional(n_variants.check_token_loss, 1, ("constants", "confirm"), "check_token_loss[callable]"),
@@ -649,7 +659,16 @@ NOT_SWEPT = {
     "check_grouped_advantage": "bad input: tests/test_trainer_code.py::test_grouped_advantage_bad_input",
     "assert_policy_loss": "bad input: tests/test_trainer_code.py (expect must be None or a non-empty str)",
     "assert_group_advantage": "bad input: tests/test_trainer_code.py (expect must be None or a non-empty str)",
-    "PolicyLossReport": "a result record", "GroupedAdvantageReport": "a result record", "CountPattern": "a record of the checker's core",
+    "PolicyLossReport": "a result record", "Answer": "a result record (numeric.variants.questions)",
+    # the trainers' questions take a TrainerLoss, whose own input is checked where it is built; a non-TrainerLoss is refused by name
+    **{q: "bad input: tests/test_questions.py::test_bad_input" for q in ("mask_consistent", "weighting", "kl_gradient", "correction",
+                                                                         "sequence_weight_scale", "poison")},
+    # the questions' shared probes (numeric.variants.answers), public so that the two question modules share them without private
+    # names; every loss reaching them passed require_trainer_loss in a question's entry
+    **{p: "the questions' plumbing" for p in ("Completed", "advantage_gradient", "close", "completed", "farthest", "in_float64",
+                                             "not_applicable", "probe_log_probs", "probe_mask", "ratios", "responds", "row_coupled",
+                                             "taken_roles")},
+    "require_trainer_loss": "a validator itself (tests/test_questions.py::test_bad_input)", "GroupedAdvantageReport": "a result record", "CountPattern": "a record of the checker's core",
     "KnownMethod": "a record of the checker's core", "ReportTable": "a str with an HTML view (bad input: tests/test_variants.py)",
     # the variant checker's shared plumbing, public so that its modules share it without private names;
     # every value reaching it was validated by the entry points (check_group_advantage, check_token_loss)
@@ -690,6 +709,14 @@ NOT_SWEPT = {
     "positional_report": "checker plumbing",
     "Snapshot": "a record of derivations.readings.SNAPSHOTS", "Citation": "a record (bad input of its snapshot(): tests/test_trainer_code.py::test_readings_refuse_an_unknown_trainer_or_commit)",
     "snapshot": "bad input: tests/test_trainer_code.py::test_readings_refuse_an_unknown_trainer_or_commit",
+    # the execution check: its engines' bad input is tested by name in tests/test_execution.py
+    "GlooWorld": "bad input: tests/test_execution.py::test_bad_functions_get_the_package_s_errors (size, and a world too small)",
+    "simulate": "engine plumbing: every value reaching it was validated by check_loss_execution",
+    "rank_gradients": "engine plumbing: every value reaching it was validated by check_loss_execution",
+    "Job": "a record built by check_loss_execution", "LossSpec": "a record built by check_loss_execution",
+    "Share": "a record built by check_loss_execution", "Measurement": "a result record", "ExecutionCase": "a result record",
+    "ExecutionReport": "a result record",
+    "Convention": "a record; a bad one is named by check_loss_execution (tests/test_execution.py::test_bad_input_is_named)",
 }
 
 

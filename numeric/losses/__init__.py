@@ -24,7 +24,9 @@ Policy losses
     (:math:`\kappa` from :func:`token_weights`; :mod:`derivations.losses`).
 Penalties
     :func:`kl_penalty` (:math:`k_1, k_2, k_3`, clamped as verl clamps),
-    :func:`value_loss` (clipped), :func:`bias_corrected_kl` (TRL's :math:`\rho\,k_3`).
+    :func:`value_loss` (clipped), :func:`bias_corrected_kl` (TRL's :math:`\rho\,k_3`),
+    :func:`verl_kl_penalty` (verl's KL forms by verl's names, :data:`VERL_KL_PENALTIES`: ``abs``,
+    ``low_var_kl``, the straight-through ``+`` forms).
 Advantage estimators
     :func:`masked_whiten`, :func:`reinforce_pp_advantages`,
     :func:`reinforce_pp_baseline_advantages`, :func:`remax_advantages`,
@@ -114,6 +116,8 @@ __all__ = [
     "overlong_penalized_rewards",
     "rlsd_advantages",
     "stop_properly_rewards",
+    "VERL_KL_PENALTIES",
+    "verl_kl_penalty",
 ]
 
 

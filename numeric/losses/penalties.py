@@ -18,7 +18,7 @@ from .._validate import (
 )
 from .aggregation import check_mode, numeric_weight, reduce_tokens
 
-__all__ = ["KL_ESTIMATORS", "bias_corrected_kl", "kl_estimate", "kl_penalty", "value_loss"]
+__all__ = ["KL_ESTIMATORS", "VERL_KL_PENALTIES", "bias_corrected_kl", "kl_estimate", "kl_penalty", "value_loss", "verl_kl_penalty"]
 
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
@@ -166,3 +166,86 @@ def bias_corrected_kl(log_prob: ArrayT, old_log_prob: Array, ref_log_prob: Array
     k3 = kl_estimate(lp - t["ref_log_prob"].detach(), "k3")
     out = torch.where(m, log_ratio.exp() * k3, torch.zeros((), dtype=lp.dtype, device=lp.device))
     return like(kind, out.to(result_dtype(log_prob)))
+
+
+VERL_KL_PENALTIES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "kl+", "k1+", "abs+", "mse+", "k2+", "low_var_kl+", "k3+")
+r"""verl's names for a KL term (``kl_loss_type``, ``kl_penalty``), each meaning what it means there: ``kl``/``k1``
+:math:`\Delta`, ``abs`` :math:`|\Delta|`, ``mse``/``k2`` :math:`\Delta^2/2`, ``low_var_kl``/``k3`` the clamped
+:math:`k_3`, and a trailing ``+`` the straight-through form (its value, :math:`k_2`'s gradient).  verl's ``full``
+needs the whole vocabulary's log-probabilities and is refused there too."""
+
+
+def verl_kl_penalty(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None, *, kl_penalty: str = "low_var_kl") -> ArrayT:
+    r"""verl's per-token KL term by its own name: ``kl``/``k1``, ``abs``, ``mse``/``k2``, ``low_var_kl``/``k3``, and the ``+`` forms.
+
+    With :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}}`: ``k1`` is
+    :math:`\Delta`, ``abs`` :math:`|\Delta|`, ``k2`` :math:`\tfrac12\Delta^2`, and ``low_var_kl``
+
+    .. math::
+
+        \mathrm{clamp}\bigl(k_3(\mathrm{clamp}(\Delta, -20, 20)), -10, 10\bigr),
+        \qquad k_3(\Delta) = e^{-\Delta} - 1 + \Delta,
+
+    with verl's ``k3`` the clamped form (unlike :func:`kl_penalty`'s ``"k3"``,
+    Schulman's and TRL's, unclamped).  A trailing ``+`` keeps the value and
+    takes the gradient of :math:`k_2`: :math:`k_2 - \mathrm{sg}(k_2) + \mathrm{sg}(k_*)`.
+
+    Which divergence each descends in expectation, per state
+    (:func:`derivations.trust_region.kl_estimator_gradients`,
+    :func:`~derivations.trust_region.kl_form_gradients`,
+    :func:`~derivations.trust_region.low_var_kl_clamp`): ``k1`` none (expected
+    gradient 0); ``k2`` and every ``+`` form the reverse KL
+    :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`; ``low_var_kl`` the
+    forward KL :math:`\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi)` where
+    :math:`-2.611 < \Delta < 10.99998` and nothing beyond (the clamp at 10
+    binds first); ``abs`` neither, twice the total variation's gradient.
+
+    Parameters
+    ----------
+    log_prob, ref_log_prob : numpy array or torch tensor
+        Aligned; finite where ``mask`` is 1.  The result has ``log_prob``'s kind, device and dtype.
+    mask : numpy array or torch tensor, optional
+        0/1 or boolean; masked slots may hold anything and get 0 with zero gradient.
+    kl_penalty : str
+        One of :data:`VERL_KL_PENALTIES`.
+
+    References
+    ----------
+    verl ``kl_penalty`` and ``kl_penalty_forward``, verl-project/verl at
+    1dda039b9c6311889a9c9a26040677e1254814f9, ``verl/trainer/ppo/core_algos.py`` lines 2187-2247.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numeric.losses import verl_kl_penalty
+    >>> lp = torch.log(torch.tensor([[0.5, 0.01]], dtype=torch.float64)).requires_grad_()
+    >>> ref = torch.log(torch.tensor([[0.25, 0.5]], dtype=torch.float64))
+    >>> for name in ("k1", "abs", "k2", "low_var_kl", "low_var_kl+"):
+    ...     k = verl_kl_penalty(lp, ref, kl_penalty=name)
+    ...     (g,) = torch.autograd.grad(k.sum(), lp)
+    ...     print(f"{name:12s}", k.detach().round(decimals=4).tolist(), g.round(decimals=4).tolist())
+    k1           [[0.6931, -3.912]] [[1.0, 1.0]]
+    abs          [[0.6931, 3.912]] [[1.0, -1.0]]
+    k2           [[0.2402, 7.6519]] [[0.6931, -3.912]]
+    low_var_kl   [[0.1931, 10.0]] [[0.5, 0.0]]
+    low_var_kl+  [[0.1931, 10.0]] [[0.6931, -3.912]]
+    """
+    if not isinstance(kl_penalty, str) or kl_penalty not in VERL_KL_PENALTIES:
+        if kl_penalty in ("full", "full+"):
+            raise ValueError("kl_penalty='full' needs the whole vocabulary's log-probabilities, not one token's (verl raises NotImplementedError for it)")
+        raise ValueError(f"kl_penalty must be one of {VERL_KL_PENALTIES}, got {kl_penalty!r}")
+    t, m, kind = masked_inputs(mask, log_prob=log_prob, ref_log_prob=ref_log_prob)
+    delta = t["log_prob"] - t["ref_log_prob"]
+    base = kl_penalty.removesuffix("+")
+    if base in ("kl", "k1"):
+        value = delta
+    elif base == "abs":
+        value = delta.abs()
+    elif base in ("mse", "k2"):
+        value = kl_estimate(delta, "k2")
+    else:
+        value = kl_estimate(delta.clamp(-20, 20), "k3").clamp(-10, 10)
+    if kl_penalty.endswith("+"):
+        k2 = kl_estimate(delta, "k2")
+        value = k2 - k2.detach() + value.detach()
+    return like(kind, value.to(result_dtype(log_prob)))

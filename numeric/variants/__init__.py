@@ -35,29 +35,46 @@ torch function — and
 Everything is computed in float64, passed explicitly; nothing global is changed.
 """
 
+from .answers import QUESTIONS, Answer
 from .assertions import assert_group_advantage, assert_policy_loss
 from .callables import advantage_table, advantage_values, require_advantage_callable
 from .checker import check_group_advantage, check_token_loss
 from .confirm import confirm_group, confirm_token
+from .divergence_questions import correction, kl_gradient, sequence_weight_scale
+from .execution import EXECUTION_RTOL, ExecutionCase, ExecutionReport, check_loss_execution
 from .field import ESTIMATORS, Estimator, certificate, certificate_latex, certificate_table
 from .grouped import CONVENTIONS, GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import KAPPA_RTOL, LOSS_VERDICTS, PolicyLossReport, check_policy_loss
 from .singleton import SingletonReport, check_singleton
+from .questions import QUESTION_FUNCTIONS, mask_consistent, poison, weighting
 from .token_callables import token_report_from_callable
+from .trainer_conventions import EXECUTION_CONVENTIONS, Convention
+from .trainer_loss import TrainerLoss
 from .trainers import openrlhf_rloo_advantages, trl_grpo_advantages, verl_dr_grpo_advantages
+from .worlds import GlooWorld
 
 # isort: split
 from . import suite  # registers the suite "variants", after the modules above
 
 __all__ = [
+    "Answer",
     "CONVENTIONS",
+    "Convention",
     "ESTIMATORS",
+    "EXECUTION_CONVENTIONS",
+    "EXECUTION_RTOL",
     "Estimator",
+    "ExecutionCase",
+    "ExecutionReport",
+    "GlooWorld",
     "GroupedAdvantageReport",
     "KAPPA_RTOL",
     "LOSS_VERDICTS",
     "PolicyLossReport",
     "SingletonReport",
+    "TrainerLoss",
+    "QUESTIONS",
+    "QUESTION_FUNCTIONS",
     "advantage_table",
     "advantage_values",
     "assert_group_advantage",
@@ -67,11 +84,18 @@ __all__ = [
     "certificate_table",
     "check_group_advantage",
     "check_grouped_advantage",
+    "check_loss_execution",
     "check_policy_loss",
     "check_singleton",
     "check_token_loss",
     "confirm_group",
     "confirm_token",
+    "correction",
+    "kl_gradient",
+    "mask_consistent",
+    "poison",
+    "sequence_weight_scale",
+    "weighting",
     "openrlhf_rloo_advantages",
     "require_advantage_callable",
     "token_report_from_callable",

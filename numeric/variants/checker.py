@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import sympy as sp
 
+from derivations.canonical import DerivationError
 from derivations.variants import (
     GroupReport,
     NotPermutationEquivariant,
@@ -159,12 +160,17 @@ def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None
 
 def _callable_report(advantage: Callable, size: int, rewards, values: tuple, constants: dict, name: str) -> GroupReport:
     """The report of an equivariant callable: its table derived symbolically, or its coefficients decided numerically at scale."""
+    report, lost = None, ""
     if pattern_count(len(values), size) <= SYMBOLIC_PATTERNS:
         table = advantage_table(advantage, size, rewards)
-        report = derive_group_advantage(table, G=size, rewards=rewards, constants=constants, name=name)
-    else:
+        try:
+            report = derive_group_advantage(table, G=size, rewards=rewards, constants=constants, name=name)
+        except DerivationError as err:  # fp64 values the exact route cannot carry: the numeric route, its tolerance stated
+            lost = f"the exact reduction did not verify on the advantage's fp64 values ({str(err).splitlines()[0][:160]}); "
+    if report is None:
         co = advantage_coefficients(advantage, size, rewards)
         report = coefficient_report(size, rewards, co.bounds(), largest=co.largest, evaluate=co.evaluate, name=name)
+        report = dataclasses.replace(report, reason=lost + report.reason)
     return dataclasses.replace(report, zero_on_equal_rewards=zero_on_equal_rewards(advantage, size))
 
 

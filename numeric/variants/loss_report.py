@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from derivations.variants import ReportTable, TokenReport, report_html
 
+from .answers import Answer
+from .execution import ExecutionReport
 from .kappa import MODES
 from .precision import Precision
 
@@ -83,6 +85,12 @@ class PolicyLossReport:
         Why the weight at :math:`r = 1` is not 1, measured (``""`` when it is).
     sequence_ratio : str or None
         For a sequence-level loss: the ratio its clip reads, ``"geometric mean"`` or ``"product"`` of the token ratios.
+    questions : tuple
+        The trainers' questions answered (:class:`~numeric.variants.answers.Answer`, one per
+        :data:`~numeric.variants.questions.QUESTION_FUNCTIONS`): ``mask_consistent``, ``weighting``,
+        ``kl_gradient``, ``correction``, ``sequence_weight_scale``, ``poison``.
+    execution : ExecutionReport or None
+        The loss run cut into ranks and micro-batches, when asked for (``check_policy_loss(..., execution=...)``).
     """
 
     verdict: str
@@ -109,6 +117,15 @@ class PolicyLossReport:
     undecided: tuple = ()
     ratio_one: str = ""
     sequence_ratio: str | None = None
+    questions: tuple = ()
+    execution: ExecutionReport | None = None
+
+    def answer(self, question: str) -> Answer:
+        """The answer to one of the trainers' questions (``"poison"``, ``"mask_consistent"``, ...)."""
+        found = [a for a in self.questions if a.question == question]
+        if not found:
+            raise ValueError(f"question must be one of {', '.join(a.question for a in self.questions)}, got {question!r}")
+        return found[0]
 
     @property
     def claim_holds(self) -> bool:
@@ -147,6 +164,9 @@ class PolicyLossReport:
         if self.precision is not None:
             rows.append(("precision", self.precision.describe()))
         rows += [(f"undecided: {q}", why) for q, why in self.undecided]
+        rows += [(a.question, f"{a.verdict}: {a.explanation}") for a in self.questions]
+        if self.execution is not None:
+            rows.append(("execution", self.execution.headline()))
         rows += [("edge", n) for n in self.notes]
         return tuple(rows)
 
@@ -172,7 +192,9 @@ class PolicyLossReport:
                 "bounded": {("A>0" if s > 0 else "A<0"): b for s, b in self.bounded.items()},
                 "precision": None if self.precision is None else {"name": self.precision.name, "measured": self.precision.measured,
                                                                   "tolerance": self.precision.tolerance, "inputs": self.precision.inputs},
-                "undecided": [{"question": q, "why": why} for q, why in self.undecided], "notes": list(self.notes)}
+                "undecided": [{"question": q, "why": why} for q, why in self.undecided], "notes": list(self.notes),
+                "questions": {a.question: a.as_dict() for a in self.questions},
+                **({} if self.execution is None else {"execution": self.execution.as_dict()})}
 
     def headline(self) -> str:
         method = self.method or "no known method"

@@ -28,8 +28,13 @@ row :math:`i` and :math:`w` is the per-token gradient weight.
    :math:`\pi_{\text{old}}`; a band that zeros both signs named as such), and
    the known method whose weight it is
    (:func:`~numeric.variants.token_report_from_callable`);
-5. the edges: an all-masked row, a clamped log-ratio, NaN and inf in
-   masked slots.
+5. the edges: an all-masked row, a clamped log-ratio;
+6. the trainers' questions (:data:`~numeric.variants.questions.QUESTION_FUNCTIONS`):
+   do the mask's numerator and denominator agree, is a sequence weighted per
+   token or per sequence, which divergence a KL term descends, is a rollout
+   correction detached and applied once, how a sequence weight spreads with
+   length, and whether NaN, infinities or an overflowing ratio in masked slots
+   poison the loss or its gradient.
 
 References
 ----------
@@ -54,9 +59,11 @@ from derivations.gradient_weights import eps_l as _eps_l
 from derivations.methods import METHODS
 from derivations.variants import TokenReport
 
+from .execution import ExecutionReport, check_loss_execution
 from .kappa import DESIGNS, EMPTY_ROW, Fit, fit, kappa_rows, mask_of, old_log_probs, power_law
 from .loss_report import LOSS_VERDICTS, PolicyLossReport
 from .precision import PRECISIONS, loss_precision
+from .questions import QUESTION_FUNCTIONS
 from .token_callables import token_report_from_callable
 from .trainer_loss import TrainerLoss
 from .weight_probe import ELL0, ClipRange, at_ratio_one, clip_ranges
@@ -93,31 +100,6 @@ def _empty_row_note(loss: TrainerLoss, fit: Fit, notes: list, tol: float) -> Non
         notes.append("an all-masked row is not counted in B (rows with a token only)")
     else:
         notes.append("an all-masked row changes the other rows' kappa, neither as one more row nor as none")
-
-
-def _padding_notes(loss: TrainerLoss, notes: list, tol: float) -> None:
-    """NaN and inf in the masked slots: does either reach the loss or the valid tokens' gradient?"""
-    _, T, lengths = DESIGNS[0]
-    mask = mask_of(T, lengths)
-    old = old_log_probs(mask.shape)
-    adv = torch.linspace(-1.5, 2.0, mask.numel(), dtype=F64).reshape(mask.shape)
-    new = old + 0.05
-    clean_value, clean_g = loss.grad(old, new, adv, mask)
-    pad = mask == 0
-    for name, fill in (("NaN", (math.nan, math.nan, math.nan)), ("inf", (-math.inf, -math.inf, math.inf))):
-        o, n_, a = (torch.where(pad, torch.full_like(x, f), x) for x, f in zip((old, new, adv), fill))
-        try:
-            value, g = loss.grad(o, n_, a, mask)
-        except TypeError as err:
-            notes.append(f"{name} in masked slots: the function refuses it ({err.__cause__!r})")
-            continue
-        valid = g[~pad]
-        if not math.isfinite(value) or abs(value - clean_value) > tol * max(1.0, abs(clean_value)):
-            notes.append(f"{name} in masked slots leaks into the loss (value {value})")
-        elif not bool(torch.isfinite(valid).all()) or float((valid - clean_g[~pad]).abs().max()) > tol * max(1.0, float(clean_g.abs().max())):
-            notes.append(f"{name} in masked slots leaks into the gradient")
-        else:
-            notes.append(f"{name} in masked slots: no leak into the loss or the gradient")
 
 
 def _clamp_notes(loss: TrainerLoss, notes: list) -> None:
@@ -409,7 +391,8 @@ def _dtype(dtype) -> torch.dtype:
     return dtype
 
 
-def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torch.dtype | None = None, **fixed: object) -> PolicyLossReport:
+def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torch.dtype | None = None,
+                      execution: Mapping | bool | None = None, **fixed: object) -> PolicyLossReport:
     r"""Certify a trainer's policy loss as written: its per-token weight, its aggregation :math:`\kappa`, its precision, its edges.
 
     The function is called by keyword on ``[B, T]`` tensors ``old_log_prob,
@@ -432,6 +415,11 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torc
         The dtype the batch is handed over in: ``torch.float32`` or ``torch.bfloat16`` to check the loss as the
         trainer runs it (default float64).  Whatever it is, the precision the loss computes in is measured and
         sets the tolerance of every comparison.
+    execution : bool or dict, optional
+        Also run the loss as trainers run it, cut into data-parallel ranks and micro-batches
+        (:func:`~numeric.variants.check_loss_execution`; a dict holds its arguments, e.g.
+        ``{"world_sizes": (2, 4), "micro_batches": (2,), "convention": "verl", "engine": "simulate"}``;
+        ``True``: its defaults on the simulated engine); the report's ``execution`` field.
     **fixed
         Passed to every call (``loss_agg_mode="token-mean"``, ``config=...``).
 
@@ -536,7 +524,6 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torc
                          f"by a relative eps/({fitted.counts}) ({fitted.epsilon:.3g} at {fitted.counts} = 1)")
         _empty_row_note(loss, fitted, notes, kappa_tol)
     _clamp_notes(loss, notes)
-    _padding_notes(loss, notes, tol)
     mode = "other" if fitted is None else fitted.mode.removesuffix("/T")
     normaliser = None
     if fitted is not None and fitted.mode.startswith("seq-mean-token-sum-norm"):
@@ -548,5 +535,16 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torc
         None if fitted is None else (1.0 if normaliser is not None or abs(fitted.scale - 1) <= kappa_tol else fitted.scale), normaliser,
         0.0 if fitted is None else fitted.epsilon, length_biased, claimed, tuple(clip.items()), table, tuple(notes), token, gap, "",
         clip_ranges=ranges, bounded=bounded, precision=precision, kappa_law="" if law is None else law.describe(),
-        undecided=tuple(undecided), ratio_one=ratio_one, sequence_ratio=sequence_ratio)
+        undecided=tuple(undecided), ratio_one=ratio_one, sequence_ratio=sequence_ratio,
+        questions=tuple(ask(loss) for ask in QUESTION_FUNCTIONS.values()), execution=_execution(fn, names, fixed, execution))
     return _with_reason(report)
+
+
+def _execution(fn: Callable, names: Mapping | None, fixed: dict, execution: Mapping | bool | None) -> ExecutionReport | None:
+    if execution is None or execution is False:
+        return None
+    if execution is True:
+        execution = {"engine": "simulate"}
+    if not isinstance(execution, Mapping):
+        raise TypeError(f"execution must be None, a bool or a dict of check_loss_execution's arguments, got {type(execution).__name__}")
+    return check_loss_execution(fn, names=names, **{**execution, **fixed})

@@ -43,6 +43,10 @@ Branch looseends (issues 28 and 29): the eleven new mutants (the selection rules
 ``pointwise_badge_dropped``, ``regions_inner_badge_dropped``, ``checker_match_probe_only``,
 ``checker_refuses_registry_constants``) run with the 24 others of the files the branch touched (the kernel, now
 split into kernel, claims and premises; the registry; the checker's token module): 35/35 killed in 2.3 minutes.
+The fifteen mutants of the trainers' questions (``mask_probe_row_against_itself`` ... ``kl_form_abs_once_tv``),
+2026-12-05, branch questions (commit 03ca16b), run alone: 15/15 killed in 75 s.
+The execution check's four (issue 28: ``execution_tolerance_loosened``, ``execution_padding_split_skipped``,
+``execution_sum_reduction_averaged``, ``execution_values_probe_ignored``), run alone on branch execution: 4/4 killed.
 """
 
 from __future__ import annotations
@@ -95,6 +99,9 @@ _OFF_POLICY = ("tests/test_off_policy.py", "numeric/off_policy/weights.py")
 # the two tests that pin these edges (the variant suite as a whole takes minutes)
 # the finite-law checks whose interpolation step is exact in one case and to a tolerance in others
 _NUMERIC_ROUTE = ("tests/test_variants.py::test_the_numeric_route_gives_the_symbolic_verdict_where_both_run",)
+# the trainers' questions: their tests, the module's and the penalties' doctests, the derivation's
+_QUESTIONS = ("tests/test_questions.py", "numeric/variants/questions.py", "numeric/variants/divergence_questions.py", "numeric/variants/answers.py",
+              "numeric/losses/penalties.py", "derivations/trust_region.py")
 _VARIANTS = ("tests/test_variants.py::test_the_verdict_tolerance_is_1e12_not_looser",
              "tests/test_variants.py::test_binary_constancy_compares_every_coefficient_including_p_to_the_first",
              "derivations/variants/reports.py", "derivations/variants/patterns.py")
@@ -318,6 +325,23 @@ MUTANTS = [
            "np.repeat(np.tile(v.numpy()[::-1], counts.shape[0]), reps)", _topic("group_baselines"),
            "the exact engine's groups built by numpy with the values in the wrong order"),
 
+    # -- a trainer's loss as it runs (issue 28): the execution check's decisions
+    Mutant("execution_tolerance_loosened", "numeric/variants/execution.py", "EXECUTION_RTOL = 1e-9", "EXECUTION_RTOL = 1e-3",
+           ("tests/test_execution.py::test_a_cut_dependence_of_1e_6_is_not_invariant",),
+           "a cut's kappa compared with the full batch's to 1e-3: a dependence of 1e-6 reads invariant"),
+    Mutant("execution_padding_split_skipped", "numeric/variants/execution.py",
+           ',\n            (padded[0], _lengths(B, T, "unequal lengths", padded[1]))]', "]",
+           ("tests/test_execution.py::test_openrlhf_aggregate_loss_and_its_gas_pre_compensation",),
+           "the split whose last rank holds only padding is skipped: a local mean over non-empty rows reads scaled by GA"),
+    Mutant("execution_sum_reduction_averaged", "numeric/variants/execution.py", 'divide = W if conv.reduction == "mean" else 1', "divide = W",
+           ("tests/test_execution.py::test_prime_rl_global_count_and_fsdps_mean_undone",),
+           "a convention that undoes FSDP's mean (prime-rl) still has its ranks' gradients averaged"),
+    Mutant("execution_values_probe_ignored", "numeric/variants/execution.py",
+           "deviation = max(float(g.max()) for g in kappa_gaps + value_gaps) if not broken else math.nan",
+           "deviation = max(float(g.max()) for g in kappa_gaps) if not broken else math.nan",
+           ("tests/test_execution.py::test_a_batch_statistic_of_the_values_is_caught_by_the_values_probe",),
+           "only kappa at r = 1, A = 1 is compared: a micro-batch statistic of the advantages goes unseen"),
+
     # -- the proof kernel: each of its decisions (issue 16)
     Mutant("kernel_strict_as_weak", "derivations/claims.py", 'return at_least(left - right, relation in ("<", ">"))',
            "return at_least(left - right, False)", _KERNEL, "relation_holds decides x > x as x >= x"),
@@ -422,6 +446,37 @@ MUTANTS = [
            _KERNEL, "S_-i is taken as a constant inside an expectation"),
     Mutant("count_sum_infinite", "derivations/iid_groups.py", "if lo.has(sp.oo, -sp.oo, sp.zoo) or hi.has(sp.oo, -sp.oo, sp.zoo):",
            "if False:", _KERNEL, "E moves inside an infinite sum"),
+    # -- the trainers' questions (issue 28 item 2): the mask probe and each decision a question makes
+    Mutant("mask_probe_row_against_itself", "numeric/variants/questions.py", "k_gone = _kappa(loss, old[1:], mask[1:])",
+           "k_gone = _kappa(loss, old, rowless)[1:]", _QUESTIONS, "the masked row is compared with itself masked, never with the row removed"),
+    Mutant("mask_probe_hole_is_the_deletion", "numeric/variants/questions.py", "short[i, n - 1] = 0", "short[i, t] = 0",
+           _QUESTIONS, "the row 'with the token removed' is the row with the token masked"),
+    Mutant("mask_probe_silenced_never_found", "numeric/variants/questions.py", "silenced = valid & (k0 == 0)", "silenced = valid & (k0 < 0)",
+           _QUESTIONS, "tokens the function silences itself are never probed (TRL issue 6369 unseen)"),
+    Mutant("kl_kappa_not_divided_out", "numeric/variants/divergence_questions.py", "c = torch.where(valid, g_kl / (kappa if has_policy else one), zero)",
+           "c = torch.where(valid, g_kl, zero)", _QUESTIONS, "the KL coefficient is read with the aggregation's 1/N left in"),
+    Mutant("kl_prefixes_weighted_uniformly", "numeric/variants/divergence_questions.py", "p.detach()[:, None].expand_as(lm.mask)[valid])",
+           "torch.ones_like(lm.mask)[valid])", _QUESTIONS, "the per-token divergences weigh every prefix alike, not by pi's reach"),
+    Mutant("correction_once_against_old", "numeric/variants/divergence_questions.py", "pi_mu, pi_old, old_mu = (new - rollout).exp(),",
+           "pi_mu, pi_old, old_mu = (new - old).exp(),", _QUESTIONS, "'applied once' read as the ratio to the old policy, not to the sampler"),
+    Mutant("correction_detach_unread", "numeric/variants/divergence_questions.py", "return 0.0 if g is None else float(g.abs().max())", "return 0.0",
+           _QUESTIONS, "a weight without .detach() is taken as detached"),
+    Mutant("sequence_probe_moves_another_row", "numeric/variants/answers.py", "new[0, 1] += 1e-4", "new[1, 1] += 1e-4",
+           _QUESTIONS, "the sequence-level probe moves a token of the other row, so no loss is sequence-level"),
+    Mutant("sequence_weight_per_token", "numeric/variants/divergence_questions.py", '"geometric mean": d.sum(1) / n}', '"geometric mean": d.mean(1)}',
+           _QUESTIONS, "the geometric mean over the padded width, not over the response's tokens"),
+    Mutant("poison_gradient_unchecked", "numeric/variants/questions.py", "    if not bool(torch.isfinite(g).all()):\n        return \"gradient\"",
+           "    if False:\n        return \"gradient\"", _QUESTIONS, "a NaN that reaches only the gradient (torch.where after exp) is missed"),
+    Mutant("poison_ratio_below_overflow", "numeric/variants/questions.py", "pair = 0.6 * big", "pair = 0.4 * big",
+           _QUESTIONS, "the 'overflowing' log-ratio stays below exp's overflow in the dtype"),
+    Mutant("weighting_per_token_by_sqrt", "numeric/variants/questions.py", "if spread(c_arr / n):", "if spread(c_arr / np.sqrt(n)):",
+           _QUESTIONS, "per token read as a weight growing like sqrt(n)"),
+    Mutant("verl_plus_gradient_of_the_value", "numeric/losses/penalties.py", "value = k2 - k2.detach() + value.detach()",
+           "value = value - value.detach() + k2.detach()", _QUESTIONS, "the straight-through form keeps k2's value and k*'s gradient"),
+    Mutant("verl_k3_unclamped", "numeric/losses/penalties.py", 'value = kl_estimate(delta.clamp(-20, 20), "k3").clamp(-10, 10)',
+           'value = kl_estimate(delta.clamp(-20, 20), "k3")', _QUESTIONS, "verl's low_var_kl without its clamp at 10"),
+    Mutant("kl_form_abs_once_tv", "derivations/trust_region.py", 'd.step(rows["abs"], 2 * rows["tv"],', 'd.step(rows["abs"], rows["tv"],',
+           _QUESTIONS, "abs descends the total variation once, not twice"),
 ]
 
 
