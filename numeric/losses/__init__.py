@@ -59,12 +59,12 @@ suite ``losses`` in :mod:`~numeric.losses.certificates`.
 from . import advantages, aggregation, group_advantages, penalties, policy, selection, shaping, tokens
 from .advantages import *
 from .aggregation import *
+from .group_advantages import *
 from .penalties import *
 from .policy import *
 from .selection import *
-from .tokens import *
-from .group_advantages import *
 from .shaping import *
+from .tokens import *
 
 __all__ = [
     "AGGREGATIONS",

@@ -286,7 +286,7 @@ def length_penalized_advantages(rewards: ArrayT, output_tokens: Array, *, input_
     """
     r, kind = require_group_rewards("rewards", rewards)
     arrays = {"output_tokens": output_tokens, "input_tokens": input_tokens, "turns": turns}
-    terms = []
+    terms: list[torch.Tensor] = []
     if not isinstance(weights, (tuple, list)) or len(weights) != 3:
         raise TypeError(f"weights must be a triple (output, input, turns) of numbers, got {weights!r}")
     for (name, value), w in zip(arrays.items(), weights):

@@ -44,7 +44,7 @@ from .._validate import (
     result_dtype,
     to_tensor,
 )
-from .penalties import kl_penalty
+from .penalties import verl_kl_penalty
 
 __all__ = [
     "AdaptiveKLController",
@@ -155,12 +155,12 @@ class KLInReward:
     current_kl: float
 
 
-def kl_in_reward(scores: ArrayT, old_log_prob: Array, ref_log_prob: Array, mask: Array, *, beta: float, estimator: str = "k1",
-                 clamp: bool = False) -> KLInReward:
+def kl_in_reward(scores: ArrayT, old_log_prob: Array, ref_log_prob: Array, mask: Array, *, beta: float, kl_penalty: str = "kl") -> KLInReward:
     r"""verl's KL in the reward: :math:`r_t = \mathrm{score}_t - \beta\,k_t` on every response token, and the KL the controller reads.
 
-    :math:`k_t` is :func:`kl_penalty` of the old and the reference log-probs
-    (verl ``algorithm.kl_penalty``, default ``"kl"``, i.e. :math:`k_1 = \ell_0 - \ell_{\mathrm{ref}}`);
+    :math:`k_t` is :func:`verl_kl_penalty` of the old and the reference
+    log-probs, by verl's name (``algorithm.kl_penalty``, default ``"kl"``,
+    i.e. :math:`k_1 = \ell_0 - \ell_{\mathrm{ref}}`; only its value enters);
     ``current_kl`` is the mean over responses of each one's token mean (verl
     divides by the count plus ``1e-8``, as here), which
     :meth:`AdaptiveKLController.update` reads.
@@ -179,7 +179,8 @@ def kl_in_reward(scores: ArrayT, old_log_prob: Array, ref_log_prob: Array, mask:
     exactly: the log-ratio's own gradient, the term the stop-gradient drops,
     has mean :math:`\mathbb{E}[\nabla\log\pi] = 0`
     (:func:`derivations.score_function.kl_penalty_direct_term`).  With
-    :math:`k_3` the dropped term :math:`\mathbb{E}[(1 - \pi_{\mathrm{ref}}/\pi)\nabla\ell_t]`
+    :math:`k_3` (``"low_var_kl"``, where its clamps do not bind) the dropped term
+    :math:`\mathbb{E}[(1 - \pi_{\mathrm{ref}}/\pi)\nabla\ell_t]`
     is not 0: the update is :math:`-\beta` times
     :math:`\nabla\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})` less the per-state
     gradients of :math:`\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi)` with the states held
@@ -207,7 +208,7 @@ def kl_in_reward(scores: ArrayT, old_log_prob: Array, ref_log_prob: Array, mask:
     beta = require_real("beta", beta)
     if not math.isfinite(beta):
         raise ValueError(f"beta must be finite, got {beta}")
-    kl = kl_penalty(t["old_log_prob"], t["ref_log_prob"], m, estimator=estimator, clamp=clamp)
+    kl = verl_kl_penalty(t["old_log_prob"], t["ref_log_prob"], m, kl_penalty=kl_penalty).detach()
     mf = m.to(kl.dtype)
     rewards = torch.where(m, t["scores"] - beta * kl, torch.zeros_like(kl))
     current = float(((kl * mf).sum(-1) / (mf.sum(-1) + 1e-8)).mean()) if kl.ndim > 1 else float((kl * mf).sum() / (mf.sum() + 1e-8))

@@ -42,11 +42,11 @@ from .checker import check_group_advantage, check_token_loss
 from .confirm import confirm_group, confirm_token
 from .divergence_questions import correction, kl_gradient, sequence_weight_scale
 from .execution import EXECUTION_RTOL, ExecutionCase, ExecutionReport, check_loss_execution
-from .field import ESTIMATORS, Estimator, certificate, certificate_latex, certificate_table
+from .field import ESTIMATORS, Estimator, Reading, certificate, certificate_latex, certificate_table
 from .grouped import CONVENTIONS, GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import KAPPA_RTOL, LOSS_VERDICTS, PolicyLossReport, check_policy_loss
-from .singleton import SingletonReport, check_singleton
 from .questions import QUESTION_FUNCTIONS, mask_consistent, poison, weighting
+from .singleton import SingletonReport, check_singleton
 from .token_callables import token_report_from_callable
 from .trainer_conventions import EXECUTION_CONVENTIONS, Convention
 from .trainer_loss import TrainerLoss
@@ -71,6 +71,7 @@ __all__ = [
     "KAPPA_RTOL",
     "LOSS_VERDICTS",
     "PolicyLossReport",
+    "Reading",
     "SingletonReport",
     "TrainerLoss",
     "QUESTIONS",

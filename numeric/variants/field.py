@@ -46,9 +46,8 @@ import torch
 
 from derivations import gradient_weights as gw
 from derivations.methods import FORMS, METHODS, PEER_COMMITS, Peer
-from derivations.variants import GroupReport, ReportTable, derive_token_loss
-
 from derivations.readings import SNAPSHOTS
+from derivations.variants import GroupReport, ReportTable, derive_token_loss
 
 from ..losses import grouped_advantages, policy_loss
 from .checker import check_group_advantage
@@ -253,6 +252,8 @@ def _singleton_cell(name: str, rule) -> str:
         return "refused"
     est = ESTIMATORS[name]
     if rule == "own":
+        if est.advantage is None:
+            raise ValueError(f"{name}: a reading whose estimator covers a group of one ('own') needs the estimator")
         fn = est.advantage
     else:  # groups of one only: the estimator itself is never called (a row that needs more than rewards has none)
         def fn(rewards, c=float(rule)):
