@@ -632,6 +632,10 @@ def test_bad_inputs_are_named():
         gdpo_advantages(np.ones((3, 2)), [0, 0, 1])
     with pytest.raises(ValueError, match="weights must hold one weight per reward"):
         gdpo_advantages(np.ones((3, 2)), [0, 0, 1], weights=[1.0], whiten=None)
+    with pytest.raises(TypeError, match="weights must be a triple"):
+        length_penalized_advantages(np.ones(3), np.ones(3), weights=(0.25, 0.1))
+    with pytest.raises(ValueError, match=r"weights\[1\] must be >= 0"):
+        length_penalized_advantages(np.ones(3), np.ones(3), weights=(0.25, -0.1, 0.1))
     with pytest.raises(ValueError, match="mean_level must be"):
         normalize_by_levels(np.ones(3), [0, 0, 1], mean_level="prompt")
     with pytest.raises(ValueError, match="agents must name one agent per response"):

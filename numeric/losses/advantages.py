@@ -367,16 +367,24 @@ def optimal_token_baseline_advantages(
     do not shift the count (verl ``compute_multi_turn_optimal_token_baseline_advantage``,
     ``tir_optimal_token_baseline``; there answers with no token are left out
     of their group).  A group of one answer gets no baseline (:math:`A = G`).
-    ``handle_zero_tail`` (default: verl's, ``False`` for ``"position"``,
-    ``True`` for ``"response"``) sets the baseline to 0 beyond the second
-    longest answer on the answer that is the unique longest, which would
-    otherwise be its own baseline there (:math:`A \approx 0`).
+    ``handle_zero_tail`` sets the baseline to 0 beyond the second longest
+    answer on the answer that is the unique longest, which would otherwise
+    be its own baseline there (:math:`A \approx 0`).
 
-    Read at verl ``b178a3cd56f5`` (``verl/trainer/ppo/core_algos.py``); verl
-    takes ``(token_level_rewards, response_mask, index, old_log_probs,
-    sum_pi_squared)`` with groups given by ``index``; here the groups are
-    contiguous and the mask comes after the tensors.  verl returns the
-    advantage and :math:`G` both, this function the advantage.
+    Two readings of verl.  At ``b178a3c`` (``verl/trainer/ppo/core_algos.py:758-873``)
+    ``handle_zero_tail`` defaulted to ``False`` by position and ``True`` by
+    response; verl ``8acd940`` (#5380, 2026-02-24) made it ``True`` for both, as
+    at ``1dda039`` (``core_algos.py:871-987`` and ``990-1121``; the multi-turn
+    docstring there still says ``False``).  ``handle_zero_tail=None`` keeps the
+    ``b178a3c`` defaults, so that a call never changes its number; verl
+    ``1dda039`` is ``handle_zero_tail=True``.  (At ``b178a3c`` verl's trainer did
+    not pass ``old_log_probs`` to either estimator, a ``TypeError`` through the
+    trainer, fixed by #5615, ``e2e80d1``.)  verl takes ``(token_level_rewards,
+    response_mask, index, old_log_probs, sum_pi_squared)`` with groups given by
+    ``index``; here the groups are contiguous and the mask comes after the
+    tensors.  verl returns the advantage and :math:`G` both, this function the
+    advantage.  The expected update is no multiple of :math:`\nabla J` (on the
+    toy LM at :math:`G = 2`, enumerated: ``tests/test_estimators.py``).
 
     Examples
     --------

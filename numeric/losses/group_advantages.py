@@ -28,7 +28,6 @@ import math
 import numbers
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import numpy as np
 import torch
@@ -39,6 +38,7 @@ from .._validate import (
     like,
     require_finite,
     require_group_rewards,
+    require_int,
     require_nonnegative,
     require_real,
     require_unit_interval,
@@ -76,6 +76,7 @@ def group_ids(index, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     >>> ids.tolist(), counts.tolist()
     ([0, 1, 0, 2], [2, 1, 1])
     """
+    n = require_int("n", n, minimum=0)
     if isinstance(index, torch.Tensor):
         if index.is_floating_point() or index.is_complex() or index.dtype == torch.bool:
             raise TypeError(f"index must hold group labels (ints or strings), got {str(index.dtype).removeprefix('torch.')} values")
@@ -289,6 +290,8 @@ def length_penalized_advantages(rewards: ArrayT, output_tokens: Array, *, input_
     terms: list[torch.Tensor] = []
     if not isinstance(weights, (tuple, list)) or len(weights) != 3:
         raise TypeError(f"weights must be a triple (output, input, turns) of numbers, got {weights!r}")
+    if output_tokens is None:
+        raise TypeError("output_tokens must be a numpy array or a torch tensor of output lengths, got None")
     for (name, value), w in zip(arrays.items(), weights):
         w = require_nonnegative(f"weights[{len(terms)}]", w)
         if value is None:
@@ -503,10 +506,10 @@ def normalize_by_levels(rewards: ArrayT, index, *, mean_level: str | None = "bat
 
 @dataclass(frozen=True)
 class EMABaseline:
-    """What :func:`ema_baseline_advantages` returns: the advantages and each agent's baseline after the batch."""
+    """What :func:`ema_baseline_advantages` returns: the advantages and each agent's baseline after the batch (a new dict)."""
 
     advantages: object
-    baselines: Mapping
+    baselines: dict
 
 
 def ema_baseline_advantages(rewards: ArrayT, agents: Sequence[Hashable] | None = None, *, baselines: Mapping | None = None,
@@ -570,4 +573,4 @@ def ema_baseline_advantages(rewards: ArrayT, agents: Sequence[Hashable] | None =
         out.append(x - b)
         state[a] = d * b + (1.0 - d) * x
     adv = torch.tensor(out, dtype=compute_dtype(r.dtype), device=r.device).to(result_dtype(rewards))
-    return EMABaseline(like(kind, adv), MappingProxyType(state))
+    return EMABaseline(like(kind, adv), state)
