@@ -178,6 +178,30 @@ def test_the_registrys_group_of_one_rules_are_what_the_transcribed_code_does():
         assert abs(float(rep.scale) - readings[key]) <= 1e-15, key
 
 
+def test_the_registry_rows_compute_each_trainers_formula():
+    """Each ESTIMATORS row with a [B, G] function, on contiguous groups whose spread is near the std epsilons (so a wrong
+    epsilon shows), against the trainer's formula written out: verl/SkyRL/slime 1e-6, TRL/ms-swift 1e-4, AReaL 1e-5,
+    OpenRLHF 1e-9, MaxRL's two readings, TRL's batch std."""
+    from numeric.variants import ESTIMATORS
+
+    g = torch.Generator().manual_seed(11)
+    R = 1e-3 * torch.rand(3, 4, generator=g, dtype=F64)  # a spread of about 3e-4: every epsilon moves the numbers
+    z = lambda eps: (R - R.mean(-1, keepdim=True)) / (R.std(-1, keepdim=True) + eps)  # noqa: E731
+    theirs = {"zscore_1e-6": z(1e-6), "zscore_1e-4": z(1e-4), "zscore_1e-9": z(1e-9),
+              "zscore_1e-5": torch.stack([_areal_normalize(row, [4], "group", "group", False, True, 1e-5) for row in R]),
+              "maxrl": torch.stack([_prime_maxrl(row, np.zeros(4)) for row in R]),
+              "maxrl_1e-6": torch.stack([_skyrl_maxrl(row, np.zeros(4)) for row in R]),
+              "batch_std": (R - R.mean(-1, keepdim=True)) / (R.std() + 1e-4),
+              "rloo": torch.stack([_verl_rloo_loop(row, np.zeros(4)) for row in R]),
+              "group_mean": torch.stack([_verl_grpo(row, np.zeros(4), norm=False) for row in R])}
+    for name, expected in theirs.items():
+        ours = torch.as_tensor(ESTIMATORS[name].advantage(R))
+        assert (ours - expected).abs().max().item() <= 1e-15 * max(1.0, expected.abs().max().item()), name
+    var = R.var(-1, keepdim=True)  # verl grpo_vectorized at b178a3c: the variance floored at 1e-6 (it binds here)
+    floored = (R - R.mean(-1, keepdim=True)) / (var.clamp(min=1e-6).sqrt() + 1e-6)
+    assert (torch.as_tensor(ESTIMATORS["zscore_floor"].advantage(R)) - floored).abs().max().item() <= 1e-15
+
+
 def _verl_masked_whiten(values, mask):
     """verl torch_functional.py:294-346: masked_mean divides by the count + 1e-8; Bessel; rsqrt(var + 1e-8)."""
     mean = (values * mask).sum() / (mask.sum() + 1e-8)
@@ -308,7 +332,7 @@ def test_prime_rl_length_penalty_and_rae_are_prime_rls():
 def test_openrlhf_length_shaping_is_openrlhfs():
     """OpenRLHF 3c3be62 length_penalty.py:41-56 and 83-103, one response at a time."""
     r = torch.tensor([1.0, 0.3, 1.0, 0.0, 0.7, 1.0], dtype=F64)
-    lengths = torch.tensor([100, 470, 500, 512, 300, 490])
+    lengths = torch.tensor([100, 470, 500, 512, 300, 530])  # 530: longer than max_new_tokens (its max_len fallback), the cap binds
     max_new, buf, factor = 512, 64, 0.7
     loop = r.clone()
     for j in range(6):

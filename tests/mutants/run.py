@@ -96,6 +96,7 @@ _REGISTRY = ("tests/test_gradient_weights.py", "tests/test_losses.py", suites("g
 # the torch forms: the losses' own tests, and the gradient-weights checks that read policy_loss
 _LOSS_FORMS = (*_losses("policy"), "tests/test_gradient_weights.py", suites("gradient_weights"))
 _OFF_POLICY = ("tests/test_off_policy.py", "numeric/off_policy/weights.py")
+_ESTIMATORS = ("tests/test_estimators.py", "numeric/losses/group_advantages.py", "numeric/losses/shaping.py")
 # the two tests that pin these edges (the variant suite as a whole takes minutes)
 # the finite-law checks whose interpolation step is exact in one case and to a tolerance in others
 _NUMERIC_ROUTE = ("tests/test_variants.py::test_the_numeric_route_gives_the_symbolic_verdict_where_both_run",)
@@ -477,6 +478,51 @@ MUTANTS = [
            'value = kl_estimate(delta.clamp(-20, 20), "k3")', _QUESTIONS, "verl's low_var_kl without its clamp at 10"),
     Mutant("kl_form_abs_once_tv", "derivations/trust_region.py", 'd.step(rows["abs"], 2 * rows["tv"],', 'd.step(rows["abs"], rows["tv"],',
            _QUESTIONS, "abs descends the total variation once, not twice"),
+    # -- the trainers' estimators and shaping (issue 29 item 2): each convention a trainer's code fixes
+    Mutant("singleton_rule_ignored", "numeric/losses/group_advantages.py", "out[rows[:, 0]] = c * s[rows[:, 0]]", "out[rows[:, 0]] = s[rows[:, 0]]",
+           _ESTIMATORS, "a lone answer gets c R (verl's raw reward, TRL's 0), not always its reward"),
+    Mutant("registry_verl_rloo_singleton_zero", "numeric/variants/estimators.py", 'Reading(\'adv_estimator "rloo"\', _cite("verl", VERL, f"{CORE}:587-636"), 1.0)',
+           'Reading(\'adv_estimator "rloo"\', _cite("verl", VERL, f"{CORE}:587-636"), 0.0)', _ESTIMATORS, "verl's rloo loop keeps a lone answer's raw reward"),
+    Mutant("registry_trl_eps_as_verls", "numeric/variants/estimators.py", 'partial(group_zscore_advantages, eps=1e-4, std="bessel"), (',
+           'partial(group_zscore_advantages, eps=1e-6, std="bessel"), (', _ESTIMATORS, "TRL's and ms-swift's std epsilon is 1e-4"),
+    Mutant("maxrl_guard_lets_negative_means", "numeric/losses/group_advantages.py", "keep = mean > 0", "keep = mean != 0",
+           _ESTIMATORS, "prime-rl gives a group whose mean is <= 0 zero advantages"),
+    Mutant("maxrl_divide_drops_eps", "numeric/losses/group_advantages.py", "out = centred / (mean + eps)", "out = centred / mean",
+           _ESTIMATORS, "SkyRL divides by the mean plus 1e-6"),
+    Mutant("gdpo_token_count_exact", "numeric/losses/group_advantages.py", "masked_whiten(tokens, mask, eps=whiten_eps, count_eps=1e-8)",
+           "masked_whiten(tokens, mask, eps=whiten_eps)", _ESTIMATORS, "verl's masked_mean divides by the count plus 1e-8"),
+    Mutant("gdpo_sequence_std_population", "numeric/losses/group_advantages.py", "centred / (centred.std() + whiten_eps)",
+           "centred / (centred.std(unbiased=False) + whiten_eps)", _ESTIMATORS, "TRL's and ms-swift's batch std is Bessel's"),
+    Mutant("whiten_count_eps_no_bessel", "numeric/losses/advantages.py", "/ (n + count_eps) * (n / (n - 1) if unbiased else 1)",
+           "/ (n + count_eps)", _ESTIMATORS, "verl's masked_var is Bessel-corrected after its count-eps mean"),
+    Mutant("areal_loo_singleton_zero_mean", "numeric/losses/group_advantages.py", "torch.where(n > 1, n - 1, torch.ones_like(n)), x)",
+           "torch.where(n > 1, n - 1, torch.ones_like(n)), torch.zeros_like(x))", _ESTIMATORS,
+           "AReaL's leave-one-out mean of a group of one is the answer itself (its advantage 0), not 0 (its raw reward)"),
+    Mutant("areal_std_around_the_batch_mean", "numeric/losses/group_advantages.py", "index_add_(0, sid, centred**2)",
+           "index_add_(0, sid, (x - x.mean()) ** 2)", _ESTIMATORS, "AReaL's std is taken around the chosen means (group mean, batch std: pooled)"),
+    Mutant("areal_singleton_std_zero", "numeric/losses/group_advantages.py", "(sq / torch.where(n > 1, n - 1, torch.ones_like(n))).sqrt(), torch.ones_like(n))",
+           "(sq / torch.where(n > 1, n - 1, torch.ones_like(n))).sqrt(), torch.zeros_like(n))", _ESTIMATORS, "AReaL's Bessel std of one element is 1"),
+    Mutant("length_penalty_not_by_pass_rate", "numeric/losses/group_advantages.py", "shaped = r - r.mean(-1, keepdim=True) * sum(terms)",
+           "shaped = r - sum(terms)", _ESTIMATORS, "prime-rl scales the length penalty by the group's mean reward"),
+    Mutant("rae_scored_after_update", "numeric/losses/group_advantages.py", "        out.append(x - b)\n        state[a] = d * b + (1.0 - d) * x",
+           "        state[a] = d * b + (1.0 - d) * x\n        out.append(x - state[a])", _ESTIMATORS,
+           "rae scores each answer before its reward enters the baseline (else the baseline holds the answer: biased)"),
+    Mutant("overlong_excess_unclipped", "numeric/losses/shaping.py", "torch.clamp(n.to(r) - (max_length - buffer), max=buffer)",
+           "(n.to(r) - (max_length - buffer))", _ESTIMATORS, "the overlong penalty stops at the buffer (at most factor)"),
+    Mutant("stop_properly_negative_scales", "numeric/losses/shaping.py", "shaped = torch.full_like(r, coef) if coef < 0 else coef * r",
+           "shaped = coef * r", _ESTIMATORS, "a negative coef sets a truncated answer's reward, it does not scale it"),
+    Mutant("kl_reward_count_exact", "numeric/losses/shaping.py", "(kl * mf).sum(-1) / (mf.sum(-1) + 1e-8)", "(kl * mf).sum(-1) / mf.sum(-1)",
+           _ESTIMATORS, "verl's current_kl divides each row by its count plus 1e-8"),
+    Mutant("kl_controller_clip_tenth", "numeric/losses/shaping.py", "np.clip(kl / self.target - 1, -0.2, 0.2)", "np.clip(kl / self.target - 1, -0.1, 0.1)",
+           _ESTIMATORS, "the adaptive controller clips the proportional error at 0.2"),
+    Mutant("opd_sign", "numeric/losses/shaping.py", 'out = a - coef * (ls - t["teacher_log_prob"])', 'out = a + coef * (ls - t["teacher_log_prob"])',
+           _ESTIMATORS, "OPD subtracts the student-teacher log-ratio (a reverse-KL descent)"),
+    Mutant("rlsd_sign_of_a_dropped", "numeric/losses/shaping.py", "torch.exp(torch.sign(a) * delta)", "torch.exp(delta)",
+           _ESTIMATORS, "RLSD's evidence weight flips with the sign of the advantage"),
+    Mutant("singleton_any_affine_unbiased", "numeric/variants/singleton.py", "if affine and c == 1:", "if affine:",
+           _ESTIMATORS, "a lone answer with c = 0 (no update) is scaled, not unbiased"),
+    Mutant("otb_default_tail_newest", "numeric/losses/advantages.py", 'tail = (align == "response") if handle_zero_tail is None',
+           "tail = True if handle_zero_tail is None", _losses("advantages"), "handle_zero_tail=None keeps verl b178a3c's defaults (a call keeps its number)"),
 ]
 
 
