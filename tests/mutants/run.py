@@ -47,6 +47,11 @@ The fifteen mutants of the trainers' questions (``mask_probe_row_against_itself`
 2026-12-05, branch questions (commit 03ca16b), run alone: 15/15 killed in 75 s.
 The execution check's four (issue 28: ``execution_tolerance_loosened``, ``execution_padding_split_skipped``,
 ``execution_sum_reduction_averaged``, ``execution_values_probe_ignored``), run alone on branch execution: 4/4 killed.
+Branch estimators (issue 29 item 2): its 22 mutants (a lone answer's rule, the registry's epsilons and rules, MaxRL's guard
+and epsilon, GDPO's batch steps, verl's count eps, AReaL's levels, the length penalty, rae's order, OpenRLHF's shaping,
+the KL in the reward and its controller, OPD's and RLSD's signs, check_singleton's verdict, OTB's default), run alone:
+22/22 killed in about 2.5 minutes (``overlong_excess_unclipped`` survived a first run, whose lengths never passed
+max_new_tokens; the transcription now has one that does).
 """
 
 from __future__ import annotations
