@@ -277,11 +277,13 @@ def _estimator_row(name: str) -> tuple:
 
 
 def certificate_table(kind: str = "loss") -> ReportTable:
-    r"""The certificate table of every ``"loss"`` or ``"advantage"`` the three trainers ship, computed now.
+    r"""The certificate table of every ``"loss"`` (verl, TRL, OpenRLHF) or ``"advantage"`` (every trainer read) the trainers ship, computed now.
 
     One row per trainer name: trainer, their name, the package's method, and
     the checker's findings on the package's implementation (see the module
-    docstring).  Prints as aligned text, renders as an HTML table.
+    docstring); an advantage row adds the trainer's rule for a group of one
+    answer and the commit and ``path:lines`` it was read at.  Prints as
+    aligned text, renders as an HTML table.
 
     Parameters
     ----------
@@ -293,8 +295,10 @@ def certificate_table(kind: str = "loss") -> ReportTable:
     >>> t = certificate_table("advantage")
     >>> t.header[:5]
     ('trainer', 'their name', 'package', 'verdict', 'c(p, G=4)')
-    >>> [row[3:5] for row in t.rows if row[2] == "rloo"]
+    >>> [row[3:5] for row in t.rows if row[2] == "rloo"][:2]
     [('unbiased', '1'), ('unbiased', '1')]
+    >>> [(row[0], row[6]) for row in t.rows if row[2] == "rloo"][:4]          # each trainer's rule for a group of one
+    [('verl', 'unbiased, c = 1'), ('verl', 'scaled, c = 0'), ('TRL', 'scaled, c = 0'), ('OpenRLHF', 'refused')]
     """
     header: tuple[str, ...]
     if kind == "loss":
@@ -329,7 +333,7 @@ def certificate_latex(kind: str = "loss") -> str:
     --------
     >>> from numeric.variants import certificate_latex
     >>> certificate_latex("advantage").splitlines()[0]
-    '\\begin{array}{llllll}'
+    '\\begin{array}{llllllll}'
     """
     table = certificate_table(kind)
     esc = lambda x: x.replace("\\", "/").replace("_", r"\_").replace("{", r"\{").replace("}", r"\}").replace("&", "and")  # noqa: E731
