@@ -87,6 +87,12 @@ def group_ids(index, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         raise TypeError(f"index must be a list, a numpy array or an integer tensor of group labels, got {type(index).__name__}")
     if labels.ndim != 1 or labels.shape[0] != n:
         raise ValueError(f"index must hold one label per response, shape ({n},), got {tuple(labels.shape)}")
+    if labels.dtype.kind in "iuU":  # one kind of label: numpy numbers them (sorted), then first appearance orders them
+        _, first_at, inverse = np.unique(labels, return_index=True, return_inverse=True)
+        rank = np.empty(len(first_at), dtype=np.int64)
+        rank[np.argsort(first_at, kind="stable")] = np.arange(len(first_at))
+        ids_t = torch.from_numpy(rank[inverse.reshape(-1)])
+        return ids_t, torch.bincount(ids_t, minlength=len(first_at))
     flat = labels.tolist()
     if any(isinstance(x, (bool, float, complex, np.floating)) or not isinstance(x, (numbers.Integral, str)) for x in flat):
         bad = next(x for x in flat if isinstance(x, (bool, float, complex, np.floating)) or not isinstance(x, (numbers.Integral, str)))

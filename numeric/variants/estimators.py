@@ -127,9 +127,11 @@ def _gdpo(**options) -> Callable:
 
 
 def _rae(rewards):
-    """prime-rl ``rae`` on each group in order, from a baseline of 0.3 left by earlier batches (decay 0.95)."""
+    """prime-rl ``rae`` on each group in order, from a baseline of 0.3 left by earlier batches (decay 0.95): each row its own agent."""
     r = _tensor(rewards)
-    return torch.stack([ema_baseline_advantages(row, baselines={"default": 0.3}).advantages for row in r])
+    agents = np.repeat(np.arange(r.shape[0]), r.shape[1]).tolist()
+    out = ema_baseline_advantages(r.reshape(-1), agents, baselines=dict.fromkeys(range(r.shape[0]), 0.3))
+    return torch.as_tensor(out.advantages).reshape(r.shape)
 
 
 def _cite(trainer: str, commit: str, where: str) -> Citation:
