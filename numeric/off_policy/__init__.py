@@ -55,6 +55,15 @@ thinking model", arXiv:2510.18855 (2025) (IcePop).
 """
 
 from . import suite  # noqa: F401  (registers the ``off_policy`` check suite)
+from .masks import (
+    REJECTION_METRICS,
+    loglinear_proximal_log_prob,
+    m2po_mask,
+    off_policy_sequence_mask,
+    outlier_sequence_mask,
+    rejection_sampling_weight,
+    trust_region_mask,
+)
 from .models import (
     SCHEMES,
     ChainMoments,
@@ -74,6 +83,7 @@ from .models import (
     truncation_bias,
     two_turn_agent,
 )
+from .rollout import ROLLOUT_RS_OPTIONS, SAFETY_BOUND, rollout_is_weights, rollout_rejection_mask
 from .weights import (
     CORRECTION_WEIGHTS,
     KL_REJECTION_LEVELS,
@@ -89,6 +99,17 @@ from .weights import (
 )
 
 __all__ = [
+    "REJECTION_METRICS",
+    "ROLLOUT_RS_OPTIONS",
+    "SAFETY_BOUND",
+    "loglinear_proximal_log_prob",
+    "m2po_mask",
+    "off_policy_sequence_mask",
+    "outlier_sequence_mask",
+    "rejection_sampling_weight",
+    "rollout_is_weights",
+    "rollout_rejection_mask",
+    "trust_region_mask",
     "CORRECTION_WEIGHTS",
     "KL_REJECTION_LEVELS",
     "batch_normalized_weights",

@@ -18,13 +18,35 @@ from .._validate import like, masked_inputs, require_mask, require_same_device, 
 
 def log_ratio(log_prob: Array, sampler_log_prob: Array, mask: Array) -> tuple[torch.Tensor, torch.Tensor, str, torch.dtype]:
     r"""``(d, m, kind, dtype)``: :math:`d_t = \log\pi - \log\mu` on the mask and 0 elsewhere (detached, compute dtype), the boolean mask, the caller's kind and dtype."""
+    lp, lmu, m, kind, dtype = log_probs(log_prob, sampler_log_prob, mask)
+    return lp - lmu, m, kind, dtype
+
+
+def log_probs(log_prob: Array, sampler_log_prob: Array, mask: Array) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, str, torch.dtype]:
+    r"""``(lp, lmu, m, kind, dtype)``: both log-probabilities on the mask and 0 elsewhere (detached, compute dtype), as :func:`log_ratio`."""
     require_mask(mask)
     require_same_device(log_prob=log_prob, sampler_log_prob=sampler_log_prob, mask=mask)
-    lp, _ = to_tensor("log_prob", log_prob)
+    raw, _ = to_tensor("log_prob", log_prob)
     t, m, kind = masked_inputs(mask, log_prob=log_prob, sampler_log_prob=sampler_log_prob)
-    if lp.ndim < 1:
+    if raw.ndim < 1:
         raise ValueError("log_prob must have a time dimension (the last one), got a scalar")
-    return (t["log_prob"] - t["sampler_log_prob"]).detach(), m, kind, lp.dtype
+    return t["log_prob"].detach(), t["sampler_log_prob"].detach(), m, kind, raw.dtype
+
+
+def with_advantages(log_prob: Array, sampler_log_prob: Array, advantages: Array, mask: Array) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, str, torch.dtype]:
+    r"""``(lp, lmu, A, m, kind, dtype)`` as :func:`log_probs`, with the advantages (``[batch]``, ``[batch, 1]`` or ``[batch, time]``) broadcast over the time axis."""
+    require_mask(mask)
+    require_same_device(log_prob=log_prob, sampler_log_prob=sampler_log_prob, advantages=advantages, mask=mask)
+    raw, _ = to_tensor("log_prob", log_prob)
+    A, _ = to_tensor("advantages", advantages)
+    if raw.ndim < 1:
+        raise ValueError("log_prob must have a time dimension (the last one), got a scalar")
+    if A.ndim == raw.ndim - 1:
+        A = A.unsqueeze(-1)
+    if A.ndim != raw.ndim or A.shape[:-1] != raw.shape[:-1] or A.shape[-1] not in (1, raw.shape[-1]):
+        raise ValueError(f"advantages must have shape {tuple(raw.shape[:-1])}, {tuple(raw.shape[:-1]) + (1,)} or {tuple(raw.shape)}, got {tuple(A.shape)}")
+    t, m, kind = masked_inputs(mask, log_prob=log_prob, sampler_log_prob=sampler_log_prob, advantages=A.expand(raw.shape))
+    return t["log_prob"].detach(), t["sampler_log_prob"].detach(), t["advantages"].detach(), m, kind, raw.dtype
 
 
 def out(kind: str, dtype: torch.dtype, values: torch.Tensor) -> Any:
