@@ -44,6 +44,7 @@ __all__ = [
     "k1_bands",
     "k3_directions",
     "k3_summands",
+    "k3_symbols",
     "loglinear_split",
     "m2_band",
     "max_k2_band",
@@ -213,6 +214,9 @@ def _S(e: sp.Expr) -> sp.Sum:
 
 
 _p, _q = sp.symbols(r"\pi \mu", positive=True)
+
+k3_symbols = (_p, _q)
+r"""The arguments of :func:`k3_summands`' expressions, in order: :math:`\pi`, :math:`\mu` (one outcome's probabilities)."""
 
 
 def k3_summands() -> dict[str, sp.Expr]:

@@ -55,7 +55,19 @@ thinking model", arXiv:2510.18855 (2025) (IcePop).
 """
 
 from . import suite  # noqa: F401  (registers the ``off_policy`` check suite)
-from .corrections import READINGS, RULES, M2POLimit, Reading, Rule, Setting, m2po_limit, reading_table, rule_moments, rule_table
+from .corrections import (
+    READINGS,
+    RULES,
+    M2POLimit,
+    Reading,
+    Rule,
+    Setting,
+    m2po_limit,
+    ppo_clip_weight,
+    reading_table,
+    rule_moments,
+    rule_table,
+)
 from .masks import (
     REJECTION_METRICS,
     loglinear_proximal_log_prob,

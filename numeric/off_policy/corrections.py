@@ -28,7 +28,6 @@ import torch
 from derivations.readings import Citation
 
 from .._validate import require_finite_real
-from ..losses import policy_weight
 from .masks import loglinear_proximal_log_prob, m2po_mask, off_policy_sequence_mask, rejection_sampling_weight, trust_region_mask
 from .models import Episodes, SchemeMoments, estimator_samples, sampler_moments, scheme_moments, tinylm_episodes
 from .rollout import rollout_is_weights, rollout_rejection_mask
@@ -132,10 +131,24 @@ def _verl(ep: Episodes, A: torch.Tensor, rollout_is: str | None = None, is_thres
     return v
 
 
+def _ppo_clip_weight(ratio: torch.Tensor, A: torch.Tensor, low: float, high: float, dual_clip: float | None = None) -> torch.Tensor:
+    r"""The gradient weight of PPO-clip at its ratio :math:`r`: :math:`r` unless the clip (or the dual clip) holds the loss constant.
+
+    :math:`r\,\mathbb 1[A > 0 \Rightarrow r \le 1 + arepsilon_h]\,\mathbb 1[A < 0 \Rightarrow 1 - arepsilon_l \le r \le c]`
+    (:func:`derivations.corrections.sign_aware_mask`; the registry's derived weight,
+    :func:`numeric.policy_weight` ``("ppo", ...)``, agrees off the kinks).  ``ratio`` is
+    ``[E, T]`` (0 on masked slots), ``A`` ``[E]``.
+    """
+    A = A[:, None].expand_as(ratio)
+    dropped = ((A > 0) & (ratio > 1 + high)) | ((A < 0) & (ratio < 1 - low))
+    if dual_clip is not None:
+        dropped = dropped | ((A < 0) & (ratio > dual_clip))
+    return torch.where(dropped, torch.zeros_like(ratio), ratio)
+
+
 def _bypass_ppo_clip(ep: Episodes, A: torch.Tensor) -> torch.Tensor:
     """PPO-clip with the sampler's log-probs as the old ones: the ratio pi/mu, clipped at 0.2, dual clip 3 (verl's defaults)."""
-    lp, lmu, m = _lp(ep)
-    return policy_weight("ppo", lp, lmu, A, m, eps_low=0.2, eps_high=0.2, dual_clip=3.0)
+    return _ppo_clip_weight(token_ratio(*_lp(ep)), A, 0.2, 0.2, 3.0)
 
 
 def _sign_mask(ep: Episodes, A: torch.Tensor, **options) -> torch.Tensor:
@@ -177,7 +190,7 @@ def _loglinear(ep: Episodes, A: torch.Tensor, staleness: int = 2) -> torch.Tenso
     r"""AReaL's decoupled PPO with the log-linear proximal policy: PPO weight of r = pi/pi_prox (clip 0.4) times the behaviour weight (ratio <= 5)."""
     lp, lmu, m = _lp(ep)
     prox = loglinear_proximal_log_prob(lp, lmu, torch.full_like(lp, 10.0 - staleness), m, current_version=10)
-    return policy_weight("ppo", lp, prox, A, m, eps_low=0.4, eps_high=0.4) * rejection_sampling_weight(prox, lmu, m, upper=5.0)
+    return _ppo_clip_weight(token_ratio(lp, prox, m), A, 0.4, 0.4) * rejection_sampling_weight(prox, lmu, m, upper=5.0)
 
 
 def _opsm(ep: Episodes, A: torch.Tensor, delta: float) -> torch.Tensor:
