@@ -63,7 +63,6 @@ from .corrections import (
     Rule,
     Setting,
     m2po_limit,
-    ppo_clip_weight,
     reading_table,
     rule_moments,
     rule_table,
