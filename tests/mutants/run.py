@@ -214,7 +214,7 @@ MUTANTS = [
     Mutant("registry_clip_low_edge", "numeric/losses/policy.py", "live = torch.where(positive, r <= 1 + high, r >= 1 - low)",
            "live = torch.where(positive, r <= 1 + high, r > 1 - low)", (*_losses("policy"), "tests/test_mutant_gaps.py"), "PPO's torch form drops the gradient of A < 0 at r = 1 - eps_low exactly"),
     # -- sampler-correction weights: every masking band's inclusive edge (issue 16)
-    Mutant("token_mask_low_strict", "numeric/off_policy/weights.py", "_on_mask(m & (r >= low) &", "_on_mask(m & (r > low) &",
+    Mutant("token_mask_low_strict", "numeric/off_policy/weights.py", "on_mask(m & (r >= low) &", "on_mask(m & (r > low) &",
            _OFF_POLICY, "masked_token_ratio drops a ratio exactly at low"),
     Mutant("token_mask_high_strict", "numeric/off_policy/weights.py", "(r <= high), r))", "(r < high), r))",
            _OFF_POLICY, "masked_token_ratio (IcePop) drops a ratio exactly at high"),
