@@ -104,7 +104,7 @@ def _band(name: str, text: str, lower_allowed: bool, symmetric: bool) -> tuple[f
 
 def _rs_options(rollout_rs: object) -> list[str]:
     if not isinstance(rollout_rs, str):
-        raise TypeError(f"rollout_rs must be a str of comma-separated options such as 'token_k1,seq_max_k3', got {type(rollout_rs).__name__}")
+        raise TypeError(f"rollout_rs must be a str of comma-separated options of {ROLLOUT_RS_OPTIONS}, got {type(rollout_rs).__name__}")
     options: list[str] = []
     for option in (o.strip() for o in rollout_rs.split(",")):
         if option and option not in ROLLOUT_RS_OPTIONS:
