@@ -81,7 +81,7 @@ def k1_bands() -> Derivation:
     """
     a, b = sp.symbols("a b", real=True)
     d = Derivation("verl's k1 band is a reflected band on the log-ratio",
-                   assumptions=[r"$x = \log\rho$, $\rho = \pi/\mu$; verl's $k_1 = -x$, AReaL's $\texttt{kl\_k1} = x$",
+                   assumptions=[r"$x = \log\rho$, $\rho = \pi/\mu$; verl's $k_1 = -x$, AReaL's $\mathtt{kl\_k1} = x$",
                                 r"$a = \log l$, $b = \log u$", b > a])
     d.step((a <= -_x) & (-_x <= b), (-b <= _x) & (_x <= -a), r"multiply by $-1$: the band on $x$ is $[-b, -a]$", relation="<=>",
            proof=same_solutions(_x))

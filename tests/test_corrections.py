@@ -596,10 +596,30 @@ def test_m2po_two_readings_differ_and_the_limit_is_an_icepop_band(stale):
     assert everything.tie_fraction == 1.0 and torch.equal(everything.keep, stale.mask)
 
 
-def test_rule_tables_render():
-    rows = op.rule_table().split(r" \\ ")
-    assert len(rows) == 4 + len(op.RULES) and all(len(r.split(" & ")) == 6 for r in rows)
-    assert len(op.reading_table().split(r" \\ ")) == 1 + len(op.READINGS)
+def _top_level_rows(array: str) -> list[list[str]]:
+    """The rows and cells of a LaTeX array, split outside nested environments (as the chapter's latex-table directive splits them)."""
+    body = array[array.index("}", len(r"\begin{array}")) + 1 : -len(r"\end{array}")]
+    rows, cells, depth, start, i = [], [], 0, 0, 0
+    while i < len(body):
+        if body.startswith(r"\begin{", i) or body.startswith(r"\end{", i):
+            depth += 1 if body[i + 1] == "b" else -1
+        elif depth == 0 and body.startswith("\\\\", i):
+            rows.append([*cells, body[start:i].strip()])
+            cells, start, i = [], i + 2, i + 2
+            continue
+        elif depth == 0 and body[i] == "&" and body[i - 1] != "\\":
+            cells.append(body[start:i].strip())
+            start = i + 1
+        i += 1
+    return [*rows, [*cells, body[start:].strip()]]
+
+
+def test_rule_tables_render_one_row_per_rule():
+    rows = _top_level_rows(op.rule_table())
+    assert len(rows) == 4 + len(op.RULES) and {len(r) for r in rows} == {4}
+    assert [r[0][len(r"\text{"):].split(":")[0].replace(r"\_", "_") for r in rows[4:]] == list(op.RULES)
+    readings = _top_level_rows(op.reading_table())
+    assert len(readings) == 1 + len(op.READINGS) and {len(r) for r in readings} == {4}
 
 
 def test_models_refuse_bad_input(stale):

@@ -75,6 +75,11 @@ class Reading:
     bias: str
 
 
+def _lines(*parts: str) -> str:
+    """A formula on several lines of a table cell."""
+    return r"\begin{array}{l}" + r" \\ ".join(parts) + r"\end{array}"
+
+
 def _c(trainer: str, commit: str, where: str) -> Citation:
     return Citation(trainer, commit, where)
 
@@ -213,14 +218,14 @@ RULES: dict[str, Rule] = {
         r"\mathbb 1[1.001^{-1} \le \rho^{1/|o|} \le 0.999^{-1}]", partial(_verl, rollout_rs="seq_mean_k1", rs_threshold="0.999_1.001")),
     "verl K3-RS, token TIS": Rule(
         (_S('rollout_is="token", 2.0; rollout_rs="seq_mean_k3", 0.01 (preset decoupled_k3_rs_token_tis)', _c("verl", VERL, f"{_ALGO}:582-605; {_HELPER}:342-360")),),
-        r"\min(\rho_t, 2)\,\mathbb 1[\tfrac{1}{|o|}\sum_s k_{3,s} \le 0.01]", partial(_verl, rollout_is="token", rollout_rs="seq_mean_k3", rs_threshold=0.01)),
+        r"\min(\rho_t, 2)\,\mathbb 1[\overline{k_3} \le 0.01]", partial(_verl, rollout_is="token", rollout_rs="seq_mean_k3", rs_threshold=0.01)),
     "verl seq_max_k2 and token_k1, token TIS": Rule(
         (_S('rollout_is="token", 2.0; rollout_rs="token_k1,seq_max_k2", "0.5_2.0,0.02" (chained)', _c("verl", VERL, f"{_HELPER}:132-194, 279-284, 312-316, 361-380")),),
-        r"\min(\rho_t, 2)\,\mathbb 1[\tfrac12 \le \rho_t \le 2]\,\mathbb 1[\max_s |\log\rho_s| \le 0.2]",
+        _lines(r"\min(\rho_t, 2)\,\mathbb 1[\tfrac12 \le \rho_t \le 2]", r"\cdot\,\mathbb 1[\max_s |\log\rho_s| \le 0.2]"),
         partial(_verl, rollout_is="token", rollout_rs="token_k1,seq_max_k2", rs_threshold="0.5_2.0,0.02")),
     "verl bypass PPO-clip": Rule(
         (_S('bypass_mode=True, loss_type="ppo_clip" (preset bypass_ppo_clip); clip_ratio 0.2, clip_ratio_c 3.0', _c("verl", VERL, "verl/trainer/ppo/core_algos.py:1255-1279, 2412-2540")),),
-        r"\rho_t\,\mathbb 1[A > 0 \Rightarrow \rho_t \le 1.2]\,\mathbb 1[A < 0 \Rightarrow 0.8 \le \rho_t \le 3]", _bypass_ppo_clip),
+        _lines(r"\rho_t\,\mathbb 1[A > 0 \Rightarrow \rho_t \le 1.2]", r"\cdot\,\mathbb 1[A < 0 \Rightarrow 0.8 \le \rho_t \le 3]"), _bypass_ppo_clip),
     "verl bypass REINFORCE, sequence TIS": Rule(
         (_S('bypass_mode=True, loss_type="reinforce", rollout_is="sequence", 2.0 (preset bypass_pg_is)', _c("verl", VERL, f"{_ALGO}:352-370; verl/trainer/ppo/core_algos.py:2386-2388, 2516-2526")),),
         r"\min(\rho, 2)", partial(_verl, rollout_is="sequence")),
@@ -235,10 +240,10 @@ RULES: dict[str, Rule] = {
         r"\rho\,\mathbb 1[\rho \le 3]", lambda ep, A: masked_sequence_ratio(*_lp(ep), 0.0, 3.0)),
     "TRL OPSM (0.5) on the default": Rule(
         (_S("off_policy_mask_threshold=0.5 (the help text's example), on the default sequence_mask", _c("TRL", TRL, "trl/trainer/grpo_trainer.py:2920-2939, 3039-3052, 3111-3118")),),
-        r"\rho\,\mathbb 1[\rho \le 3]\,\mathbb 1[A \ge 0 \text{ or } \tfrac1{|o|}\sum_t \log\tfrac{\mu_t}{\pi_t} \le 0.5]", partial(_opsm, delta=0.5)),
+        _lines(r"\rho\,\mathbb 1[\rho \le 3]", r"\cdot\,\mathbb 1[A \ge 0 \text{ or } \tfrac1{|o|}\sum_t \log\tfrac{\mu_t}{\pi_t} \le 0.5]"), partial(_opsm, delta=0.5)),
     "TRL OPSM (0.05) on the default": Rule(
         (_S("off_policy_mask_threshold=0.05", _c("TRL", TRL, "trl/trainer/grpo_trainer.py:2920-2939")),),
-        r"\rho\,\mathbb 1[\rho \le 3]\,\mathbb 1[A \ge 0 \text{ or } \tfrac1{|o|}\sum_t \log\tfrac{\mu_t}{\pi_t} \le 0.05]", partial(_opsm, delta=0.05)),
+        _lines(r"\rho\,\mathbb 1[\rho \le 3]", r"\cdot\,\mathbb 1[A \ge 0 \text{ or } \tfrac1{|o|}\sum_t \log\tfrac{\mu_t}{\pi_t} \le 0.05]"), partial(_opsm, delta=0.05)),
     "SkyRL token TIS, geometric mask": Rule(
         (_S('tis_ratio_type="token" (cap 2.0), sequence_mask_metric="geometric" ([0.99, 1.01]) (skyrl/train/config/config.py:792-810)', _c("SkyRL", SKYRL, f"{_SKY}:24-72, 191-236")),),
         r"\min(\rho_t, 2)\,\mathbb 1[0.99 \le \rho^{1/|o|} \le 1.01]", partial(_skyrl, tis="token", mask="geometric")),
@@ -250,23 +255,23 @@ RULES: dict[str, Rule] = {
         r"\rho_t\,\mathbb 1[0.8 < \rho_t < 1.2]", _skyrl_rollout_is),
     "SkyRL dppo binary_kl (0.05)": Rule(
         (_S('policy_loss_type="dppo", dppo_type="binary_kl", delta 0.05 (the recommended KL value, skyrl/train/config/config.py:775-784)', _c("SkyRL", SKYRL, "skyrl/backends/skyrl_train/utils/ppo_utils.py:866-935")),),
-        r"\rho_t\,\mathbb 1[\text{not } (A\,(p - q) > 0,\ \mathrm{KL}_B > 0.05)]", partial(_sign_mask, low=0.05, high=0.05, divergence="binary_kl")),
+        _lines(r"\rho_t\,\mathbb 1[\text{not } (A\,(p - q) > 0,", r"\qquad \mathrm{KL}_B > 0.05)]"), partial(_sign_mask, low=0.05, high=0.05, divergence="binary_kl")),
     "prime-rl default": Rule(
         (_S("loss: default (dppo_mask_low = dppo_mask_high = 0.2), the policy-gradient part", _c("prime-rl", PRIME, "src/prime_rl/trainer/rl/loss.py:109-161")),
          _S('policy_loss_type="dppo", dppo_type="binary_tv" (delta 0.2)', _c("SkyRL", SKYRL, "skyrl/backends/skyrl_train/utils/ppo_utils.py:866-935"))),
-        r"\rho_t\,\mathbb 1[A > 0 \Rightarrow p - q \le 0.2]\,\mathbb 1[A < 0 \Rightarrow q - p \le 0.2]", _sign_mask),
+        _lines(r"\rho_t\,\mathbb 1[A > 0 \Rightarrow p - q \le 0.2]", r"\cdot\,\mathbb 1[A < 0 \Rightarrow q - p \le 0.2]"), _sign_mask),
     "prime-rl ipo": Rule(
         (_S("loss: ipo (ipo_threshold 0.1)", _c("prime-rl", PRIME, "src/prime_rl/trainer/rl/loss.py:164-196")),),
         r"\rho_t\,\mathbb 1[|p - q| \le 0.1]", lambda ep, A: token_ratio(*_lp(ep)) * trust_region_mask(*_lp(ep)[:2], None, ep.mask, low=0.1, high=0.1)),
     "AReaL KPop": Rule(
         (_S("rejection_sampling: metric=binary_kl, upper=2.0 (examples/math/gsm8k_kpop.yaml:76-80)", _c("AReaL", AREAL, f"{_AREAL_RS}; 440-449")),),
-        r"\rho_t\,\mathbb 1[\max(\mathrm{KL}_B(\pi_t\|\mu_t), \mathrm{KL}_B(\mu_t\|\pi_t)) \le 2]", partial(_areal, metric="binary_kl", upper=2.0)),
+        _lines(r"\rho_t\,\mathbb 1[\max(\mathrm{KL}_B(\pi_t\|\mu_t),", r"\qquad\mathrm{KL}_B(\mu_t\|\pi_t)) \le 2]"), partial(_areal, metric="binary_kl", upper=2.0)),
     "AReaL sequence ratio, mean": Rule(
         (_S("rejection_sampling: level=sequence, metric=ratio, agg=mean, upper=5.0", _c("AReaL", AREAL, "areal/utils/functional/functional.py:358-388")),),
         r"\rho^{1/|o|}\,\mathbb 1[\rho^{1/|o|} \le 5]", partial(_areal, level="sequence", upper=5.0)),
     "AReaL sequence kl_k3, mean": Rule(
         (_S("rejection_sampling: level=sequence, metric=kl_k3, agg=mean, upper=0.01", _c("AReaL", AREAL, "areal/utils/functional/functional.py:239-247, 358-388; areal/utils/data.py:1691-1694")),),
-        r"\rho_t\,\mathbb 1[\tfrac{1}{|o|}\sum_s (\rho_s^{-1} - 1 + \log\rho_s) \le 0.01]", partial(_areal, level="sequence", metric="kl_k3", upper=0.01)),
+        _lines(r"\rho_t\,\mathbb 1[\tfrac{1}{|o|}\sum_s (\rho_s^{-1} - 1", r"\qquad + \log\rho_s) \le 0.01]"), partial(_areal, level="sequence", metric="kl_k3", upper=0.01)),
     "AReaL M2PO, one sequence per micro-batch": Rule(
         (_S("m2_threshold=0.04, rejection ratio <= 5 (examples/math/gsm8k_m2po.yaml:76-87)", _c("AReaL", AREAL, "areal/trainer/ppo/actor.py:571-573, 933-1014")),),
         r"\rho_t\,\mathbb 1[\rho_t \le 5]\,\text{M2PO}_t", _m2po_per_sequence),
@@ -276,7 +281,7 @@ RULES: dict[str, Rule] = {
     "AReaL log-linear proximal, 2 steps stale": Rule(
         (_S("prox_logp_method=loglinear, eps_clip 0.4, rejection ratio <= 5 (examples/experimental/prox_approx/gsm8k_grpo_prox_approx.yaml:62-82)",
             _c("AReaL", AREAL, "areal/trainer/ppo/actor.py:768-848; areal/utils/functional/functional.py:536-571")),),
-        r"\rho_t\,\mathrm{keep}_{\mathrm{PPO}}(\rho_t^{1/2}, A)\,\mathbb 1[\rho_t^{1/2} \le 5]", _loglinear),
+        _lines(r"\rho_t\,\mathrm{keep}_{\mathrm{PPO}}(\rho_t^{1/2}, A)", r"\cdot\,\mathbb 1[\rho_t^{1/2} \le 5]"), _loglinear),
 }
 r"""The correction rules beyond :data:`READINGS`: name -> :class:`Rule`, each with its trainers' settings and citations."""
 
@@ -392,15 +397,17 @@ def rule_table() -> str:
     """
     episodes = [tinylm_episodes(z) for z in MISMATCHES]
     head = [_text("rule (trainer, setting, commit, file:lines)"), r"\text{weight } v_t"]
-    head += [c for z in MISMATCHES for c in (rf"\text{{bias at }}\zeta = {z}", rf"\text{{variance at }}\zeta = {z}")]
+    head += [rf"\text{{bias / variance, }}\zeta = {z}" for z in MISMATCHES]
+
+    def cells(moments: list[SchemeMoments]) -> list[str]:
+        return [rf"{s.bias:.4f}\ /\ {s.variance:.3f}" for s in moments]
+
     rows = [" & ".join(head)]
     for name, weight in (("no correction", "1"), ("token IS", r"\rho_t"), ("sequence IS", r"\rho")):   # chapter 7's schemes, for reference
-        cells = [c for ep in episodes for s in (scheme_moments(ep, name),) for c in (f"{s.bias:.4f}", f"{s.variance:.3f}")]
-        rows.append(" & ".join([_text(name + " (for reference)"), weight, *cells]))
+        rows.append(" & ".join([_text(name + " (for reference)"), weight, *cells([scheme_moments(ep, name) for ep in episodes])]))
     for name, rule in RULES.items():
-        cells = [c for ep in episodes for s in (rule_moments(ep, name),) for c in (f"{s.bias:.4f}", f"{s.variance:.3f}")]
-        rows.append(" & ".join([_text(f"{name}: {_cited(rule.settings)}"), rule.formula, *cells]))
-    return r"\begin{array}{llllll}" + r" \\ ".join(rows) + r"\end{array}"
+        rows.append(" & ".join([_text(f"{name}: {_cited(rule.settings)}"), rule.formula, *cells([rule_moments(ep, name) for ep in episodes])]))
+    return r"\begin{array}{llll}" + r" \\ ".join(rows) + r"\end{array}"
 
 
 def reading_table() -> str:

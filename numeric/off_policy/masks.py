@@ -90,9 +90,9 @@ def rejection_sampling_weight(log_prob: ArrayT, sampler_log_prob: Array, mask: A
 
     .. math::
 
-        \texttt{ratio} = e^{x_t}, \quad \texttt{kl\_k1} = x_t, \quad \texttt{kl\_k2} = \tfrac12 x_t^2, \quad
-        \texttt{kl\_k3} = e^{-x_t} - 1 + x_t, \quad
-        \texttt{binary\_kl} = \max\bigl(\mathrm{KL}_B(\pi_t\|\mu_t), \mathrm{KL}_B(\mu_t\|\pi_t)\bigr),
+        \mathtt{ratio} = e^{x_t}, \quad \mathtt{kl\_k1} = x_t, \quad \mathtt{kl\_k2} = \tfrac12 x_t^2, \quad
+        \mathtt{kl\_k3} = e^{-x_t} - 1 + x_t, \quad
+        \mathtt{binary\_kl} = \max\bigl(\mathrm{KL}_B(\pi_t\|\mu_t), \mathrm{KL}_B(\mu_t\|\pi_t)\bigr),
 
     kept when it lies in :math:`[\text{lower}, \text{upper}]` (``lower=None``: no lower
     bound).  **Two signs differ from verl's** (:func:`numeric.off_policy.rollout_rejection_mask`):

@@ -133,8 +133,8 @@ def rollout_is_weights(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, *
     .. math::
 
         v_t = \begin{cases} \min(\rho, u) & \text{threshold } u \text{ (TIS)} \\
-              \rho\,\mathbb 1[l \le \rho \le u] & \text{threshold } \texttt{"l\_u"} \text{ (IcePop)} \end{cases}
-        \qquad \rho = \begin{cases} e^{\lambda_t} & \texttt{"token"} \\ e^{\operatorname{clamp}(\sum_s m_s (\log\pi_s - \log\mu_s),\, \pm 20)} & \texttt{"sequence"} \end{cases}
+              \rho\,\mathbb 1[l \le \rho \le u] & \text{threshold } \mathtt{"l\_u"} \text{ (IcePop)} \end{cases}
+        \qquad \rho = \begin{cases} e^{\lambda_t} & \mathtt{"token"} \\ e^{\operatorname{clamp}(\sum_s m_s (\log\pi_s - \log\mu_s),\, \pm 20)} & \mathtt{"sequence"} \end{cases}
 
     The sequence ratio is the **product** of the token ratios (TRL and SkyRL
     agree; OpenRLHF's ``seq-mask-tis``, ms-swift and AReaL's sequence weight
