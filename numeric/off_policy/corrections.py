@@ -274,7 +274,7 @@ RULES: dict[str, Rule] = {
         _lines(r"\rho_t\,\mathbb 1[\tfrac{1}{|o|}\sum_s (\rho_s^{-1} - 1", r"\qquad + \log\rho_s) \le 0.01]"), partial(_areal, level="sequence", metric="kl_k3", upper=0.01)),
     "AReaL M2PO, one sequence per micro-batch": Rule(
         (_S("m2_threshold=0.04, rejection ratio <= 5 (examples/math/gsm8k_m2po.yaml:76-87)", _c("AReaL", AREAL, "areal/trainer/ppo/actor.py:571-573, 933-1014")),),
-        r"\rho_t\,\mathbb 1[\rho_t \le 5]\,\text{M2PO}_t", _m2po_per_sequence),
+        r"\rho_t\,\mathbb 1[\rho_t \le 5]\,\mathbb 1[(\log\rho_t)^2 \le c_{\text{sequence}}]", _m2po_per_sequence),
     "AReaL M2PO, large micro-batch": Rule(
         (_S("the same, in the limit of a large micro-batch", _c("AReaL", AREAL, "areal/trainer/ppo/actor.py:933-1014")),),
         r"\rho_t\,\mathbb 1[\rho_t \le 5]\,\mathbb 1[(\log\rho_t)^2 \le c^*]", _m2po_large),
@@ -397,10 +397,10 @@ def rule_table() -> str:
     """
     episodes = [tinylm_episodes(z) for z in MISMATCHES]
     head = [_text("rule (trainer, setting, commit, file:lines)"), r"\text{weight } v_t"]
-    head += [rf"\text{{bias / variance, }}\zeta = {z}" for z in MISMATCHES]
+    head += [rf"\zeta = {z}\text{{: bias, variance}}" for z in MISMATCHES]
 
     def cells(moments: list[SchemeMoments]) -> list[str]:
-        return [rf"{s.bias:.4f}\ /\ {s.variance:.3f}" for s in moments]
+        return [_lines(f"{s.bias:.4f}", f"{s.variance:.3f}") for s in moments]
 
     rows = [" & ".join(head)]
     for name, weight in (("no correction", "1"), ("token IS", r"\rho_t"), ("sequence IS", r"\rho")):   # chapter 7's schemes, for reference
