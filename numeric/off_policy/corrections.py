@@ -391,9 +391,10 @@ def rule_table() -> str:
 
     Examples
     --------
-    >>> from numeric.off_policy import RULES, rule_table
-    >>> len(rule_table().split(r" \\ ")) == 1 + 3 + len(RULES)     # the header, three reference rows, one row per rule
-    True
+    >>> from numeric.off_policy import rule_table
+    >>> table = rule_table()
+    >>> table.startswith(r"\begin{array}{llll}"), "verl Seq-MIS" in table
+    (True, True)
     """
     episodes = [tinylm_episodes(z) for z in MISMATCHES]
     head = [_text("rule (trainer, setting, commit, file:lines)"), r"\text{weight } v_t"]
