@@ -676,3 +676,37 @@ def test_a_slip_in_a_correction_derivation_fails(make, step, wrong):
     d = make()
     with pytest.raises(DerivationError):
         d.replaced(step, rhs=wrong(d)).verify()
+
+
+# -- the edges: each rule keeps (or drops) a statistic exactly at its threshold as its trainer does -------------------------
+
+
+def test_edges_are_the_trainers():
+    """p - q = 0.25 exactly (exp(log 0.75) = 0.75 and exp(log 0.5) = 0.5 in fp64): kept by the strict masks of prime-rl and SkyRL."""
+    lp, lmu, m = torch.log(torch.tensor([[0.75, 0.5]], dtype=F64)), torch.log(torch.tensor([[0.5, 0.75]], dtype=F64)), torch.ones(1, 2)
+    assert float(lp.exp()[0, 0] - lmu.exp()[0, 0]) == 0.25
+    assert op.trust_region_mask(lp, lmu, torch.tensor([1.0]), m, high=0.25).tolist() == [[1.0, 1.0]]
+    assert op.trust_region_mask(lp, lmu, torch.tensor([1.0]), m, high=math.nextafter(0.25, 0)).tolist() == [[0.0, 1.0]]
+    assert op.trust_region_mask(lp, lmu, torch.tensor([-1.0]), m, low=0.25).tolist() == [[1.0, 1.0]]
+    assert op.trust_region_mask(lp, lmu, None, m, low=math.nextafter(0.25, 0), high=0.25).tolist() == [[1.0, 0.0]]
+    # OPSM keeps a mean log(mu/pi) exactly at delta: log(0.5/0.75) + log(0.75/0.5) = 0 exactly
+    assert op.off_policy_sequence_mask(lp, lmu, torch.tensor([-1.0]), m, delta=0.0).tolist() == [[1.0, 1.0]]
+    assert op.off_policy_sequence_mask(lp, lmu, torch.tensor([-1.0]), m, delta=-1e-300).tolist() == [[0.0, 0.0]]
+    # SkyRL's outlier band keeps a ratio exactly at low or high (ratios 1.5 and 2/3)
+    rho = op.token_ratio(lp, lmu, m)
+    assert op.outlier_sequence_mask(lp, lmu, m, low=float(rho[0, 1]), high=float(rho[0, 0])).tolist() == [[1.0, 1.0]]
+    assert op.outlier_sequence_mask(lp, lmu, m, high=math.nextafter(float(rho[0, 0]), 0)).tolist() == [[0.0, 0.0]]
+    assert op.outlier_sequence_mask(lp, lmu, m, low=math.nextafter(float(rho[0, 1]), 1)).tolist() == [[0.0, 0.0]]
+    # AReaL keeps a metric exactly at upper and at lower
+    assert op.rejection_sampling_weight(lp, lmu, m, upper=float(rho[0, 0]), lower=float(rho[0, 1])).tolist() == rho.tolist()
+    assert op.rejection_sampling_weight(lp, lmu, m, upper=math.nextafter(float(rho[0, 0]), 0)).tolist() == [[0.0, float(rho[0, 1])]]
+
+
+def test_verl_keeps_a_statistic_exactly_at_either_log_edge():
+    """lambda = log 2 exactly (log 0.5 - log 0.25): k1 = -log 2 = log 0.5, verl's lower edge; the IcePop weight 2 = its upper edge."""
+    lp, lmu, m = torch.log(torch.tensor([[0.5, 0.25]], dtype=F64)), torch.log(torch.tensor([[0.25, 0.5]], dtype=F64)), torch.ones(1, 2)
+    assert op.rollout_rejection_mask(lp, lmu, m, rollout_rs="token_k1", rollout_rs_threshold="0.5_2.0").tolist() == [[1.0, 1.0]]
+    assert op.rollout_rejection_mask(lp, lmu, m, rollout_rs="token_k1", rollout_rs_threshold=f"{math.nextafter(0.5, 1)}_2.0").tolist() == [[0.0, 1.0]]
+    assert op.rollout_rejection_mask(lp, lmu, m, rollout_rs="token_k2", rollout_rs_threshold=0.5 * math.log(2) ** 2).tolist() == [[1.0, 1.0]]
+    assert op.rollout_is_weights(lp, lmu, m, rollout_is_threshold="0.5_2.0").tolist() == [[2.0, 0.5]]
+    assert op.rollout_is_weights(lp, lmu, m, rollout_is_threshold=f"{math.nextafter(0.5, 1)}_{math.nextafter(2.0, 0)}").tolist() == [[0.0, 0.0]]
