@@ -710,3 +710,21 @@ def test_verl_keeps_a_statistic_exactly_at_either_log_edge():
     assert op.rollout_rejection_mask(lp, lmu, m, rollout_rs="token_k2", rollout_rs_threshold=0.5 * math.log(2) ** 2).tolist() == [[1.0, 1.0]]
     assert op.rollout_is_weights(lp, lmu, m, rollout_is_threshold="0.5_2.0").tolist() == [[2.0, 0.5]]
     assert op.rollout_is_weights(lp, lmu, m, rollout_is_threshold=f"{math.nextafter(0.5, 1)}_{math.nextafter(2.0, 0)}").tolist() == [[0.0, 0.0]]
+
+
+def test_verl_clamps_the_sequence_log_ratio_after_the_sum():
+    """Three tokens of log-ratio 8: verl's sequence weight is e^20 (the sum 24 clamped), not e^24; below the clamp nothing changes."""
+    lp, lmu, m = torch.zeros(1, 3, dtype=F64), torch.full((1, 3), -8.0, dtype=F64), torch.ones(1, 3)
+    w = op.rollout_is_weights(lp, lmu, m, rollout_is="sequence", rollout_is_threshold=1e30)
+    assert torch.equal(w, torch.full((1, 3), math.exp(20.0), dtype=F64))
+    assert torch.equal(op.rollout_is_weights(lp, lmu, m, rollout_is="token", rollout_is_threshold=1e30), torch.full((1, 3), math.exp(8.0), dtype=F64))
+
+
+def test_verl_bypass_dual_clip_drops_a_negative_advantage_token_above_c():
+    """A < 0 and ratios 4, 2, 0.5: the dual clip (c = 3) drops the 4, the clip the 0.5; the 2 keeps its ratio."""
+    lp = torch.log(torch.tensor([[0.8, 0.4, 0.1]], dtype=F64))
+    lmu = torch.log(torch.tensor([[0.2, 0.2, 0.2]], dtype=F64))
+    m, adv = torch.ones(1, 3, dtype=torch.bool), torch.tensor([-1.0], dtype=F64)
+    mine = corrections._ppo_clip_weight(op.token_ratio(lp, lmu, m), adv, 0.2, 0.2, 3.0)
+    assert float((mine - torch.tensor([[0.0, 2.0, 0.0]], dtype=F64)).abs().max()) < 1e-15
+    assert float((mine - _trainer_verl_vanilla_weight(lp, lmu, adv, m)).abs().max()) < 1e-15
