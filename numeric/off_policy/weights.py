@@ -36,13 +36,10 @@ the cap is the cap on either reading, so it has no edge to choose.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from .._types import Array, ArrayT
 from .._validate import (
-    like,
     masked_inputs,
     require_band,
     require_cap,
@@ -52,6 +49,7 @@ from .._validate import (
     to_tensor,
 )
 from ..trust_region import kl_k1, kl_k2, kl_k3
+from ._tokens import log_ratio, on_mask, out, per_sequence
 
 __all__ = [
     "CORRECTION_WEIGHTS",
@@ -66,34 +64,6 @@ __all__ = [
     "truncated_sequence_ratio",
     "truncated_token_ratio",
 ]
-
-# ------------------------------------------------------------------ inputs
-
-
-def _log_ratio(log_prob: Array, sampler_log_prob: Array, mask: Array) -> tuple[torch.Tensor, torch.Tensor, str, torch.dtype]:
-    r"""``(d, m, kind, dtype)``: :math:`d_t = \log\pi - \log\mu` on the mask and 0 elsewhere (detached, compute dtype), the boolean mask, the caller's kind and dtype."""
-    require_mask(mask)
-    require_same_device(log_prob=log_prob, sampler_log_prob=sampler_log_prob, mask=mask)
-    lp, _ = to_tensor("log_prob", log_prob)
-    t, m, kind = masked_inputs(mask, log_prob=log_prob, sampler_log_prob=sampler_log_prob)
-    if lp.ndim < 1:
-        raise ValueError("log_prob must have a time dimension (the last one), got a scalar")
-    return (t["log_prob"] - t["sampler_log_prob"]).detach(), m, kind, lp.dtype
-
-
-def _out(kind: str, dtype: torch.dtype, values: torch.Tensor) -> Any:
-    """The caller's kind (numpy or torch, so typed ``Any``) and dtype."""
-    return like(kind, values.to(dtype))
-
-
-def _on_mask(m: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    return torch.where(m, values, torch.zeros((), dtype=values.dtype, device=values.device))
-
-
-def _per_sequence(m: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """``[..., 1]`` per-sequence values broadcast over the sequence's masked tokens."""
-    return _on_mask(m, values.expand(m.shape))
-
 
 # ----------------------------------------------------------------- weights
 
@@ -125,8 +95,8 @@ def token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array) -> Array
     >>> token_ratio(lp, lmu, np.array([[1, 1, 0]])).round(6).tolist()
     [[2.0, 0.5, 0.0]]
     """
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    return _out(kind, dtype, _on_mask(m, d.exp()))
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
+    return out(kind, dtype, on_mask(m, d.exp()))
 
 
 def sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array) -> ArrayT:
@@ -155,8 +125,8 @@ def sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array) -> Ar
     >>> sequence_ratio(lp, lmu, np.array([[1, 1, 0]])).round(6).tolist()
     [[1.0, 1.0, 0.0]]
     """
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    return _out(kind, dtype, _per_sequence(m, d.sum(-1, keepdim=True).exp()))
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
+    return out(kind, dtype, per_sequence(m, d.sum(-1, keepdim=True).exp()))
 
 
 def truncated_token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, cap: float = 2.0, floor: float = 0.0) -> ArrayT:
@@ -186,8 +156,8 @@ def truncated_token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array
     floor = require_nonnegative("floor", floor)
     if not floor < cap:
         raise ValueError(f"floor must be < cap (the ratio is clamped to [floor, cap]), got floor={floor}, cap={cap}")
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    return _out(kind, dtype, _on_mask(m, d.exp().clamp(min=floor, max=cap)))
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
+    return out(kind, dtype, on_mask(m, d.exp().clamp(min=floor, max=cap)))
 
 
 def truncated_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, cap: float = 2.0, floor: float = 0.0) -> ArrayT:
@@ -215,8 +185,8 @@ def truncated_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Ar
     floor = require_nonnegative("floor", floor)
     if not floor < cap:
         raise ValueError(f"floor must be < cap (the ratio is clamped to [floor, cap]), got floor={floor}, cap={cap}")
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    return _out(kind, dtype, _per_sequence(m, d.sum(-1, keepdim=True).exp().clamp(min=floor, max=cap)))
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
+    return out(kind, dtype, per_sequence(m, d.sum(-1, keepdim=True).exp().clamp(min=floor, max=cap)))
 
 
 def masked_token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, low: float = 0.5, high: float = 2.0) -> ArrayT:
@@ -237,10 +207,10 @@ def masked_token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, l
     >>> masked_token_ratio(lp, lmu, np.ones((1, 3)), low=0.5, high=2.0).round(6).tolist()
     [[0.0, 0.5, 1.0]]
     """
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
     low, high = require_band(low, high)
     r = d.exp()
-    return _out(kind, dtype, _on_mask(m & (r >= low) & (r <= high), r))
+    return out(kind, dtype, on_mask(m & (r >= low) & (r <= high), r))
 
 
 def masked_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, low: float = 0.0, high: float = 2.0) -> ArrayT:
@@ -259,10 +229,10 @@ def masked_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array
     >>> masked_sequence_ratio(lp, lmu, np.ones((2, 2)), high=2.0).tolist()
     [[0.0, 0.0], [1.0, 1.0]]
     """
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
     low, high = require_band(low, high)
     r = d.sum(-1, keepdim=True).exp()
-    return _out(kind, dtype, _per_sequence(m, torch.where((r >= low) & (r <= high), r, torch.zeros_like(r))))
+    return out(kind, dtype, per_sequence(m, torch.where((r >= low) & (r <= high), r, torch.zeros_like(r))))
 
 
 def geometric_sequence_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, low: float = 0.5, high: float = 2.0) -> ArrayT:
@@ -285,12 +255,12 @@ def geometric_sequence_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Arr
     >>> geometric_sequence_mask(lp, lmu, np.ones((2, 2)), low=0.8, high=1.25).tolist()
     [[1.0, 1.0], [0.0, 0.0]]
     """
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
     low, high = require_band(low, high)
     n = m.sum(-1, keepdim=True).clamp(min=1).to(d.dtype)
     g = (d.sum(-1, keepdim=True) / n).exp()
     keep = ((g >= low) & (g <= high)).to(d.dtype)
-    return _out(kind, dtype, _per_sequence(m, keep))
+    return out(kind, dtype, per_sequence(m, keep))
 
 
 _KL = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
@@ -364,18 +334,18 @@ def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, th
     if level not in KL_REJECTION_LEVELS:
         raise ValueError(f"level must be one of {KL_REJECTION_LEVELS}, got {level!r}")
     threshold = require_nonnegative("threshold", threshold)
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
     zero = torch.zeros_like(d)
-    per_token = _on_mask(m, _KL[estimator](-d, zero))  # log_prob = log mu, ref = log pi
+    per_token = on_mask(m, _KL[estimator](-d, zero))  # log_prob = log mu, ref = log pi
     if level == "token":
-        return _out(kind, dtype, _on_mask(m, (per_token <= threshold).to(d.dtype)))
+        return out(kind, dtype, on_mask(m, (per_token <= threshold).to(d.dtype)))
     if level == "seq_sum":
         stat = per_token.sum(-1, keepdim=True)
     elif level == "seq_mean":
         stat = per_token.sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1).to(d.dtype)
     else:
         stat = torch.where(m, per_token, -torch.inf).amax(-1, keepdim=True).clamp(min=0) if m.shape[-1] else zero.sum(-1, keepdim=True)
-    return _out(kind, dtype, _per_sequence(m, (stat <= threshold).to(d.dtype)))
+    return out(kind, dtype, per_sequence(m, (stat <= threshold).to(d.dtype)))
 
 
 def batch_normalized_weights(weights: ArrayT, mask: Array, *, level: str = "token", eps: float = 1e-8) -> ArrayT:
@@ -440,7 +410,7 @@ def batch_normalized_weights(weights: ArrayT, mask: Array, *, level: str = "toke
         row_mean = w.sum(-1, keepdim=True) / n.clamp(min=1)
         mean = row_mean.sum(-2, keepdim=True) / rows.sum(-2, keepdim=True).clamp(min=1) if w.ndim > 1 else row_mean
     scaled = torch.where(mean > eps, w / torch.where(mean > eps, mean, torch.ones_like(mean)), w)
-    return _out(kind, raw.dtype, _on_mask(m, scaled))
+    return out(kind, raw.dtype, on_mask(m, scaled))
 
 
 CORRECTION_WEIGHTS = (

@@ -52,6 +52,10 @@ and epsilon, GDPO's batch steps, verl's count eps, AReaL's levels, the length pe
 the KL in the reward and its controller, OPD's and RLSD's signs, check_singleton's verdict, OTB's default), run alone:
 22/22 killed in about 2.5 minutes (``overlong_excess_unclipped`` survived a first run, whose lengths never passed
 max_new_tokens; the transcription now has one that does).
+Branch corrections (issue 29, the trainers' rejection rules): the 31 new mutants of ``numeric/off_policy/rollout.py``,
+``masks.py``, ``corrections.py`` and ``derivations/corrections.py`` (``verl_k1_sign`` ... ``k3_summand_sign``), 29/31
+killed at first in 4.4 minutes at nice 19; the two survivors (``verl_sequence_clamp_per_token``, ``bypass_dual_clip_side``)
+were killed by two new tests; and the eleven older mutants of ``weights.py``, whose helper names moved: 11/11 killed.
 """
 
 from __future__ import annotations
@@ -102,6 +106,8 @@ _REGISTRY = ("tests/test_gradient_weights.py", "tests/test_losses.py", suites("g
 _LOSS_FORMS = (*_losses("policy"), "tests/test_gradient_weights.py", suites("gradient_weights"))
 _OFF_POLICY = ("tests/test_off_policy.py", "numeric/off_policy/weights.py")
 _ESTIMATORS = ("tests/test_estimators.py", "numeric/losses/group_advantages.py", "numeric/losses/shaping.py")
+# the trainers' rejection rules (issue 29): their transcription tests, the off_policy suite, the module's doctests
+_RULES = ("tests/test_corrections.py", suites("off_policy"))
 # the two tests that pin these edges (the variant suite as a whole takes minutes)
 # the finite-law checks whose interpolation step is exact in one case and to a tolerance in others
 _NUMERIC_ROUTE = ("tests/test_variants.py::test_the_numeric_route_gives_the_symbolic_verdict_where_both_run",)
@@ -227,7 +233,7 @@ MUTANTS = [
     Mutant("registry_clip_low_edge", "numeric/losses/policy.py", "live = torch.where(positive, r <= 1 + high, r >= 1 - low)",
            "live = torch.where(positive, r <= 1 + high, r > 1 - low)", (*_losses("policy"), "tests/test_mutant_gaps.py"), "PPO's torch form drops the gradient of A < 0 at r = 1 - eps_low exactly"),
     # -- sampler-correction weights: every masking band's inclusive edge (issue 16)
-    Mutant("token_mask_low_strict", "numeric/off_policy/weights.py", "_on_mask(m & (r >= low) &", "_on_mask(m & (r > low) &",
+    Mutant("token_mask_low_strict", "numeric/off_policy/weights.py", "on_mask(m & (r >= low) &", "on_mask(m & (r > low) &",
            _OFF_POLICY, "masked_token_ratio drops a ratio exactly at low"),
     Mutant("token_mask_high_strict", "numeric/off_policy/weights.py", "(r <= high), r))", "(r < high), r))",
            _OFF_POLICY, "masked_token_ratio (IcePop) drops a ratio exactly at high"),
@@ -249,6 +255,73 @@ MUTANTS = [
            _OFF_POLICY, "truncated_sequence_ratio's floor raises the small sequence ratios"),
     Mutant("batch_norm_token_mean_over_rows", "numeric/off_policy/weights.py", "mean = w.sum((-2, -1), keepdim=True) / n.sum(-2, keepdim=True).clamp(min=1)",
            "mean = w.sum((-2, -1), keepdim=True) / n.shape[-2]", _OFF_POLICY, "token-level batch normalisation averages over tokens, not rows"),
+    # -- the trainers' rejection and masking rules (issue 29): a sign, a side, an edge, product vs geometric, max vs mean
+    Mutant("verl_k1_sign", "numeric/off_policy/rollout.py", 'per_token = {"k1": -lam,', 'per_token = {"k1": lam,',
+           (*_RULES, "numeric/off_policy/rollout.py"), "verl's k1 read as +log rho (AReaL's sign): its band bounds rho, not 1/rho"),
+    Mutant("verl_k1_band_edge", "numeric/off_policy/rollout.py", "kept = (stat >= math.log(lower)) &", "kept = (stat > math.log(lower)) &",
+           _RULES, "verl's k1 band drops a statistic exactly at log(lower)"),
+    Mutant("verl_threshold_side", "numeric/off_policy/rollout.py", "kept = stat <= upper", "kept = stat >= upper",
+           (*_RULES, "numeric/off_policy/rollout.py"), "verl's k2/k3 criteria keep the tokens above the threshold"),
+    Mutant("verl_seq_max_as_mean", "numeric/off_policy/rollout.py", "top = torch.where(m, stat, -torch.inf).amax(-1, keepdim=True)",
+           "top = stat.sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1)", _RULES, "seq_max reduces by the mean, not the maximum"),
+    Mutant("verl_seq_mean_as_sum", "numeric/off_policy/rollout.py", "/ (m.sum(-1, keepdim=True).to(stat.dtype) + 1e-8)", "/ 1.0",
+           _RULES, "seq_mean sums the statistic"),
+    Mutant("verl_chain_or", "numeric/off_policy/rollout.py", "keep = keep & kept.expand(m.shape)", "keep = kept.expand(m.shape)",
+           (*_RULES, "numeric/off_policy/rollout.py"), "chained criteria: only the last one counts"),
+    Mutant("verl_single_k1_bound", "numeric/off_policy/rollout.py", "lower = 1.0 / upper if symmetric else None", "lower = 0.5 / upper if symmetric else None",
+           _RULES, "a single k1 threshold u is not the log-symmetric band [1/u, u]"),
+    Mutant("verl_sequence_is_geometric", "numeric/off_policy/rollout.py", "per_sequence(m, d.sum(-1, keepdim=True).clamp(",
+           "per_sequence(m, (d.sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1)).clamp(", _RULES,
+           "verl's sequence IS weight is the geometric mean, not the product"),
+    Mutant("verl_sequence_clamp_per_token", "numeric/off_policy/rollout.py", "per_sequence(m, d.sum(-1, keepdim=True).clamp(-SAFETY_BOUND, SAFETY_BOUND).exp())",
+           "per_sequence(m, d.clamp(-SAFETY_BOUND, SAFETY_BOUND).sum(-1, keepdim=True).exp())", _RULES,
+           "the sequence log-ratio clamped token by token instead of after the sum (a product beyond e^20)"),
+    Mutant("areal_k1_sign", "numeric/off_policy/masks.py", '"kl_k1": lambda: x,', '"kl_k1": lambda: -x,', (*_RULES, "numeric/off_policy/masks.py"),
+           "AReaL's kl_k1 read as -log rho (verl's sign)"),
+    Mutant("areal_k3_direction", "numeric/off_policy/masks.py", '"kl_k3": lambda: (-x).exp() - 1 + x', '"kl_k3": lambda: x.exp() - 1 - x',
+           _RULES, "AReaL's kl_k3 read as verl's k3 (the other direction)"),
+    Mutant("areal_sequence_weight_product", "numeric/off_policy/masks.py", "weight = (on_mask(m, x).sum(-1, keepdim=True) / n).exp()",
+           "weight = on_mask(m, x).sum(-1, keepdim=True).exp()", _RULES, "AReaL's sequence weight is the product, not the geometric mean"),
+    Mutant("areal_max_as_mean", "numeric/off_policy/masks.py", "top = torch.where(m, values, -torch.inf).amax(-1, keepdim=True)",
+           "top = on_mask(m, values).sum(-1, keepdim=True) / n", _RULES, "agg='max' reduces by the mean"),
+    Mutant("areal_clamp_every_sequence", "numeric/off_policy/masks.py", "torch.where(passed, weight, weight.clamp(floor, upper))",
+           "weight.clamp(floor, upper)", _RULES, "sequence-level clamp truncates the sequences that pass too"),
+    Mutant("areal_lower_ignored", "numeric/off_policy/masks.py", "return (s <= upper) if lower is None else (s >= lower) & (s <= upper)",
+           "return s <= upper", _RULES, "AReaL's lower bound is not applied"),
+    Mutant("m2po_mean_not_strict", "numeric/off_policy/masks.py", "below = torch.nonzero(suffix_mean < tau)", "below = torch.nonzero(suffix_mean <= tau)",
+           _RULES, "M2PO stops when the mean equals the threshold"),
+    Mutant("m2po_drops_smallest", "numeric/off_policy/masks.py", "torch.sort(values, descending=True, stable=True)", "torch.sort(values, descending=False, stable=True)",
+           _RULES, "M2PO drops the smallest second moments first"),
+    Mutant("m2po_none_below_keeps_all", "numeric/off_policy/masks.py", "dropped = int(below[0]) if len(below) else n - 1",
+           "dropped = int(below[0]) if len(below) else 0", _RULES, "when no mean is below the threshold M2PO keeps everything (AReaL keeps one token)"),
+    Mutant("trust_region_sign", "numeric/off_policy/masks.py", "else ((A > 0) & up) | ((A < 0) & down)", "else ((A < 0) & up) | ((A > 0) & down)",
+           _RULES, "the trust-region mask drops the side the advantage does not push"),
+    Mutant("trust_region_edge", "numeric/off_policy/masks.py", "up, down = p - q > high, q - p > low", "up, down = p - q >= high, q - p > low",
+           _RULES, "the probability-change mask drops a change exactly at delta (prime-rl and SkyRL keep it)"),
+    Mutant("binary_kl_direction", "numeric/off_policy/masks.py", "kl = q * (lmu - lp)", "kl = q * (lp - lmu)",
+           _RULES, "SkyRL's Bernoulli KL with the first term's sign flipped"),
+    Mutant("opsm_zero_advantage_dropped", "numeric/off_policy/masks.py", "on_mask(m & ((A >= 0) | (drift <= delta))", "on_mask(m & ((A > 0) | (drift <= delta))",
+           _RULES, "OPSM drops a zero-advantage sequence that drifted (TRL keeps A >= 0)"),
+    Mutant("opsm_drift_sign", "numeric/off_policy/masks.py", "drift = on_mask(m, lmu - lp)", "drift = on_mask(m, lp - lmu)",
+           _RULES, "OPSM's statistic is log(pi/mu), not log(mu/pi)"),
+    Mutant("loglinear_alpha_inverted", "numeric/off_policy/masks.py", "(diff - 1) / torch.where(diff > 0, diff, torch.ones_like(diff))",
+           "1 / torch.where(diff > 0, diff, torch.ones_like(diff))", _RULES, "the log-linear weight alpha = 1/k instead of 1 - 1/k"),
+    Mutant("outlier_all_as_any", "numeric/off_policy/masks.py", "(~bad.any(-1, keepdim=True))", "(~bad.all(-1, keepdim=True))",
+           _RULES, "the outlier mask drops a sequence only when every token is out of band"),
+    Mutant("outlier_edge", "numeric/off_policy/masks.py", "bad = m & ((rho < low_v) | (rho > high_v))", "bad = m & ((rho < low_v) | (rho >= high_v))",
+           _RULES, "the outlier mask drops a ratio exactly at high"),
+    Mutant("bypass_dual_clip_side", "numeric/off_policy/corrections.py", "dropped = dropped | ((A < 0) & (ratio > dual_clip))",
+           "dropped = dropped | ((A > 0) & (ratio > dual_clip))", _RULES, "the dual clip drops positive-advantage tokens"),
+    Mutant("m2po_limit_ties_kept", "numeric/off_policy/corrections.py", "torch.where(m2 == cut, share, 0.0)", "torch.where(m2 == cut, 1.0, 0.0)",
+           (*_RULES, "numeric/off_policy/corrections.py"), "M2PO's large-batch limit keeps every token tied at the cut"),
+    Mutant("m2po_limit_share", "numeric/off_policy/corrections.py", "(float(mass[last + 1]) * (cut - tau))", "(float(mass[last + 1]) * (cut + tau))",
+           (*_RULES, "numeric/off_policy/corrections.py"), "the kept share at M2PO's cut solves the wrong equation"),
+    Mutant("derived_k3_areal_sign", "derivations/corrections.py", "d.then(_S(_mu[_a] ** 2 / _pi[_a]) - 1 - kl,", "d.then(_S(_mu[_a] ** 2 / _pi[_a]) - 1 + kl,",
+           ("tests/test_corrections.py", "derivations/corrections.py"), "AReaL's kl_k3 mean derived with + KL"),
+    Mutant("derived_k1_band_sign", "derivations/corrections.py", "(-b <= _x) & (_x <= -a), r\"multiply", "(a <= _x) & (_x <= b), r\"multiply",
+           ("tests/test_corrections.py", "derivations/corrections.py"), "verl's k1 band read on +x"),
+    Mutant("k3_summand_sign", "derivations/corrections.py", '"AReaL": _q**2 / _p - _q - kl}', '"AReaL": _q**2 / _p - _q + kl}',
+           (suites("off_policy"),), "the lambdified AReaL kl_k3 mean with + KL"),
     Mutant("aggregate_exclude_ignored", "numeric/losses/aggregation.py", "return total / (_rows(counts, B, True)[..., 0, 0] if exclude else B)", "return total / B",
            _losses("aggregation"), "empty_rows='exclude' divides by the rows that hold a token"),
     Mutant("otb_weights_not_squared", "numeric/losses/advantages.py", 'w = w * t["is_weights"].detach() ** 2', 'w = w * t["is_weights"].detach()',
