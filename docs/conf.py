@@ -39,8 +39,13 @@ extensions = [
     "sphinx_copybutton",
     "sphinx_togglebutton",
     "derivation_directive",
+    "notation",
     "site_layout",
 ]
+
+# the notation registry (derivations/symbols.py), checked by the build (docs/_ext/notation.py):
+# a docstring on the API page uses the letters of its topic's page
+notation_module_pages = {"iid_groups": "group_baselines", "policy": "score_function", "methods": "losses"}
 
 exclude_patterns = ["_build"]
 templates_path = ["_templates"]

@@ -35,6 +35,7 @@ from docutils.parsers.rst import directives
 from sphinx.util.docutils import SphinxDirective
 
 from derivations import Derivation
+from notation import record_derivation
 
 _cache: dict[str, object] = {}
 
@@ -78,6 +79,7 @@ class DerivationDirective(SphinxDirective):
         if not isinstance(d, Derivation):
             raise self.error(f"{source} returned {type(d).__name__}, not a Derivation")
         d.verify()
+        record_derivation(self.env, source, d)
         container = nodes.container(classes=["derivation"])
         title = self.options.get("title", d.title)
         container += nodes.paragraph("", "", nodes.strong(text=title))

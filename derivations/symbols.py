@@ -1,0 +1,185 @@
+r"""The notation registry: every symbol the lecture notes print, each with one meaning.
+
+Each entry is a :class:`~derivations.notation.Symbol`: the symbol as printed,
+its one meaning, the page that defines it, its name in code, and why the
+letter was chosen.  The Notation page is generated from :data:`SYMBOLS`, and
+the build fails when a page prints a letter that is neither global here nor
+declared local to that page (``docs/_ext/notation.py``).
+
+A letter is *global* when it means the same on every page; a letter that only
+one page needs is *local* to it (``local=True``) and is shown in that page's
+"Local notation" box.  Two pages may give a letter two local meanings; no page
+may give a global letter a second one.  How a chapter or a method declares its
+symbols is described in ``CONTRIBUTING.md`` ("Declaring notation").
+"""
+
+from __future__ import annotations
+
+from .notation import Symbol
+
+__all__ = ["SYMBOLS"]
+
+_POLICY = "Policies, actions and responses"
+_SCORE = "Scores, rewards and estimators"
+_GROUP = "Groups and batches"
+_RETURNS = "Steps, returns and values"
+_RATIO = "Ratios, clips and weights"
+_KL = "Samplers, penalties and distances"
+_COUNT = "Sizes, indices and constants"
+
+GLOBAL = [
+    # ------------------------------------------------------------------ policies
+    Symbol(r"\theta", r"the policy's parameters (the logits of the toy LM); :math:`\theta_a` the logit of action :math:`a`",
+           "score_function", "``theta``, ``TinyLM.theta0``", "the field's letter for policy parameters", _POLICY,
+           forms=(r"\theta_a", r"\theta_0")),
+    Symbol(r"\theta_{\mathrm{old}}", "the parameters that sampled the batch of a PPO-style update", "gradient_weights",
+           "``theta_old``", r"PPO's :math:`\theta_{\mathrm{old}}`", _POLICY),
+    Symbol(r"\pi", r"the policy being trained, :math:`\pi_\theta`; :math:`\pi_a` (or :math:`\pi(a)`) the probability of action :math:`a`",
+           "score_function", "``log_prob`` (its log)", "the field's letter for a policy", _POLICY,
+           forms=(r"\pi_\theta", r"\pi_a", r"\pi(o_t \mid o_{<t})")),
+    Symbol(r"\pi_{\mathrm{old}}", "the policy that sampled the batch of a PPO-style update", "gradient_weights",
+           "``old_log_prob``", "PPO's name for it", _POLICY),
+    Symbol(r"\pi_{\mathrm{ref}}", "the reference policy of a KL penalty (the model before RL)", "score_function",
+           "``ref_log_prob``", "the RLHF papers' name for it", _POLICY),
+    Symbol(r"\pi'", r"the policy of a second decision, chosen after :math:`a`: :math:`\pi'(a' \mid a)` (or, after a state, "
+           r":math:`\pi'(a' \mid x')`)", "score_function", "``prefix_baseline``, ``environment_gradient``, "
+           "``past_reward_score_vanishes`` (``derivations``)", "a prime marks the second step, as :math:`a'` does", _POLICY),
+    Symbol(r"\mu", "the sampler (behaviour policy) that produced the tokens: an inference engine, a lagging copy, "
+           r":math:`\pi_{\mathrm{old}}`", "off_policy", "``sampler_log_prob``", "the off-policy literature's behaviour policy", _POLICY,
+           forms=(r"\mu_a", r"\mu(o_t \mid o_{<t})")),
+    Symbol("K", r"the number of actions of a softmax policy (written :math:`K = j + n`, :math:`n \ge 0`, where a "
+           r"derivation needs :math:`K \ge j`)", "score_function", "``K``", "capital for a count, as :math:`G`, :math:`T`, :math:`B`",
+           _POLICY),
+    Symbol("a", r"an action; actions are labels :math:`1, \dots, K` (row :math:`a - 1` in code)", "score_function",
+           "row index", "the RL letter for an action", _POLICY),
+    Symbol("a'", "the action of a second decision, after :math:`a`", "score_function",
+           "``a2`` in examples", "a prime marks the second step", _POLICY),
+    Symbol("a''", "a third action, or a second action summed beside :math:`a'`", "baselines", "", "two primes", _POLICY),
+    Symbol("o", r"a response, :math:`o = (o_0, \dots, o_{T-1})`; :math:`o_t` its token at position :math:`t`, "
+           ":math:`o_{<t}` the prefix, :math:`|o|` its length; :math:`o_i` answer :math:`i` of a group",
+           "conventions", "``tokens``, ``TinyLM.tokens``", "o for output, as in the GRPO paper", _POLICY,
+           forms=("o_t", "o_{<t}", "|o|", "o_i", "o_{i,t}")),
+    Symbol("x'", "the state the environment moves to in the two-step MDP", "score_function",
+           "``environment_gradient`` (``M`` states)", "a prime marks the second step", _POLICY),
+    Symbol(r"\mathbf{e}", r"the one-hot vector: :math:`\mathbf{e}_a` is 1 in coordinate :math:`a` (the score of a softmax is "
+           r":math:`\mathbf{e}_a - \pi`)", "score_function", "``torch.nn.functional.one_hot``",
+           "bold, as a vector; :math:`e` is Euler's number", _POLICY, forms=(r"\mathbf{e}_a",)),
+    Symbol("e", "Euler's number", "gradient_weights", "``math.e``", "", _COUNT),
+    # ------------------------------------------------------------------ scores, rewards, estimators
+    Symbol("s", r"a score: :math:`s_t = \nabla_\theta\log\pi_\theta(o_t \mid o_{<t})` of position :math:`t`, "
+           r":math:`s(o) = \sum_t s_t` of a response, :math:`s_i` of answer :math:`i`; :math:`s_j(a)` its coordinate :math:`j`",
+           "score_function", "``score_matrix``, ``token_score_tensor``", "s for score, as in the statistics literature", _SCORE,
+           forms=("s_t", "s(o)", "s_i")),
+    Symbol("R", "a reward, always capital: :math:`R` of a response, :math:`R_i` of answer :math:`i`, :math:`R_t` of step "
+           ":math:`t`, :math:`R(a)` of action :math:`a`", "score_function", "``rewards``, ``default_reward``",
+           "capital, so that the small :math:`r` is free for the importance ratio", _SCORE,
+           forms=("R_i", "R_t", "R(a)")),
+    Symbol("J", r"the objective, :math:`J(\theta) = \mathbb{E}_{o\sim\pi_\theta}[R(o)]`", "conventions",
+           "``autograd_gradient``", "the RL literature's objective", _SCORE, forms=(r"J(\theta)",)),
+    Symbol(r"\hat g", r"an estimator of :math:`\nabla_\theta J`", "baselines", "", "a hat for an estimate of the gradient :math:`g`",
+           _SCORE, subscripts=True),
+    Symbol("A", "an advantage: of a response, of answer :math:`i` (:math:`A_i`), of step :math:`t` (:math:`A_t`)",
+           "baselines", "``advantages``", "the field's letter", _SCORE, forms=("A_i", "A_t", "A_{it}")),
+    Symbol("b", "a baseline", "baselines", "``baseline``", "the field's letter", _SCORE),
+    Symbol("b^*", "the variance-optimal constant baseline", "baselines", "``optimal_baseline``", "a star for the optimum", _SCORE),
+    Symbol("V", r"a value: the expected reward :math:`V^\pi = \mathbb{E}_\pi[R]` of a prompt, or the critic's value "
+           ":math:`V_t` of the observation before step :math:`t`", "baselines", "``value``", "the RL value function", _SCORE,
+           forms=(r"V^\pi", "V_t")),
+    Symbol("V'", "the critic's value of the observation after step :math:`t`, :math:`V'_t` (:math:`V_{t+1}` inside a trajectory)",
+           "returns", "``next_value``", "a prime for the next observation", _RETURNS, forms=("V'_t",)),
+    Symbol("Q", r"the expected reward after a first action, :math:`Q(a) = \mathbb{E}[R \mid a]` (a critic of the prefix and "
+           "the action)", "baselines", "``CreditAssignment.Q``", "the RL action value", _SCORE, forms=("Q(a)", "Q_a")),
+    Symbol(r"\mathcal{L}", r"a loss (minimised); :math:`\mathcal{L}_{\mathrm{PPO}}` that of a named method",
+           "conventions", "``policy_loss``", "L for loss", _SCORE, subscripts=True),
+    # ------------------------------------------------------------------ groups
+    Symbol("G", "the size of a group of answers to one prompt", "group_baselines", "``G``", "GRPO's G", _GROUP),
+    Symbol("p", r"a binary reward's success probability :math:`\Pr[R = 1]`", "group_baselines", "``p``",
+           "p for probability of success", _GROUP),
+    Symbol("S", "the number of successes among the other :math:`G - 1` answers of a group, "
+           r":math:`S_{-i} = \sum_{j \ne i} R_j`", "group_baselines", "``OthersSucceed``",
+           "S for a sum of Bernoulli rewards", _GROUP, forms=("S_{-i}",)),
+    Symbol(r"\bar R", r"a mean reward: of the group, :math:`\bar R`; of the other answers, :math:`\bar R_{-i}`",
+           "group_baselines", "``group_mean_advantages``, ``leave_one_out_baselines``", "a bar for a mean", _GROUP,
+           forms=(r"\bar R_{-i}",), subscripts=True),
+    Symbol(r"\sigma", r"a standard deviation (of a group's rewards; :math:`\sigma(p) = \sqrt{p(1-p)}` of a binary reward)",
+           "group_baselines", "``std``", "the statistician's letter", _GROUP, subscripts=True),
+    Symbol(r"\omega", r"the GRPO weight: the expected GRPO update is :math:`\omega(p, G)\,\nabla_\theta p`",
+           "group_baselines", "``grpo_weight``", "a Greek w, for a weight that is not a token's :math:`w`", _GROUP,
+           subscripts=True, forms=(r"\omega(p, G)",)),
+    Symbol("c", r"the scale of an estimator's expected update, :math:`\mathbb{E}[A_i s_i] = c\,\nabla_\theta J + "
+           r"\text{residual}`", "variants", "``GroupReport.scale`` (the report's column ``c``)", "c for a constant factor", _GROUP,
+           forms=("c(p)",)),
+    Symbol("B", "the number of sequences (rows) of a batch", "conventions", "``[B, T]``", "B for batch", _GROUP),
+    Symbol("m", "the 0/1 mask: :math:`m_{i,t}` of position :math:`t` of sequence :math:`i`", "score_function", "``mask``",
+           "m for mask", _GROUP, forms=("m_{it}",)),
+    Symbol("n", r"a length: :math:`n_i = \sum_t m_{it}` the number of tokens of answer :math:`i`", "losses", "``lengths``",
+           "n for a count of tokens", _GROUP, forms=("n_i",)),
+    Symbol(r"\kappa", r"the aggregation weight of a token in a loss, :math:`\kappa_{it} = \partial\,\mathcal{L}/\partial x_{it}`",
+           "losses", "``token_weights``", "a Greek k, for the aggregation's coefficient", _GROUP),
+    Symbol("D", r"the constant denominator of ``seq-mean-token-sum-norm``, :math:`\kappa = 1/D` (verl's ``loss_scale_factor``)",
+           "losses", "``norm``", "D for denominator", _GROUP),
+    # ------------------------------------------------------------------ steps and returns
+    Symbol("T", r"the length of a response or an episode (the horizon); positions :math:`0, \dots, T-1`", "conventions",
+           "``T``, ``rewards.shape[-1]``", "T for time", _RETURNS),
+    Symbol("t", "a position (step) of a response, from 0", "conventions", "array index", "t for time", _RETURNS),
+    Symbol("u", "a second position, beside :math:`t`", "conventions", "array index", "the letter after t", _RETURNS),
+    Symbol(r"\gamma", r"the discount: step :math:`t` is weighted by :math:`\gamma^t`", "conventions", "``gamma``",
+           "the RL discount", _RETURNS),
+    Symbol(r"\lambda", r"the GAE / :math:`\lambda`-return parameter", "returns", "``lam``", "GAE's λ", _RETURNS),
+    Symbol(r"\delta", r"the TD error :math:`\delta_t = R_t + \gamma(1 - d_t)V'_t - V_t`", "returns", "inside ``gae_advantages``",
+           r"GAE's :math:`\delta_t`", _RETURNS, forms=(r"\delta_t",)),
+    Symbol("d", "the flag ``terminated`` of step :math:`t`, :math:`d_t` (1: no continuation)", "returns", "``terminated``",
+           "d for done, as in gym", _RETURNS, forms=("d_t",)),
+    Symbol(r"\chi", r"the flag ``trace_cut`` of step :math:`t`, :math:`\chi_t` (1: the next entry is another trajectory)",
+           "returns", "``trace_cut``", "a Greek c, for cut", _RETURNS, forms=(r"\chi_t",)),
+    Symbol(r"\Gamma", r"the discount matrix, :math:`\Gamma_{tu} = \gamma^{u-t}\,\mathbb{1}[u \ge t]`", "returns", "",
+           "a capital γ", _RETURNS),
+    # ------------------------------------------------------------------ ratios, clips, weights
+    Symbol("r", r"the importance ratio :math:`\pi_\theta/\pi_{\mathrm{old}}` of a token, :math:`r = e^{\ell - \ell_0}`",
+           "gradient_weights", "``log_ratio`` (its log)", r"PPO's :math:`r_t(\theta)`", _RATIO, forms=("r_t", "r_{it}")),
+    Symbol(r"\ell", r"a token's log-probability under :math:`\pi_\theta`; :math:`\ell_0 = \ell_{\mathrm{old}}` under "
+           r":math:`\pi_{\mathrm{old}}`, :math:`\ell_{\mathrm{ref}}` under :math:`\pi_{\mathrm{ref}}`",
+           "gradient_weights", "``log_prob``", "a script l for log", _RATIO, forms=(r"\ell_0", r"\ell_{\mathrm{old}}"),
+           subscripts=True),
+    Symbol(r"\varepsilon", r"the clip parameter of PPO-style losses; :math:`\varepsilon_l`, :math:`\varepsilon_h` its low and "
+           r"high sides, the clip range :math:`[1 - \varepsilon_l, 1 + \varepsilon_h]`", "gradient_weights",
+           "``eps_low``, ``eps_high``", "PPO's ε; l and h name the low and high side", _RATIO,
+           forms=(r"\varepsilon_l", r"\varepsilon_h"), labels=("l", "h")),
+    Symbol(r"\epsilon_{\mathrm{div}}", "a small constant that keeps a division finite (verl's ``1e-6``, ``1e-8``)",
+           "group_baselines", "``eps``", "an ε with a name, not the clip parameter", _RATIO),
+    Symbol("C_d", "the dual-clip constant: a token with :math:`A < 0` and :math:`r > C_d` is silenced "
+           r"(:math:`C_d > 1 + \varepsilon_h`)", "gradient_weights", "``dual_clip`` (verl's ``clip_ratio_c``)",
+           "Ye et al.'s c, with d for dual so that :math:`c` stays the scale", _RATIO, labels=("d",), bare=False),
+    Symbol("C", r"a truncation cap on a ratio: a weight :math:`\min(\rho, C)`, and the cap of the excess-mass bound",
+           "trust_region", "``cap``, the argument ``C`` of ``tv_gap``", "C for cap", _RATIO),
+    Symbol("l", "the low end of a band of kept ratios :math:`[l, h]`", "off_policy", "``low``", "l for low", _RATIO),
+    Symbol("h", "the high end of a band of kept ratios :math:`[l, h]` (or of a kept KL statistic)", "off_policy",
+           "``high``, ``threshold``", "h for high", _RATIO),
+    Symbol("w", r"the gradient weight of a policy loss, :math:`\partial\,\mathcal{L}/\partial\ell = -w\,A`; "
+           r":math:`w_{\mathrm{PPO}}` that of a named method", "gradient_weights", "``gradient_weight``, ``policy_weight``",
+           "w for weight", _RATIO, subscripts=True, forms=("w(r, A)",)),
+    Symbol(r"\hat r", r"the stopped weight of MiniMax-M1's unified form :math:`-\operatorname{sg}(\hat r)\,A\,\ell\,M`",
+           "gradient_weights", "", r"MiniMax-M1's :math:`\hat r`", _RATIO),
+    Symbol("M", "MiniMax-M1's token mask of the unified form (0 on PPO's silenced cells)", "gradient_weights",
+           "``unified_mask``", "MiniMax-M1's :math:`M_{i,t}`", _RATIO),
+    Symbol(r"\tilde r", r"a row's (sequence's) ratio, :math:`\tilde r_i = \exp(\frac1{n_i}\sum_t(\ell_{it} - \ell_{0,it}))` "
+           r"(GSPO's); :math:`\tilde r_{it}` its straight-through token form", "losses", "``sequence_table``",
+           "GSPO's :math:`s_i`, with a tilde over r because :math:`s` is the score", _RATIO, forms=(r"\tilde r_i",)),
+    # ------------------------------------------------------------------ samplers and penalties
+    Symbol(r"\rho", r"the sampler ratio :math:`\pi/\mu`: :math:`\rho_t` of a token, :math:`\rho` of a whole sequence "
+           r"(the product over its policy tokens), :math:`\rho_a = \pi_a/\mu_a` of an action", "off_policy",
+           "``token_ratio``, ``sequence_ratio``", "the off-policy literature's ρ (Retrace, V-trace)", _KL,
+           forms=(r"\rho_t", r"\rho_a")),
+    Symbol("v", r"the sampler-correction weight of a token, :math:`\hat g = \sum_t v_t A s_t`", "off_policy",
+           "``CORRECTION_WEIGHTS``, ``weights``", "v for the weight of a correction, as :math:`w` is the loss's", _KL,
+           forms=("v_t",)),
+    Symbol(r"\beta", "the coefficient of a KL penalty", "score_function", "``beta``, ``kl_coef``", "the RLHF papers' β", _KL),
+    Symbol(r"r_{\mathrm{ref}}", r"the reference ratio :math:`\pi_{\mathrm{ref}}/\pi_\theta` of the KL estimators",
+           "trust_region", "``ref_log_prob - log_prob`` (its log)", "Schulman's :math:`r = p/q`, named so that :math:`r` "
+           "stays the importance ratio", _KL),
+    Symbol("k_1", r"the KL estimators :math:`k_1 = -\log r_{\mathrm{ref}}`, :math:`k_2 = \frac12(\log r_{\mathrm{ref}})^2`, "
+           r":math:`k_3 = r_{\mathrm{ref}} - 1 - \log r_{\mathrm{ref}}`", "trust_region", "``kl_k1``, ``kl_k2``, ``kl_k3``",
+           "Schulman's names", _KL, forms=("k_2", "k_3"), labels=("1", "2", "3"), bare=False),
+]
+
+SYMBOLS = tuple(GLOBAL)
