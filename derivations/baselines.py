@@ -179,7 +179,7 @@ def action_dependent_baseline() -> Derivation:
         -pol.expectation(lambda x: bb[x] * pol.score(x)),
         "linearity",
     )
-    d.then(-(pol.prob(j) * bb[j] - pol.prob(j) * pol.expectation(lambda x: bb[x])), r"the Kronecker delta picks $a = j$")
+    d.then(-(pol.prob(j) * bb[j] - pol.prob(j) * pol.expectation(lambda x: bb[x])), r"the indicator picks $a = j$")
     d.then(-pol.prob(j) * (bb[j] - sp.Sum(pol.prob(a) * bb[a], (a, 1, pol.K))), r"factor $\pi_j$")
     return d
 

@@ -63,6 +63,7 @@ from dataclasses import dataclass
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
+from .notation import latex
 from .premises import Refused
 
 __all__ = ["Definitions", "Differentiation", "GroupExpectation", "Linearity"]
@@ -228,9 +229,9 @@ class Definitions:
 
     def latex(self) -> list[str]:
         """One line per entry and rule, as the page shows them after "where"."""
-        lines = [f"{sp.latex(lhs)} := {sp.latex(rhs)}" for lhs, rhs, _ in self._entries]
+        lines = [f"{latex(lhs)} := {latex(rhs)}" for lhs, rhs, _ in self._entries]
         lines += [rule.latex() for rule in self._rules]
-        lines += [r"\text{at } " + ", ".join(f"{sp.latex(k)} = {sp.latex(v)}" for k, v in self._instance)] if self._instance else []
+        lines += [r"\text{at } " + ", ".join(f"{latex(k)} = {latex(v)}" for k, v in self._instance)] if self._instance else []
         return lines
 
 
@@ -289,9 +290,9 @@ class Differentiation:
         return out.xreplace(back).subs(back)
 
     def latex(self) -> str:
-        parts = [rf"\tfrac{{\partial}}{{\partial {sp.latex(self.var)}}} \text{{ holds }} {sp.latex(h(sp.Symbol('x')))} \text{{ constant (its value is }} x)"
-                 for h in self.held] or [rf"\tfrac{{\partial}}{{\partial {sp.latex(self.var)}}}"]
-        parts += [rf"{sp.latex(k)} = {sp.latex(v)}" for k, v in self.written]
+        parts = [rf"\tfrac{{\partial}}{{\partial {latex(self.var)}}} \text{{ holds }} {latex(h(sp.Symbol('x')))} \text{{ constant (its value is }} x)"
+                 for h in self.held] or [rf"\tfrac{{\partial}}{{\partial {latex(self.var)}}}"]
+        parts += [rf"{latex(k)} = {latex(v)}" for k, v in self.written]
         return r",\ ".join(parts)
 
 
@@ -326,7 +327,7 @@ class Linearity:
     def latex(self) -> str:
         X, Y, a, b = sp.symbols("X Y a b")
         E = self.expectation
-        return rf"{sp.latex(E(a * X + b * Y))} = {sp.latex(a * E(X) + b * E(Y))}" + (r" \text{ for numbers } a, b" if self.randoms is None else
+        return rf"{latex(E(a * X + b * Y))} = {latex(a * E(X) + b * E(Y))}" + (r" \text{ for numbers } a, b" if self.randoms is None else
                rf" \text{{ for }} a, b \text{{ free of }} {', '.join(map(sp.latex, self.randoms))}")
 
 

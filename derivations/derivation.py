@@ -39,6 +39,7 @@ from ._validate import require_expr, require_optional
 from .canonical import CANONICALISERS, DerivationError, is_zero
 from .definitions import Definitions
 from .kernel import Claim
+from .notation import latex
 
 __all__ = ["CANONICALISERS", "Claim", "Derivation", "Step", "is_zero", "reason_to_latex"]
 
@@ -143,7 +144,7 @@ class Step:
         """What the page shows beside the reason: the ``given`` conditions and the partial-check badge."""
         out = ""
         if self.given:
-            out += r"\quad\boxed{\text{given } " + r",\ ".join(sp.latex(c) for c in self.given) + "}"
+            out += r"\quad\boxed{\text{given } " + r",\ ".join(latex(c) for c in self.given) + "}"
         if self.badge:
             out += r"\quad\boxed{" + reason_to_latex(self.badge) + "}"
         return out
@@ -271,7 +272,7 @@ class Derivation:
     @property
     def assumptions(self) -> tuple[str, ...]:
         """The standing assumptions as shown (relations as inline math)."""
-        return tuple(a if isinstance(a, str) else f"${sp.latex(a)}$" for a in self._stated)
+        return tuple(a if isinstance(a, str) else f"${latex(a)}$" for a in self._stated)
 
     @property
     def premises(self) -> tuple:
@@ -348,10 +349,10 @@ class Derivation:
         """The chain as an ``aligned`` block, one step a line, reasons on the right."""
         lines, previous = [], None
         for st in self.steps:
-            left = "" if previous is not None and st.lhs == previous else sp.latex(st.lhs)
+            left = "" if previous is not None and st.lhs == previous else latex(st.lhs)
             rel = _RELATIONS[st.relation]
             reason = r"\color{gray}{" + reason_to_latex(st.reason) + "}" + st.badge_latex()
-            lines.append(f"{left} &{rel} {sp.latex(st.rhs)} && {reason}")
+            lines.append(f"{left} &{rel} {latex(st.rhs)} && {reason}")
             previous = st.rhs
         if self.unfold:
             lines += [r"& \quad " + (r"\text{where } " if k == 0 else r"\phantom{\text{where }} ") + line for k, line in enumerate(self.unfold.latex())]

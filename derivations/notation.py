@@ -40,7 +40,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["Notation", "Symbol", "symbols_of"]
+import sympy as sp
+from sympy.printing.latex import LatexPrinter
+
+__all__ = ["Notation", "Symbol", "latex", "symbols_of"]
 
 _GREEK = {
     "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu",
@@ -385,3 +388,52 @@ class Notation:
         for s in self.global_symbols():
             out.setdefault(s.section, []).append(s)
         return out
+
+
+class _NotesPrinter(LatexPrinter):
+    """SymPy's LaTeX, in the notes' notation: the indicator for a Kronecker delta, bracketed derivative scopes."""
+
+    def _print_KroneckerDelta(self, expr, exp=None):
+        i, j = (self._print(a) for a in expr.args)
+        tex = rf"\mathbb{{1}}[{i} = {j}]"
+        return rf"{tex}^{{{exp}}}" if exp is not None else tex
+
+    def _print_Derivative(self, expr):
+        from sympy.printing.conventions import requires_partial
+
+        d = r"\partial" if requires_partial(expr.expr) else self._settings["diff_operator_latex"]
+        order = sum(n for _, n in expr.variable_count)
+        below = " ".join(f"{d} {self._print(x)}" if n == 1 else f"{d} {self.parenthesize_super(self._print(x))}^{{{n}}}"
+                         for x, n in reversed(expr.variable_count))
+        top = d if order == 1 else f"{d}^{{{order}}}"
+        body = expr.expr
+        simple = body.is_Atom or (isinstance(body, (sp.Indexed, sp.Function)) and not isinstance(body, sp.Piecewise))
+        if simple:  # the function goes into the numerator: no doubt about what is differentiated
+            return rf"\frac{{{top} {self._print(body)}}}{{{below}}}"
+        return rf"\frac{{{top}}}{{{below}}} \left({self._print(body)}\right)"
+
+
+_PRINTER = _NotesPrinter()
+
+
+def latex(expr) -> str:
+    r"""``sympy.latex`` in the notes' notation.
+
+    The Kronecker delta is printed as the indicator :math:`\mathbb{1}[a = j]`
+    (:math:`\delta` is the TD error), and a derivative brackets what it
+    differentiates unless that is one symbol or one function call.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.notation import latex
+    >>> a, j, th = sp.symbols("a j theta")
+    >>> f, pi = sp.IndexedBase("f"), sp.IndexedBase("pi")
+    >>> latex(sp.KroneckerDelta(a, j) - pi[j])
+    '\\mathbb{1}[a = j] - {\\pi}_{j}'
+    >>> latex(sp.Derivative(f[a] * pi[a], th))
+    '\\frac{\\partial}{\\partial \\theta} \\left({f}_{a} {\\pi}_{a}\\right)'
+    >>> latex(sp.Derivative(pi[a], th))
+    '\\frac{\\partial {\\pi}_{a}}{\\partial \\theta}'
+    """
+    return _PRINTER.doprint(expr)

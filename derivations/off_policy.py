@@ -171,7 +171,7 @@ def constant_baseline_adds_zero() -> Derivation:
 
     At any context, the ratio turns the sampler's expectation into the
     policy's, where the score has mean zero:
-    :math:`\sum_a \mu_a \rho_a b\,(\delta_{aj} - \pi_j) = b(\pi_j - \pi_j\sum_a\pi_a) = 0`.
+    :math:`\sum_a \mu_a \rho_a b\,(\mathbb{1}[a = j] - \pi_j) = b(\pi_j - \pi_j\sum_a\pi_a) = 0`.
 
     Examples
     --------
@@ -190,7 +190,7 @@ def constant_baseline_adds_zero() -> Derivation:
                    assumptions=[r"softmax policy over $K = j + n$ actions; $a \sim \mu$, $\rho_a = \pi_a/\mu_a$", r"$b$ constant"], unfold=unfold)
     d.step(sp.Sum(mu[a] * rho[a] * b * pol.score(a), (a, 1, pol.K)), b * sp.Sum(pol.prob(a) * pol.score(a), (a, 1, pol.K)),
            r"$\mu_a\rho_a = \pi_a$; $b$ comes out")
-    d.then(b * (pol.prob(j) - pol.prob(j) * sp.Sum(pol.prob(a), (a, 1, pol.K))), r"the Kronecker delta picks $a = j$")
+    d.then(b * (pol.prob(j) - pol.prob(j) * sp.Sum(pol.prob(a), (a, 1, pol.K))), r"the indicator picks $a = j$")
     d.then(sp.Integer(0), "probabilities sum to one")
     return d
 
@@ -341,7 +341,7 @@ def martingale_orthogonality(K: int = 3) -> Derivation:
     d.step(sp.Sum(pi1[a] * pi2[a, b] * sp.Sum((d_ak - pi1[k]) * (d_bk - pi2[a, k]), (k, 1, K)), (b, 1, K), (a, 1, K)),
            sp.Sum(pi1[a] * sp.Sum((d_ak - pi1[k]) * sp.Sum(pi2[a, b] * (d_bk - pi2[a, k]), (b, 1, K)), (k, 1, K)), (a, 1, K)),
            r"sum over $a'$ first")
-    d.then(sp.Integer(0), r"$\mathbb E[s_2 \mid a] = \sum_{a'} \pi_2(a' \mid a)(\delta_{a'k} - \pi_2(k \mid a)) = 0$", facts=normalised)
+    d.then(sp.Integer(0), r"$\mathbb E[s_2 \mid a] = \sum_{a'} \pi_2(a' \mid a)(\mathbb{1}[a' = k] - \pi_2(k \mid a)) = 0$", facts=normalised)
     return d
 
 

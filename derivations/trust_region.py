@@ -359,7 +359,7 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
         \mathbb{E}_\pi[\nabla k_3] = \nabla\,\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi).
 
     Each gradient is a ``K``-vector over the logits; the softmax Jacobian
-    :math:`\partial\pi_a/\partial\theta_j = \pi_a(\delta_{aj} - \pi_j)` is checked
+    :math:`\partial\pi_a/\partial\theta_j = \pi_a(\mathbb{1}[a = j] - \pi_j)` is checked
     first, with :math:`\pi_a` unfolded into :math:`e^{\theta_a}/\sum_b e^{\theta_b}`
     for any number of actions; every later step differentiates through that
     Jacobian and is an identity in positive symbols :math:`\pi_a, \pi_{\mathrm{ref},a}`

@@ -35,6 +35,7 @@ from docutils.parsers.rst import directives
 from sphinx.util.docutils import SphinxDirective
 
 from derivations import Derivation
+from derivations.notation import latex as notes_latex
 from notation import record_derivation
 
 _cache: dict[str, object] = {}
@@ -115,12 +116,10 @@ class SympyMathDirective(SphinxDirective):
     final_argument_whitespace = True
 
     def run(self):
-        import sympy as sp
-
         for path in _source_files(self.arguments[0]):
             self.env.note_dependency(path)
         value = _call(self.arguments[0])
-        latex = value if isinstance(value, str) else sp.latex(value)
+        latex = value if isinstance(value, str) else notes_latex(value)
         return [nodes.math_block(latex, latex, nowrap=False, number=None, docname=self.env.docname)]
 
 
