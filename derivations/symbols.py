@@ -93,8 +93,6 @@ GLOBAL = [
            "conventions", "``policy_loss``", "L for loss", _SCORE, subscripts=True),
     # ------------------------------------------------------------------ groups
     Symbol("G", "the size of a group of answers to one prompt", "group_baselines", "``G``", "GRPO's G", _GROUP),
-    Symbol("p", r"a binary reward's success probability :math:`\Pr[R = 1]`", "group_baselines", "``p``",
-           "p for probability of success", _GROUP),
     Symbol("S", "the number of successes among the other :math:`G - 1` answers of a group, "
            r":math:`S_{-i} = \sum_{j \ne i} R_j`", "group_baselines", "``OthersSucceed``",
            "S for a sum of Bernoulli rewards", _GROUP, forms=("S_{-i}",)),
@@ -112,8 +110,6 @@ GLOBAL = [
     Symbol("B", "the number of sequences (rows) of a batch", "conventions", "``[B, T]``", "B for batch", _GROUP),
     Symbol("m", "the 0/1 mask: :math:`m_{i,t}` of position :math:`t` of sequence :math:`i`", "score_function", "``mask``",
            "m for mask", _GROUP, forms=("m_{it}",)),
-    Symbol("n", r"a length: :math:`n_i = \sum_t m_{it}` the number of tokens of answer :math:`i`", "losses", "``lengths``",
-           "n for a count of tokens", _GROUP, forms=("n_i",)),
     Symbol(r"\kappa", r"the aggregation weight of a token in a loss, :math:`\kappa_{it} = \partial\,\mathcal{L}/\partial x_{it}`",
            "losses", "``token_weights``", "a Greek k, for the aggregation's coefficient", _GROUP),
     Symbol("D", r"the constant denominator of ``seq-mean-token-sum-norm``, :math:`\kappa = 1/D` (verl's ``loss_scale_factor``)",
@@ -170,6 +166,9 @@ GLOBAL = [
            r"(the product over its policy tokens), :math:`\rho_a = \pi_a/\mu_a` of an action", "off_policy",
            "``token_ratio``, ``sequence_ratio``", "the off-policy literature's ρ (Retrace, V-trace)", _KL,
            forms=(r"\rho_t", r"\rho_a")),
+    Symbol(r"\nu", r"a squared score norm: :math:`\nu_a = \lVert s(a)\rVert^2` of an action (or of a first turn's score); "
+           r"verl's :math:`\nu_{it}` sums them over the steps up to :math:`t`", "baselines", "``nu``; ``optimal_token_baseline_advantages``",
+           "ν, a Greek n, for a norm", _SCORE, forms=(r"\nu_a",)),
     Symbol("v", r"the sampler-correction weight of a token, :math:`\hat g = \sum_t v_t A s_t`", "off_policy",
            "``CORRECTION_WEIGHTS``, ``weights``", "v for the weight of a correction, as :math:`w` is the loss's", _KL,
            forms=("v_t",)),
@@ -182,4 +181,66 @@ GLOBAL = [
            "Schulman's names", _KL, forms=("k_2", "k_3"), labels=("1", "2", "3"), bare=False),
 ]
 
-SYMBOLS = tuple(GLOBAL)
+GLOBAL += [
+    Symbol("i", "an answer of a group, or a sequence (row) of a batch", "conventions", "row ``i`` of ``[B, T]``",
+           "the usual first index", _GROUP),
+    Symbol("N", "the number of responses of the toy LM (its arrays are ``[N, L]``)", "conventions", "``TinyLM.N``",
+           "N for the number of items", _COUNT),
+    Symbol("L", "the toy LM's longest response (its arrays are ``[N, L]``); the number of policy tokens of a chain",
+           "conventions", "``TinyLM.L``", "L for length", _COUNT),
+    Symbol(r"\mathcal{V}", r"the toy LM's vocabulary; :math:`|\mathcal{V}|` its size", "gradient_weights",
+           "``TinyLM(V=...)``, ``TinyLM.V``", "calligraphic, because :math:`V` is a value", _COUNT),
+    Symbol("O", "the order of growth, :math:`O(T)`", "returns", "", "Landau's symbol", _COUNT),
+]
+
+
+def _local(page: str, latex: str, meaning: str, code: str = "", why: str = "", **kw) -> Symbol:
+    return Symbol(latex, meaning, page, code, why, local=True, **kw)
+
+
+LOCAL = [
+    # score_function
+    _local("score_function", "j", r"a coordinate of :math:`\theta` (:math:`s_j` the score's coordinate :math:`j`)", "``j``"),
+    _local("score_function", "n", r"the slack in :math:`K = j + n`, :math:`n \ge 0`, which says that :math:`j` is one of the actions",
+           "``n``"),
+    _local("score_function", "k", "a position of the input ids, prompt included (the logits at :math:`k` score the token at :math:`k + 1`)"),
+    _local("score_function", "Y", r"a continuous random variable, :math:`y` its value, :math:`p_\theta(y)` its density",
+           forms=("y", r"p_\theta(y)")),
+    _local("score_function", "y", "the value of :math:`Y`"),
+    _local("score_function", "p", r"the density :math:`p_\theta(y)` of :math:`Y`; :math:`p_\theta(\tau)` of a trajectory"),
+    _local("score_function", "f", r"the integrand of an expectation, :math:`f_\theta(o)` when it depends on :math:`\theta`",
+           forms=("f'",)),
+    _local("score_function", "f'", "the derivative of :math:`f`"),
+    _local("score_function", "g", r"a dominating function, :math:`|\nabla_\theta\, p_\theta(y) f(y)| \le g(y)`"),
+    _local("score_function", "z", r"a standard normal draw, :math:`z \sim \mathcal N(0, 1)`"),
+    _local("score_function", r"\tau", "a trajectory of the two-step MDP, :math:`(a, x', a')`"),
+    _local("score_function", "P", r"the transition kernel of the two-step MDP, :math:`P(x' \mid a)`", "``TwoStepMDP``"),
+    _local("score_function", r"\bar\theta", r"a frozen copy of :math:`\theta`, set equal to :math:`\theta` after differentiating"),
+    _local("score_function", r"\Phi", r"the reward mass through a state, :math:`\Phi(a, x') = \sum_{a'} p(a, x', a') R(a, x', a')`"),
+    _local("score_function", r"\Omega", "the fixed logits of the two-step MDP's transition kernel", "``TwoStepMDP``"),
+    _local("score_function", r"\Upsilon", r"the coupling of the kernel to the second-step logits (:math:`\Upsilon = 0`: a fixed kernel)",
+           "``coupling``"),
+    _local("score_function", "Z", r"the softmax normaliser :math:`\sum_b e^{\theta_b}`"),
+    _local("score_function", "x", r"the argument of the stop-gradient :math:`\operatorname{sg}(x)`"),
+    # baselines
+    _local("baselines", "j", r"a coordinate of :math:`\theta` (the score's coordinate :math:`s_j`)", "``j``"),
+    _local("baselines", "n", r"the slack in :math:`K = j + n`, :math:`n \ge 0`, which says that :math:`j` is one of the actions"),
+    _local("baselines", "x", "a prompt", "", "x for the input"),
+    _local("baselines", "p", r"the probabilities of the outcomes (of the arms of a bandit)", "``probs``"),
+    _local("baselines", r"\alpha", r"the coefficients of :math:`\operatorname{Var}(b) = \alpha_0 - 2b\alpha_1 + b^2\alpha_2 - \lVert\nabla J\rVert^2`, "
+           r":math:`\alpha_k = \mathbb{E}[R^{2-k}\lVert s\rVert^2]`", "``VarianceTerms.A_0``, ``A_1``, ``A_2``",
+           "Greek, because :math:`A` is the advantage"),
+    _local("baselines", "k", r"the index :math:`k = 0, 1, 2` of :math:`\alpha_k`"),
+    _local("baselines", "z", r"the logits :math:`z_{a',a}(\theta)` of the second-step policy", "``prefix_baseline``"),
+    # group_baselines
+    _local("group_baselines", "j", "another answer of the group (a summation index over the answers)", "``j``"),
+    _local("group_baselines", "k", r"a number of successes among the other answers (a value of :math:`S_{-i}`)", "``k``"),
+    _local("group_baselines", "n", "the number of successes in the whole group"),
+    _local("group_baselines", "y", "an answer's own reward, :math:`y \\in \\{0, 1\\}`"),
+    _local("group_baselines", "p", r"a binary reward's success probability :math:`\Pr[R = 1]`", "``p``"),
+    _local("group_baselines", "x", "a prompt"),
+    _local("group_baselines", r"\Delta", r"the GRPO gap :math:`\Delta_k = A(1, k) - A(0, k)` between a success and a failure that see "
+           r"the same :math:`k` other successes", "``grpo_weight_coefficients``", "Δ for a difference"),
+]
+
+SYMBOLS = tuple(GLOBAL + LOCAL)

@@ -126,7 +126,7 @@ def tutorial_variant(name: str):
         A two-sided truncated importance weight,
         :math:`-\mathrm{sg}\bigl(\mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\bigr)\,A\,\ell`.
     ``"zscore"``
-        The std-normalised group advantage :math:`(R_i - \bar R)/(\sigma + \varepsilon)`
+        The std-normalised group advantage :math:`(R_i - \bar R)/(\sigma + \epsilon_{\mathrm{div}})`
         (population std) at :math:`G = 4`, binary reward.
     ``"own_reward"``
         A baseline that mixes in the answer's own reward,
@@ -138,7 +138,7 @@ def tutorial_variant(name: str):
     >>> tutorial_variant("own_reward")[0]
     -R[i]**2/2 + R[i] - (-R[i] + Sum(R[j], (j, 1, G)))/(G - 1)
     """
-    eps = sp.Symbol("varepsilon", positive=True)
+    eps = sp.Symbol(r"\epsilon_{\mathrm{div}}", positive=True)
     if name == "clip":
         return -gw.sg(sp.Min(sp.Max(gw.r, 1 - gw.eps_l), 1 + gw.eps_h)) * gw.A * gw.ell, {}
     if name == "zscore":

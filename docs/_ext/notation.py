@@ -76,6 +76,12 @@ def _env_data(env) -> dict:
     return env
 
 
+def _depend(directive) -> None:
+    """A generated table is re-read when the registry's module changes."""
+    module = importlib.import_module(directive.config.notation_registry.rpartition(".")[0])
+    directive.env.note_dependency(module.__file__)
+
+
 def _cell(text: str) -> str:
     return " ".join(text.split()) if text else ""
 
@@ -93,6 +99,7 @@ class NotationTable(SphinxDirective):
     def run(self):
         section = self.arguments[0].strip()
         reg = registry(self.config)
+        _depend(self)
         symbols = reg.sections().get(section)
         if not symbols:
             raise self.error(f"notation-table: the registry has no section {section!r} "
@@ -121,6 +128,7 @@ class LocalNotation(NotationTable):
 
     def run(self):
         reg = registry(self.config)
+        _depend(self)
         symbols = reg.local_to(self.env.docname)
         _env_data(self.env).notation_shown.setdefault(self.env.docname, {"tables": [], "box": False})["box"] = True
         if not symbols:
@@ -141,6 +149,7 @@ class NotationLocals(NotationTable):
 
     def run(self):
         reg = registry(self.config)
+        _depend(self)
         _env_data(self.env).notation_shown.setdefault(self.env.docname, {"tables": [], "box": False})["tables"].append("(locals)")
         pages = list(dict.fromkeys(s.page for s in reg.symbols if s.local))
         lines = []
@@ -189,7 +198,6 @@ def _ancestors(node):
 def collect_symbols(app, doctree):
     """Record, per page and scope, each symbol its formulas use and the first formula that uses it."""
     env = _env_data(app.env)
-    reg = registry(app.config)
     docname = app.env.docname
     mapping = app.config.notation_module_pages
 
@@ -201,10 +209,11 @@ def collect_symbols(app, doctree):
                 return part
         return docname
 
-    uses: dict[str, dict[str, str]] = {}
+    uses: dict[str, list[str]] = {}
     for scope, latex in _scopes(doctree, docname, topic):
-        for key in reg.keys_of(latex):
-            uses.setdefault(scope, {}).setdefault(key, " ".join(latex.split())[:120])
+        formulas = uses.setdefault(scope, [])
+        if latex not in formulas:
+            formulas.append(latex)
     env.notation_uses[docname] = uses
 
 
@@ -268,16 +277,20 @@ def check(app, env):
                                location=docname, type="notation", subtype="sympy")
     used = defaultdict(set)
     for docname in sorted(env.notation_uses):
-        for scope, keys in env.notation_uses[docname].items():
-            for key, latex in keys.items():
-                symbol = reg.lookup(key, scope)
-                if symbol is not None:
-                    used[id(symbol)].add(docname)
-                if docname in exempt or symbol is not None:
-                    continue
-                where = "" if scope == docname else f" (in a docstring of the topic {scope!r})"
-                logger.warning(f"notation: the letter {key!r} is neither global nor declared locally on this page{where}; "
-                               f"first in: {latex}", location=docname, type="notation", subtype="undeclared")
+        for scope, formulas in env.notation_uses[docname].items():
+            reported = set()
+            for latex in formulas:
+                for key in reg.keys_of(latex):
+                    symbol = reg.lookup(key, scope)
+                    if symbol is not None:
+                        used[id(symbol)].add(docname)
+                    if docname in exempt or symbol is not None or key in reported:
+                        continue
+                    reported.add(key)
+                    where = "" if scope == docname else f" (in a docstring of the topic {scope!r})"
+                    short = " ".join(latex.split())[:120]
+                    logger.warning(f"notation: the letter {key!r} is neither global nor declared locally on this page{where}; "
+                                   f"first in: {short}", location=docname, type="notation", subtype="undeclared")
     shown = env.notation_shown
     tables = {section for page in shown.values() for section in page["tables"]}
     for section in reg.sections():
