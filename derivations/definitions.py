@@ -290,8 +290,9 @@ class Differentiation:
         return out.xreplace(back).subs(back)
 
     def latex(self) -> str:
-        parts = [rf"\tfrac{{\partial}}{{\partial {latex(self.var)}}} \text{{ holds }} {latex(h(sp.Symbol('x')))} \text{{ constant (its value is }} x)"
-                 for h in self.held] or [rf"\tfrac{{\partial}}{{\partial {latex(self.var)}}}"]
+        d = rf"\tfrac{{\partial}}{{\partial {latex(self.var)}}}"
+        dot = sp.Symbol(r"{\cdot}")
+        parts = [d + r" \text{ holds } " + latex(h(dot)) + r" \text{ constant (its value is its argument)}" for h in self.held] or [d]
         parts += [rf"{latex(k)} = {latex(v)}" for k, v in self.written]
         return r",\ ".join(parts)
 
@@ -325,10 +326,10 @@ class Linearity:
         return finite.replace(lambda e: isinstance(e, self.expectation), split)
 
     def latex(self) -> str:
-        X, Y, a, b = sp.symbols("X Y a b")
-        E = self.expectation
-        return rf"{latex(E(a * X + b * Y))} = {latex(a * E(X) + b * E(Y))}" + (r" \text{ for numbers } a, b" if self.randoms is None else
-               rf" \text{{ for }} a, b \text{{ free of }} {', '.join(map(sp.latex, self.randoms))}")
+        E = latex(self.expectation(sp.Symbol(r"{\cdot}")))
+        if self.randoms is None:
+            return E + r"\text{ is linear: sums come out of it, and numbers}"
+        return E + r"\text{ is linear: sums come out of it, and factors free of }" + ", ".join(map(latex, self.randoms))
 
 
 @dataclass(frozen=True)

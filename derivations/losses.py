@@ -59,6 +59,7 @@ from . import gradient_weights as gw
 from . import methods
 from .definitions import Definitions, Differentiation
 from .derivation import Derivation
+from .notation import latex
 from .proofs import on_regions
 
 __all__ = [
@@ -555,11 +556,11 @@ def loss_table() -> str:
         verdict = r"\text{on and off policy}" if off_policy else (r"\text{on policy } (w(1, A) = 1)" if on_policy else r"\text{no}")
         if methods.undecided(method):
             verdict = r"\text{undecided (batch-dependent selection)}"
-        cell = sp.latex(w) + ("" if p == 0 else rf",\ p = {sp.latex(p)}")
-        lines.append(rf"\text{{{_NAMES[method]}}} & {sp.latex(token_loss(method))} & {cell} & \text{{token-mean}} & {verdict} \\")
+        cell = latex(w) + ("" if p == 0 else rf",\ p = {latex(p)}")
+        lines.append(rf"\text{{{_NAMES[method]}}} & {latex(token_loss(method))} & {cell} & \text{{token-mean}} & {verdict} \\")
     r_seq = sp.Symbol("rtilde_i", positive=True)
     w_gspo = gw.gradient_weight("ppo").subs(r, r_seq)
-    lines.append(rf"\text{{GSPO (both forms)}} & -\min(\tilde r_iA, \mathrm{{clip}}(\tilde r_i)A) & {sp.latex(w_gspo)} & \text{{seq-mean-token-mean}} & \text{{on policy }} (\tilde r_i = 1) \\")
+    lines.append(rf"\text{{GSPO (both forms)}} & -\min(\tilde r_iA, \mathrm{{clip}}(\tilde r_i)A) & {latex(w_gspo)} & \text{{seq-mean-token-mean}} & \text{{on policy }} (\tilde r_i = 1) \\")
     lines.append(r"\text{GMPO} & -\bar A_i \exp\overline{g(\Delta)} & \bar r_i\,g'(\Delta_{it}) & \text{mean over rows} & \text{on policy } (\bar r_i = 1) \\")
     lines.append(r"\end{array}")
     return "\n".join(lines)
@@ -593,6 +594,6 @@ def sequence_table() -> str:
         at_one = sp.simplify(sp.piecewise_fold(w.subs({r_seq: 1, W_i: 1})).subs(constants)) == 1
         verdict = r"\text{on policy (row ratio 1)}" if at_one else r"\text{no}"
         agg = methods.METHODS[name].aggregation
-        lines.append(rf"\text{{{label}}} & {ratio} & {sp.latex(w)} & \text{{{agg}}} & {verdict} \\")
+        lines.append(rf"\text{{{label}}} & {ratio} & {latex(w)} & \text{{{agg}}} & {verdict} \\")
     lines.append(r"\end{array}")
     return "\n".join(lines)

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 from sympy.printing.latex import LatexPrinter
 
-__all__ = ["Notation", "Symbol", "latex", "symbols_of"]
+__all__ = ["Notation", "Symbol", "exclusive", "latex", "symbols_of"]
 
 _GREEK = {
     "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu",
@@ -390,8 +390,61 @@ class Notation:
         return out
 
 
+_FLIP = {sp.GreaterThan: sp.LessThan, sp.LessThan: sp.GreaterThan, sp.StrictGreaterThan: sp.StrictLessThan,
+         sp.StrictLessThan: sp.StrictGreaterThan}
+
+
+def _isolated(rel, weight):
+    """``rel`` with its most-used symbol alone on the left (``r - eps_h <= 1`` as ``r <= eps_h + 1``)."""
+    if type(rel) not in _FLIP:
+        return rel
+    gap = rel.lhs - rel.rhs
+    symbols = sorted(gap.free_symbols, key=lambda x: (-weight.get(x, 0), str(x)))
+    if not symbols:
+        return rel
+    x = symbols[0]
+    coeff = gap.coeff(x)
+    if not (coeff.is_number and coeff != 0 and sp.diff(gap, x) == coeff):
+        return rel
+    bound = -(gap - coeff * x) / coeff
+    return type(rel)(x, bound) if coeff > 0 else _FLIP[type(rel)](x, bound)
+
+
+def exclusive(pw: sp.Piecewise) -> sp.Piecewise:
+    """The same ``Piecewise`` with conditions that do not overlap: each branch says where it holds, read in any order.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.notation import exclusive
+    >>> r, A = sp.symbols("r A", real=True)
+    >>> exclusive(sp.Piecewise((r, (A > 0) & (r <= 2)), (0, (A > 0) | (r < 1)), (r, True)))
+    Piecewise((r, (r <= 2) & (A > 0)), (0, ((A <= 0) & (r < 1)) | ((A > 0) & (r > 2))), (r, (r >= 1) & (A <= 0)))
+    """
+    relations = [rel for _, c in pw.args for rel in c.atoms(sp.core.relational.Relational)]
+    weight: dict = {}
+    for rel in relations:
+        for x in rel.free_symbols:
+            weight[x] = weight.get(x, 0) + 1
+    branches, before = [], []
+    for value, condition in pw.args:
+        alone = sp.And(condition, *[sp.Not(c) for c in before]) if before else condition
+        before.append(condition)
+        alone = sp.simplify_logic(alone, force=True) if alone not in (sp.true, sp.false) else alone
+        if alone is sp.false:
+            continue
+        if alone is not sp.true:
+            alone = alone.replace(lambda e: isinstance(e, sp.core.relational.Relational), lambda e: _isolated(e, weight))
+        branches.append((value, alone))
+    return sp.Piecewise(*branches, evaluate=False)
+
+
 class _NotesPrinter(LatexPrinter):
-    """SymPy's LaTeX, in the notes' notation: the indicator for a Kronecker delta, bracketed derivative scopes."""
+    """SymPy's LaTeX, in the notes' notation: the indicator for a Kronecker delta, bracketed derivative scopes,
+    a ``Piecewise`` with conditions that do not overlap."""
+
+    def _print_Piecewise(self, expr):
+        return super()._print_Piecewise(exclusive(expr))
 
     def _print_KroneckerDelta(self, expr, exp=None):
         i, j = (self._print(a) for a in expr.args)

@@ -241,6 +241,29 @@ LOCAL = [
     _local("group_baselines", "x", "a prompt"),
     _local("group_baselines", r"\Delta", r"the GRPO gap :math:`\Delta_k = A(1, k) - A(0, k)` between a success and a failure that see "
            r"the same :math:`k` other successes", "``grpo_weight_coefficients``", "Δ for a difference"),
+    # returns
+    _local("returns", "k", r"a coordinate of a block of logits (:math:`s_{1,k}`); a number of steps before the end"),
+    _local("returns", "n", r"the slack in :math:`T - 1 = t + n`, :math:`n \ge 0`, which says that step :math:`t` is in the episode"),
+    _local("returns", "p", r"the probability that the first decision of the credit example takes action 2"),
+    _local("returns", "q", r"the probability that the second decision of the credit example takes action 2"),
+    _local("returns", "g", r"the gradient block of one decision, :math:`(g_0, g_1)`, in the discounting example"),
+    # conventions
+    _local("conventions", "x", r"the argument of the stop-gradient :math:`\operatorname{sg}(x)`"),
+    # gradient_weights
+    _local("gradient_weights", "x", r"the argument of the stop-gradient :math:`\operatorname{sg}(x)`"),
+    _local("gradient_weights", r"\eta", r"a positive parameter of an open region of ratios, :math:`r = l + (h - l)\,\eta/(1 + \eta)`",
+           "", "a Greek letter free on this page"),
+    # trust_region
+    _local("trust_region", "x", r"a real number of the scalar lemma, instantiated as :math:`x = \pi_a`"),
+    _local("trust_region", "y", r"a real number of the scalar lemma, instantiated as :math:`y = \mu_a`"),
+    _local("trust_region", "f", r"the convex function :math:`f(r_{\mathrm{ref}}) = r_{\mathrm{ref}} - 1 - \log r_{\mathrm{ref}}` behind :math:`k_3 \ge 0`",
+           forms=("f'", "f''")),
+    _local("trust_region", "f'", r"the derivatives of :math:`f`", forms=("f''",)),
+    _local("trust_region", "f''", r"the second derivative of :math:`f`"),
+    _local("trust_region", "g", r"the gap :math:`g(t) = \mathbb{E}_\pi[k_2] - \mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})` along a path of policies"),
+    _local("trust_region", "j", r"a coordinate of :math:`\theta`"),
+    _local("trust_region", "n", r"the slack in :math:`K = j + n`, :math:`n \ge 0`"),
+    _local("trust_region", "p", r"the probability of the first of two actions, :math:`\pi = (p, 1-p)`"),
 ]
 
 SYMBOLS = tuple(GLOBAL + LOCAL)
