@@ -264,6 +264,19 @@ LOCAL = [
     _local("trust_region", "j", r"a coordinate of :math:`\theta`"),
     _local("trust_region", "n", r"the slack in :math:`K = j + n`, :math:`n \ge 0`"),
     _local("trust_region", "p", r"the probability of the first of two actions, :math:`\pi = (p, 1-p)`"),
+    # off_policy
+    _local("off_policy", "f", "the feedback (tool) token the environment writes after turn 0, at position 1; :math:`s_f` its score, "
+           r":math:`\pi_f` the model's distribution at its slot", "``feedback_term``"),
+    _local("off_policy", "q", r"the success probability :math:`q_{aa'}` of the agent's episode :math:`(a, a')`"),
+    _local("off_policy", r"\zeta", "the sampler's mismatch: how far its weights lag, :math:`\\theta_\\mu = \\theta + \\zeta\\,\\xi`", "``mismatch``"),
+    _local("off_policy", r"\xi", "the fixed direction of the sampler's lag"),
+    _local("off_policy", "g", r"any quantity of an episode (:math:`g = A(s_0 + s_2)` gives :math:`\nabla J`)"),
+    _local("off_policy", "j", r"a coordinate of :math:`\theta`"),
+    _local("off_policy", "n", r"the slack in :math:`K = j + n`, :math:`n \ge 0`"),
+    _local("off_policy", "k", "a coordinate of a score (an action label)"),
+    _local("off_policy", "x", r"a real number of the positive-part lemma (:math:`x = \pi_a`)"),
+    _local("off_policy", "y", r"a real number of the positive-part lemma (:math:`y = \mu_a`)"),
+    _local("off_policy", r"\Theta", r"the per-step logits of the :math:`L`-step chain, :math:`\Theta_{t, o_{t-1}}`", "``chain_score_moments``"),
 ]
 
 SYMBOLS = tuple(GLOBAL + LOCAL)
