@@ -62,7 +62,6 @@ import sympy as sp
 
 from .definitions import Definitions, Differentiation
 from .derivation import Derivation, is_zero
-from .notation import latex
 from .methods import (  # the registry's symbols; sg: stop-gradient (d_dell holds it constant)
     FORMS,
     A,
@@ -74,6 +73,7 @@ from .methods import (  # the registry's symbols; sg: stop-gradient (d_dell hold
     r,
     sg,
 )
+from .notation import latex
 from .proofs import holds, limit_along, on_regions, same_solutions
 from .regions import resolve
 

@@ -70,7 +70,7 @@ _WORD_SUBSCRIPT = {"text", "textrm", "mathrm", "operatorname"}
 _SKIP_ARGUMENT = {"color", "label", "tag", "hspace", "vspace", "kern", "mkern", "mspace", "hskip",
                   "textcolor", "ref", "eqref", "href", "class", "cssId", "style", "unicode"}
 _COLUMN_SPEC = {"array", "tabular", "alignat", "alignedat"}
-_COMMAND = re.compile(r"\\([A-Za-z]+)\*?|\\.")
+_COMMAND = re.compile(r"\\([A-Za-z]+)\*?|\\.|\\$")
 # the d of a derivative d/dx (d^2/dx^2) is an operator, not the symbol d
 _DIFFERENTIAL = re.compile(r"\\[dt]?frac\s*\{\s*d(\s*\^\s*\{?\s*\d+\s*\}?)?\s*\}\s*\{\s*d(?![A-Za-z]{2})")
 
@@ -102,9 +102,16 @@ def _argument(s: str, i: int) -> tuple[str, int]:
     if s[i] == "{":
         return _group(s, i)
     if s[i] == "\\":
-        m = _COMMAND.match(s, i)
+        m = _match_command(s, i)
         return m.group(0), m.end()
     return s[i], i + 1
+
+
+def _match_command(s: str, i: int) -> re.Match:
+    """The command at ``s[i] == "\\"`` (a lone backslash at the end is one too)."""
+    m = _COMMAND.match(s, i)
+    assert m is not None  # the pattern matches every backslash
+    return m
 
 
 def _word(arg: str) -> str | None:
@@ -133,7 +140,7 @@ def _decorated(s: str, i: int, key: str, out: list, labels=None) -> int:
     if m:
         j = i + m.end()
         if s.startswith("\\", j) and re.match(r"\\(text|textrm|mathrm|operatorname)\b", s[j:]):
-            command = _COMMAND.match(s, j)
+            command = _match_command(s, j)
             word, end = _argument(s, command.end())
             if word.strip():
                 out.append(f"{key}_{word.strip()}")
@@ -144,9 +151,9 @@ def _decorated(s: str, i: int, key: str, out: list, labels=None) -> int:
             return end
         if s.startswith("{", j):
             content, end = _group(s, j)
-            word = _word(content)
-            if word is not None:
-                out.append(f"{key}_{word}")
+            named = _word(content)
+            if named is not None:
+                out.append(f"{key}_{named}")
                 rest = re.sub(r"^\s*\\(text|textrm|mathrm|operatorname)\s*\{[^{}]*\}", "", content)
                 _scan(rest, out, labels)
                 return end
@@ -159,7 +166,7 @@ def _scan(s: str, out: list, labels=None) -> list:
     while i < len(s):
         c = s[i]
         if c == "\\":
-            m = _COMMAND.match(s, i)
+            m = _match_command(s, i)
             i = m.end()
             name = m.group(1)
             if name is None:
@@ -330,8 +337,10 @@ class Notation:
         self._local: dict[tuple[str, str], Symbol] = {}
         for s in self.symbols:
             for key in s.keys:
-                table, index = (self._local, (s.page, key)) if s.local else (self._global, key)
-                table.setdefault(index, s)  # type: ignore[call-overload]
+                if s.local:
+                    self._local.setdefault((s.page, key), s)
+                else:
+                    self._global.setdefault(key, s)
 
     def keys_of(self, latex: str) -> list[str]:
         """The symbols of a formula, with this registry's labels (``k_1`` is one symbol)."""
@@ -426,7 +435,8 @@ def exclusive(pw: sp.Piecewise) -> sp.Piecewise:
     for rel in relations:
         for x in rel.free_symbols:
             weight[x] = weight.get(x, 0) + 1
-    branches, before = [], []
+    branches: list = []
+    before: list = []
     for value, condition in pw.args:
         alone = sp.And(condition, *[sp.Not(c) for c in before]) if before else condition
         before.append(condition)
@@ -466,7 +476,7 @@ class _NotesPrinter(LatexPrinter):
         return rf"\frac{{{top}}}{{{below}}} \left({self._print(body)}\right)"
 
 
-_PRINTER = _NotesPrinter()
+_PRINTER = _NotesPrinter({"diff_operator": "rd"})  # an upright d: the operator, not the symbol d
 
 
 def latex(expr) -> str:

@@ -65,14 +65,14 @@ __all__ = [
 ]
 
 delta = sp.Symbol("Delta", real=True)
-r"""The log-ratio :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}} = -\log r_{\mathrm{ref}}`."""
+r"""The log-ratio :math:`\log\pi - \log\pi_{\mathrm{ref}} = -\log r_{\mathrm{ref}}` (the symbol of :data:`k1`, :data:`k2`, :data:`k3`)."""
 
 k1 = delta
-r""":math:`k_1 = -\log r_{\mathrm{ref}} = \Delta`."""
+r""":math:`k_1 = -\log r_{\mathrm{ref}}`."""
 k2 = delta**2 / 2
-r""":math:`k_2 = \tfrac12 (\log r_{\mathrm{ref}})^2 = \tfrac12\Delta^2`."""
+r""":math:`k_2 = \tfrac12 (\log r_{\mathrm{ref}})^2`."""
 k3 = sp.exp(-delta) - 1 + delta
-r""":math:`k_3 = (r_{\mathrm{ref}} - 1) - \log r_{\mathrm{ref}} = e^{-\Delta} - 1 + \Delta`."""
+r""":math:`k_3 = (r_{\mathrm{ref}} - 1) - \log r_{\mathrm{ref}}`."""
 
 r_ref = sp.Symbol(r"r_{\mathrm{ref}}", positive=True)
 r"""The reference ratio :math:`r_{\mathrm{ref}} = \pi_{\mathrm{ref}}(a)/\pi(a)` of the KL estimators."""

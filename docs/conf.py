@@ -46,6 +46,8 @@ extensions = [
 # the notation registry (derivations/symbols.py), checked by the build (docs/_ext/notation.py):
 # a docstring on the API page uses the letters of its topic's page
 notation_module_pages = {"iid_groups": "group_baselines", "policy": "score_function", "methods": "losses"}
+# the changelog names the letters that changed, each from its own page
+notation_exempt_pages = ["notation", "changelog"]
 
 exclude_patterns = ["_build"]
 templates_path = ["_templates"]

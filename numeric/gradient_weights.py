@@ -229,10 +229,10 @@ def ppo_diagnostics(log_prob: Array, old_log_prob: Array, advantages: Array, mas
 
     .. math::
 
-        \mathtt{ratio\_outside} = \overline{\mathbb 1[r \notin [1-\varepsilon_l, 1+\varepsilon_h]]},\quad
-        \mathtt{active\_clip} = \overline{\mathbb 1[\min(rA, \mathrm{clip}(r)A) < rA]},\quad
-        \mathtt{kl} = \overline{(r - 1) - \log r},\quad
-        \mathtt{mean\_log\_ratio} = \overline{\log r}.
+        \mathtt{ratio\_outside} = \operatorname{mean}\,\mathbb 1[r \notin [1-\varepsilon_l, 1+\varepsilon_h]],\quad
+        \mathtt{active\_clip} = \operatorname{mean}\,\mathbb 1[\min(rA, \mathrm{clip}(r)A) < rA],\quad
+        \mathtt{kl} = \operatorname{mean}\,\bigl((r - 1) - \log r\bigr),\quad
+        \mathtt{mean\_log\_ratio} = \operatorname{mean}\,\log r.
 
     ``kl`` is :math:`k_3` (:func:`numeric.losses.kl_estimate`, the one definition of
     the estimators): non-negative for every batch and unbiased for

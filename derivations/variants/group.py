@@ -20,6 +20,7 @@ from ..definitions import Definitions, GroupExpectation
 from ..derivation import Derivation
 from ..group_baselines import GRAD_J, GRAD_P, P
 from ..iid_groups import Expect, IIDGroup
+from ..notation import latex
 from .inputs import (
     G_SYMBOL,
     R_PLAIN,
@@ -155,7 +156,7 @@ def _general(expr, G) -> GroupReport:
         start = Expect(expr * S[I])
     d = Derivation(
         "Expected update of the group advantage (any reward law)",
-        assumptions=[f"$G = {sp.latex(G)}$ answers drawn i.i.d. from $\\pi_\\theta$" if isinstance(G, int) else r"$G \ge 2$ answers drawn i.i.d. from $\pi_\theta$",
+        assumptions=[f"$G = {latex(G)}$ answers drawn i.i.d. from $\\pi_\\theta$" if isinstance(G, int) else r"$G \ge 2$ answers drawn i.i.d. from $\pi_\theta$",
                      r"$s$: a coordinate of the score of the answer; $\nabla_\theta J = \mathbb{E}[R s]$"],
         unfold=unfold,
     )

@@ -32,11 +32,11 @@ from pathlib import Path
 
 from docutils import nodes
 from docutils.parsers.rst import directives
+from notation import record_derivation
 from sphinx.util.docutils import SphinxDirective
 
 from derivations import Derivation
 from derivations.notation import latex as notes_latex
-from notation import record_derivation
 
 _cache: dict[str, object] = {}
 

@@ -168,9 +168,9 @@ def _scopes(doctree, docname, topics):
     """Each formula of a page with the page whose letters it may use (a docstring: its topic's)."""
     module = None
     for node in doctree.findall():
-        if isinstance(node, nodes.target) and any(i.startswith("module-") for i in node.get("ids", ())):
-            module = next(i for i in node["ids"] if i.startswith("module-"))[len("module-"):]
-            continue
+        ids = node.get("ids", ()) if isinstance(node, nodes.Element) else ()
+        if any(i.startswith("module-") for i in ids):  # a module's target; docutils moves its ids onto the next element
+            module = next(i for i in ids if i.startswith("module-"))[len("module-"):]
         latex = None
         if isinstance(node, (nodes.math, nodes.math_block)):
             latex = [node.astext()]

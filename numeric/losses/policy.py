@@ -304,8 +304,8 @@ def policy_loss(
         SAPO at the row's ratio :math:`\tilde r_i`, one value per row (TRL ``sapo`` at ``importance_sampling_level="sequence"``).
     ``vespo``
         :math:`-\mathrm{sg}(\phi(W_i))\,A\,\ell` with the product of the row's ratios
-        :math:`W_i = \prod_t r_{it}` and the Gamma weight :math:`\phi(W) = W^k e^{\lambda(1 - W)}`,
-        :math:`(k, \lambda)` the positive side's if :math:`A \ge 0` (TRL ``vespo``).
+        :math:`W_i = \prod_t r_{it}` and the Gamma weight :math:`\phi(W) = W^k e^{\zeta(1 - W)}`,
+        :math:`(k, \zeta)` the positive side's if :math:`A \ge 0` (TRL ``vespo``).
     ``clip_cov``
         PPO's loss, and 0 on the ``selected`` tokens (verl ``clip_cov``; its selection is
         :func:`~numeric.losses.selection.clip_cov_selection`).
@@ -313,8 +313,8 @@ def policy_loss(
         :math:`-rA`, plus :math:`\beta\,|\ell - \ell_{\mathrm{old}}|` on the ``selected`` tokens
         (verl ``kl_cov``; :func:`~numeric.losses.selection.kl_cov_selection`).
     ``gmpo``
-        per row, :math:`-\bar A_i \exp\overline{g(\Delta)}` with
-        :math:`g(\Delta) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\Delta,\ \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h))`,
+        per row, :math:`-\bar A_i \exp\overline{g(\log r)}` with
+        :math:`g(\log r) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\log r,\ \mathrm{sgn}(A)\,\mathrm{clamp}(\log r, -\tilde\varepsilon_l, \tilde\varepsilon_h))`,
         averaged over rows (verl ``geo_mean``).
     ``is``
         :math:`-\mathrm{sg}(r)\,A\,\ell`, token importance sampling (CISPO without a clip).
@@ -366,7 +366,7 @@ def policy_loss(
     sapo_tau : (float, float)
         SAPO only: :math:`(\tau_+, \tau_-)`, positive; TRL's defaults ``(1.0, 1.05)``.
     gmpo_clip : (float, float)
-        GMPO only: :math:`(\delta_l, \delta_h)`, its clip range in log space (verl's clip ratios).
+        GMPO only: :math:`(\tilde\varepsilon_l, \tilde\varepsilon_h)`, its clip range in log space (verl's clip ratios).
     vespo_k, vespo_lambda : (float, float)
         VESPO only: :math:`(k_+, k_-)` and :math:`(\lambda_+, \lambda_-)`, positive; TRL's defaults
         ``(2.0, 3.0)`` and ``(3.0, 2.0)``.
@@ -536,7 +536,7 @@ def _penalty_fn():
 
 @cache
 def _log_gamma_fn():
-    r""":math:`\log\phi(e^L) = kL + \lambda(1 - e^L)` from :func:`derivations.methods.gamma_weight`, lambdified in :math:`L, k, \lambda`."""
+    r""":math:`\log\phi(e^L) = kL + \zeta(1 - e^L)` from :func:`derivations.methods.gamma_weight`, lambdified in :math:`L, k, \zeta`."""
     L = sp.Symbol("L", real=True)
     log_phi = sp.expand_log(sp.log(methods.gamma_weight(sp.exp(L))), force=True)
     return sp.lambdify((L, methods.k, methods.lam), log_phi, "numpy")
