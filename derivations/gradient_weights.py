@@ -310,11 +310,8 @@ def gradient_weight(method: str) -> sp.Piecewise:
 
     .. math::
 
-        w_{\mathrm{PPO}} = r\,\mathbb 1\bigl[(A>0,\ r \le 1+\varepsilon_h) \lor (A<0,\ r \ge 1-\varepsilon_l)\bigr],
-        \qquad
-        w_{\mathrm{CISPO}} = \min(r, 1+\varepsilon_h),
-        \qquad
-        w_{\mathrm{IS}} = r.
+        &w_{\mathrm{PPO}} = r\,\mathbb 1\bigl[(A>0,\ r \le 1+\varepsilon_h) \lor (A<0,\ r \ge 1-\varepsilon_l)\bigr], \\
+        &w_{\mathrm{CISPO}} = \min(r, 1+\varepsilon_h), \qquad w_{\mathrm{IS}} = r.
 
     Examples
     --------
@@ -441,9 +438,9 @@ def stop_gradient_semantics() -> Derivation:
 
     .. math::
 
-        \text{(a)}\ -\mathrm{sg}(\min(r,1+\varepsilon))A\ell \to -A\min(r, 1+\varepsilon),\quad
-        \text{(b)}\ -\min(r,1+\varepsilon)A\ell \to -A r(1+\ell)\ \text{on } r<1+\varepsilon,\quad
-        \text{(c)}\ -\min(r,1+\varepsilon)A \to -A r\,\mathbb 1[r<1+\varepsilon].
+        &\text{(a)}\ -\mathrm{sg}(\min(r,1+\varepsilon))A\ell \to -A\min(r, 1+\varepsilon), \\
+        &\text{(b)}\ -\min(r,1+\varepsilon)A\ell \to -A r(1+\ell)\ \text{on } r<1+\varepsilon, \\
+        &\text{(c)}\ -\min(r,1+\varepsilon)A \to -A r\,\mathbb 1[r<1+\varepsilon].
 
     Here :math:`\varepsilon = \varepsilon_h`.
 

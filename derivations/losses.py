@@ -114,10 +114,10 @@ def token_loss(method: str) -> sp.Expr:
 
     .. math::
 
-        \mathcal L_{\mathrm{REINFORCE}} = -A\ell,\quad
-        \mathcal L_{\mathrm{CISPO}} = -\mathrm{sg}\bigl(\mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\bigr)A\ell,\quad
-        \mathcal L_{\mathrm{cap}} = -\mathrm{sg}(\min(r, 1+\varepsilon_h))A\ell,\quad
-        \mathcal L_{\mathrm{SAPO}} = -\tfrac{4}{\tau}\,\sigma\bigl(\tau(r - 1)\bigr)A\ \ (\tau = \tau_+ \text{ if } A > 0 \text{ else } \tau_-);
+        &\mathcal L_{\mathrm{REINFORCE}} = -A\ell, \\
+        &\mathcal L_{\mathrm{CISPO}} = -\mathrm{sg}\bigl(\mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\bigr)A\ell, \\
+        &\mathcal L_{\mathrm{cap}} = -\mathrm{sg}(\min(r, 1+\varepsilon_h))A\ell, \\
+        &\mathcal L_{\mathrm{SAPO}} = -\tfrac{4}{\tau}\,\operatorname{sigmoid}\bigl(\tau(r - 1)\bigr)A\ \ (\tau = \tau_+ \text{ if } A > 0 \text{ else } \tau_-);
 
     PPO and dual-clip PPO are :func:`derivations.gradient_weights.token_loss`;
     Clip-Cov's unselected token has PPO's loss and its selected one the loss 0;
@@ -178,10 +178,9 @@ def weight(method: str) -> sp.Expr:
 
     .. math::
 
-        w_{\mathrm{REINFORCE}} = 1,\quad
-        w_{\mathrm{CISPO}} = \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h),\quad
-        w_{\mathrm{cap}} = \min(r, 1+\varepsilon_h),\quad
-        w_{\mathrm{SAPO}} = 4\,\sigma(1-\sigma)\,r,\ \sigma = \sigma(\tau(r-1)),\ \tau = \tau_+ \text{ if } A > 0 \text{ else } \tau_-,
+        &w_{\mathrm{REINFORCE}} = 1, \qquad w_{\mathrm{CISPO}} = \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h), \qquad
+        w_{\mathrm{cap}} = \min(r, 1+\varepsilon_h), \\
+        &w_{\mathrm{SAPO}} = 4\,q(1-q)\,r,\ q = \operatorname{sigmoid}(\tau(r-1)),\ \tau = \tau_+ \text{ if } A > 0 \text{ else } \tau_-,
 
     and PPO's and dual-clip PPO's from :func:`derivations.gradient_weights.gradient_weight`.
     SAPO's weight is 1 at :math:`r = 1` and decays smoothly on both sides,
@@ -312,7 +311,7 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
       token loss :math:`-\mathrm{sg}(\mathrm{clip}(\tilde r))\,A\,\ell_t` with
       :math:`\tilde r = \exp(\frac1n\sum_t\log r_t)`; the stopped weight is a constant, so
       :math:`w_t = \mathrm{clip}(\tilde r)` (``eps_low=None``: :math:`\min(\tilde r, 1+\varepsilon_h)`);
-    * ``sapo_seq``: the row's value :math:`f(\tilde r) = -\frac4\tau\sigma(\tau(\tilde r-1))A` (:math:`\tau_\pm` by the sign of :math:`A`) on
+    * ``sapo_seq``: the row's value :math:`f(\tilde r) = -\frac4\tau\operatorname{sigmoid}(\tau(\tilde r-1))A` (:math:`\tau_\pm` by the sign of :math:`A`) on
       each of its :math:`n` tokens; :math:`\partial\log \tilde r/\partial\ell_t = 1/n` and the
       :math:`n` tokens cancel it: :math:`w_t = w_{\mathrm{SAPO}}(\tilde r)`;
     * ``vespo``: token loss :math:`-\mathrm{sg}(\phi(W))\,A\,\ell_t` with the
@@ -330,7 +329,7 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
     --------
     >>> from derivations.losses import sequence_weight_derivation
     >>> sequence_weight_derivation("vespo").verify().steps[-1].rhs
-    -A*W**k*exp(lambda*(1 - W))
+    -A*W**k*exp(zeta*(1 - W))
     >>> len(sequence_weight_derivation("sapo_seq").verify().steps)
     2
     >>> sequence_weight_derivation("cispo_seq", eps_low=None).verify().steps[-1].rhs
@@ -398,20 +397,21 @@ def gmpo_derivation() -> Derivation:
         assumptions=[r"$g(\log r) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\log r, \mathrm{sgn}(A)\,\mathrm{clamp}(\log r, -\tilde\varepsilon_l, \tilde\varepsilon_h))$", r"$\tilde\varepsilon_l, \tilde\varepsilon_h, \eta > 0$"],
     )
     inside = sp.Symbol(r"\log r", real=True)
-    a, b = sp.symbols("a b", positive=True)
+    a, b = sp.symbols("eta_h eta_l", positive=True)  # the distances of log r from the two edges
     regions = [  # (sign of A, Delta, its variable, (delta_l, delta_h), display, g' there)
         (1, high + dd, dd, (low, high), r"A > 0,\ \log r = \tilde\varepsilon_h + \eta", 0),
         (1, -low - dd, dd, (low, high), r"A > 0,\ \log r = -\tilde\varepsilon_l - \eta", 1),
-        (1, inside, inside, (b - inside, inside + a), r"A > 0,\ -\tilde\varepsilon_l < \log r < \tilde\varepsilon_h\ (\tilde\varepsilon_l = b - \log r,\ \tilde\varepsilon_h = \log r + a)", 1),
+        (1, inside, inside, (b - inside, inside + a), r"A > 0,\ -\tilde\varepsilon_l < \log r < \tilde\varepsilon_h$; $\tilde\varepsilon_l = \eta_l - \log r,\ \tilde\varepsilon_h = \log r + \eta_h", 1),
         (-1, high + dd, dd, (low, high), r"A < 0,\ \log r = \tilde\varepsilon_h + \eta", 1),
         (-1, -low - dd, dd, (low, high), r"A < 0,\ \log r = -\tilde\varepsilon_l - \eta", 0),
-        (-1, inside, inside, (b - inside, inside + a), r"A < 0,\ -\tilde\varepsilon_l < \log r < \tilde\varepsilon_h\ (\tilde\varepsilon_l = b - \log r,\ \tilde\varepsilon_h = \log r + a)", 1),
+        (-1, inside, inside, (b - inside, inside + a), r"A < 0,\ -\tilde\varepsilon_l < \log r < \tilde\varepsilon_h$; $\tilde\varepsilon_l = \eta_l - \log r,\ \tilde\varepsilon_h = \log r + \eta_h", 1),
     ]
     for sign, point, var, (lo, hi), where, slope in regions:
         g = _gmpo_log_ratio(sign, point, lo, hi, evaluate=False)  # displayed as written, not pre-resolved
         piece = sp.simplify(_gmpo_log_ratio(sign, point, lo, hi))
-        d.step(g, piece, f"on ${where}$: the min/max resolve")
-        d.step(sp.Derivative(piece, var) / sp.diff(point, var), sp.Integer(slope), r"$g'(\log r) = \partial g/\partial v \,/\, \partial\log r/\partial v$ along the region's variable $v$")
+        d.step(g, piece, f"on ${where}$; the min/max resolve")
+        d.step(sp.Derivative(piece, var) / sp.diff(point, var), sp.Integer(slope),
+               r"$g'(\log r)$ is $\partial g$ over $\partial\log r$ along the region's parameter")
     return d
 
 

@@ -145,7 +145,7 @@ def _kl_cov(selected: object) -> sp.Expr:
 
 
 def _sapo() -> sp.Expr:
-    r"""SAPO's soft gate :math:`-\frac{4}{\tau}\sigma(\tau(r - 1))A`, with :math:`\tau_+` where :math:`A > 0` and :math:`\tau_-` elsewhere (verl, TRL)."""
+    r"""SAPO's soft gate :math:`-\frac{4}{\tau}\operatorname{sigmoid}(\tau(r - 1))A`, with :math:`\tau_+` where :math:`A > 0` and :math:`\tau_-` elsewhere (verl, TRL)."""
     gate = lambda t: 4 / t / (1 + sp.exp(-t * (r - 1)))  # noqa: E731
     return sp.Piecewise((-gate(tau_pos) * A, A > 0), (-gate(tau_neg) * A, True))
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 from sympy.printing.latex import LatexPrinter
 
-__all__ = ["Notation", "Symbol", "exclusive", "latex", "symbols_of"]
+__all__ = ["Notation", "Symbol", "exclusive", "latex", "latex_terms", "symbols_of"]
 
 _GREEK = {
     "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu",
@@ -500,3 +500,61 @@ def latex(expr) -> str:
     '\\frac{\\partial {\\pi}_{a}}{\\partial \\theta}'
     """
     return _PRINTER.doprint(expr)
+
+
+def latex_terms(expr) -> list[str]:
+    r"""``expr``'s LaTeX cut at its top-level sum: the places where a long line may break.
+
+    The pieces joined with spaces read as :func:`latex` of ``expr``; every piece
+    after the first starts with its sign.  A sum (or a product) whose argument is
+    a sum is cut inside its bracket, written ``\Bigl( ... \Bigr)`` so that the
+    two halves of the bracket may stand on different lines.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from derivations.notation import latex_terms
+    >>> x, y = sp.symbols("x y")
+    >>> latex_terms(x**2 - 2 * x * y + 1)
+    ['x^{2}', '- 2 x y', '+ 1']
+    >>> latex_terms(x * y)
+    ['x y']
+    >>> latex_terms(sp.Sum(x + y, (x, 1, 3)))
+    ['\\sum_{x=1}^{3}  \\Bigl(x', '+ y \\Bigr)']
+    """
+    expr = sp.sympify(expr)
+    if isinstance(expr, sp.Add):
+        return _add_terms(expr)
+    if isinstance(expr, sp.Sum) and isinstance(expr.function, sp.Add):
+        head = latex(sp.Sum(sp.Symbol("BODY"), *expr.limits))
+        return _bracketed(head.replace("BODY", ""), expr.function)
+    if isinstance(expr, sp.Mul):
+        sums = [f for f in expr.args if isinstance(f, sp.Add)]
+        if len(sums) == 1:
+            rest = sp.Mul(*[f for f in expr.args if f is not sums[0]])
+            head = "" if rest == 1 else ("-" if rest == -1 else latex(rest))
+            return _bracketed(head, sums[0])
+    return [latex(expr)]
+
+
+def _add_terms(expr) -> list[str]:
+    out = []
+    for k, term in enumerate(_PRINTER._as_ordered_terms(expr, order=None)):
+        sign = ""
+        if k and term.could_extract_minus_sign():
+            sign, term = "- ", -term
+        elif k:
+            sign = "+ "
+        tex = _PRINTER._print(term)
+        if _PRINTER._needs_add_brackets(term):
+            tex = rf"\left({tex}\right)"
+        out.append(sign + tex)
+    return out
+
+
+def _bracketed(head: str, body) -> list[str]:
+    """``head (t_1 + t_2 + ...)`` cut between the terms, with brackets that need no pairing on one line."""
+    terms = _add_terms(body)
+    if len(terms) == 1:
+        return [rf"{head} \left({terms[0]}\right)"]
+    return [rf"{head} \Bigl({terms[0]}", *terms[1:-1], rf"{terms[-1]} \Bigr)"]

@@ -309,7 +309,8 @@ LOCAL = [
     _local("losses", r"\alpha", r"GPG's scale of the centred rewards", "``gpg_advantages``"),
     _local("losses", "z", "the logits of a softmax step"),
     _local("losses", "H", r"a token's entropy, :math:`H_{it}`", "``token_entropy``"),
-    _local("losses", "q", "the entropy quantile of TRL's high-entropy mask", "``top_quantile``"),
+    _local("losses", "q", r"SAPO's gate, :math:`q = \operatorname{sigmoid}(\tau(r - 1))`"),
+    _local("losses", "H^*", "the entropy quantile above which TRL's high-entropy mask keeps a token", "``top_quantile``"),
     # variants
     _local("variants", "y", r"a value of the reward, :math:`y_1, \dots, y_m`"),
     _local("variants", "q", r"the probabilities of the reward's values, :math:`q_k = \Pr[R = y_k]`"),

@@ -40,8 +40,14 @@ extensions = [
     "sphinx_togglebutton",
     "derivation_directive",
     "notation",
+    "check_widths",
     "site_layout",
 ]
+
+# every derivation is measured in headless Chromium at 1,280 and 390 px after the build
+# (docs/_ext/check_widths.py): "auto" measures when chromium is installed, "require" (CI) also
+# fails when it is not, "off" skips it
+check_widths = os.environ.get("PGI_CHECK_WIDTHS", "auto")
 
 # the notation registry (derivations/symbols.py), checked by the build (docs/_ext/notation.py):
 # a docstring on the API page uses the letters of its topic's page

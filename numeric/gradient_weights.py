@@ -95,11 +95,9 @@ def gradient_weight(method: str, ratio: ArrayT, advantages: Array, **params: flo
 
     .. math::
 
-        w_{\mathrm{PPO}} = r\,\mathbb 1\bigl[(A > 0,\ r \le 1+\varepsilon_h) \lor (A < 0,\ r \ge 1-\varepsilon_l)\bigr],
-        \quad
-        w_{\mathrm{CISPO}} = \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\ \ (\min(r, 1+\varepsilon_h) \text{ with } \varepsilon_l = \texttt{None}),
-        \quad
-        w_{\mathrm{IS}} = r;
+        &w_{\mathrm{PPO}} = r\,\mathbb 1\bigl[(A > 0,\ r \le 1+\varepsilon_h) \lor (A < 0,\ r \ge 1-\varepsilon_l)\bigr], \\
+        &w_{\mathrm{CISPO}} = \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\ \ (\min(r, 1+\varepsilon_h) \text{ with } \varepsilon_l = \texttt{None}),
+        \qquad w_{\mathrm{IS}} = r;
 
     PPO with ``dual_clip`` :math:`C_d` also silences :math:`A < 0,\ r > C_d`.  The
     formula is :func:`derivations.losses.weight` of the form
@@ -229,9 +227,9 @@ def ppo_diagnostics(log_prob: Array, old_log_prob: Array, advantages: Array, mas
 
     .. math::
 
-        \mathtt{ratio\_outside} = \operatorname{mean}\,\mathbb 1[r \notin [1-\varepsilon_l, 1+\varepsilon_h]],\quad
-        \mathtt{active\_clip} = \operatorname{mean}\,\mathbb 1[\min(rA, \mathrm{clip}(r)A) < rA],\quad
-        \mathtt{kl} = \operatorname{mean}\,\bigl((r - 1) - \log r\bigr),\quad
+        &\mathtt{ratio\_outside} = \operatorname{mean}\,\mathbb 1[r \notin [1-\varepsilon_l, 1+\varepsilon_h]], \qquad
+        \mathtt{active\_clip} = \operatorname{mean}\,\mathbb 1[\min(rA, \mathrm{clip}(r)A) < rA], \\
+        &\mathtt{kl} = \operatorname{mean}\,\bigl((r - 1) - \log r\bigr), \qquad
         \mathtt{mean\_log\_ratio} = \operatorname{mean}\,\log r.
 
     ``kl`` is :math:`k_3` (:func:`numeric.losses.kl_estimate`, the one definition of

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
 import re
 from pathlib import Path
 
@@ -92,6 +93,9 @@ class DerivationDirective(SphinxDirective):
         if "label" in self.options:
             block["label"] = self.options["label"]
         container += block
+        # the steps as data: derivation-layout.js lays them out again when they are wider than the column
+        rows = json.dumps(d.rows()).replace("</", "<\\/")
+        container += nodes.raw("", f'<script type="application/json" class="derivation-rows">{rows}</script>', format="html")
         counts = ", ".join(f"{n}× {how}" for how, n in d.proved_by().items())
         partial = [st.badge for st in d.steps if st.badge]
         caveat = f"; {len(partial)} of them checked only partly, as boxed beside the step" if partial else ""

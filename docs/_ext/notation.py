@@ -133,7 +133,7 @@ class LocalNotation(NotationTable):
         _env_data(self.env).notation_shown.setdefault(self.env.docname, {"tables": [], "box": False})["box"] = True
         if not symbols:
             raise self.error(f"local-notation: the registry declares no symbol local to {self.env.docname!r}")
-        lines = [".. admonition:: Local notation", "   :class: local-notation", "",
+        lines = [".. admonition:: Local notation", "   :class: local-notation dropdown", "",
                  "   These letters mean this on this page only (:doc:`notation` lists every symbol).", "",
                  "   .. list-table::", "      :widths: 18 52 30", ""]
         for s in symbols:
@@ -174,7 +174,7 @@ def _scopes(doctree, docname, topics):
         latex = None
         if isinstance(node, (nodes.math, nodes.math_block)):
             latex = [node.astext()]
-        elif isinstance(node, nodes.raw):
+        elif isinstance(node, nodes.raw) and not node.astext().startswith('<script type="application/json"'):
             latex = [next(g for g in m.groups() if g is not None) for m in _RAW_MATH.finditer(node.astext())]
         if not latex:
             continue

@@ -298,7 +298,7 @@ def policy_loss(
         CISPO with the row's ratio :math:`\tilde r_i` in place of :math:`r`: :math:`-\mathrm{sg}(\mathrm{clip}(\tilde r_i))\,A\,\ell`
         (TRL ``cispo`` at ``importance_sampling_level="sequence"``, with ``eps_low=None``).
     ``sapo``
-        :math:`-\frac{4}{\tau}\,\sigma(\tau(r-1))\,A`, :math:`\tau = \tau_+` if :math:`A > 0`
+        :math:`-\frac{4}{\tau}\,\operatorname{sigmoid}(\tau(r-1))\,A`, :math:`\tau = \tau_+` if :math:`A > 0`
         else :math:`\tau_-` (verl and TRL ``sapo``).
     ``sapo_seq``
         SAPO at the row's ratio :math:`\tilde r_i`, one value per row (TRL ``sapo`` at ``importance_sampling_level="sequence"``).
@@ -569,7 +569,7 @@ def derived_weight(form_name: str, r: torch.Tensor, A: torch.Tensor, options: di
     The one lambdified table of :func:`derivations.losses.weight`: :func:`policy_weight`
     and :func:`numeric.gradient_weight` both evaluate it.  ``options`` are the
     checked parameters (:func:`numeric._validate.method_options`).  SAPO's
-    weight :math:`4\sigma(1-\sigma)r` is below :math:`4r e^{-700}`, 0 in fp64,
+    weight :math:`4q(1-q)r`, :math:`q = \operatorname{sigmoid}(\tau(r-1))`, is below :math:`4r e^{-700}`, 0 in fp64,
     where :math:`\tau(r - 1) > 700`, and is written 0 there (its formula would
     divide two overflowed exponentials).
 
