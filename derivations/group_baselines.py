@@ -187,7 +187,7 @@ def equal_rewards_vanish() -> Derivation:
     """
     grp = _group()
     j, G = grp.j, grp.G
-    c = sp.Symbol("R_1", real=True)  # the common reward: every answer gets answer 1's
+    c = sp.Symbol("R_1", real=True)  # the common reward: every answer gets the answer labelled 1's
     eps = sp.Symbol(r"\epsilon_{\mathrm{div}}", positive=True)
     const_sum = sp.Sum(c, (j, 1, G))
     mean = const_sum / G
@@ -509,7 +509,7 @@ def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
 
     The first step's proof is the kernel's sum over the reward patterns
     (:func:`~derivations.proofs.from_table`): the table of :math:`A_1` (the
-    std-normalised advantage, :func:`zscore_advantage`, of answer 1's reward
+    std-normalised advantage, :func:`zscore_advantage`, of the answer labelled 1's reward
     and the others' counts), times the probability of the others' counts,
     times :math:`\mathbb{E}[\mathbb{1}[R_1 = r_1]\, s_1] = \pm\nabla_\theta p`.
 
@@ -539,7 +539,7 @@ def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
     d.step(
         Expect(_A1 * s[1]),
         sp.Add(*terms, evaluate=False) * GRAD_P,
-        r"sum over answer 1's reward and the others' count ($2G = " + str(2 * G) + r"$ table entries)",
+        r"sum over the answer labelled 1's reward and the others' count ($2G = " + str(2 * G) + r"$ table entries)",
         proof=_reward_patterns(G, std, s[1]),
     )
     d.then(sp.collect(sp.expand(sp.Add(*terms)), P) * GRAD_P, "expand")

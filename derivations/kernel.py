@@ -770,7 +770,7 @@ def count_patterns(m: int, n: int) -> list[tuple]:
 class Table(Proof):
     r"""``E[a s_1] = sum`` over the count patterns of ``G`` i.i.d. draws of a finite law, from the table of ``a`` (badged with the table).
 
-    The kernel enumerates the patterns itself: answer 1's value :math:`v` and
+    The kernel enumerates the patterns itself: the answer labelled 1's value :math:`v` and
     the others' counts :math:`c`; each has probability
     :math:`\binom{G-1}{c}\prod_k q_k^{c_k}`, and
     :math:`\mathbb{E}[\mathbb{1}[R_1 = v]\, s_1] = \nabla q_v`.  The table must give one

@@ -281,7 +281,7 @@ def from_table(advantage: sp.Symbol, score: sp.Basic, values: Sequence, q: Seque
                table: Iterable, tol: float | None = None) -> _k.Proof:
     r"""Proof of :math:`\mathbb{E}[a\, s_1] = \dots` for ``G`` i.i.d. draws of a finite law, from the table of ``a``'s values (badged with the table).
 
-    ``table`` holds ``(v, counts, a)``: answer 1's value, the others' counts on
+    ``table`` holds ``(v, counts, a)``: the answer labelled 1's value, the others' counts on
     ``values`` and the advantage there; the kernel enumerates the count
     patterns itself, requires one entry for each, and sums
     :math:`\binom{G-1}{n}\prod_k q_k^{n_k}\, A\, \nabla q_y` (``grads`` are the

@@ -39,8 +39,10 @@ extensions = [
     "sphinx_copybutton",
     "sphinx_togglebutton",
     "derivation_directive",
+    "check_report",
     "notation",
     "check_widths",
+    "scan_site",
     "site_layout",
 ]
 

@@ -378,7 +378,7 @@ def group_advantage_weights(values: ArrayT, probs: Array, G: int, advantages: Ad
     :math:`n'` (sorted by value) holds, at the first answer with value
     :math:`y_j`, the advantage :math:`A_1(y_j \mid n' - \mathbf{e}_j)`, so the
     :math:`\binom{G+m-1}{m-1}` groups give every term (not
-    :math:`m\binom{G+m-2}{m-1}` groups, one per value of answer 1).  They are
+    :math:`m\binom{G+m-2}{m-1}` groups, one per value of the answer labelled 1).  They are
     streamed to ``advantages`` in batches of at most ``chunk`` rewards (at
     least one group), so memory stays near ``chunk`` however many groups there
     are; the terms are kept and summed once at the end, so the result does not
@@ -455,7 +455,7 @@ def exact_group_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor,
     r"""``[P]`` exact :math:`\mathbb{E}[A_1 s_1]` for a group of :math:`G` i.i.d. answers of ``lm``.
 
     By symmetry this is also :math:`\mathbb{E}\bigl[\frac1G \sum_i A_i s_i\bigr]`.
-    Conditioning on answer 1, :math:`\mathbb{E}[A_1 s_1] = \mathbb{E}_{o}[a(R(o))\, s(o)]`
+    Conditioning on the answer labelled 1, :math:`\mathbb{E}[A_1 s_1] = \mathbb{E}_{o}[a(R(o))\, s(o)]`
     with :math:`a` from :func:`group_advantage_weights`.
 
     Examples
@@ -514,7 +514,7 @@ def brute_force_group_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.T
 
 
 def _tuples(values: torch.Tensor, G: int) -> torch.Tensor:
-    """``[N^G, G]``: the values of every ``G``-tuple of the ``N`` answers, answer 1 varying slowest.
+    """``[N^G, G]``: the values of every ``G``-tuple of the ``N`` answers, the answer labelled 1 varying slowest.
 
     Broadcast from ``values`` (what indexing it by the tuples of indices gives, without the index table).
     """

@@ -66,8 +66,8 @@ def derive_group_advantage(advantage: sp.Expr | Mapping | Callable, *, G: int | 
         Either answer :math:`i`'s advantage in the vocabulary of
         :class:`~derivations.iid_groups.IIDGroup` (``R[i]``, sums over
         ``j = 1..G``, ``mean()``, ``mean_others(i)``, constants; with a number
-        ``G`` also explicit answers ``R[1]..R[G]``, answer 1 under study), or
-        answer 1's advantage on every :class:`~derivations.variants.CountPattern`
+        ``G`` also explicit answers ``R[1]..R[G]``, the answer labelled 1 under study), or
+        the answer labelled 1's advantage on every :class:`~derivations.variants.CountPattern`
         of ``count_patterns(rewards, G)``: a mapping ``{pattern: value}`` or a
         plain Python function ``pattern -> value`` (numbers, floats read as
         exact when a short closed form matches to 1e-14).

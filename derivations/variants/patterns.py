@@ -1,8 +1,8 @@
 r"""Finite reward laws: the count patterns, the advantage's values on them, and the exact reduction.
 
 For a reward with values :math:`y_1 < \dots < y_m`, the expected update of a
-permutation-equivariant group advantage depends on it only through answer 1's
-advantage on the :math:`m\binom{G+m-2}{m-1}` *count patterns*: answer 1's own
+permutation-equivariant group advantage depends on it only through the answer labelled 1's
+advantage on the :math:`m\binom{G+m-2}{m-1}` *count patterns*: the answer labelled 1's own
 reward :math:`y` and how many of the other :math:`G-1` answers take each value
 (:class:`CountPattern`).  :func:`finite_report` is handed those values — by a
 SymPy expression, by a table ``{pattern: value}`` or by an evaluator
@@ -67,12 +67,12 @@ FLOAT_TOL = 1e-12
 
 @dataclass(frozen=True)
 class CountPattern:
-    r"""Answer 1's reward and the counts of the other answers' rewards.
+    r"""The reward of the answer labelled 1 and the counts of the other answers' rewards.
 
     Attributes
     ----------
     own : sympy number
-        Answer 1's reward :math:`y`.
+        The reward of the answer labelled 1, :math:`y`.
     others : tuple of int
         How many of the other :math:`G - 1` answers take each of ``values``.
     values : tuple of sympy numbers
@@ -96,7 +96,7 @@ class CountPattern:
         return 1 + sum(self.others)
 
     def group(self) -> tuple:
-        """The group's rewards, answer 1 first, the others in increasing order."""
+        """The group's rewards, the answer labelled 1 first, the others in increasing order."""
         return (self.own, *[v for v, c_ in zip(self.values, self.others) for _ in range(c_)])
 
 
@@ -108,7 +108,7 @@ def _compositions(m: int, n: int):
 
 
 def count_patterns(rewards: str | Sequence[float], G: int) -> tuple[CountPattern, ...]:
-    r"""Every count pattern of a group of ``G`` under a binary or finite reward law, answer 1's reward first.
+    r"""Every count pattern of a group of ``G`` under a binary or finite reward law, the answer labelled 1's reward first.
 
     Parameters
     ----------
@@ -120,7 +120,7 @@ def count_patterns(rewards: str | Sequence[float], G: int) -> tuple[CountPattern
     Returns
     -------
     tuple of CountPattern
-        Ordered by answer 1's reward, then by the others' counts
+        Ordered by the answer labelled 1's reward, then by the others' counts
         (:math:`m\binom{G+m-2}{m-1}` patterns for :math:`m` values).
 
     Examples
@@ -312,7 +312,7 @@ def finite_report(advantage: sp.Expr | Mapping | Callable, G: int, law: str, val
         r"$R \in \{" + ", ".join(map(sp.latex, values)) + r"\}$, $q_k = \Pr[R = y_k]$, $\sum_k q_k = 1$")
     d = Derivation(
         f"Expected update of {name} ({'binary' if binary else 'finite'} reward, G = {G})",
-        assumptions=[law_text, f"$G = {G}$ answers drawn i.i.d. from $\\pi_\\theta$; $A_1$ the advantage of answer 1",
+        assumptions=[law_text, f"$G = {G}$ answers drawn i.i.d. from $\\pi_\\theta$; $A_1$ the advantage of the answer labelled 1",
                      r"$\nabla_\theta J = \mathbb{E}[R s]$" + (r" $= \nabla_\theta p$" if binary else "")],
         unfold=None if binary else _finite_unfold(values, q, grads),
     )
