@@ -138,8 +138,10 @@ class IIDGroup:
     ----------
     G : sympy expression
         Group size.
-    i, j : sympy.Symbol
-        The answer under study and the summation index.
+    i : sympy.Symbol
+        The answer under study.
+    j : sympy.Symbol
+        The summation index over the group's answers.
 
     Examples
     --------

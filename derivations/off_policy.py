@@ -33,7 +33,7 @@ References
 ----------
 J. Liu, Y. Li, Y. Fu, J. Wang, Q. Liu, Y. Shen, "When speed kills stability:
 demystifying RL collapse from the training-inference mismatch" (2025).
-Mistral AI, "Magistral" technical report (2025), and the seed notebook 000 §8.
+Mistral AI, "Magistral" technical report (2025).
 """
 
 from __future__ import annotations

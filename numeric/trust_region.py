@@ -43,10 +43,12 @@ def kl_k1(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None) -> A
 
     Parameters
     ----------
-    log_prob, ref_log_prob : numpy array or torch tensor
-        Aligned, finite where ``mask`` is 1: :math:`\log\pi(a)` of the sampling
-        policy and :math:`\log\pi_{\mathrm{ref}}(a)`.  The result has
-        ``log_prob``'s kind, device and dtype.
+    log_prob : numpy array or torch tensor
+        :math:`\log\pi(a)` of the sampling policy, finite where ``mask`` is 1.
+        The result has ``log_prob``'s kind, device and dtype.
+    ref_log_prob : numpy array or torch tensor
+        :math:`\log\pi_{\mathrm{ref}}(a)` of the reference, aligned with
+        ``log_prob``, finite where ``mask`` is 1.
     mask : numpy array or torch tensor, optional
         0/1 or boolean, aligned.  Masked slots may hold anything (``-inf``,
         padding sentinels); the estimate there is 0, with a zero gradient.

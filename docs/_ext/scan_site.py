@@ -23,6 +23,9 @@ there is one. The kinds:
     a page (or a stylesheet it loads) that fetches anything from the network;
 ``alt-text``
     a figure's image whose alt text is empty or its file name;
+``citation``
+    a paper-like citation in a page's text (an arXiv number, "Name et al.")
+    that the References page does not list;
 ``indexing``
     rows, turns or answers counted from 1: a page names "row N" (or
     "turns N and M", "answer N") for a kind but never number 0 of that kind,
@@ -309,6 +312,33 @@ def scan_page(text, name="page.html", path=None, site=None, allow_missing_exerci
     return found
 
 
+ARXIV = re.compile(r"arXiv:\s?(\d{4}\.\d{4,5})")
+ET_AL = re.compile(r"\b([A-Z][A-Za-z\-]+) et al\.")
+
+
+def check_citations(pages, references):
+    """``citation``: ``(page, kind, message)`` for each arXiv number or "Name et al." of ``pages`` missing from ``references``.
+
+    ``pages`` maps a page's name to its prose; ``references`` is the text of the
+    References page.
+
+    Examples
+    --------
+    >>> check_citations({"a.html": "as Cui et al., arXiv:2505.22617, and Gao et al. show"},
+    ...                 "Cui, G. ... 2025. arXiv:2505.22617.")
+    [('a.html', 'citation', "'Gao et al.' is cited but the References page does not list Gao")]
+    """
+    found = []
+    for page, text in pages.items():
+        for number in sorted(set(ARXIV.findall(text))):
+            if number not in references:
+                found.append((page, "citation", f"arXiv:{number} is cited but the References page does not list it"))
+        for name in sorted(set(ET_AL.findall(text))):
+            if name not in references:
+                found.append((page, "citation", f"'{name} et al.' is cited but the References page does not list {name}"))
+    return found
+
+
 def scan_site(site, allow_missing_exercises=()):
     """Every defect of a built site, as ``(page, kind, message)``; raises for a site that is not one."""
     allow_missing_exercises = _page_names(allow_missing_exercises)
@@ -321,14 +351,20 @@ def scan_site(site, allow_missing_exercises=()):
     unknown = sorted(set(allow_missing_exercises) - stems)
     if unknown:
         raise ValueError(f"allow_missing_exercises: expected page names of the site, got {unknown}")
-    found = []
+    found, prose = [], {}
     for page in pages:
         rel = page.relative_to(site).as_posix()
         if rel in SKIP_PAGES:
             continue
         allowed = allow_missing_exercises if page.parent == site else ()
-        for kind, message in scan_page(page.read_text(errors="replace"), rel, page, site, allowed):
+        text = page.read_text(errors="replace")
+        for kind, message in scan_page(text, rel, page, site, allowed):
             found.append((rel, kind, message))
+        if page.parent == site and rel != "references.html":
+            prose[rel] = " ".join(_prose(parse(text), []))
+    if (site / "references.html").is_file():
+        references = " ".join(parse((site / "references.html").read_text(errors="replace")).text().split())
+        found += check_citations(prose, references)
     return found
 
 

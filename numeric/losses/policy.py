@@ -328,8 +328,10 @@ def policy_loss(
     ----------
     method : str
         One of :data:`POLICY_LOSSES`.
-    log_prob, old_log_prob : numpy array or torch tensor
-        ``[B, T]``; differentiable in ``log_prob``.
+    log_prob : numpy array or torch tensor
+        ``[B, T]`` :math:`\log\pi_\theta` of each token; the loss is differentiable in it.
+    old_log_prob : numpy array or torch tensor
+        ``[B, T]`` :math:`\log\pi_{\mathrm{old}}` of each token (detached).
     advantages : numpy array or torch tensor
         ``[B, T]``, or ``[B]`` (one per sequence, broadcast).
     mask : numpy array or torch tensor
@@ -340,9 +342,12 @@ def policy_loss(
         averaged over rows (verl ``geo_mean`` ignores the mode) and takes none.
     norm : float, optional
         :func:`aggregate`'s ``norm``.
-    count_eps, empty_rows : float, str
-        :func:`aggregate`'s options for the seq-mean modes (verl's and OpenRLHF's
-        ``n_i + 1e-8`` and "exclude fully masked sequences").
+    count_eps : float
+        :func:`aggregate`'s constant added to a row's length in seq-mean-token-mean
+        (verl's and OpenRLHF's ``n_i + 1e-8``).
+    empty_rows : str
+        :func:`aggregate`'s ``"count"`` or ``"exclude"``: whether the seq-mean modes
+        count a row with no token (verl and OpenRLHF exclude fully masked sequences).
     weight : numpy array or torch tensor, optional
         ``[B, T]`` non-negative per-token sampler-correction weights (detached),
         multiplying the per-token loss before aggregation, as TRL's
@@ -357,19 +362,24 @@ def policy_loss(
         else, as verl's ``vanilla`` and OpenRLHF's ``PolicyLoss`` do with
         :math:`v = 20`.  Off by default: without it the loss is exact, and a
         clipped token's gradient is exactly 0 whatever its ratio.
-    eps_low, eps_high : float
-        PPO, GSPO and CISPO: :math:`\varepsilon_l \in [0, 1]`, :math:`\varepsilon_h \ge 0`
-        (``inf``: no upper clip); default 0.2 each (DAPO's clip-higher: 0.2, 0.28).
-        CISPO's ``eps_low=None`` is the one-sided cap.
+    eps_low : float or None
+        PPO, GSPO and CISPO: the clip's low side :math:`\varepsilon_l \in [0, 1]`,
+        default 0.2; CISPO's ``eps_low=None`` is the one-sided cap.
+    eps_high : float
+        PPO, GSPO and CISPO: the clip's high side :math:`\varepsilon_h \ge 0`
+        (``inf``: no upper clip), default 0.2 (DAPO's clip-higher: 0.28).
     dual_clip : float, optional
         PPO only: the dual-clip constant :math:`C_d > 1` (verl ``clip_ratio_c``, OpenRLHF ``dual_clip``).
     sapo_tau : (float, float)
         SAPO only: :math:`(\tau_+, \tau_-)`, positive; TRL's defaults ``(1.0, 1.05)``.
     gmpo_clip : (float, float)
         GMPO only: :math:`(\tilde\varepsilon_l, \tilde\varepsilon_h)`, its clip range in log space (verl's clip ratios).
-    vespo_k, vespo_lambda : (float, float)
-        VESPO only: :math:`(k_+, k_-)` and :math:`(\lambda_+, \lambda_-)`, positive; TRL's defaults
-        ``(2.0, 3.0)`` and ``(3.0, 2.0)``.
+    vespo_k : (float, float)
+        VESPO only: the Gamma shapes :math:`(k_+, k_-)` for :math:`A \ge 0` and :math:`A < 0`,
+        positive; TRL's default ``(2.0, 3.0)``.
+    vespo_lambda : (float, float)
+        VESPO only: the Gamma rates :math:`(\zeta_+, \zeta_-)` (TRL's :math:`\lambda`),
+        positive; TRL's default ``(3.0, 2.0)``.
     kl_cov_coef : float
         KL-Cov only: :math:`\beta \ge 0` (verl ``ppo_kl_coef``), default 1.
 

@@ -220,7 +220,10 @@ def response_mask(input_ids: ArrayT, prompt_length: Array, pad_token_id: int, eo
         ``[B, T]`` prompt + response (+ padding).
     prompt_length : integer array
         ``[B]``, the number of prompt tokens of each row (``>= 1``).
-    pad_token_id, eos_token_id : int
+    pad_token_id : int
+        The id of the padding token.
+    eos_token_id : int
+        The id of the end-of-sequence token (the policy's action that stops; it is in the mask).
 
     Returns
     -------

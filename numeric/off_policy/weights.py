@@ -106,9 +106,10 @@ def token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array) -> Array
 
     Parameters
     ----------
-    log_prob, sampler_log_prob : numpy array or torch tensor
-        ``[batch, time]`` :math:`\log\pi` of the policy being trained and
-        :math:`\log\mu` of the sampler, finite where ``mask`` is 1.
+    log_prob : numpy array or torch tensor
+        ``[batch, time]`` :math:`\log\pi` of the policy being trained, finite where ``mask`` is 1.
+    sampler_log_prob : numpy array or torch tensor
+        ``[batch, time]`` :math:`\log\mu` of the sampler, finite where ``mask`` is 1.
     mask : numpy array or torch tensor
         ``[batch, time]`` 0/1 (or boolean): 1 on the model's own tokens.
 
