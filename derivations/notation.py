@@ -241,7 +241,8 @@ class Symbol:
     code : str
         Its name in the code (a parameter, a function, a SymPy name); may be empty.
     why : str
-        The reason for the letter: where the field uses it, or which clash it avoids.
+        The reason for the letter: where the field uses it, or which clash it
+        avoids (required: the Notation page shows it).
     section : str
         The heading of the Notation page it is listed under.
     forms : tuple of str
@@ -279,8 +280,8 @@ class Symbol:
         for name in ("latex", "meaning", "page", "code", "why", "section"):
             if not isinstance(getattr(self, name), str):
                 raise TypeError(f"Symbol.{name}: expected a str, got {type(getattr(self, name)).__name__}")
-        if not self.meaning or not self.page:
-            raise ValueError(f"Symbol {self.latex!r}: meaning and page must not be empty")
+        if not self.meaning or not self.page or not self.why:
+            raise ValueError(f"Symbol {self.latex!r}: meaning, page and why (the reason for the letter) must not be empty")
         for name in ("forms", "labels"):
             value = getattr(self, name)
             if isinstance(value, str) or not all(isinstance(f, str) for f in value):
@@ -313,14 +314,15 @@ class Notation:
     Examples
     --------
     >>> from derivations.notation import Notation, Symbol
-    >>> reg = Notation([Symbol("r", "the importance ratio", "gradient_weights"),
-    ...                 Symbol("k_1", "a KL estimator", "trust_region", labels=("1", "2", "3"), bare=False),
-    ...                 Symbol(r"\\eta", "a step size", "losses", local=True)])
+    >>> reg = Notation([Symbol("r", "the importance ratio", "gradient_weights", why="r for ratio"),
+    ...                 Symbol("k_1", "a KL estimator", "trust_region", why="Schulman's k1, k2, k3",
+    ...                        labels=("1", "2", "3"), bare=False),
+    ...                 Symbol(r"\\eta", "a step size", "losses", why="the optimisers' eta", local=True)])
     >>> reg.undeclared(r"r = \\eta x + k_3", page="losses")
     ['x']
     >>> reg.undeclared(r"\\eta\\, k", page="returns")
     ['eta', 'k']
-    >>> Notation([Symbol("r", "a ratio", "a"), Symbol("r", "a reward", "b", local=True)]).problems()
+    >>> Notation([Symbol("r", "a ratio", "a", why="ratio"), Symbol("r", "a reward", "b", why="reward", local=True)]).problems()
     ["'r' is declared twice: r (a ratio, page a) and r (a reward, local to b)"]
     """
 
