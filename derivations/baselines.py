@@ -231,7 +231,7 @@ def variance_coefficients() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     --------
     >>> from derivations.baselines import variance_coefficients
     >>> variance_coefficients()[1]
-    Sum(R[a]*n[a]*p[a], (a, 1, K))
+    Sum(R[a]*nu[a]*p[a], (a, 1, K))
     """
     return tuple(_E(_R[_a] ** (2 - k) * _n[_a]) for k in range(3))
 
@@ -293,7 +293,7 @@ def optimal_baseline() -> Derivation:
     >>> from derivations.baselines import optimal_baseline
     >>> d = optimal_baseline().verify()
     >>> d.steps[1].rhs
-    Sum(R[a]*n[a]*p[a], (a, 1, K))/Sum(n[a]*p[a], (a, 1, K))
+    Sum(R[a]*nu[a]*p[a], (a, 1, K))/Sum(nu[a]*p[a], (a, 1, K))
     >>> d.proved_by()["unique stationary point, f'' > 0"]
     1
     """
@@ -459,7 +459,7 @@ def optimal_baseline_formula() -> sp.Expr:
     --------
     >>> from derivations.baselines import optimal_baseline_formula
     >>> optimal_baseline_formula()
-    Sum(R[a]*n[a]*p[a], (a, 1, K))/Sum(n[a]*p[a], (a, 1, K))
+    Sum(R[a]*nu[a]*p[a], (a, 1, K))/Sum(nu[a]*p[a], (a, 1, K))
     """
     return optimal_baseline().steps[1].rhs
 

@@ -253,7 +253,7 @@ class OthersSucceed(OthersTotal):
     --------
     >>> import sympy as sp
     >>> from derivations.group_baselines import OthersSucceed
-    >>> latex(OthersSucceed(sp.Symbol("i")))
+    >>> sp.latex(OthersSucceed(sp.Symbol("i")))
     'S_{-i}'
     """
 
@@ -270,7 +270,7 @@ class KroneckerIndicator(sp.KroneckerDelta):
     --------
     >>> import sympy as sp
     >>> from derivations.group_baselines import KroneckerIndicator, OthersSucceed
-    >>> latex(KroneckerIndicator(OthersSucceed(sp.Symbol("i")), sp.Symbol("k")))
+    >>> sp.latex(KroneckerIndicator(OthersSucceed(sp.Symbol("i")), sp.Symbol("k")))
     '\\mathbb{1}[S_{-i} = k]'
     >>> KroneckerIndicator(2, 2), KroneckerIndicator(2, 3)
     (1, 0)
@@ -294,7 +294,7 @@ class OthersSucceedProbability(sp.Function):
     --------
     >>> import sympy as sp
     >>> from derivations.group_baselines import OthersSucceedProbability
-    >>> latex(OthersSucceedProbability(sp.Symbol("k")))
+    >>> sp.latex(OthersSucceedProbability(sp.Symbol("k")))
     '\\Pr[S_{-i} = k]'
     """
 

@@ -75,7 +75,7 @@ class Expect(sp.Function):
     >>> import sympy as sp
     >>> from derivations.iid_groups import Expect
     >>> R, s = sp.symbols("R s", real=True)
-    >>> latex(Expect(R * s))
+    >>> sp.latex(Expect(R * s))
     '\\mathbb{E}\\left[R s\\right]'
     >>> Expect(sp.Integer(3))
     3

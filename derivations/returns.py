@@ -304,7 +304,7 @@ class LambdaReturn(sp.Function):
     --------
     >>> import sympy as sp
     >>> from derivations.returns import LambdaReturn
-    >>> latex(LambdaReturn(sp.Symbol("t") + 1))
+    >>> sp.latex(LambdaReturn(sp.Symbol("t") + 1))
     'R^{\\lambda}_{\\geq t + 1}'
     """
 
