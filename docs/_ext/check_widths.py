@@ -13,7 +13,9 @@ each defect is a warning, so ``sphinx-build -W`` fails on it:
 ``check_widths`` in ``conf.py`` (or ``-D check_widths=...``) says when to
 measure: ``"auto"`` (default: measure when ``chromium`` is on the PATH, and say
 so in the build's log when it is not), ``"require"`` (a missing Chromium is a
-warning too; CI sets it) or ``"off"``.
+warning too; CI sets it) or ``"off"``; ``check_widths_at`` lists the widths
+(default ``[1280, 390]``; a width under 1,280 px is checked for sideways
+scrolling only).
 
 As a script, on a built site::
 
@@ -158,7 +160,7 @@ def check_built_site(app, exception):
             logger.info(message)
         return
     site = Path(app.outdir)
-    for width in WIDTHS:
+    for width in app.config.check_widths_at:
         try:
             results = measure(site, width)
         except (RuntimeError, subprocess.TimeoutExpired) as err:
@@ -170,6 +172,7 @@ def check_built_site(app, exception):
 
 def setup(app):
     app.add_config_value("check_widths", "auto", "html")
+    app.add_config_value("check_widths_at", list(WIDTHS), "html")
     app.connect("build-finished", check_built_site)
     return {"version": "0.2", "parallel_read_safe": True, "parallel_write_safe": True}
 
