@@ -5,11 +5,15 @@
  * at its top-level sum, the relation, the reason.  When the block is wider than
  * the column it is typeset again, in this order, until it fits:
  *   1. each reason on its own row under its step;
- *   2. a step's left-hand side on a row of its own;
+ *   2. a step's left-hand side on a row of its own, starting where the
+ *      relations are aligned (so every line starts at the same place);
  *   3. long sides broken at their top-level sums into two, three, ... lines,
  *      each continuation line led by its sign.
- * A block that still does not fit is scaled down (not below 80 %), and only
- * then scrolls. Any other display formula that is too wide is only scaled down.
+ * A block that still does not fit is scaled down (not below 80 %, 70 % in a
+ * column narrower than 600 px), and only then scrolls. Any other display
+ * formula that is too wide is set again with its side-by-side parts (separated
+ * by \qquad at the top level) one under the other, then also broken before
+ * its top-level relations, and then scaled down like a derivation.
  * Nothing is loaded from the network: this runs on the MathJax copy shipped
  * with the pages. When it has finished, <body data-derivations-fitted="yes">.
  */
@@ -51,7 +55,8 @@
       var lhs = lines(r.lhs, budget), rhs = lines(r.rhs, budget);
       var rel = r.rel ? r.rel + " " : "\\quad ";
       if (lhs.length && (alone || lhs.length > 1)) {
-        lhs.forEach(function (l, k) { out.push((k ? "\\quad " : "") + l + " & "); });
+        // in the relations' column, so that a long left side does not push every right side over
+        lhs.forEach(function (l, k) { out.push("& " + (k ? "\\quad " : "") + l); });
         lhs = [];
       }
       rhs.forEach(function (l, k) {
@@ -74,6 +79,47 @@
     return out;
   }
 
+  // split `tex` at each top-level match of `at` (outside braces, brackets, \left..\right
+  // and environments); [] when the groups do not balance
+  function topLevel(tex, at) {
+    var parts = [], depth = 0, start = 0, m;
+    for (var i = 0; i < tex.length; i++) {
+      var rest = tex.slice(i);
+      if ((m = /^\\(left|begin)\b/.exec(rest))) { depth++; i += m[0].length - 1; continue; }
+      if ((m = /^\\(right|end)\b/.exec(rest))) { depth--; i += m[0].length - 1; continue; }
+      if ((m = /^\\([A-Za-z]+|.)/.exec(rest)) && !at.exec(rest)) { i += m[0].length - 1; continue; }
+      var ch = tex[i];
+      if ("{[(".indexOf(ch) >= 0) depth++;
+      else if ("}])".indexOf(ch) >= 0) depth--;
+      else if (depth === 0 && (m = at.exec(rest))) {
+        parts.push(tex.slice(start, i));
+        start = i;
+        i += m[0].length - 1;
+      }
+      if (depth < 0) return [];
+    }
+    if (depth !== 0) return [];
+    parts.push(tex.slice(start));
+    return parts.map(function (s) { return s.trim(); }).filter(function (s) { return s; });
+  }
+
+  var SIDE_BY_SIDE = /^\\qquad(?![A-Za-z])/;
+  var RELATION = /^(=|<|>|\\(le|ge|leq|geq|ne|approx|iff)(?![A-Za-z]))/;
+
+  // a display formula that is not a derivation, set again: its side-by-side parts one
+  // under the other, and (with `chains`) each part broken before its relations
+  function plainLayouts(tex) {
+    var parts = topLevel(tex, SIDE_BY_SIDE).map(function (s) { return s.replace(/^\\qquad/, "").trim(); });
+    var out = [];
+    if (parts.length > 1) out.push("\\begin{gathered}" + parts.join(" \\\\ ") + "\\end{gathered}");
+    var rows = [];
+    parts.forEach(function (part) {
+      topLevel(part, RELATION).forEach(function (piece, k) { rows.push("& " + (k ? "\\quad " : "") + piece); });
+    });
+    if (rows.length > parts.length) out.push("\\begin{aligned}" + rows.join(" \\\\ ") + "\\end{aligned}");
+    return out;
+  }
+
   function fit(box) {
     if (fits(box)) return Promise.resolve();
     var derivation = box.closest("div.derivation");
@@ -92,15 +138,24 @@
           }
         });
       });
+    } else if (!derivation && !box.querySelector(".eqno")) {
+      var items = MathJax.startup.document.getMathItemsWithin(box);
+      var tex = items.length === 1 ? items[0].math : "";
+      if (!/\\begin|\\\\/.test(tex)) {
+        plainLayouts(tex).forEach(function (layout) {
+          chain = chain.then(function () { if (!fits(box)) return retypeset(box, layout); });
+        });
+      }
     }
     return chain.then(function () {
       var c = box.querySelector("mjx-container");
       if (!c || fits(box)) return;
       var start = parseFloat(c.style.fontSize) || 100;  // MathJax's own scale, in %
-      var size = start * Math.max(0.8, box.clientWidth / c.scrollWidth);
+      var least = box.clientWidth < 600 ? 0.7 : 0.8;     // a phone's column: down to 70 %
+      var size = start * Math.max(least, box.clientWidth / c.scrollWidth);
       c.style.fontSize = size + "%";
-      while (!fits(box) && size > 0.8 * start + 0.5) {  // the fonts do not scale exactly: shrink in steps
-        size = Math.max(0.8 * start, size - 0.02 * start);
+      while (!fits(box) && size > least * start + 0.5) {  // the fonts do not scale exactly: shrink in steps
+        size = Math.max(least * start, size - 0.02 * start);
         c.style.fontSize = size + "%";
       }
     });
