@@ -22,6 +22,7 @@ from .. import gradient_weights as gw
 from ..definitions import Definitions
 from ..derivation import Derivation, is_zero
 from ..methods import CONSTANTS, METHODS, form_of, known_token_forms, undecided
+from ..notation import latex
 from ..proofs import decide_sign, holds, interval_points, resolve
 from .inputs import require_constants, scalar_expression
 from .reports import TokenReport
@@ -427,14 +428,14 @@ def _token_symbolic(loss) -> TokenReport:
     name = sp.Symbol(r"\mathcal{L}")
     d = Derivation(
         "Gradient weight of the loss",
-        assumptions=[f"${sp.latex(name)} = {sp.latex(loss)}$", r"$r = e^{\ell - \ell_0}$",
-                     r"$\varepsilon_l, \varepsilon_h, c > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h,
+        assumptions=[f"${latex(name)} = {latex(loss)}$", r"$r = e^{\ell - \ell_0}$",
+                     r"$\varepsilon_l, \varepsilon_h, C_d > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h,
                      r"$\partial\,\mathcal{L}/\partial\ell = -A\,w$; $\mathrm{sg}$ held constant"],
         unfold=Definitions({name: loss}, gw.differentiation),
     )
     for sign in (1, -1):
         for lo, hi, piece, w in split[1][sign]:
-            where = ("A > 0" if sign > 0 else "A < 0") + r",\ " + (sp.latex(lo) + " < " if lo != 0 else "0 < ") + "r" + ("" if hi == sp.oo else " < " + sp.latex(hi))
+            where = ("A > 0" if sign > 0 else "A < 0") + r",\ " + (latex(lo) + " < " if lo != 0 else "0 < ") + "r" + ("" if hi == sp.oo else " < " + latex(hi))
             region = (gw.A > 0 if sign > 0 else gw.A < 0, *([gw.r > lo] if lo != 0 else []), *([gw.r < hi] if hi != sp.oo else []))
             d.step(name, piece, f"on ${where}$", proof=holds, given=region)
             d.step(sp.Derivative(piece, gw.ell), -gw.A * w, r"differentiate, $\mathrm{sg}$ held constant")

@@ -262,7 +262,7 @@ def passk_advantages(rewards: ArrayT, *, eps: float = 1e-6, std: bool = False) -
 
     References
     ----------
-    Chen et al., "Pass@k Training", arXiv:2508.10751 (2025); verl cites arXiv:2503.19595.
+    Chen et al., "Pass@k Training", arXiv:2508.10751 (2025).
 
     Examples
     --------

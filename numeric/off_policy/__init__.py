@@ -40,8 +40,8 @@ between them that is context only, a stale sampler with a mismatch knob) and
 :func:`tinylm_episodes` (:class:`~numeric.TinyLM` with a perturbed sampler).
 Both give :class:`Episodes`, every episode with its sampler probability, so
 :func:`scheme_moments` computes the exact bias :math:`\lVert\mathbb E_\mu[\hat g] - \nabla J\rVert`
-and trace variance of any scheme.  The suite ``off_policy`` checks the seed's
-§8 (8a–8g) and the schemes' bias formulas.
+and trace variance of any scheme.  The suite ``off_policy`` checks every
+statement of :doc:`/off_policy` and the schemes' bias formulas.
 
 References
 ----------

@@ -76,9 +76,10 @@ def token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array) -> Array
 
     Parameters
     ----------
-    log_prob, sampler_log_prob : numpy array or torch tensor
-        ``[batch, time]`` :math:`\log\pi` of the policy being trained and
-        :math:`\log\mu` of the sampler, finite where ``mask`` is 1.
+    log_prob : numpy array or torch tensor
+        ``[batch, time]`` :math:`\log\pi` of the policy being trained, finite where ``mask`` is 1.
+    sampler_log_prob : numpy array or torch tensor
+        ``[batch, time]`` :math:`\log\mu` of the sampler, finite where ``mask`` is 1.
     mask : numpy array or torch tensor
         ``[batch, time]`` 0/1 (or boolean): 1 on the model's own tokens.
 
@@ -273,11 +274,12 @@ KL_REJECTION_LEVELS = ("token", "seq_sum", "seq_mean", "seq_max")
 def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, threshold: float = 0.05, estimator: str = "k3", level: str = "seq_sum") -> ArrayT:
     r"""Keep a token, or a sequence, when its estimate of :math:`\mathrm{KL}(\mu\,\|\,\pi)` is at most ``threshold``.
 
-    The tokens come from :math:`\mu`, so with :math:`\Delta_t = \log\mu - \log\pi`
-    the per-token estimators of :mod:`numeric.trust_region` are unbiased
-    (:math:`k_1 = \Delta`, :math:`k_3 = e^{-\Delta} - 1 + \Delta`) or second-order
-    (:math:`k_2 = \Delta^2/2`).  ``level`` says what is compared with
-    :math:`\delta` (verl's ``rollout_rs`` options of the same names):
+    The tokens come from :math:`\mu`, so with the sampler ratio :math:`\rho_t = \pi/\mu`
+    (here in the place of the reference ratio) the per-token estimators of
+    :mod:`numeric.trust_region` are unbiased (:math:`k_1 = -\log\rho_t`,
+    :math:`k_3 = \rho_t - 1 - \log\rho_t`) or second-order (:math:`k_2 = \tfrac12(\log\rho_t)^2`).
+    ``level`` says what is compared with the threshold :math:`h`
+    (verl's ``rollout_rs`` options of the same names):
 
     ``"token"``
         each token's :math:`k_t` (``token_k2``, ``token_k3``): a per-token mask;
@@ -292,12 +294,12 @@ def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, th
     :math:`k_3` is the same :math:`\rho_t - 1 - \log\rho_t`; verl's ``*_k1``
     options are two-sided bands on the ratio (:func:`masked_token_ratio`,
     :func:`masked_sequence_ratio`, :func:`geometric_sequence_mask`), whereas
-    ``estimator="k1"`` here keeps :math:`k_1 \le \delta`, one-sided.  A row
+    ``estimator="k1"`` here keeps :math:`k_1 \le h`, one-sided.  A row
     with no masked token has statistic 0 at every level and is kept (verl: the
     same).  Differences from verl ``b178a3cd56f5``: verl divides the seq_mean
     sum by :math:`n + 10^{-8}` and clamps each log-ratio to :math:`[-20, 20]`;
     neither moves a statistic unless it sits within :math:`10^{-8}` relative of
-    :math:`\delta`, or a token's :math:`|\Delta| > 20` (then :math:`k_2 > 200`,
+    :math:`h`, or a token's :math:`|\log\rho_t| > 20` (then :math:`k_2 > 200`,
     :math:`k_3 > 19`).
 
     Edge: a statistic exactly at ``threshold`` is kept (verl's ``stat <= upper``),

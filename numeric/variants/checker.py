@@ -67,7 +67,7 @@ def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None
         Either answer :math:`i`'s advantage in the vocabulary of
         :class:`~derivations.iid_groups.IIDGroup` (``R[i]``, sums over
         ``j = 1..G``, ``mean()``, ``mean_others(i)``, constants; with a number
-        ``G`` also explicit answers ``R[1]..R[G]``, answer 1 under study), or a
+        ``G`` also explicit answers ``R[1]..R[G]``, the answer labelled 1 under study), or a
         function mapping rewards ``[..., G]`` (numpy or torch) to advantages of
         the same shape, as a trainer writes it.
     G : int, optional
