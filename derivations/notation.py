@@ -432,6 +432,8 @@ def exclusive(pw: sp.Piecewise) -> sp.Piecewise:
     >>> exclusive(sp.Piecewise((r, (A > 0) & (r <= 2)), (0, (A > 0) | (r < 1)), (r, True)))
     Piecewise((r, (r <= 2) & (A > 0)), (0, ((A <= 0) & (r < 1)) | ((A > 0) & (r > 2))), (r, (r >= 1) & (A <= 0)))
     """
+    if not isinstance(pw, sp.Piecewise):
+        raise TypeError(f"pw must be a sympy Piecewise, got {type(pw).__name__}")
     relations = [rel for _, c in pw.args for rel in c.atoms(sp.core.relational.Relational)]
     weight: dict = {}
     for rel in relations:

@@ -97,3 +97,14 @@ def test_the_layout_data_cuts_each_side_at_its_top_level_sums():
     assert [row["lhs"] for row in rows] == [[r"\left(x + y\right)^{2}"], []]  # a continued chain shows its lhs once
     assert rows[0]["rhs"] == ["x^{2}", "+ 2 x y", "+ y^{2}"]
     assert rows[0]["rel"] == "=" and len(rows[0]["reason"]) == 2  # the reason, cut at its "; "
+
+
+def test_the_notation_helpers_name_bad_input():
+    import sympy as sp
+
+    from derivations.notation import exclusive, symbols_of
+
+    with pytest.raises(TypeError, match="pw must be a sympy Piecewise"):
+        exclusive(sp.Symbol("r"))
+    with pytest.raises(TypeError, match="latex: expected a str"):
+        symbols_of(3)

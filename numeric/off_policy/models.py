@@ -327,7 +327,7 @@ def agent_states(mismatch: float = 1.0) -> list[tuple[torch.Tensor, torch.Tensor
 def graded_reward(lm: TinyLM) -> torch.Tensor:
     r"""A non-binary reward on :class:`~numeric.TinyLM`: :math:`2\cdot\mathbb 1[1 \in o] - 0.5 + 0.1\,|o|`."""
     hit = ((lm.tokens == 1) & (lm.mask > 0)).any(1).to(F64)
-    return 1.0 * hit - 0.5 + 0.1 * lm.lengths.to(F64)
+    return 2.0 * hit - 0.5 + 0.1 * lm.lengths.to(F64)
 
 
 @cache
