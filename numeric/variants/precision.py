@@ -55,7 +55,8 @@ class Precision:
     name : str
         ``"float64"``, ``"float32"``, ``"float16"`` or ``"bfloat16"``.
     measured : float
-        :math:`u_{\\text{eff}}`, the relative rounding seen in the loss and its gradient.
+        :math:`u_{\\text{eff}}`, the relative rounding seen in the loss and its gradient, to two digits (the
+        last bits of a float32 sum may depend on how many threads computed it).
     tolerance : float
         The relative tolerance every comparison of the check uses.
     inputs : str
@@ -126,4 +127,4 @@ def loss_precision(loss: TrainerLoss) -> Precision:
     name = next((n for (n, _), edge in zip(PRECISIONS, _EDGES) if measured < edge), "bfloat16")
     if torch.finfo(loss.dtype).eps > torch.finfo(dict(PRECISIONS)[name]).eps:  # inputs rounded coarser than the loss computes
         name = inputs
-    return Precision(name, measured, tolerance_of(name), inputs)
+    return Precision(name, float(f"{measured:.2g}"), tolerance_of(name), inputs)  # a size of rounding: two digits are all it has
