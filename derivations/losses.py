@@ -61,6 +61,7 @@ from .definitions import Definitions, Differentiation
 from .derivation import Derivation
 from .gradient_weights import token_loss
 from .proofs import on_regions
+from .variants.token import derive_token_loss
 
 __all__ = [
     "AGGREGATIONS",
@@ -86,8 +87,11 @@ TOKEN_METHODS = methods.TOKEN_FORMS
 """The per-token forms of :data:`derivations.methods.FORMS`: ``cispo`` is CISPO's two-sided clip, ``cispo_cap`` CISPO with ``eps_low=None``."""
 
 _NAMES = {name: f.label for name, f in methods.FORMS.items()}
-_PPO_FORMS = {"ppo": "ppo", "ppo_dual_clip": "ppo_dual_clip", "clip_cov_kept": "ppo"}
-"""The forms clipped in the ratio, derived region by region in :mod:`derivations.gradient_weights` (Clip-Cov's unselected token has PPO's loss)."""
+_PPO_FORMS = {"ppo": "ppo", "ppo_dual_clip": "ppo_dual_clip", "clip_cov_kept": "ppo", "top_entropy_kept": "ppo", "m2po_kept": "ppo"}
+"""The forms clipped in the ratio, derived region by region in :mod:`derivations.gradient_weights` (an unselected token of Clip-Cov,
+of the top-entropy mask and of M2PO has PPO's loss)."""
+_SPLIT_FORMS = ("opsm",)
+"""A stopped mask times a clipped surrogate: derived region by region by the variant checker's split (:func:`derivations.variants.derive_token_loss`)."""
 
 
 _P = ParamSpec("_P")
@@ -128,6 +132,8 @@ def weight_derivation(method: str) -> Derivation:
     """
     if method in _PPO_FORMS:
         return gw.weight_derivation(_PPO_FORMS[method])
+    if method in _SPLIT_FORMS:
+        return derive_token_loss(token_loss(method)).derivation
     loss = token_loss(method)
     d = Derivation(
         f"Gradient weight of {_NAMES[method]}",
@@ -173,14 +179,17 @@ def weight(method: str) -> sp.Expr:
     """
     if method in _PPO_FORMS:
         return gw.gradient_weight(_PPO_FORMS[method])
+    if method in _SPLIT_FORMS:
+        return derive_token_loss(token_loss(method)).weight
     d = weight_derivation(method).verify()
     return _by_branch(lambda x: _tidied(sp.factor(-(x - penalty_gradient(method)) / A)), d.steps[-1].rhs)
 
 
 def _tidied(w: sp.Expr) -> sp.Expr:
-    """``simplify(w)`` for a smooth weight (SAPO's exponentials); a clip (``Min``/``Max``) as ``factor`` left it, which
-    ``simplify`` returns unchanged for every registered form after a long search (0.36 s for CISPO's)."""
-    return w if w.has(sp.Min, sp.Max) else sp.simplify(w)
+    """``simplify(w)`` for a smooth weight (SAPO's exponentials); a clip (``Min``/``Max``) or a stopped mask (``Piecewise``) as
+    ``factor`` left it, which ``simplify`` returns unchanged for every registered form after a long search (0.36 s for CISPO's,
+    3.9 s for DPPO's binary-KL mask)."""
+    return w if w.has(sp.Min, sp.Max, sp.Piecewise) else sp.simplify(w)
 
 
 @cache
@@ -201,7 +210,7 @@ def penalty_gradient(method: str) -> sp.Expr:
     """
     if method not in TOKEN_METHODS:
         raise ValueError(f"method must be one of {TOKEN_METHODS}, got {method!r}")
-    if method in _PPO_FORMS:
+    if method in _PPO_FORMS or method in _SPLIT_FORMS:
         return sp.Integer(0)
     return weight_derivation(method).verify().steps[-1].rhs.subs(A, 0)
 
@@ -489,17 +498,24 @@ def length_bias() -> dict[str, str]:
 
 
 def _differs_from_r(w: sp.Expr, constants: dict) -> bool:
-    r"""True when :math:`w(r, A) \ne r` at one of a few points (A = ±1, r = 1/2, 2, the constants, every other symbol 1).
+    r"""True when :math:`w(r, A) \ne r` at one of a few points (A = ±1, r = 1/2, 2, the constants, :math:`\pi_0 = 1/2`, every other symbol 1).
 
     A nonzero value at a point refutes :math:`w = r` (a point never proves it), so the
     table's ``simplify`` runs only for the weights that pass every point.
     """
-    for point in ({A: a, r: x} for a in (1, -1) for x in (sp.Rational(1, 2), 2)):
+    for point in ({A: a, r: x, ell0: sp.log(sp.Rational(1, 2))} for a in (1, -1) for x in (sp.Rational(1, 2), 2)):
         value = (w - r).subs(point).subs(constants)
         value = value.subs({s: 1 for s in value.free_symbols})
         if value.is_number and value.is_zero is False:
             return True
     return False
+
+
+_TABLE_CONSTANTS = {eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3, methods.c_is: 3, methods.b_l: sp.Rational(1, 2), methods.b_h: 5,
+                    methods.delta_opsm: sp.Rational(1, 10), methods.tv_l: sp.Rational(1, 5), methods.tv_h: sp.Rational(1, 5),
+                    methods.delta_band: sp.Rational(1, 10)}
+r"""The trainers' constants at which the loss table reads a weight at :math:`r = 1`: DAPO's clip, :math:`C_d = C_{IS} = 3`, IcePop's
+band :math:`[0.5, 5]`, OPSM's :math:`\delta = 0.1`, DPPO's and the TV band's thresholds."""
 
 
 @cache  # a str, built from cached derivations: nothing mutable is shared
@@ -520,7 +536,7 @@ def loss_table() -> str:
     >>> print(loss_table().splitlines()[1])
     \text{method} & \text{per-token loss} & w(r, A) & \text{aggregation} & \text{unbiased for } \nabla J \\ \hline
     """
-    constants = {eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3}
+    constants = _TABLE_CONSTANTS
     lines = [r"\begin{array}{l|l|l|l|l}", r"\text{method} & \text{per-token loss} & w(r, A) & \text{aggregation} & \text{unbiased for } \nabla J \\ \hline"]
     for method in TOKEN_METHODS:
         w, p = weight(method), penalty_gradient(method)

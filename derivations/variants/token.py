@@ -21,7 +21,22 @@ import sympy as sp
 from .. import gradient_weights as gw
 from ..definitions import Definitions
 from ..derivation import Derivation, is_zero
-from ..methods import CONSTANTS, METHODS, form_of, known_token_forms, undecided
+from ..methods import (
+    CONSTANTS,
+    METHODS,
+    b_h,
+    b_l,
+    beta_dro,
+    c_is,
+    delta_band,
+    delta_opsm,
+    form_of,
+    known_token_forms,
+    tau_k2,
+    tv_h,
+    tv_l,
+    undecided,
+)
 from ..proofs import decide_sign, holds, interval_points, resolve
 from .inputs import require_constants, scalar_expression
 from .reports import TokenReport
@@ -29,8 +44,12 @@ from .reports import TokenReport
 __all__ = ["KnownMethod", "breakpoints", "derive_token_loss", "known_label", "known_methods", "known_names", "token_loss_expression"]
 
 _pm, _pgamma, _pa = sp.symbols("m_admissible gamma_admissible a_admissible", positive=True)
-_ADMISSIBLE = {gw.eps_l: 1 / (1 + _pm), gw.c: 1 + gw.eps_h + _pgamma}
-"""0 < eps_l < 1 and c > 1 + eps_h, written with positive symbols (eps_h is positive itself)."""
+_pc, _pbl, _pbh, _po = sp.symbols("c_admissible bl_admissible bh_admissible o_admissible", positive=True)
+_ADMISSIBLE = {gw.eps_l: 1 / (1 + _pm), gw.c: 1 + gw.eps_h + _pgamma, c_is: 1 + _pc, b_l: 1 / (1 + _pbl), b_h: 1 + _pbh,
+               delta_opsm: sp.log(1 + _po)}
+"""0 < eps_l < 1, c > 1 + eps_h, verl DPPO's truncation C_IS > 1, IcePop's band around 1 (b_l < 1 < b_h) and OPSM's
+delta > 0 (so that e^{-delta} < 1), each written with positive symbols (eps_h is positive itself)."""
+_BAND_PREMISES = (c_is > 1, b_l < 1, b_h > 1)
 
 _TOKEN_SYMBOLS = {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}
 _REGISTRY_CONSTANTS = frozenset(CONSTANTS) - _TOKEN_SYMBOLS
@@ -59,7 +78,7 @@ class KnownMethod:
 
     @property
     def parameters(self) -> frozenset:
-        """The constants of the registry's loss beyond :math:`\\varepsilon_l, \\varepsilon_h, c` (SAPO's :math:`\\tau`, KL-Cov's :math:`\\beta`)."""
+        r"""The constants of the registry's loss beyond :math:`\\varepsilon_l, \\varepsilon_h, c` (SAPO's :math:`\\tau`, KL-Cov's :math:`\\beta`)."""
         return frozenset(_registry_loss(self.method).free_symbols - _TOKEN_SYMBOLS)
 
     @property
@@ -127,20 +146,27 @@ def _weights(pieces: dict) -> dict:
 
 @cache  # pure, keyed by the (immutable) loss: a report and a known method's weight share one split of each distinct form
 def _split(loss: sp.Expr) -> tuple | str:
-    """The region split of ``loss``: ``(breaks, {sign: ((lo, hi, smooth piece, w), ...)})`` for each sign of A, or why it is undecided."""
-    breaks = _order(breakpoints(loss))
+    """The region split of ``loss``: ``(breaks, {sign: ((lo, hi, smooth piece, w), ...)})`` for each sign of A, or why it is undecided.
+
+    The stopped masks are symbols in the pieces (:func:`_abstract`) and their values again in the weights.
+    """
+    held, masks = _abstract(loss)
+    breaks = _order(breakpoints(held))
     if breaks is None:
         return "undecided: the kinks of the loss cannot be ordered under the stated assumptions on the constants"
     try:
-        pieces = {sign: tuple((lo, hi, *_piece_weight(loss, sign, inside)) for lo, hi, inside in _regions(breaks)) for sign in (1, -1)}
+        pieces = {sign: tuple((lo, hi, *_piece_weight(held, sign, inside)) for lo, hi, inside in _regions(breaks)) for sign in (1, -1)}
     except _Unordered as err:
         return f"undecided: the CAS could not decide the branch of {err} on a region"
+    if masks:
+        pieces = {sign: tuple((lo, hi, piece, _at_sign(w.xreplace(masks), sign)) for lo, hi, piece, w in runs) for sign, runs in pieces.items()}
     return breaks, pieces
 
 
 @cache
 def _known_weight_at(method: str, ratio: sp.Expr, sign: int, constants: tuple) -> sp.Expr:
-    return (-_d_dell(_piece(_signed_loss(method, sign, constants), {gw.r: ratio})) / sign).subs(gw.r, ratio)
+    held, masks = _abstract(_signed_loss(method, sign, constants))
+    return _at_sign(_in_ratio((-_d_dell(_piece(held, {gw.r: ratio})) / sign).xreplace(masks)), sign).subs(gw.r, ratio)
 
 
 @cache  # pure: one substitution per (form, sign of A, constants), read at every probed ratio
@@ -221,7 +247,7 @@ def _breakpoints(loss: sp.Expr) -> tuple:
     for pw in loss.atoms(sp.Piecewise):
         for _, cond in pw.args:
             for rel in (cond.atoms(sp.core.relational.Relational) if not isinstance(cond, sp.core.relational.Relational) else {cond}):
-                if rel.has(gw.r):
+                if rel.has(gw.r) and not rel.has(gw.ell0, gw.ell):  # an edge that moves with pi_old is no kink in r
                     sol = sp.solve(sp.Eq(rel.lhs, rel.rhs), gw.r)
                     found.update(s for s in sol if not s.has(gw.ell, gw.ell0, gw.A))
     return tuple(b for b in found if b.free_symbols and _positive(b) or (b.is_number and b > 0))
@@ -297,12 +323,66 @@ def _piece(expr, point: dict):
     return expr.func(*args)
 
 
+def _is_mask(x: sp.Expr) -> bool:
+    """A 0/1 indicator: a ``Piecewise`` (nested ones too) whose every value is 0 or 1."""
+    if x in (sp.Integer(0), sp.Integer(1)):
+        return True
+    return isinstance(x, sp.Piecewise) and all(_is_mask(v) for v, _ in x.args)
+
+
+@cache
+def _abstract(loss: sp.Expr) -> tuple[sp.Expr, dict]:
+    r"""``loss`` with every stopped 0/1 mask :math:`\mathrm{sg}(k)` written as a symbol, and ``{symbol: k}``.
+
+    A stopped product is first split into stopped factors (:math:`\mathrm{sg}(ab) = \mathrm{sg}(a)\,\mathrm{sg}(b)`: both sides
+    have the value :math:`ab` and derivative 0).  A mask is a constant for the derivative, whatever its condition: DPPO's trust
+    region on the probability change (an edge :math:`1 + \delta/\pi_0` that moves with :math:`\pi_0`), OPSM's row mask.  The
+    region split then cuts only at the kinks of the rest, and the weight takes the mask back (:func:`_at_sign`).
+    """
+    split = loss.replace(lambda e: e.func == gw.sg and isinstance(e.args[0], sp.Mul), lambda e: sp.Mul(*[gw.sg(f) for f in e.args[0].args]))
+    masks = sorted({e for e in split.atoms(sp.Function) if e.func == gw.sg and _is_mask(e.args[0])}, key=sp.default_sort_key)
+    symbols = {m: sp.Symbol(f"mask_{i + 1}", real=True) for i, m in enumerate(masks)}
+    return split.xreplace(symbols), {v: m.args[0] for m, v in symbols.items()}
+
+
+def _at_sign(x: sp.Expr, sign: int) -> sp.Expr:
+    """``x`` with every condition on :math:`A` alone decided for :math:`A` of sign ``sign``."""
+    rels = {rel for rel in sp.sympify(x).atoms(sp.core.relational.Relational) if rel.free_symbols == {gw.A}}
+    return sp.sympify(x).xreplace({rel: bool(rel.subs(gw.A, sign * _pa)) for rel in rels})
+
+
+def per_token_bounds(weight: sp.Expr) -> bool:
+    r"""The weight keeps a condition that moves with :math:`\ell_0` (a per-token bound, from a stopped mask)."""
+    return any(rel.has(gw.ell0) for pw in sp.sympify(weight).atoms(sp.Piecewise) for _, cond in pw.args
+               for rel in ([cond] if isinstance(cond, sp.core.relational.Relational) else cond.atoms(sp.core.relational.Relational)))
+
+
+def _values(weight: sp.Expr) -> sp.Expr:
+    r"""The weight with every condition that moves with :math:`\ell_0` replaced by a fresh symbol: what remains is its values."""
+    conditions = {rel: sp.Dummy("edge") for pw in sp.sympify(weight).atoms(sp.Piecewise) for _, cond in pw.args
+                  for rel in ([cond] if isinstance(cond, sp.core.relational.Relational) else cond.atoms(sp.core.relational.Relational))
+                  if rel.has(gw.ell0)}
+    return sp.sympify(weight).xreplace(conditions)
+
+
 def _piece_weight(loss, sign: int, inside) -> tuple:
     """The smooth piece of ``loss`` on the region holding ``inside`` (for A of sign ``sign``) and its gradient weight."""
     point = {gw.r: inside, gw.A: sign * _pa}
     at = {**{k: sp.sympify(v).subs(_ADMISSIBLE) for k, v in point.items()}, **_ADMISSIBLE}
     piece = _branch_at(loss, at)
-    return piece, sp.factor(-gw.d_dell(piece) / gw.A)
+    return piece, _in_ratio(sp.factor(-gw.d_dell(piece) / gw.A))
+
+
+def _in_ratio(w: sp.Expr) -> sp.Expr:
+    r"""``w`` with :math:`\ell` written :math:`\ell_0 + \log r` where that leaves no :math:`\ell_0` outside a per-token bound.
+
+    The derivative of an advantage-free :math:`\tau(\log r)^2` is :math:`2\tau(\ell - \ell_0)`: a function of the ratio, written
+    :math:`2\tau\log r`; a weight that keeps :math:`\ell` otherwise (a missing stop-gradient) is left as it is.
+    """
+    if not w.has(gw.ell):
+        return w
+    ratio = sp.expand(w.subs(gw.ell, gw.ell0 + sp.log(gw.r)))
+    return sp.factor(ratio) if not _values(ratio).has(gw.ell0) else w
 
 
 def _regions(breaks: list) -> tuple:
@@ -425,23 +505,25 @@ def _token_symbolic(loss) -> TokenReport:
     if isinstance(split, str):
         return TokenReport(None, None, {}, None, False, None, None, split)
     name = sp.Symbol(r"\mathcal{L}")
+    held, masks = _abstract(loss)
     d = Derivation(
         "Gradient weight of the loss",
-        assumptions=[f"${sp.latex(name)} = {sp.latex(loss)}$", r"$r = e^{\ell - \ell_0}$",
-                     r"$\varepsilon_l, \varepsilon_h, c > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h,
+        assumptions=[f"${sp.latex(name)} = {sp.latex(held)}$", r"$r = e^{\ell - \ell_0}$",
+                     *[f"${sp.latex(m)} = \\mathrm{{sg}}({sp.latex(k)})$, a stopped mask (a constant for the derivative)" for m, k in masks.items()],
+                     r"$\varepsilon_l, \varepsilon_h, c > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h, *_BAND_PREMISES,
                      r"$\partial\,\mathcal{L}/\partial\ell = -A\,w$; $\mathrm{sg}$ held constant"],
-        unfold=Definitions({name: loss}, gw.differentiation),
+        unfold=Definitions({name: held}, gw.differentiation),
     )
     for sign in (1, -1):
-        for lo, hi, piece, w in split[1][sign]:
+        for lo, hi, piece, _ in split[1][sign]:
             where = ("A > 0" if sign > 0 else "A < 0") + r",\ " + (sp.latex(lo) + " < " if lo != 0 else "0 < ") + "r" + ("" if hi == sp.oo else " < " + sp.latex(hi))
             region = (gw.A > 0 if sign > 0 else gw.A < 0, *([gw.r > lo] if lo != 0 else []), *([gw.r < hi] if hi != sp.oo else []))
             d.step(name, piece, f"on ${where}$", proof=holds, given=region)
-            d.step(sp.Derivative(piece, gw.ell), -gw.A * w, r"differentiate, $\mathrm{sg}$ held constant")
+            d.step(sp.Derivative(piece, gw.ell), -gw.A * sp.factor(-gw.d_dell(piece) / gw.A), r"differentiate, $\mathrm{sg}$ held constant")
     pieces = _weights(split[1])
     weight = gw.piecewise_weight(pieces)
     silenced = sp.Or(*[_region_condition(s, lo, hi) for s in (1, -1) for lo, hi, w in gw.merged_runs(pieces[s]) if w == 0])
-    is_pg = not any(w.has(gw.ell, gw.ell0) for s in pieces for _, _, w in pieces[s])
+    is_pg = not any(_values(w).has(gw.ell, gw.ell0) for s in pieces for _, _, w in pieces[s])  # a per-token bound may move with ell_0
     bounded = {s: _bounded(pieces[s]) for s in (1, -1)}
     on_policy = _at_ratio_one(weight)
     same = _match(pieces) if is_pg else ()
@@ -500,36 +582,86 @@ def _at_ratio_one(weight) -> bool | None:
     return all(answers)
 
 
-def _agree_at(pieces: dict, method: KnownMethod, probe: dict, ratios: list) -> bool:
-    """Equal at a few exact ratios (off the probe's kinks), each sign of A (A = +-1); other constants set to 3/2 in both."""
+_OLD_PROBABILITIES = (sp.Rational(1, 2), sp.Rational(1, 10), sp.Rational(9, 10))
+r"""The old probabilities :math:`e^{\ell_0}` at which a weight with per-token bounds is compared with a known one."""
+
+
+def _at_old(expr: sp.Expr, q) -> sp.Expr:
+    return sp.sympify(expr).subs(gw.ell0, sp.log(q))
+
+
+def _agree_at(pieces: dict, method: KnownMethod, probe: dict, ratios: list, per_token: bool = False) -> bool:
+    """Equal at a few exact ratios (off the probe's kinks), each sign of A (A = +-1); other constants set to 3/2 in both.
+
+    A weight with per-token bounds is compared at each old probability of :data:`_OLD_PROBABILITIES` too.
+    """
+    olds = _OLD_PROBABILITIES if per_token else (None,)
     for sign in (1, -1):
         ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]])
         ours = ours.subs({**probe, gw.A: sign})
         ours = ours.subs({x: sp.Rational(3, 2) for x in ours.free_symbols - {gw.r, gw.ell, gw.ell0}})
         for x in ratios:
-            a, b = ours.subs(gw.r, x), method.weight_at(x, sign, probe)
-            b = b.subs({y: sp.Rational(3, 2) for y in b.free_symbols - {gw.r, gw.ell, gw.ell0}})
-            if a.free_symbols or b.free_symbols or abs(sp.N(a - b, 30)) > sp.Float("1e-25", 30):
-                return False
+            b0 = method.weight_at(x, sign, probe)
+            b0 = b0.subs({y: sp.Rational(3, 2) for y in b0.free_symbols - {gw.r, gw.ell, gw.ell0}})
+            for q in olds:
+                if q is not None and x * q >= 1:  # a ratio past 1/pi_0 would make the token's probability exceed 1
+                    continue
+                a, b = ours.subs(gw.r, x), b0
+                if q is not None:
+                    a, b = _at_old(a, q), _at_old(b, q)
+                if a.free_symbols or b.free_symbols or abs(sp.N(a - b, 30)) > sp.Float("1e-25", 30):
+                    return False
     return True
 
 
+_PROBE = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(2, 7), gw.c: 3, tv_l: sp.Rational(3, 20), tv_h: sp.Rational(3, 10), c_is: 3,
+          delta_band: sp.Rational(1, 10), b_l: sp.Rational(1, 2), b_h: 4, delta_opsm: sp.Rational(1, 10), tau_k2: sp.Rational(1, 100),
+          beta_dro: sp.Rational(1, 10)}
+"""The constants at which :func:`_match` probes a weight before deriving anything: distinct values, each edge away from the others."""
+
+
 def _match(pieces: dict) -> tuple[str, ...]:
-    """The registry forms whose weight equals this one on every open region (each sign of A), in the order tried."""
-    probe = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(2, 7), gw.c: 3}
+    r"""The registry forms whose weight equals this one on every open region (each sign of A), in the order tried.
+
+    A weight whose regions move with :math:`\ell_0` (a per-token bound) is compared only with the known forms that have one,
+    and the others only with the others.  Forms with per-token bounds are confirmed by the same pieces on the same regions, or
+    else at instances (:func:`_equal_at_instances`).
+    """
+    per_token = any(per_token_bounds(w) for s in pieces for _, _, w in pieces[s])
     ratios = [sp.Rational(k, 10) for k in (1, 6, 9, 11, 15, 25, 50)]
     found: list[str] = []
     for method in known_methods():
-        if not _agree_at(pieces, method, probe, ratios):  # a cheap exact probe first: nothing derived
+        if per_token_bounds(_registry_loss(method.method)) != per_token:
+            continue
+        if not _agree_at(pieces, method, _PROBE, ratios, per_token):  # a cheap exact probe first: nothing derived
             continue
         known = method.weight
         split = _split(_registry_loss(method.method))
         ok = (any(known == _known_weight(f) for f in found)  # the weight of a form already confirmed
               or not isinstance(split, str) and _weights(split[1]) == pieces  # the same pieces on the same regions
-              or _equal_on_refinement(pieces, known))
+              or (_equal_at_instances(pieces, known) if per_token else _equal_on_refinement(pieces, known)))
         if ok:
             found.append(method.method)
     return tuple(found)
+
+
+def _equal_at_instances(pieces: dict, known: sp.Expr) -> bool:
+    r"""``pieces`` and ``known`` agree, each sign of A, at every old probability of :data:`_OLD_PROBABILITIES` and the constants of
+    :data:`_PROBE`, at the interior points of the common refinement of both partitions there (a check at instances: the edges of a
+    per-token bound are numbers only once :math:`\pi_0` and the constants are)."""
+    for sign in (1, -1):
+        ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]]) if len(pieces[sign]) > 1 else pieces[sign][0][2]
+        for q in _OLD_PROBABILITIES:
+            a, b = (_at_old(sp.sympify(e).subs({**_PROBE, gw.A: sign}), q) for e in (ours, known))
+            a, b = (e.subs({x: sp.Rational(3, 2) for x in e.free_symbols - {gw.r, gw.ell}}) for e in (a, b))
+            edges = sorted({float(e) for e in (*_breakpoints(a), *_breakpoints(b)) if e.is_number and e > 0})
+            inside = [e * (1 - 1e-3) for e in edges] + [e * (1 + 1e-3) for e in edges] + [0.05, 1.0, 50.0]
+            for x in (x for x in inside if x * q < 1):  # a ratio past 1/pi_0 would make the token's probability exceed 1
+                point = {gw.r: sp.Rational(x)}
+                u, v = resolve(a.subs(point)), resolve(b.subs(point))
+                if u is None or v is None or abs(sp.N(u - v, 30)) > sp.Float("1e-25", 30):
+                    return False
+    return True
 
 
 def _equal_on_refinement(pieces: dict, known: sp.Expr) -> bool:

@@ -35,9 +35,10 @@ def certificate_gap(method: str, agg: str | None = None, seed: int = 3, **option
 
     Twelve answers drawn from the old policy of the gradient-weights setting
     (variable lengths), a non-binary advantage, the setting's current policy.
-    Clip-Cov and KL-Cov get a ``selected`` mask drawn with ``seed`` (each token
+    The selecting methods (Clip-Cov, KL-Cov, the top-entropy mask, M2PO) get a ``selected`` mask drawn with ``seed`` (each token
     with probability 1/2) unless ``options`` holds one; :math:`p` is
-    :func:`penalty_gradient` (KL-Cov's selected tokens; 0 elsewhere).
+    :func:`penalty_gradient` (KL-Cov's selected tokens, prime-rl's and DRO's squared log-ratio; 0 elsewhere).  DRO takes
+    :math:`\beta = 0.1` and DPPO and the TV band :math:`\tau = 0.01` unless ``options`` say otherwise.
     """
     from ..gradient_weights import setting
 
@@ -47,16 +48,33 @@ def certificate_gap(method: str, agg: str | None = None, seed: int = 3, **option
     old, mask, A = _batch_on(s.lm, s.theta_old, idx)
     old = old.detach()
     lp = s.lm.token_log_probs(s.theta)[idx].detach().requires_grad_(True)
-    params: dict = {k: v for k, v in {"eps_low": 0.2, "eps_high": 0.28}.items() if k in METHODS[method].parameters}
+    params: dict = {k: v for k, v in {"eps_low": 0.2, "eps_high": 0.28, "dro_beta": 0.1, "kl_tau": 0.01}.items() if k in METHODS[method].parameters}
     params.update(options)
-    if method in ("clip_cov", "kl_cov") and "selected" not in params:
+    if method in SELECTING and "selected" not in params:
         params["selected"] = torch.rand(lp.shape, generator=gen) < 0.5
     loss = policy_loss(method, lp, old, A, mask, agg=agg, **params)
     (g,) = torch.autograd.grad(loss, lp)
     w = policy_weight(method, lp.detach(), old, A, mask, **params)
-    p = penalty_gradient(method, lp.detach(), old, mask, **{k: v for k, v in params.items() if k not in ("eps_low", "eps_high")}) if method == "kl_cov" else 0.0
-    mode = agg or METHODS[method].aggregation or "seq-mean-token-mean"
-    return float((g + token_weights(mask, mode) * (w * A[:, None] - p)).abs().max())
+    p = penalty_gradient(method, lp.detach(), old, mask, **{k: v for k, v in params.items() if k not in PENALTY_FREE})
+    kept = mask * ~params["selected"] if method == "m2po" else mask  # M2PO's dropped tokens leave the denominators
+    return float((g + token_weights(kept, kappa_mode(method, agg)) * (w * A[:, None] - p)).abs().max())
+
+
+SELECTING = ("clip_cov", "kl_cov", "top_entropy", "m2po")
+PENALTY_FREE = ("eps_low", "eps_high", "dual_clip")
+"""Parameters penalty_gradient does not need (the others it takes as policy_loss does)."""
+
+
+def kappa_mode(method: str, agg: str | None = None) -> str:
+    r"""The mode whose :math:`\kappa` multiplies ``method``'s derived weight: ``agg``, or the method's aggregation.
+
+    A sequence loss averaged over rows (no aggregation of its own) is seq-mean-token-mean's when the row's loss is a
+    function of its *mean* log-ratio (GMPO: :math:`\partial/\partial\ell_t` carries :math:`1/n_i`), and seq-mean-token-sum's
+    when it is a function of the *sum* (PPO on the product ratio: no :math:`1/n_i`).
+    """
+    if agg is not None:
+        return agg
+    return METHODS[method].aggregation or ("seq-mean-token-sum" if method == "ppo_product" else "seq-mean-token-mean")
 
 
 def length_bias_gradients(lm: TinyLM, theta: torch.Tensor, b: float = 0.3) -> tuple[dict[str, tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
