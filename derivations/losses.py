@@ -399,7 +399,7 @@ def gmpo_derivation() -> Derivation:
 
 # ------------------------------------------------------------------ aggregation
 
-AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum")
 
 
 def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
@@ -413,7 +413,8 @@ def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
         \kappa^{\text{token-mean}}_1 = \frac{1}{\sum_j n_j},\quad
         \kappa^{\text{seq-mean-token-mean}}_1 = \frac{1}{B\,n_1},\quad
         \kappa^{\text{seq-mean-token-sum}}_1 = \frac1B,\quad
-        \kappa^{\text{seq-mean-token-sum-norm}}_1 = \frac{1}{D}.
+        \kappa^{\text{seq-mean-token-sum-norm}}_1 = \frac{1}{D},\quad
+        \kappa^{\text{token-sum}}_1 = 1.
 
     seq-mean-token-sum-norm is verl's: the token sum of the whole batch over a
     constant :math:`D` (``loss_scale_factor``, by default :math:`T`), with no
@@ -436,6 +437,7 @@ def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
         "seq-mean-token-mean": (sum(s / k for s, k in zip(S, n)) / B, 1 / (B * n[0])),
         "seq-mean-token-sum": (sum(S) / B, sp.Rational(1, B)),
         "seq-mean-token-sum-norm": (sum(S) / D, 1 / D),
+        "token-sum": (sum(S), sp.Integer(1)),
     }
     out = {}
     for mode, (agg, kappa_1) in modes.items():
@@ -468,6 +470,7 @@ def length_bias() -> dict[str, str]:
 
     * seq-mean-token-sum: :math:`\mathbb{E}[A] = J - b`: the gradient of :math:`J`, no length bias;
     * seq-mean-token-sum-norm: :math:`B(J - b)/D`: the same direction, scaled by :math:`B/D`;
+    * token-sum (verl's since ``1dda039``): :math:`B(J - b)`, scaled by :math:`B`;
     * seq-mean-token-mean: :math:`\mathbb{E}[(R - b)/|o|]`: reward per token, so short
       answers weigh more, and with :math:`b \ne 0` the baseline term no longer vanishes.
 
@@ -487,13 +490,14 @@ def length_bias() -> dict[str, str]:
     --------
     >>> from derivations.losses import length_bias
     >>> sorted(length_bias())
-    ['seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm', 'token-mean']
+    ['seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm', 'token-mean', 'token-sum']
     """
     return {
         "token-mean": r"B\,\nabla\,\mathbb{E}\bigl[\psi(|o|)(R - b)\bigr],\ \psi(n) = \mathbb{E}\bigl[1/(n + \textstyle\sum_{j\ne i}|o_j|)\bigr]\ \text{frozen}",
         "seq-mean-token-mean": r"\nabla\,\mathbb{E}\Bigl[\frac{R - b}{|o|}\Bigr]",
         "seq-mean-token-sum": r"\nabla J",
         "seq-mean-token-sum-norm": r"\frac{B}{D}\nabla J",
+        "token-sum": r"B\,\nabla J",
     }
 
 

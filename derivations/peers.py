@@ -105,7 +105,7 @@ PEERS: dict[str, dict[str, tuple[Peer, ...]]] = {
                       "(verl's global token count keeps rejected tokens); " + _VERL_LOOP)),
         "TRL": (_trl_ppo("grpo", 'agg="seq-mean-token-mean"'),
                 _trl_ppo("bnpo", 'agg="token-mean"'),
-                _trl_ppo("dr_grpo", 'agg="seq-mean-token-sum-norm", norm=B * max_completion_length'),
+                _trl_ppo("dr_grpo", 'agg="dr_grpo", convention="TRL@f2cd577", norm=max_completion_length'),
                 _trl_ppo("dapo", 'agg="token-mean", norm=num_items_in_batch', _TRL_ITEMS),
                 _ppo('loss_type "dapo", delta', "epsilon", "epsilon_high", 'agg="token-mean", norm=num_items_in_batch', _TRL("3083-3091, 3139-3142"),
                      "delta = 4 (INTELLECT-2's); for delta > 1 + epsilon_high, TRL's two-sided clip min(min(r, delta) A, clip(r) A) is the "
@@ -294,8 +294,8 @@ PEERS: dict[str, dict[str, tuple[Peer, ...]]] = {
     "ppo_product": {
         "TRL": (Peer("RLOOTrainer", 'policy_loss("ppo_product", ..., eps_low=epsilon, eps_high=epsilon_high)',
                      _at("TRL", "f2cd577", "trl/trainer/rloo_trainer.py:1655-1694"),
-                     "the row's summed log-ratio (the product of its ratios), clipped as PPO, averaged over the B rows; "
-                     "HF's Trainer divides by the accumulation steps"),),
+                     "the row's summed log-ratio (the product of its ratios), clipped as PPO, averaged over the B rows (an all-masked row "
+                     "adds -A_i / B to TRL's value, nothing to its gradient; 0 here); HF's Trainer divides by the accumulation steps"),),
     },
     "top_entropy": {
         "TRL": (Peer('top_entropy_quantile (loss_type "grpo")',

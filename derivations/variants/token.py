@@ -12,6 +12,7 @@ autograd on the toy LM, are :func:`numeric.variants.check_token_loss`'s.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, cmp_to_key
@@ -85,6 +86,11 @@ class KnownMethod:
     def undecided(self) -> str:
         """What a per-token check cannot state about this form's method (``""``: nothing)."""
         return undecided(self.method)
+
+    @property
+    def per_token(self) -> bool:
+        r"""The form's edges move with :math:`\pi_0 = e^{\ell_0}` (DPPO's trust region, the TV band): its weight needs :math:`\ell_0`."""
+        return per_token_bounds(_registry_loss(self.method))
 
     def weight_at(self, ratio: float | sp.Expr, sign: int, constants: dict) -> sp.Expr:
         """:math:`w` at ``ratio`` for :math:`A` of sign ``sign``, the constants numbers: an exact value off the kinks (a kink takes either side)."""
@@ -510,7 +516,8 @@ def _token_symbolic(loss) -> TokenReport:
         "Gradient weight of the loss",
         assumptions=[f"${sp.latex(name)} = {sp.latex(held)}$", r"$r = e^{\ell - \ell_0}$",
                      *[f"${sp.latex(m)} = \\mathrm{{sg}}({sp.latex(k)})$, a stopped mask (a constant for the derivative)" for m, k in masks.items()],
-                     r"$\varepsilon_l, \varepsilon_h, c > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h, *_BAND_PREMISES,
+                     r"$\varepsilon_l, \varepsilon_h, c > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h,
+                     *[p for p in _BAND_PREMISES if p.free_symbols & held.free_symbols],
                      r"$\partial\,\mathcal{L}/\partial\ell = -A\,w$; $\mathrm{sg}$ held constant"],
         unfold=Definitions({name: held}, gw.differentiation),
     )
@@ -593,7 +600,8 @@ def _at_old(expr: sp.Expr, q) -> sp.Expr:
 def _agree_at(pieces: dict, method: KnownMethod, probe: dict, ratios: list, per_token: bool = False) -> bool:
     """Equal at a few exact ratios (off the probe's kinks), each sign of A (A = +-1); other constants set to 3/2 in both.
 
-    A weight with per-token bounds is compared at each old probability of :data:`_OLD_PROBABILITIES` too.
+    With ``per_token`` (a weight whose edges move with the old probability) it is compared at each old probability of
+    :data:`_OLD_PROBABILITIES` too.
     """
     olds = _OLD_PROBABILITIES if per_token else (None,)
     for sign in (1, -1):
@@ -633,7 +641,9 @@ def _match(pieces: dict) -> tuple[str, ...]:
     for method in known_methods():
         if per_token_bounds(_registry_loss(method.method)) != per_token:
             continue
-        if not _agree_at(pieces, method, _PROBE, ratios, per_token):  # a cheap exact probe first: nothing derived
+        if per_token and not _agree_in_floats(pieces, method):  # a cheap probe first, in floats (the exact check follows)
+            continue
+        if not per_token and not _agree_at(pieces, method, _PROBE, ratios):  # a cheap exact probe first: nothing derived
             continue
         known = method.weight
         split = _split(_registry_loss(method.method))
@@ -643,6 +653,32 @@ def _match(pieces: dict) -> tuple[str, ...]:
         if ok:
             found.append(method.method)
     return tuple(found)
+
+
+@cache
+def _in_floats(weight: sp.Expr):
+    r"""``weight`` at the probe's constants (:data:`_PROBE`; any other at 3/2) as a float function of :math:`(r, A, \ell_0)`."""
+    w = sp.sympify(weight).subs(_PROBE)
+    w = w.subs({x: sp.Rational(3, 2) for x in w.free_symbols - {gw.r, gw.A, gw.ell0, gw.ell}}).subs(gw.ell, gw.ell0 + sp.log(gw.r))
+    return sp.lambdify((gw.r, gw.A, gw.ell0), w, modules=["math", "mpmath", "sympy"])
+
+
+def _agree_in_floats(pieces: dict, method: KnownMethod) -> bool:
+    """Equal in floats (relative 1e-9) at a few ratios and old probabilities off the edges, each sign of A: a probe, nothing exact."""
+    ours = {sign: _in_floats(sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]])) for sign in (1, -1)}
+    known = _in_floats(method.weight)
+    for sign in (1, -1):
+        for q in (0.5, 0.1, 0.9):
+            for x in (0.13, 0.61, 0.93, 1.07, 1.52, 2.53, 4.7):
+                if x * q >= 1:
+                    continue
+                try:
+                    a, b = float(ours[sign](x, sign, math.log(q))), float(known(x, sign, math.log(q)))
+                except (TypeError, ValueError):  # a log of a negative number: a probability past 1, not compared
+                    continue
+                if abs(a - b) > 1e-9 * max(1.0, abs(b)):
+                    return False
+    return True
 
 
 def _equal_at_instances(pieces: dict, known: sp.Expr) -> bool:

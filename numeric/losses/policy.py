@@ -34,7 +34,7 @@ from .._validate import (
     result_dtype,
     to_tensor,
 )
-from .aggregation import check_mode, reduce_tokens, zeroed
+from .aggregation import prompt_groups, reduce_tokens, resolve, zeroed
 from .policy_terms import token_terms
 
 __all__ = ["POLICY_LOSSES", "penalty_gradient", "policy_loss", "policy_weight"]
@@ -188,6 +188,8 @@ def policy_loss(
     log_ratio_clamp: float | None = None,
     count_eps: float = 0.0,
     empty_rows: str = "count",
+    convention: str | None = None,
+    groups: Array | None = None,
     **params: float | tuple[float, float] | None,
 ) -> ArrayT:
     r"""The policy losses trainers ship, batched: :func:`aggregate` of a per-token loss.
@@ -262,6 +264,10 @@ def policy_loss(
     count_eps, empty_rows : float, str
         :func:`aggregate`'s options for the seq-mean modes (verl's and OpenRLHF's
         ``n_i + 1e-8`` and "exclude fully masked sequences").
+    convention, groups : str, array
+        :func:`aggregate`'s: ``agg`` read as a trainer's name at a commit
+        (``agg="seq-mean-token-sum-norm", convention="verl@1dda039"``), and the
+        prompt of each row for ``prompt-mean``.
     weight : numpy array or torch tensor, optional
         ``[B, T]`` non-negative per-token sampler-correction weights (detached),
         multiplying the per-token loss before aggregation, as TRL's
@@ -336,10 +342,12 @@ def policy_loss(
     options = method_options(method, params)
     if METHODS[method].aggregation is None and agg is not None:
         raise ValueError(f"agg must be None for {method}: it is a sequence loss averaged over rows")
-    agg = check_mode(agg or METHODS[method].aggregation or "seq-mean-token-mean", "agg")
+    agg, count_eps, empty_rows, per_row = resolve(agg or METHODS[method].aggregation or "seq-mean-token-mean", convention, count_eps=count_eps,
+                                                  empty_rows=empty_rows, name="agg")
     clamp = _clamp(log_ratio_clamp)
-    rows = {"count_eps": count_eps, "empty_rows": empty_rows}
+    rows = {"count_eps": count_eps, "empty_rows": empty_rows, "per_row": per_row}
     x = _policy_inputs(method, log_prob, old_log_prob, advantages, mask, weight, selected)
+    rows["groups"] = prompt_groups(agg, groups, x.mask)
     keep, not_01 = _float_mask(x.mask, x.log_prob)
     loss, witness = _policy_loss(method, x, keep, agg, norm, options, clamp, rows)
     if (not_01 + 0 * witness).item() != 0:  # a mask not 0/1, or NaN or inf somewhere: the careful way

@@ -9,12 +9,15 @@ dense grid of ratios, and compared with the derived weights of
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from functools import cache
 
 import sympy as sp
 import torch
 
 from derivations import gradient_weights as gw
+from derivations.methods import CONSTANTS, beta, k, lam, tau_neg, tau_pos
 from derivations.variants import TokenReport, breakpoints, known_label, known_methods, known_names
 from derivations.variants.inputs import require_constants
 
@@ -84,7 +87,12 @@ def token_report_from_callable(fn: Callable, constants: dict, *, tol: float = TO
     table = tuple((float(x), float(a), float(b)) for x, a, b in zip(r, w[1], w[-1]))
     silenced = tuple(run for s in (1, -1) for run in _silenced_runs(s, r, w[s]))
     ends = bounded(weight, tol)
-    same, read = _match(w, values, tol) if one.policy_gradient and not per_token else ((), {})
+    if not one.policy_gradient:
+        same, read = (), {}
+    elif per_token:
+        same, read = _match_per_token({-0.5: w, -2.0: other}, values, tol), {}
+    else:
+        same, read = _match(w, values, tol)
     numeric = _callable_on_tokens(fn, tol)
     reason = "; ".join([f"weight tabulated by autograd on {len(r)} ratios in [0.01, 100] for A = +1 and -1, its ends probed to 1e-12 and 1e12",
                         *([one.explanation] if one.explanation else []),
@@ -160,6 +168,8 @@ def _match(w: dict, values: dict, tol: float = TOL) -> tuple[tuple[str, ...], di
     found: list[str] = []
     read: dict = {}
     for method in known_methods():
+        if method.per_token or method.parameters - set(values) - _READABLE:  # its constants are neither declared nor readable here
+            continue
         fitted = _read_off(method, w, values) if not method.parameters <= set(values) else {}
         if fitted is None:  # KL-Cov's beta (not in its weight): only with a declared value
             continue
@@ -176,6 +186,38 @@ def _match(w: dict, values: dict, tol: float = TOL) -> tuple[tuple[str, ...], di
             found.append(method.method)
             read.update(fitted)
     return tuple(found), read
+
+
+_READABLE = frozenset({tau_pos, tau_neg, beta})
+"""The constants :func:`_read_off` solves for when the caller did not declare them: SAPO's temperatures (KL-Cov's beta is tried
+and refused: its weight does not hold it)."""
+
+
+def _match_per_token(tables: dict, values: dict, tol: float = TOL) -> tuple[str, ...]:
+    r"""Every known form whose bounds move with :math:`\pi_0` (DPPO, the TV band) and whose weight, with the constants ``values``, equals
+    the tabulated one at both old log-probabilities of ``tables`` (``{ell0: {sign: w}}``), off the known weight's own jumps.
+
+    Every constant of the form must be in ``values`` (read off the clip ranges by the caller); a penalty's coefficient is 0 here
+    (the caller reads the weight without the penalty).  A ratio past :math:`1/\pi_0` (a probability above 1) is not compared.
+    """
+    r = _GRID
+    found: list[str] = []
+    for method in known_methods():
+        given = {**values, **{p: 0.0 for p in method.parameters if p.name == "tau_KL"}}
+        if not method.per_token or not method.parameters <= set(given):
+            continue
+        ok = True
+        for ell0, w in tables.items():
+            for s in (1, -1):
+                at = lambda x: torch_value(method.weight, {gw.r: x, gw.A: torch.full_like(x, float(s)), gw.ell0: torch.full_like(x, ell0),  # noqa: E731
+                                                           **{k: torch.tensor(v, dtype=F64) for k, v in given.items()}})
+                known = torch.broadcast_to(torch.as_tensor(at(r), dtype=F64), r.shape)
+                steady = (torch.as_tensor(at(r * (1 - 1e-6)), dtype=F64) - torch.as_tensor(at(r * (1 + 1e-6)), dtype=F64)).abs() <= 1e-5 * (1 + known.abs())
+                feasible = steady & (r * math.exp(ell0) < 1)
+                ok &= bool((known - w[s])[feasible].abs().max() <= max(1e-9, tol) * max(1.0, float(known[feasible].abs().max())))
+        if ok:
+            found.append(method.method)
+    return tuple(found)
 
 
 def _read_off(method, w: dict, values: dict) -> dict | None:
@@ -221,5 +263,17 @@ def _disagreements(method, w: dict, values: dict, tol: float = TOL) -> int:
 
 
 def _probe_disagrees(method, w: dict, values: dict, i: int, sign: int, tol: float = TOL) -> bool:
-    known = float(method.weight_at(float(_GRID[i]), sign, values))
-    return abs(known - float(w[sign][i])) > max(1e-9, tol) * max(1.0, abs(known))
+    known = _in_floats(method)(float(_GRID[i]), float(sign), *(float(values.get(c, math.nan)) for c in _PROBE_CONSTANTS))
+    return not abs(float(known) - float(w[sign][i])) <= max(1e-9, tol) * max(1.0, abs(float(known)))
+
+
+_PROBE_CONSTANTS = tuple(c for c in CONSTANTS if c not in (k, lam))
+"""The constants a known weight is probed with (VESPO's per-sign k, lambda are no token form's)."""
+
+
+@cache
+def _in_floats(method):
+    r"""A known method's derived weight as a float function of :math:`(r, A, \text{constants})`: the probe of :func:`_match` evaluates
+    it without SymPy (deriving each known weight once per process); the match itself then compares the whole table exactly."""
+    w = sp.sympify(method.weight).subs(gw.ell, gw.ell0 + sp.log(gw.r)).subs(gw.ell0, -0.5)
+    return sp.lambdify((gw.r, gw.A, *_PROBE_CONSTANTS), w, modules=["math"])
