@@ -300,14 +300,15 @@ PEERS: dict[str, dict[str, tuple[Peer, ...]]] = {
     "top_entropy": {
         "TRL": (Peer('top_entropy_quantile (loss_type "grpo")',
                      'policy_loss("top_entropy", ..., eps_low=epsilon, eps_high=epsilon_high, '
-                     'selected=low_entropy(..., top_entropy_quantile), agg="seq-mean-token-mean")',
+                     'selected=~high_entropy_mask(entropies, mask, top_quantile=top_entropy_quantile), agg="seq-mean-token-mean")',
                      _TRL("1396-1432, 3020-3023, 3114-3115, 3124-3128"),
                      "the quantile is over the micro-batch's entropies gathered over processes; a dropped token stays in n_i; "
                      + _TRL_ACCUMULATION),),
     },
     "m2po": {
         "AReaL": (Peer("m2_threshold (M2PO)",
-                       'policy_loss("m2po", ..., eps_low=eps_clip, eps_high=eps_clip, selected=m2po_selection(..., m2_threshold), '
+                       'policy_loss("m2po", ..., eps_low=eps_clip, eps_high=eps_clip, '
+                       'selected=m2po_selection(rollout_log_probs, old_log_prob, mask, threshold=m2_threshold), '
                        'agg="token-mean")', _at("AReaL", "cbff54d", "areal/trainer/ppo/actor.py:933-1014, 571-573"),
                        "the selection is per micro-batch; the engine still weighs the micro-batch by its count before the drop"),),
     },

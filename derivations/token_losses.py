@@ -24,11 +24,11 @@ the old probability :math:`e^{\ell_0}` (per-token bounds).
 
 Examples
 --------
->>> from derivations.token_losses import dppo, icepop
+>>> from derivations.token_losses import A, dppo, icepop
 >>> icepop()
 -A*ell*sg(Piecewise((r, (b_h >= r) & (b_l <= r)), (0, True)))
->>> dppo().subs({"A": 1}).args[0].args[0]   # A > 0: the probability may rise by delta_h at most
-Piecewise((1, delta_h^TV >= (r - 1)*exp(ell_0)), (0, True))
+>>> dppo().subs(A, 1)   # A > 0: the probability may rise by delta_h at most
+-r*sg(Piecewise((1, delta_h^TV >= (r - 1)*exp(ell_0)), (0, True)))
 """
 
 from __future__ import annotations

@@ -47,11 +47,11 @@ class Reading(NamedTuple):
 
     @property
     def call(self) -> str:
-        """``aggregate(x, mask, "<mode>", ...)``: the package call, the trainer's names standing for its numbers."""
+        """The package's mode and the options the reading fixes, in words (``norm``: the trainer's name for it)."""
         extra = [f"{k}={v!r}" if not (k == "norm" and isinstance(v, str)) else f"norm={v}" for k, v in self.args.items()]
         if self.per_row:
-            extra.append(f"per_row={self.per_row!r}")
-        return f'aggregate(x, mask, "{self.mode}"' + "".join(", " + e for e in extra) + ")"
+            extra.append(f"then the mean over {'the rows with a token' if self.per_row == 'exclude' else 'every row'}")
+        return ", ".join([self.mode, *extra])
 
 
 def _cite(trainer: str, commit: str, where: str) -> Citation:
@@ -181,7 +181,7 @@ def kappa_latex(reading: Reading) -> str:
 
 
 def trainer_table(trainers: tuple | None = None) -> str:
-    r""":data:`TRAINER_MODES` as a LaTeX array: trainer @ commit, their name, the package call, the token weight, notes, where read.
+    r""":data:`TRAINER_MODES` as a LaTeX array: trainer @ commit, their name, the package call, the token weight, the note and where read.
 
     ``trainers`` limits the rows to those trainers.  :math:`D` is ``norm`` (verl: ``loss_scale_factor``, by default :math:`T`;
     TRL and ms-swift: ``max_completion_length``; SkyRL: ``max_seq_len``), :math:`N` the trainer's token count, :math:`B'` the rows
@@ -190,18 +190,19 @@ def trainer_table(trainers: tuple | None = None) -> str:
     Examples
     --------
     >>> from numeric.losses import trainer_table
-    >>> print(trainer_table().splitlines()[2][:60])
-    \text{verl @ b178a3c} & \text{token-mean} & \mathtt{aggregate(x, m
+    >>> print(trainer_table().splitlines()[2][:44])
+    \text{verl @ b178a3c} & \text{token-mean} &
     """
     esc = lambda x: x.replace("_", r"\_")  # noqa: E731
-    lines = [r"\begin{array}{llllll}",
-             r"\text{trainer @ commit} & \text{name} & \text{package call} & \kappa_{it} & \text{note} & \text{read at} \\ \hline"]
+    lines = [r"\begin{array}{lllll}",
+             r"\text{trainer @ commit} & \text{name} & \text{package mode} & \kappa_{it} & \text{note, and where read} \\ \hline"]
     for (trainer, name, commit), reading in TRAINER_MODES.items():
         if trainers is not None and trainer not in trainers:
             continue
-        call = reading.call.replace("aggregate(x, mask, ", "aggregate(x, m, ")
-        lines.append(rf"\text{{{trainer} @ {commit}}} & \text{{{esc(name)}}} & \mathtt{{{esc(call)}}} & {kappa_latex(reading)} & "
-                     rf"\text{{{esc(reading.note)}}} & \text{{{esc(reading.cite.where)}}} \\")
+        call = reading.call
+        note = f"{reading.note} ({reading.cite.where})" if reading.note else reading.cite.where
+        lines.append(rf"\text{{{trainer} @ {commit}}} & \text{{{esc(name)}}} & \text{{{esc(call)}}} & {kappa_latex(reading)} & "
+                     rf"\text{{{esc(note)}}} \\")
     lines.append(r"\end{array}")
     return "\n".join(lines)
 
@@ -446,7 +447,7 @@ def aggregate(per_token: ArrayT, mask: Array, mode: str = "token-mean", *, norm:
     >>> m = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0]])
     >>> [round(float(aggregate(x, m, mode)), 6) for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")]
     [4.0, 6.25, 10.0]
-    >>> round(float(aggregate(x, m, "seq-mean-token-sum-norm", norm=2 * 8)), 6)   # TRL's dr_grpo, B = 2, L = 8
+    >>> round(float(aggregate(x, m, "dr_grpo", convention="TRL@f2cd577", norm=8)), 6)   # TRL's dr_grpo, B = 2, L = 8
     1.25
     >>> m3 = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0], [0, 0, 0, 0]])            # a third row, empty
     >>> x3 = torch.cat([x, torch.zeros(1, 4)])

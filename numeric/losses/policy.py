@@ -150,8 +150,9 @@ def _policy_loss(method, x: _Inputs, keep: torch.Tensor, agg, norm, options, cla
         keep = keep * ~x.selected if keep.is_floating_point() else keep & ~x.selected
     n = keep.sum(-1, keepdim=True) if method in SEQUENCE_LEVEL or agg == "seq-mean-token-mean" else None
     lp = zeroed(x.log_prob, keep)
-    old = None if x.old_log_prob is None else zeroed(x.old_log_prob.detach(), keep)
-    delta = None if old is None else zeroed(x.log_prob - x.old_log_prob.detach(), keep)
+    old = delta = None
+    if x.old_log_prob is not None:
+        old, delta = zeroed(x.old_log_prob.detach(), keep), zeroed(x.log_prob - x.old_log_prob.detach(), keep)
     if delta is not None and clamp is not None:
         delta = delta.clamp(-clamp, clamp)
     A = x.advantages if x.advantages.shape[-1] == 1 else zeroed(x.advantages, keep)

@@ -96,9 +96,9 @@ def token_terms(method: str, lp: torch.Tensor, delta: torch.Tensor | None, A: to
     neg_A = -A.detach()
     if method in ("reinforce", "gpg"):
         return neg_A * lp
+    assert delta is not None
     if method == "dro":  # -(A ell - beta/2 (log r)^2)
         return neg_A * lp + options["dro_beta"] / 2 * delta**2
-    assert delta is not None
     if method in ("ppo", "clip_cov", "top_entropy", "m2po"):
         return _ppo_terms(neg_A, delta, options["eps_low"], options["eps_high"], options.get("dual_clip"), selected)
     if method in ("kl_cov", "importance_sampling"):  # -A r, exponentiated only where A != 0, plus beta |delta| where selected

@@ -41,6 +41,7 @@ from .checker import check_group_advantage, check_token_loss
 from .confirm import confirm_group, confirm_token
 from .divergence_questions import correction, kl_gradient, sequence_weight_scale
 from .execution import EXECUTION_RTOL, ExecutionCase, ExecutionReport, check_loss_execution
+from .divergences import DIVERGENT_NAMES, divergence_cells, divergence_table
 from .field import ESTIMATORS, Estimator, certificate, certificate_latex, certificate_table
 from .grouped import CONVENTIONS, GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import KAPPA_RTOL, LOSS_VERDICTS, PolicyLossReport, check_policy_loss
@@ -55,6 +56,7 @@ from .worlds import GlooWorld
 from . import suite  # registers the suite "variants", after the modules above
 
 __all__ = [
+    "DIVERGENT_NAMES",
     "Answer",
     "CONVENTIONS",
     "Convention",
@@ -79,6 +81,8 @@ __all__ = [
     "certificate",
     "certificate_latex",
     "certificate_table",
+    "divergence_cells",
+    "divergence_table",
     "check_group_advantage",
     "check_grouped_advantage",
     "check_loss_execution",

@@ -256,10 +256,11 @@ def _named(ranges: tuple[ClipRange, ClipRange], tol: float) -> tuple[dict, list]
         found = {c.sign: _probability_change(c, tol, cap=cap) for c in moving}
         if not all(d is not None for d in found.values()):
             kl = {c.sign: _probability_change(c, tol, cap=cap, statistic=_binary_kl) for c in moving}
-            if all(d is not None for d in kl.values()):
-                out.update({("kl_delta_high" if s > 0 else "kl_delta_low"): round(d, digits) for s, d in kl.items()})
+            read = {s: d for s, d in kl.items() if d is not None}
+            if len(read) == len(kl):
+                out.update({("kl_delta_high" if s > 0 else "kl_delta_low"): round(d, digits) for s, d in read.items()})
                 notes.append("the clip range is a trust region on the binary KL of the old and new probabilities (a per-token bound): "
-                             + "; ".join(f"for A {'> 0' if s > 0 else '< 0'}, KL <= {d:.6g}" for s, d in kl.items()) + " (as DPPO's binary KL mask)")
+                             + "; ".join(f"for A {'> 0' if s > 0 else '< 0'}, KL <= {d:.6g}" for s, d in read.items()) + " (as DPPO's binary KL mask)")
         delta = {s: d for s, d in found.items() if d is not None}
         band = [_probability_change(c, tol, "both") for c in ranges]
         if band[0] is not None and band[1] is not None and abs(band[0] - band[1]) <= max(1e-7, 10 * tol) * band[0]:
@@ -375,7 +376,7 @@ def _sequence_ratio(loss: TrainerLoss, weight: Callable, tol: float) -> str | No
     return None
 
 
-_SEQUENCE_FORMS = {("ppo", "geometric mean"): "gspo", ("cispo", "geometric mean"): "cispo_seq", ("cispo_cap", "geometric mean"): "cispo_seq",
+_SEQUENCE_FORMS: dict[tuple[str, str | None], str] = {("ppo", "geometric mean"): "gspo", ("cispo", "geometric mean"): "cispo_seq", ("cispo_cap", "geometric mean"): "cispo_seq",
                    ("sapo", "geometric mean"): "sapo_seq", ("ppo", "product"): "ppo_product", ("icepop", ROW_GATED): "seq_mask_tis",
                    ("ppo", ROW_GATED): "opsm"}
 """A per-token form whose weight, read on the row's ratio (its geometric mean, its product) or on the token's own ratio gated by its row,

@@ -17,7 +17,9 @@ import sympy as sp
 import torch
 
 from derivations import gradient_weights as gw
-from derivations.methods import CONSTANTS, beta, k, lam, tau_neg, tau_pos
+from derivations.methods import CONSTANTS, beta, tau_neg, tau_pos
+from derivations.methods import k as vespo_k
+from derivations.methods import lam as vespo_lam
 from derivations.variants import TokenReport, breakpoints, known_label, known_methods, known_names
 from derivations.variants.inputs import require_constants
 
@@ -87,8 +89,10 @@ def token_report_from_callable(fn: Callable, constants: dict, *, tol: float = TO
     table = tuple((float(x), float(a), float(b)) for x, a, b in zip(r, w[1], w[-1]))
     silenced = tuple(run for s in (1, -1) for run in _silenced_runs(s, r, w[s]))
     ends = bounded(weight, tol)
+    same: tuple[str, ...] = ()
+    read: dict = {}
     if not one.policy_gradient:
-        same, read = (), {}
+        pass
     elif per_token:
         same, read = _match_per_token({-0.5: w, -2.0: other}, values, tol), {}
     else:
@@ -188,6 +192,17 @@ def _match(w: dict, values: dict, tol: float = TOL) -> tuple[tuple[str, ...], di
     return tuple(found), read
 
 
+def _agrees_per_token(weight: sp.Expr, table: torch.Tensor, sign: int, ell0: float, constants: dict, tol: float) -> bool:
+    """``weight`` equals ``table`` on :data:`_GRID` at ``ell0``, off its own jumps and past no probability above 1."""
+    r = _GRID
+    env = {gw.A: torch.full_like(r, float(sign)), gw.ell0: torch.full_like(r, ell0), **{c: torch.tensor(v, dtype=F64) for c, v in constants.items()}}
+    at = lambda x: torch.broadcast_to(torch.as_tensor(torch_value(weight, {**env, gw.r: x}), dtype=F64), r.shape)  # noqa: E731
+    known = at(r)
+    steady = (at(r * (1 - 1e-6)) - at(r * (1 + 1e-6))).abs() <= 1e-5 * (1 + known.abs())
+    feasible = steady & (r * math.exp(ell0) < 1)
+    return bool((known - table)[feasible].abs().max() <= max(1e-9, tol) * max(1.0, float(known[feasible].abs().max())))
+
+
 _READABLE = frozenset({tau_pos, tau_neg, beta})
 """The constants :func:`_read_off` solves for when the caller did not declare them: SAPO's temperatures (KL-Cov's beta is tried
 and refused: its weight does not hold it)."""
@@ -200,21 +215,12 @@ def _match_per_token(tables: dict, values: dict, tol: float = TOL) -> tuple[str,
     Every constant of the form must be in ``values`` (read off the clip ranges by the caller); a penalty's coefficient is 0 here
     (the caller reads the weight without the penalty).  A ratio past :math:`1/\pi_0` (a probability above 1) is not compared.
     """
-    r = _GRID
     found: list[str] = []
     for method in known_methods():
         given = {**values, **{p: 0.0 for p in method.parameters if p.name == "tau_KL"}}
         if not method.per_token or not method.parameters <= set(given):
             continue
-        ok = True
-        for ell0, w in tables.items():
-            for s in (1, -1):
-                at = lambda x: torch_value(method.weight, {gw.r: x, gw.A: torch.full_like(x, float(s)), gw.ell0: torch.full_like(x, ell0),  # noqa: E731
-                                                           **{k: torch.tensor(v, dtype=F64) for k, v in given.items()}})
-                known = torch.broadcast_to(torch.as_tensor(at(r), dtype=F64), r.shape)
-                steady = (torch.as_tensor(at(r * (1 - 1e-6)), dtype=F64) - torch.as_tensor(at(r * (1 + 1e-6)), dtype=F64)).abs() <= 1e-5 * (1 + known.abs())
-                feasible = steady & (r * math.exp(ell0) < 1)
-                ok &= bool((known - w[s])[feasible].abs().max() <= max(1e-9, tol) * max(1.0, float(known[feasible].abs().max())))
+        ok = all(_agrees_per_token(method.weight, w[sign], sign, ell0, given, tol) for ell0, w in tables.items() for sign in (1, -1))
         if ok:
             found.append(method.method)
     return tuple(found)
@@ -267,7 +273,7 @@ def _probe_disagrees(method, w: dict, values: dict, i: int, sign: int, tol: floa
     return not abs(float(known) - float(w[sign][i])) <= max(1e-9, tol) * max(1.0, abs(float(known)))
 
 
-_PROBE_CONSTANTS = tuple(c for c in CONSTANTS if c not in (k, lam))
+_PROBE_CONSTANTS = tuple(c for c in CONSTANTS if c not in (vespo_k, vespo_lam))
 """The constants a known weight is probed with (VESPO's per-sign k, lambda are no token form's)."""
 
 
