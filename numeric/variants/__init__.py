@@ -40,8 +40,8 @@ from .callables import advantage_table, advantage_values, require_advantage_call
 from .checker import check_group_advantage, check_token_loss
 from .confirm import confirm_group, confirm_token
 from .divergence_questions import correction, kl_gradient, sequence_weight_scale
-from .execution import EXECUTION_RTOL, ExecutionCase, ExecutionReport, check_loss_execution
 from .divergences import DIVERGENT_NAMES, divergence_cells, divergence_table
+from .execution import EXECUTION_RTOL, ExecutionCase, ExecutionReport, check_loss_execution
 from .field import ESTIMATORS, Estimator, certificate, certificate_latex, certificate_table
 from .grouped import CONVENTIONS, GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import KAPPA_RTOL, LOSS_VERDICTS, PolicyLossReport, check_policy_loss
