@@ -65,7 +65,7 @@ import sympy as sp
 
 from . import token_losses as tl
 from .peers import PEERS, Peer
-from .readings import SNAPSHOTS
+from .readings import SNAPSHOTS, require_trainers
 from .token_losses import (
     A,
     b_h,
@@ -442,6 +442,7 @@ def peer_table(trainers: tuple | None = None) -> str:
     >>> print(peer_table().splitlines()[3][:60])
     \text{verl @ b178a3c} & \text{policy\_loss "gpg"} & \mathtt{
     """
+    trainers = require_trainers(trainers)
     esc = lambda x: x.replace("_", r"\_").replace("{", r"\{").replace("}", r"\}")  # noqa: E731
     lines = [r"\begin{array}{lll}", r"\text{trainer @ commit} & \text{their name} & \text{package call} \\ \hline"]
     for trainer in PEER_COMMITS if trainers is None else trainers:

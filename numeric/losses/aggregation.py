@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from derivations.losses import AGGREGATIONS
-from derivations.readings import Citation, snapshot
+from derivations.readings import Citation, require_trainers, snapshot
 
 from .._types import Array, ArrayT
 from .._validate import (
@@ -193,6 +193,7 @@ def trainer_table(trainers: tuple | None = None) -> str:
     >>> print(trainer_table().splitlines()[2][:44])
     \text{verl @ b178a3c} & \text{token-mean} &
     """
+    trainers = require_trainers(trainers)
     esc = lambda x: x.replace("_", r"\_")  # noqa: E731
     lines = [r"\begin{array}{lllll}",
              r"\text{trainer @ commit} & \text{name} & \text{package mode} & \kappa_{it} & \text{note, and where read} \\ \hline"]

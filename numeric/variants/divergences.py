@@ -25,6 +25,7 @@ import sympy as sp
 from derivations import losses as derived
 from derivations.methods import METHODS, PEER_COMMITS, c_is, form, tau_k2
 from derivations.peers import Peer
+from derivations.readings import require_trainers
 
 from ..losses.aggregation import TRAINER_MODES, Reading, kappa_latex
 from .field import TRAINER_DEFAULTS
@@ -217,10 +218,7 @@ def divergence_table(trainers: tuple | None = None) -> str:
     >>> divergence_table(("verl", "TRL")).splitlines()[1]
     '\\text{name} & \\text{verl} & \\text{TRL} \\\\ \\hline'
     """
-    trainers = _TRAINERS if trainers is None else tuple(trainers)
-    unknown = set(trainers) - set(_TRAINERS)
-    if unknown:
-        raise ValueError(f"trainers must be among {_TRAINERS}, got {sorted(unknown)}")
+    trainers = _TRAINERS if trainers is None else require_trainers(trainers)
     lines = [r"\begin{array}{" + "l" * (len(trainers) + 1) + "}", r"\text{name} & " + " & ".join(rf"\text{{{t}}}" for t in trainers) + r" \\ \hline"]
     for name in DIVERGENT_NAMES:
         cells = divergence_cells(name)
