@@ -477,32 +477,54 @@ def test_sequence_log_prob_and_broadcast():
 # ------------------------------------------------------------------ aggregation: each trainer's formula, written out
 
 
-def _their_aggregation(trainer, name, x, m, T, L=None, N=None):
-    rows = (x * m).sum(-1)
-    if (trainer, name) in {("verl", "token-mean"), ("TRL", "bnpo"), ("OpenRLHF", "per-token (token_level_loss=True)")}:
-        return rows.sum() / m.sum()
-    if (trainer, name) in {("verl", "seq-mean-token-mean"), ("TRL", "grpo"), ("OpenRLHF", "per-sample (token_level_loss=False)")}:
-        return (rows / m.sum(-1)).mean()
+def _their_aggregation(trainer, name, commit, x, m, T, L, N, groups):
+    """Each trainer's reduction at its commit, written out from its code (the research notes' file:lines), on a batch with an empty row."""
+    rows, n = (x * m).sum(-1), m.sum(-1)
+    live = n > 0
+    if (trainer, name) in {("verl", "token-mean"), ("TRL", "bnpo"), ("OpenRLHF", "per-token (token_level_loss=True)"), ("SkyRL", "token_mean")}:
+        return rows.sum() / m.sum().clamp(min=1)
+    if (trainer, name) in {("verl", "seq-mean-token-mean"), ("OpenRLHF", "per-sample (token_level_loss=False)")}:
+        return (rows / (n + 1e-8))[live].mean()  # masked_mean's n_i + 1e-8, then the rows with a token
+    if (trainer, name) in {("TRL", "grpo"), ("SkyRL", "sequence_mean"), ("ms-swift", "grpo")}:
+        return (rows / n.clamp(min=1)).mean()
     if (trainer, name) == ("verl", "seq-mean-token-sum"):
-        return rows.mean()
-    if (trainer, name) == ("verl", "seq-mean-token-sum-norm"):
+        return rows[live].mean()
+    if (trainer, name) == ("verl", "token-sum"):
+        return rows.sum()
+    if (trainer, name, commit) == ("verl", "seq-mean-token-sum-norm", "b178a3c"):
         return rows.sum() / T
-    if (trainer, name) == ("TRL", "dr_grpo"):
-        return rows.sum() / (x.shape[0] * L)
-    if (trainer, name) == ("TRL", "dapo"):
+    if (trainer, name, commit) == ("verl", "seq-mean-token-sum-norm", "1dda039"):
+        return (rows / T)[live].mean()  # #5417: the mean over the rows with a token of sum_t / D
+    if name in ("dr_grpo", "seq_mean_token_sum_norm"):
+        return (rows / L).mean()  # every row counted
+    if name == "dapo":
         return rows.sum() / N
-    raise KeyError((trainer, name))
+    if (trainer, name) == ("SkyRL", "prompt_mean"):
+        prompts = groups.unique()
+        return sum(rows[groups == p].sum() / n[groups == p].sum().clamp(min=1) for p in prompts) / len(prompts)
+    raise KeyError((trainer, name, commit))
 
 
-@pytest.mark.parametrize("key", list(TRAINER_MODES))
-def test_every_trainer_mode_is_reproduced_by_arguments(key):
+def _ragged_with_an_empty_row():
     lp, _, _, mask = _trainer_batch()
-    x = lp * 1.7 + 0.2
+    mask[2] = 0.0
+    return lp * 1.7 + 0.2, mask, torch.tensor([0, 0, 1, 1, 2, 2])
+
+
+@pytest.mark.parametrize("key", list(TRAINER_MODES), ids=["@".join(k) for k in TRAINER_MODES])
+def test_every_trainer_mode_is_reproduced_by_arguments(key):
+    """A reading's row, called by convention='trainer@commit' with the trainer's own name, is the trainer's reduction."""
+    x, mask, groups = _ragged_with_an_empty_row()
+    x = torch.where(mask > 0, x, math.nan)  # a masked slot is never read
     T, L, N = x.shape[1], 11, 97
-    mode, args, _ = TRAINER_MODES[key]
-    args = {k: {"T": T, "B * max_completion_length": x.shape[0] * L, "num_items_in_batch": N}[v] for k, v in args.items()}
-    theirs = _their_aggregation(*key, x, mask, T, L, N).item()
-    assert abs(aggregate(x, mask, mode, **args).item() - theirs) <= 1e-15 * (1 + abs(theirs))  # relative: summation order
+    trainer, name, commit = key
+    reading = TRAINER_MODES[key]
+    args = {k: {"T": T, "max_completion_length": L, "max_seq_len": L, "num_items_in_batch": N}[v] for k, v in reading.args.items() if k == "norm"}
+    theirs = _their_aggregation(*key, torch.nan_to_num(x), mask, T, L, N, groups).item()
+    ours = aggregate(x, mask, name, convention=f"{trainer}@{commit}", groups=groups if reading.mode == "prompt-mean" else None, **args).item()
+    assert abs(ours - theirs) <= 1e-15 * (1 + abs(theirs))  # relative: summation order
+    kappa = token_weights(mask, name, convention=f"{trainer}@{commit}", groups=groups if reading.mode == "prompt-mean" else None, **args)
+    assert abs((kappa * torch.nan_to_num(x)).sum().item() - theirs) <= 1e-15 * (1 + abs(theirs))
 
 
 def test_aggregation_edge_cases_are_stated():
@@ -514,7 +536,8 @@ def test_aggregation_edge_cases_are_stated():
         aggregate(x, m, "sum")
     with pytest.raises(ValueError, match="norm is used by token-mean and seq-mean-token-sum-norm only"):
         aggregate(x, m, "seq-mean-token-mean", norm=3)
-    w = token_weights(np.array([[1, 1, 1], [1, 0, 0]]), "seq-mean-token-sum-norm", norm=4)
+    with pytest.warns(numeric.ReadingWarning, match="verl@1dda039"):  # the name's meaning moved in verl: the package keeps its number
+        w = token_weights(np.array([[1, 1, 1], [1, 0, 0]]), "seq-mean-token-sum-norm", norm=4)
     assert np.array_equal(w, np.array([[1, 1, 1], [1, 0, 0]]) / 4)  # verl's: no mean over the B = 2 rows (was / 8)
 
 
@@ -1769,6 +1792,7 @@ def test_verls_empty_row_rule_is_an_option_of_aggregate(mode):
         assert a != b and abs(a - b) <= 1e-8 * abs(a)
 
 
+@pytest.mark.filterwarnings("ignore::numeric.ReadingWarning")  # the bare seq-mean-token-sum-norm: the package's number, verl's older reading
 @pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
 @pytest.mark.parametrize("opts", [{}, {"empty_rows": "exclude"}, {"count_eps": 0.25}, {"count_eps": 0.25, "empty_rows": "exclude"}])
 def test_token_weights_are_the_gradient_of_aggregate_with_every_option(mode, opts):

@@ -29,13 +29,13 @@ def _ppo(ratio, advantages, low=0.2, high=0.2):
     return -torch.minimum(ratio * advantages, ratio.clamp(1 - low, 1 + high) * advantages)
 
 
-def trl_luspo_token_level(old_log_prob, log_prob, advantages, response_mask):
+def trl_luspo_token_level(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """TRL's ``luspo`` with ``importance_sampling_level="token"`` (huggingface/trl ``f2cd577``, ``grpo_trainer.py:891-895`` warns,
     ``3083-3091``, ``3143-3148``): the per-token loss is ``[B, T]``, times the row's length, and ``.mean()`` averages every slot."""
     return (_ppo(torch.exp(log_prob - old_log_prob), advantages) * response_mask.sum(1, keepdim=True)).mean()
 
 
-def trl_top_entropy(old_log_prob, log_prob, advantages, response_mask, top_entropy_quantile=0.5):
+def trl_top_entropy(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor, top_entropy_quantile: float = 0.5) -> torch.Tensor:
     """TRL's ``top_entropy_quantile`` with its default ``loss_type="dapo"`` (``grpo_trainer.py:1396-1432``, ``3020-3023``,
     ``3114-3115``, ``3139-3142``): the tokens below the quantile of the masked tokens' entropies are dropped from the numerator;
     the denominator, the batch's token count, still counts them.  The token's entropy is written :math:`-\\log\\pi_{\\mathrm{old}}` of the sampled token here (a detached
@@ -45,7 +45,7 @@ def trl_top_entropy(old_log_prob, log_prob, advantages, response_mask, top_entro
     return (per_token * response_mask).sum() / response_mask.sum().clamp(min=1.0)
 
 
-def openrlhf_seq_mask_tis(old_log_prob, log_prob, advantages, response_mask, low=0.5, high=5.0):
+def openrlhf_seq_mask_tis(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor, low: float = 0.5, high: float = 5.0) -> torch.Tensor:
     """OpenRLHF's ``seq-mask-tis`` (OpenRLHF/OpenRLHF ``3c3be62``, ``openrlhf/models/loss.py:196-227``, ``aggregate_loss`` ``11-39``)
     on a batch's first step (``old_log_prob`` plays the rollout's): the token weight is ``exp(old - rollout)`` unclamped, and the
     aggregation multiplies by the mask, so an overflowed ratio in a masked slot is ``inf * 0``."""
@@ -58,7 +58,7 @@ def openrlhf_seq_mask_tis(old_log_prob, log_prob, advantages, response_mask, low
     return (loss * response_mask).sum() / response_mask.sum()
 
 
-def prime_rl_default(old_log_prob, log_prob, advantages, response_mask, dppo_mask_low=0.2, dppo_mask_high=0.2, kl_tau=1e-3):
+def prime_rl_default(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor, dppo_mask_low: float = 0.2, dppo_mask_high: float = 0.2, kl_tau: float = 1e-3) -> torch.Tensor:
     """prime-rl's default loss (PrimeIntellect-ai/prime-rl ``559b447``, ``src/prime_rl/trainer/rl/loss.py:109-161``): the trust-region
     mask and the loss mask multiply the per-token loss, its ratio against the inference log-probs."""
     log_ratio = log_prob - old_log_prob
@@ -68,7 +68,7 @@ def prime_rl_default(old_log_prob, log_prob, advantages, response_mask, dppo_mas
     return per_token.sum() / response_mask.sum()
 
 
-def verl_dppo_tv(old_log_prob, log_prob, advantages, response_mask, clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=3.0):
+def verl_dppo_tv(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor, clip_ratio_low: float = 0.2, clip_ratio_high: float = 0.2, clip_ratio_c: float = 3.0) -> torch.Tensor:
     """verl's ``dppo_tv`` (verl-project/verl ``1dda039``, ``verl/trainer/ppo/core_algos.py:1379-1457``) at ``ActorConfig``'s defaults:
     ``config.get("clip_ratio_c", 20.0)`` finds the dual clip's field, always set (3.0), so the truncation is 3."""
     ratio = torch.exp(torch.clamp(log_prob - old_log_prob, -20.0, 20.0))

@@ -617,6 +617,11 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torc
         ratio_one = "every valid token's gradient at r = 1, A = 1 is +kappa: the update points the wrong way (the loss's minus sign is missing)"
     aggregation = None if fitted is None else fitted.mode
     method = _sequence_method(token, sequence_ratio, aggregation) if sequence_level else (token.matches if token is not None else None)
+    if method == METHODS["opsm"].label and 0 < clip.get("eps_low", 0) < 1:  # OPSM's row cut, read as the lower clip on a row of one token
+        clip["opsm_delta"] = round(-math.log(ranges[1].low), _digits(tol))
+        notes.append(f"the A < 0 lower edge {1 - clip['eps_low']:.6g} is OPSM's row cut e^-delta, delta = {clip['opsm_delta']:.6g} (a row of "
+                     "negative advantage whose mean log-ratio fell below -delta is dropped; where that cut lies above 1 - eps_low the clip's own "
+                     "edge is not seen)")
     if fitted is not None:
         if fitted.epsilon:
             notes.append(f"the denominator is {fitted.counts} + eps with eps = {fitted.epsilon:.3g}: kappa falls below the exact mode's "
