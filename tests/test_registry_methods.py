@@ -72,6 +72,11 @@ def test_the_checker_names_the_method_its_aggregation_and_constants(name):
     assert rep.verdict in ("unbiased", "scaled", "reweighted") and rep.length_biased == (aggregation == "seq-mean-token-mean")
 
 
+def test_a_penalised_twin_reads_its_constant():
+    """DRO's beta/2 (log r)^2 is read as tau = beta/2: the report gives verl's beta = 0.1, not tau."""
+    assert "beta_DRO = 0.1)" in _report("verl_dro").token.reason
+
+
 def test_the_luspo_warning_case_is_not_luspo():
     """TRL's luspo at importance_sampling_level "token" (its warning's case): the (B, T) loss's .mean() over every slot is no
     mode, and the row-length factor makes it length-biased: not LUSPO, and not a policy gradient of any aggregation."""
@@ -203,6 +208,14 @@ def test_m2po_selection_is_areals_rule(threshold):
     assert 0 < int(kept.sum()) <= int(mask.sum())  # at least one token kept ("all but one" when no suffix is below)
     if threshold == 1e-3:
         assert int(kept.sum()) == 1
+
+
+def test_m2po_compares_the_suffix_mean_strictly():
+    """m2 = 4, 1, 1/4 (exact): the suffix means are 7/4, 5/8, 1/4; at the threshold 5/8 AReaL keeps only the last (the mean
+    must be strictly below), so the first two are dropped."""
+    beh = torch.tensor([[2.0, 1.0, 0.5]], dtype=F64)
+    dropped = m2po_selection(beh, torch.zeros_like(beh), torch.ones(1, 3), threshold=0.625)
+    assert dropped.tolist() == [[True, True, False]] == (~_areal_m2po(beh, torch.zeros_like(beh), torch.ones(1, 3, dtype=torch.bool), 0.625)).tolist()
 
 
 # ------------------------------------------------------------------ the divergence table and the defects
