@@ -129,17 +129,46 @@ def execution_figures(repeats: int) -> None:
         print(f"{'execution, verl token-mean, ' + engine:32s} {best:7.2f}s wall (target < {target:g} s), verdict {verdict}")
 
 
+_LOSS_CHECK = """
+import time
+t0 = time.process_time()
+import torch
+from numeric.variants import check_policy_loss
+t1 = time.process_time()
+def skyrl_regular(old_log_prob, log_prob, advantages, response_mask):
+    ratio = torch.exp((log_prob - old_log_prob).float().clamp(-20, 20)).to(log_prob.dtype)
+    per_token = torch.maximum(-ratio * advantages, -ratio.clamp(0.8, 1.2) * advantages)
+    return (per_token * response_mask).sum() / response_mask.sum()
+rep = check_policy_loss(skyrl_regular)
+t2 = time.process_time()
+rep32 = check_policy_loss(skyrl_regular, dtype=torch.float32)
+t3 = time.process_time()
+print(f"{t1 - t0:.2f} {t2 - t1:.2f} {t3 - t2:.2f} {rep.headline()}")
+"""
+
+
+def loss_check_figures() -> None:
+    """The checker's time on one loss beside its import (issue 32: under 2 s), a fresh process each, CPU seconds."""
+    for run in range(2):
+        out = subprocess.run([sys.executable, "-c", _LOSS_CHECK], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
+        print(f"check_policy_loss, SkyRL's float32 PPO (run {run + 1}): import {out[0]} s, first check (float64 inputs) {out[1]} s, "
+              f"second (float32) {out[2]} s CPU: {' '.join(out[3:])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", default=BEFORE, help="the commit whose engine is timed as 'before'")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--check", choices=sorted(CHECKS), help=argparse.SUPPRESS)  # one checker case, in a child process
     parser.add_argument("--execution", action="store_true", help="print the execution check's figure only")
+    parser.add_argument("--loss", action="store_true", help="print the policy-loss check's time only")
     args = parser.parse_args()
     if args.check:
         return run_check(args.check)
     if args.execution:
         return execution_figures(args.repeats)
+    if args.loss:
+        return loss_check_figures()
     torch.set_num_threads(1)
     before = engine_before(args.before)
     now, before_out = {}, {}
@@ -163,6 +192,7 @@ def main() -> None:
         print(f"before: {message}")
     print("before, the checks: the symbolic reduction over 3,832,400 SymPy count patterns (not run: far beyond 10 s)")
     execution_figures(args.repeats)
+    loss_check_figures()
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ _a = sp.Symbol("a", integer=True, positive=True)
 _K = sp.Symbol("K", integer=True, positive=True)
 _p = sp.IndexedBase("p", positive=True)
 _R = sp.IndexedBase("R", real=True)
-_n = sp.IndexedBase("n", nonnegative=True)  # n_a = ||s_a||^2
+_n = sp.IndexedBase("nu", nonnegative=True)  # nu_a = ||s_a||^2
 
 
 def _E(expr) -> sp.Sum:
@@ -106,7 +106,7 @@ def prefix_baseline(K: int = 2) -> Derivation:
 
     Two tokens: :math:`a \sim \pi_\theta`, then :math:`a' \sim \pi'_\theta(\cdot
     \mid a)`, the second-step policy, a softmax over ``K`` tokens of arbitrary
-    logits :math:`u_{a',a}(\theta)`.  A baseline :math:`b_a` for the second
+    logits :math:`z_{a',a}(\theta)`.  A baseline :math:`b_a` for the second
     token may be any function of the prefix :math:`a`:
 
     .. math::
@@ -125,7 +125,7 @@ def prefix_baseline(K: int = 2) -> Derivation:
     th = sp.Symbol("theta", real=True)
     a, a2, a3 = sp.symbols("a a' a''", integer=True, positive=True)
     pi, pi2, bb = sp.IndexedBase("pi"), sp.IndexedBase(r"\pi'"), sp.IndexedBase("b", real=True)
-    pi_f, u = sp.Function("pi", positive=True), sp.Function("u", real=True)
+    pi_f, u = sp.Function("pi", positive=True), sp.Function("z", real=True)  # z: the second step's logits
 
     unfold = Definitions({pi[a]: pi_f(a, th), pi2[a2, a]: sp.exp(u(a2, a, th)) / sp.Sum(sp.exp(u(a3, a, th)), (a3, 1, K))})
 
@@ -179,7 +179,7 @@ def action_dependent_baseline() -> Derivation:
         -pol.expectation(lambda x: bb[x] * pol.score(x)),
         "linearity",
     )
-    d.then(-(pol.prob(j) * bb[j] - pol.prob(j) * pol.expectation(lambda x: bb[x])), r"the Kronecker delta picks $a = j$")
+    d.then(-(pol.prob(j) * bb[j] - pol.prob(j) * pol.expectation(lambda x: bb[x])), r"the indicator picks $a = j$")
     d.then(-pol.prob(j) * (bb[j] - sp.Sum(pol.prob(a) * bb[a], (a, 1, pol.K))), r"factor $\pi_j$")
     return d
 
@@ -220,18 +220,18 @@ def self_baseline() -> Derivation:
 
 @cache
 def variance_coefficients() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
-    r"""The coefficients :math:`(A_0, A_1, A_2)` of :math:`\operatorname{Var}(b)`, as sums over outcomes.
+    r"""The coefficients :math:`(\alpha_0, \alpha_1, \alpha_2)` of :math:`\operatorname{Var}(b)`, as sums over outcomes.
 
     .. math::
 
-        A_k = \mathbb{E}\bigl[R^{2-k} \lVert s \rVert^2\bigr] = \sum_{a=1}^K p_a R_a^{2-k} \lVert s_a \rVert^2,
+        \alpha_k = \mathbb{E}\bigl[R^{2-k} \lVert s \rVert^2\bigr] = \sum_{a=1}^K p_a R_a^{2-k} \lVert s_a \rVert^2,
         \qquad k = 0, 1, 2.
 
     Examples
     --------
     >>> from derivations.baselines import variance_coefficients
     >>> variance_coefficients()[1]
-    Sum(R[a]*n[a]*p[a], (a, 1, K))
+    Sum(R[a]*nu[a]*p[a], (a, 1, K))
     """
     return tuple(_E(_R[_a] ** (2 - k) * _n[_a]) for k in range(3))
 
@@ -248,7 +248,7 @@ def variance_quadratic() -> Derivation:
 
         \operatorname{Var}(b)
         = \mathbb{E}\lVert (R - b)s \rVert^2 - \lVert \nabla J \rVert^2
-        = A_0 - 2 b A_1 + b^2 A_2 - \lVert \nabla J \rVert^2.
+        = \alpha_0 - 2 b \alpha_1 + b^2 \alpha_2 - \lVert \nabla J \rVert^2.
 
     Examples
     --------
@@ -261,7 +261,7 @@ def variance_quadratic() -> Derivation:
         "The variance is a quadratic in the baseline",
         assumptions=[
             r"$p$ a distribution on $K$ outcomes, $K$ symbolic",
-            r"$n_a = \|s_a\|^2$",
+            r"$\nu_a = \|s_a\|^2$",
             r"$\mathbb{E}[(R-b)s] = \nabla J$ for every constant $b$",
         ],
     )
@@ -274,15 +274,15 @@ def _variance_in_b(A0, A1, A2) -> sp.Expr:
 
 
 def optimal_baseline() -> Derivation:
-    r"""The minimiser of :math:`\operatorname{Var}(b)`: :math:`b^* = A_1 / A_2`.
+    r"""The minimiser of :math:`\operatorname{Var}(b)`: :math:`b^* = \alpha_1 / \alpha_2`.
 
     .. math::
 
-        \frac{d}{db}\operatorname{Var}(b) = 2 b A_2 - 2 A_1 = 0
+        \frac{d}{db}\operatorname{Var}(b) = 2 b \alpha_2 - 2 \alpha_1 = 0
         \iff b = b^* = \frac{\mathbb{E}[R \lVert s\rVert^2]}{\mathbb{E}\lVert s\rVert^2},
-        \qquad \frac{d^2}{db^2}\operatorname{Var} = 2 A_2 > 0,
+        \qquad \frac{d^2}{db^2}\operatorname{Var} = 2 \alpha_2 > 0,
 
-    and :math:`\operatorname{Var}(b) = \operatorname{Var}(b^*) + A_2 (b - b^*)^2`.
+    and :math:`\operatorname{Var}(b) = \operatorname{Var}(b^*) + \alpha_2 (b - b^*)^2`.
     The first step shows :math:`\operatorname{arg\,min}_b` of the displayed
     quadratic; the CAS differentiates that quadratic and checks that the
     displayed value is its stationary point and the curvature is positive
@@ -293,20 +293,20 @@ def optimal_baseline() -> Derivation:
     >>> from derivations.baselines import optimal_baseline
     >>> d = optimal_baseline().verify()
     >>> d.steps[1].rhs
-    Sum(R[a]*n[a]*p[a], (a, 1, K))/Sum(n[a]*p[a], (a, 1, K))
+    Sum(R[a]*nu[a]*p[a], (a, 1, K))/Sum(nu[a]*p[a], (a, 1, K))
     >>> d.proved_by()["unique stationary point, f'' > 0"]
     1
     """
-    A0, A1, A2 = (sp.Symbol(f"A_{k}", positive=(k == 2), real=True) for k in range(3))
+    A0, A1, A2 = (sp.Symbol(f"alpha_{k}", positive=(k == 2), real=True) for k in range(3))
     V = _variance_in_b(A0, A1, A2)
     sums = dict(zip((A0, A1, A2), variance_coefficients()))
     d = Derivation(
         "The optimal constant baseline",
-        assumptions=[r"$A_k = \mathbb{E}[R^{2-k}\|s\|^2]$, $n_a = \|s_a\|^2$", sp.Eq(A1, sums[A1]), sp.Eq(A2, sums[A2]), r"$A_2 > 0$"],
+        assumptions=[r"$\alpha_k = \mathbb{E}[R^{2-k}\|s\|^2]$, $\nu_a = \|s_a\|^2$", sp.Eq(A1, sums[A1]), sp.Eq(A2, sums[A2]), r"$\alpha_2 > 0$"],
     )
-    d.step(Argmin(V, b), A1 / A2, r"the unique root of $\tfrac{d}{db}\mathrm{Var}$; $\tfrac{d^2}{db^2}\mathrm{Var} = 2A_2 > 0$", proof=is_argmin)
+    d.step(Argmin(V, b), A1 / A2, r"the unique root of $\tfrac{d}{db}\mathrm{Var}$; $\tfrac{d^2}{db^2}\mathrm{Var} = 2\alpha_2 > 0$", proof=is_argmin)
     d.then(sums[A1] / sums[A2], r"the coefficients as expectations", facts={A1: sums[A1], A2: sums[A2]})
-    d.step(V, V.subs(b, A1 / A2) + A2 * (b - A1 / A2) ** 2, r"complete the square: $\mathrm{Var}(b) = \mathrm{Var}(b^*) + A_2 (b - b^*)^2$")
+    d.step(V, V.subs(b, A1 / A2) + A2 * (b - A1 / A2) ** 2, r"complete the square: $\mathrm{Var}(b) = \mathrm{Var}(b^*) + \alpha_2 (b - b^*)^2$")
     return d
 
 
@@ -323,12 +323,12 @@ def optimal_baseline_covariance() -> Derivation:
     3
     """
     _, A1, A2 = variance_coefficients()
-    m = sp.Symbol("m", integer=True, positive=True)
+    m = sp.Symbol("a'", integer=True, positive=True)  # a second action index
     ER = sp.Sum(_p[m] * _R[m], (m, 1, _K))
     En = sp.Sum(_p[m] * _n[m], (m, 1, _K))
     d = Derivation(
         "The optimal baseline minus the mean reward is a covariance",
-        assumptions=[r"$p$ a distribution on $K$ outcomes", *[sp.Eq(k, v) for k, v in _ONE.items()], r"$n_a = \|s_a\|^2$"],
+        assumptions=[r"$p$ a distribution on $K$ outcomes", *[sp.Eq(k, v) for k, v in _ONE.items()], r"$\nu_a = \|s_a\|^2$"],
     )
     d.step(A1 / A2 - ER, (A1 - ER * A2) / A2, "common denominator")
     total = sp.Sum(_p[_a], (_a, 1, _K))
@@ -362,9 +362,9 @@ def _solved_interval(sign: int) -> sp.Set:
 
 
 def _solve_interval(sign: int) -> sp.Set:
-    A2 = sp.Symbol("A_2", positive=True)
+    A2 = sp.Symbol("alpha_2", positive=True)
     beta = sp.Symbol("beta", positive=True)  # |b*|
-    A0 = sp.Symbol("A_0", real=True)
+    A0 = sp.Symbol("alpha_0", real=True)
     V = _variance_in_b(A0, A2 * sign * beta, A2)
     solution = sp.solve_univariate_inequality(V < V.subs(b, 0), b, relational=False)
     return solution.subs(beta, sign * b_star)
@@ -375,8 +375,8 @@ def improvement_interval() -> Derivation:
 
     .. math::
 
-        \operatorname{Var}(b) - \operatorname{Var}(0) = b^2 A_2 - 2 b A_1
-        = A_2\, b\, (b - 2b^*) < 0
+        \operatorname{Var}(b) - \operatorname{Var}(0) = b^2 \alpha_2 - 2 b \alpha_1
+        = \alpha_2\, b\, (b - 2b^*) < 0
         \iff b \in (0, 2b^*) \ \text{(for } b^* > 0\text{)}.
 
     The last steps compare solution sets: the CAS solves the displayed
@@ -392,12 +392,12 @@ def improvement_interval() -> Derivation:
     >>> d.steps[1].rhs
     Contains(b, Interval.open(0, 2*b^*))
     """
-    A0, A1 = sp.symbols("A_0 A_1", real=True)
-    A2 = sp.Symbol("A_2", positive=True)
+    A0, A1 = sp.symbols("alpha_0 alpha_1", real=True)
+    A2 = sp.Symbol("alpha_2", positive=True)
     V = _variance_in_b(A0, A1, A2)
     gap = V - V.subs(b, 0)
-    d = Derivation("The interval of improving baselines", assumptions=[r"$A_2 > 0$, $b^* = A_1 / A_2$"])
-    d.step(gap, A2 * b * (b - 2 * A1 / A2), r"factor; $A_1 = A_2 b^*$")
+    d = Derivation("The interval of improving baselines", assumptions=[r"$\alpha_2 > 0$, $b^* = \alpha_1 / \alpha_2$"])
+    d.step(gap, A2 * b * (b - 2 * A1 / A2), r"factor; $\alpha_1 = \alpha_2 b^*$")
     for region, where, interval in ((b_star > 0, r"b^* > 0", sp.Interval.open(0, 2 * b_star)), (b_star < 0, r"b^* < 0", sp.Interval.open(2 * b_star, 0))):
         d.step(
             sp.Lt(A2 * b * (b - 2 * b_star), 0),
@@ -411,7 +411,7 @@ def improvement_interval() -> Derivation:
 
 
 def bandit_optimal_baseline() -> Derivation:
-    r"""Two arms, probabilities :math:`(p, 1-p)`: :math:`b^* = (1-p)R_1 + p R_2`, while :math:`V^\pi = pR_1 + (1-p)R_2`.
+    r"""Two arms, probabilities :math:`(p, 1-p)`: :math:`b^* = (1-p)R(1) + p R(2)`, while :math:`V^\pi = pR(1) + (1-p)R(2)`.
 
     With the softmax score :math:`s_a = e_a - \pi`,
     :math:`\lVert s_1 \rVert^2 = 2(1-p)^2` and :math:`\lVert s_2 \rVert^2 = 2p^2`:
@@ -420,32 +420,32 @@ def bandit_optimal_baseline() -> Derivation:
 
     .. math::
 
-        b^* - V^\pi = (1 - 2p)(R_1 - R_2).
+        b^* - V^\pi = (1 - 2p)(R(1) - R(2)).
 
     Examples
     --------
     >>> from derivations.baselines import bandit_optimal_baseline
     >>> d = bandit_optimal_baseline().verify()
     >>> d.steps[1].rhs
-    R_1*(1 - p) + R_2*p
+    R(1)*(1 - p) + R(2)*p
     """
     p = sp.Symbol("p", positive=True)
-    R1, R2 = sp.symbols("R_1 R_2", real=True)
+    R1, R2 = sp.symbols("R(1) R(2)", real=True)
     pi = sp.Matrix([p, 1 - p])
     scores = [sp.eye(2)[:, a] - pi for a in range(2)]
     sq = [sp.factor((s.T * s)[0]) for s in scores]
     R = (R1, R2)
     value = pi[0] * R1 + pi[1] * R2
-    num = sum(pi[a] * R[a] * sp.Symbol(rf"{{\|s_{a + 1}\|^2}}") for a in range(2))
-    den = sum(pi[a] * sp.Symbol(rf"{{\|s_{a + 1}\|^2}}") for a in range(2))
-    norms = {sp.Symbol(rf"{{\|s_{a + 1}\|^2}}"): sq[a] for a in range(2)}
+    num = sum(pi[a] * R[a] * sp.Symbol(rf"{{\|s({a + 1})\|^2}}") for a in range(2))
+    den = sum(pi[a] * sp.Symbol(rf"{{\|s({a + 1})\|^2}}") for a in range(2))
+    norms = {sp.Symbol(rf"{{\|s({a + 1})\|^2}}"): sq[a] for a in range(2)}
     d = Derivation(
         "The optimal baseline of a two-armed bandit",
-        assumptions=[r"$\pi = (p, 1 - p)$, softmax score $s_a = e_a - \pi$", *[sp.Eq(k, v) for k, v in norms.items()]],
+        assumptions=[r"$\pi = (p, 1 - p)$, softmax score $s(a) = \mathbf{e}_a - \pi$", *[sp.Eq(k, v) for k, v in norms.items()]],
     )
-    d.step(num / den, (pi[0] * R1 * sq[0] + pi[1] * R2 * sq[1]) / (pi[0] * sq[0] + pi[1] * sq[1]), r"$\|s_1\|^2 = 2(1-p)^2$, $\|s_2\|^2 = 2p^2$", facts=norms)
+    d.step(num / den, (pi[0] * R1 * sq[0] + pi[1] * R2 * sq[1]) / (pi[0] * sq[0] + pi[1] * sq[1]), r"$\|s(1)\|^2 = 2(1-p)^2$, $\|s(2)\|^2 = 2p^2$", facts=norms)
     d.then((1 - p) * R1 + p * R2, r"cancel the common factor $2p(1-p)$")
-    d.step(d.rhs - value, (1 - 2 * p) * (R1 - R2), r"subtract $V^\pi = p R_1 + (1-p) R_2$")
+    d.step(d.rhs - value, (1 - 2 * p) * (R1 - R2), r"subtract $V^\pi = p R(1) + (1-p) R(2)$")
     return d
 
 
@@ -453,25 +453,25 @@ def bandit_optimal_baseline() -> Derivation:
 
 
 def optimal_baseline_formula() -> sp.Expr:
-    r"""The optimal constant baseline :math:`b^* = \sum_a p_a R_a n_a / \sum_a p_a n_a`, as :func:`optimal_baseline` displays and verifies it.
+    r"""The optimal constant baseline :math:`b^* = \sum_a p_a R_a \nu_a / \sum_a p_a \nu_a`, as :func:`optimal_baseline` displays and verifies it.
 
     Examples
     --------
     >>> from derivations.baselines import optimal_baseline_formula
     >>> optimal_baseline_formula()
-    Sum(R[a]*n[a]*p[a], (a, 1, K))/Sum(n[a]*p[a], (a, 1, K))
+    Sum(R[a]*nu[a]*p[a], (a, 1, K))/Sum(nu[a]*p[a], (a, 1, K))
     """
     return optimal_baseline().steps[1].rhs
 
 
 def bandit_optimal_baseline_formula() -> sp.Expr:
-    r"""The two-armed bandit's :math:`b^* = (1-p)R_1 + pR_2`, as :func:`bandit_optimal_baseline` displays and verifies it.
+    r"""The two-armed bandit's :math:`b^* = (1-p)R(1) + pR(2)`, as :func:`bandit_optimal_baseline` displays and verifies it.
 
     Examples
     --------
     >>> from derivations.baselines import bandit_optimal_baseline_formula
     >>> bandit_optimal_baseline_formula()
-    R_1*(1 - p) + R_2*p
+    R(1)*(1 - p) + R(2)*p
     """
     return bandit_optimal_baseline().steps[1].rhs
 

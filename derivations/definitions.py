@@ -63,6 +63,7 @@ from dataclasses import dataclass
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
+from .notation import latex
 from .premises import Refused
 
 __all__ = ["Definitions", "Differentiation", "GroupExpectation", "Linearity"]
@@ -228,9 +229,9 @@ class Definitions:
 
     def latex(self) -> list[str]:
         """One line per entry and rule, as the page shows them after "where"."""
-        lines = [f"{sp.latex(lhs)} := {sp.latex(rhs)}" for lhs, rhs, _ in self._entries]
+        lines = [f"{latex(lhs)} := {latex(rhs)}" for lhs, rhs, _ in self._entries]
         lines += [rule.latex() for rule in self._rules]
-        lines += [r"\text{at } " + ", ".join(f"{sp.latex(k)} = {sp.latex(v)}" for k, v in self._instance)] if self._instance else []
+        lines += [r"\text{at } " + ", ".join(f"{latex(k)} = {latex(v)}" for k, v in self._instance)] if self._instance else []
         return lines
 
 
@@ -289,9 +290,10 @@ class Differentiation:
         return out.xreplace(back).subs(back)
 
     def latex(self) -> str:
-        parts = [rf"\tfrac{{\partial}}{{\partial {sp.latex(self.var)}}} \text{{ holds }} {sp.latex(h(sp.Symbol('x')))} \text{{ constant (its value is }} x)"
-                 for h in self.held] or [rf"\tfrac{{\partial}}{{\partial {sp.latex(self.var)}}}"]
-        parts += [rf"{sp.latex(k)} = {sp.latex(v)}" for k, v in self.written]
+        d = rf"\tfrac{{\partial}}{{\partial {latex(self.var)}}}"
+        dot = sp.Symbol(r"{\cdot}")
+        parts = [d + r" \text{ holds } " + latex(h(dot)) + r" \text{ constant (its value is its argument)}" for h in self.held] or [d]
+        parts += [rf"{latex(k)} = {latex(v)}" for k, v in self.written]
         return r",\ ".join(parts)
 
 
@@ -324,10 +326,10 @@ class Linearity:
         return finite.replace(lambda e: isinstance(e, self.expectation), split)
 
     def latex(self) -> str:
-        X, Y, a, b = sp.symbols("X Y a b")
-        E = self.expectation
-        return rf"{sp.latex(E(a * X + b * Y))} = {sp.latex(a * E(X) + b * E(Y))}" + (r" \text{ for numbers } a, b" if self.randoms is None else
-               rf" \text{{ for }} a, b \text{{ free of }} {', '.join(map(sp.latex, self.randoms))}")
+        E = latex(self.expectation(sp.Symbol(r"{\cdot}")))
+        if self.randoms is None:
+            return E + r"\text{ is linear: sums come out of it, and numbers}"
+        return E + r"\text{ is linear: sums come out of it, and factors free of }" + ", ".join(map(latex, self.randoms))
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from ._validate import require_expr, require_optional
 from .canonical import CANONICALISERS, DerivationError, is_zero
 from .claims import Claim
 from .definitions import Definitions
+from .notation import latex, latex_terms
 
 __all__ = ["CANONICALISERS", "Claim", "Derivation", "Step", "is_zero", "reason_to_latex"]
 
@@ -143,10 +144,51 @@ class Step:
         """What the page shows beside the reason: the ``given`` conditions and the partial-check badge."""
         out = ""
         if self.given:
-            out += r"\quad\boxed{\text{given } " + r",\ ".join(sp.latex(c) for c in self.given) + "}"
+            out += r"\quad\boxed{\text{given } " + r",\ ".join(latex(c) for c in self.given) + "}"
         if self.badge:
             out += r"\quad\boxed{" + reason_to_latex(self.badge) + "}"
         return out
+
+    def reason_pieces(self) -> list[str]:
+        """The reason and its badges as LaTeX pieces a narrow page may put on separate lines.
+
+        The reason is cut at its ``"; "`` (outside math), each piece grey; a
+        badge is one box, and a badge that lists a table (``...: $e_1, e_2, ...$``)
+        is its head in a box followed by the entries, one piece each.
+        """
+        pieces = [r"\color{gray}{" + reason_to_latex(part) + "}" for part in _split_outside_math(self.reason, "; ")]
+        if self.given:
+            pieces.append(r"\boxed{\text{given } " + r",\ ".join(latex(c) for c in self.given) + "}")
+        if self.badge:
+            head, sep, table = self.badge.rpartition(": $")
+            if sep and table.endswith("$") and "$" not in table[:-1] and len(self.badge) > 80:
+                pieces.append(r"\boxed{" + reason_to_latex(head + ":") + "}")
+                entries = _split_outside_math(table[:-1], ", ")
+                pieces += [e + ("," if k < len(entries) - 1 else "") for k, e in enumerate(entries)]
+            else:
+                pieces.append(r"\boxed{" + reason_to_latex(self.badge) + "}")
+        return pieces
+
+
+def _split_outside_math(text: str, sep: str) -> list[str]:
+    """``text`` cut at ``sep`` where it is outside ``$...$`` and outside brackets."""
+    parts, depth, math, start, k = [], 0, False, 0, 0
+    while k < len(text):
+        c = text[k]
+        if c == "$":
+            math = not math
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif not math and depth == 0 and text.startswith(sep, k):
+            parts.append(text[start:k])
+            start = k + len(sep)
+            k = start
+            continue
+        k += 1
+    parts.append(text[start:])
+    return [p for p in parts if p]
 
 
 def _require_conditions(name: str, value) -> tuple:
@@ -271,7 +313,7 @@ class Derivation:
     @property
     def assumptions(self) -> tuple[str, ...]:
         """The standing assumptions as shown (relations as inline math)."""
-        return tuple(a if isinstance(a, str) else f"${sp.latex(a)}$" for a in self._stated)
+        return tuple(a if isinstance(a, str) else f"${latex(a)}$" for a in self._stated)
 
     @property
     def premises(self) -> tuple:
@@ -348,14 +390,36 @@ class Derivation:
         """The chain as an ``aligned`` block, one step a line, reasons on the right."""
         lines, previous = [], None
         for st in self.steps:
-            left = "" if previous is not None and st.lhs == previous else sp.latex(st.lhs)
+            left = "" if previous is not None and st.lhs == previous else latex(st.lhs)
             rel = _RELATIONS[st.relation]
             reason = r"\color{gray}{" + reason_to_latex(st.reason) + "}" + st.badge_latex()
-            lines.append(f"{left} &{rel} {sp.latex(st.rhs)} && {reason}")
+            lines.append(f"{left} &{rel} {latex(st.rhs)} && {reason}")
             previous = st.rhs
         if self.unfold:
             lines += [r"& \quad " + (r"\text{where } " if k == 0 else r"\phantom{\text{where }} ") + line for k, line in enumerate(self.unfold.latex())]
         return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
+
+    def rows(self) -> list[dict]:
+        """The chain as data for a page that lays it out to fit: per step, each side cut at its top-level sum.
+
+        Each row holds ``lhs`` (empty where the step continues the previous one)
+        and ``rhs`` as lists of :func:`~derivations.notation.latex_terms`, the
+        relation, and the reason (with its badges) as LaTeX; the definitions
+        follow as rows with only ``rhs``.  :meth:`to_latex` is the same chain as
+        one ``aligned`` block.
+        """
+        out, previous = [], None
+        for st in self.steps:
+            left = [] if previous is not None and st.lhs == previous else latex_terms(st.lhs)
+            out.append({"lhs": left, "rel": _RELATIONS[st.relation], "rhs": latex_terms(st.rhs), "reason": st.reason_pieces()})
+            previous = st.rhs
+        if self.unfold:
+            lines = [[f"{latex(lhs)} :=", *latex_terms(rhs)] for lhs, rhs in self.unfold.entries.items()]
+            lines += [[line] for line in self.unfold.latex()[len(lines):]]
+            for k, pieces in enumerate(lines):
+                lead = r"\text{where } " if k == 0 else r"\phantom{\text{where }} "
+                out.append({"lhs": [], "rel": "", "rhs": [lead + pieces[0], *pieces[1:]], "reason": []})
+        return out
 
     def _repr_latex_(self) -> str:
         return "$$" + self.to_latex() + "$$"

@@ -74,6 +74,7 @@ from .methods import (  # the registry's symbols; sg: stop-gradient (d_dell hold
     r,
     sg,
 )
+from .notation import latex
 from .proofs import holds, limit_along, on_regions, same_solutions
 from .regions import resolve
 
@@ -227,8 +228,8 @@ def _admissible(method: str = "ppo_dual_clip") -> list:
 
 def _region_latex(sign, lo, hi) -> str:
     a = "" if sign is None else ("A > 0,\\ " if sign > 0 else "A < 0,\\ ")
-    lower = "0 < " if lo == 0 and hi == sp.oo else ("" if lo == 0 else sp.latex(lo) + " < ")
-    upper = "" if hi == sp.oo else " < " + sp.latex(hi)
+    lower = "0 < " if lo == 0 and hi == sp.oo else ("" if lo == 0 else latex(lo) + " < ")
+    upper = "" if hi == sp.oo else " < " + latex(hi)
     return a + lower + "r" + upper
 
 
@@ -259,7 +260,7 @@ def weight_derivation(method: str) -> Derivation:
     d = Derivation(
         f"Gradient weight of {_NAMES[method]}",
         assumptions=[
-            f"${sp.latex(name)} = {sp.latex(loss)}$",
+            f"${latex(name)} = {latex(loss)}$",
             r"$r = e^{\ell - \ell_0}$",
             r"$\varepsilon_l, \varepsilon_h > 0$" + (r", $C_d > 0$" if method == "ppo_dual_clip" else ""),
             *_admissible(method),
@@ -326,11 +327,8 @@ def gradient_weight(method: str) -> sp.Piecewise:
 
     .. math::
 
-        w_{\mathrm{PPO}} = r\,\mathbb 1\bigl[(A>0,\ r \le 1+\varepsilon_h) \lor (A<0,\ r \ge 1-\varepsilon_l)\bigr],
-        \qquad
-        w_{\mathrm{CISPO}} = \min(r, 1+\varepsilon_h),
-        \qquad
-        w_{\mathrm{IS}} = r.
+        &w_{\mathrm{PPO}} = r\,\mathbb 1\bigl[(A>0,\ r \le 1+\varepsilon_h) \lor (A<0,\ r \ge 1-\varepsilon_l)\bigr], \\
+        &w_{\mathrm{CISPO}} = \min(r, 1+\varepsilon_h), \qquad w_{\mathrm{IS}} = r.
 
     Examples
     --------
@@ -381,7 +379,7 @@ def silenced_set() -> Derivation:
     unified = -sg(rhat) * A * ell * M_
     d = Derivation(
         "PPO's silenced set is the MiniMax-M1 mask",
-        assumptions=[f"$M = {sp.latex(M)}$", r"$M$ is held constant", r"$w_{\mathrm{PPO}}$ as derived above",
+        assumptions=[f"$M = {latex(M)}$", r"$M$ is held constant", r"$w_{\mathrm{PPO}}$ as derived above",
                      r"at $A = 0$ the gradient vanishes whatever the weight, and $w$ takes its $A < 0$ branch", *_admissible()],
         unfold=_unfolding({M_: M, w_: w_ppo}),
     )
@@ -437,7 +435,7 @@ def weight_table() -> str:
         for lo, hi, inside in _regions(_breakpoints("ppo_dual_clip")):
             point = {r: inside, A: sign * _a}
             cells = [_resolve(w[m], point) for m in METHODS]
-            entries = [r"0\ (\text{silenced})" if x == 0 else sp.latex(x) for x in cells]
+            entries = [r"0\ (\text{silenced})" if x == 0 else latex(x) for x in cells]
             lines.append(_region_latex(sign, lo, hi) + " & " + " & ".join(entries) + r" \\")
     lines.append(r"\end{array}")
     return "\n".join(lines)
@@ -457,9 +455,9 @@ def stop_gradient_semantics() -> Derivation:
 
     .. math::
 
-        \text{(a)}\ -\mathrm{sg}(\min(r,1+\varepsilon))A\ell \to -A\min(r, 1+\varepsilon),\quad
-        \text{(b)}\ -\min(r,1+\varepsilon)A\ell \to -A r(1+\ell)\ \text{on } r<1+\varepsilon,\quad
-        \text{(c)}\ -\min(r,1+\varepsilon)A \to -A r\,\mathbb 1[r<1+\varepsilon].
+        &\text{(a)}\ -\mathrm{sg}(\min(r,1+\varepsilon))A\ell \to -A\min(r, 1+\varepsilon), \\
+        &\text{(b)}\ -\min(r,1+\varepsilon)A\ell \to -A r(1+\ell)\ \text{on } r<1+\varepsilon, \\
+        &\text{(c)}\ -\min(r,1+\varepsilon)A \to -A r\,\mathbb 1[r<1+\varepsilon].
 
     Here :math:`\varepsilon = \varepsilon_h`.
 
@@ -472,7 +470,7 @@ def stop_gradient_semantics() -> Derivation:
     names = {k: sp.Symbol(r"\mathcal{L}_{(%s)}" % k) for k in _LOOK_ALIKES}
     d = Derivation(
         "Stop-gradient semantics: three look-alike losses",
-        assumptions=[f"${sp.latex(names[k])} = {sp.latex(v)}$" for k, v in _LOOK_ALIKES.items()] + [r"$r = e^{\ell-\ell_0}$"],
+        assumptions=[f"${latex(names[k])} = {latex(v)}$" for k, v in _LOOK_ALIKES.items()] + [r"$r = e^{\ell-\ell_0}$"],
         unfold=_unfolding({names[k]: v for k, v in _LOOK_ALIKES.items()}),
     )
     for name, loss in _LOOK_ALIKES.items():

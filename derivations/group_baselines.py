@@ -175,7 +175,7 @@ def rloo_is_scaled_centred() -> Derivation:
 def equal_rewards_vanish() -> Derivation:
     r"""When every answer gets the same reward, :math:`R_j = R_1` for every :math:`j`, every group advantage is zero.
 
-    Leave-one-out, centred and std-normalised advantages (with :math:`\varepsilon > 0`):
+    Leave-one-out, centred and std-normalised advantages (with :math:`\epsilon_{\mathrm{div}} > 0`):
     no answer is better than another, so there is no signal.
 
     Examples
@@ -187,14 +187,14 @@ def equal_rewards_vanish() -> Derivation:
     """
     grp = _group()
     j, G = grp.j, grp.G
-    c = sp.Symbol("R_1", real=True)  # the common reward: every answer gets answer 1's
-    eps = sp.Symbol("varepsilon", positive=True)
+    c = sp.Symbol("R_1", real=True)  # the common reward: every answer gets the answer labelled 1's
+    eps = sp.Symbol(r"\epsilon_{\mathrm{div}}", positive=True)
     const_sum = sp.Sum(c, (j, 1, G))
     mean = const_sum / G
     std = sp.sqrt(sp.Sum((c - mean) ** 2, (j, 1, G)) / G)
     d = Derivation(
         "Equal rewards give zero advantages",
-        assumptions=[r"$R_j = R_1$ for every answer $j$", r"$\varepsilon > 0$"],
+        assumptions=[r"$R_j = R_1$ for every answer $j$", r"$\epsilon_{\mathrm{div}} > 0$"],
     )
     d.step(c - (const_sum - c) / (G - 1), c - (G * c - c) / (G - 1), r"leave-one-out: a sum of $G$ equal terms")
     d.then(sp.Integer(0), "algebra")
@@ -202,7 +202,7 @@ def equal_rewards_vanish() -> Derivation:
     d.then(sp.Integer(0), "algebra")
     zero_over = sp.Mul(0, sp.Pow(sp.sqrt(sp.Sum(0, (j, 1, G)) / G) + eps, -1, evaluate=False), evaluate=False)
     d.step((c - mean) / (std + eps), zero_over, r"std-normalised: $R_1 - \bar R = 0$ in every term")
-    d.then(sp.Integer(0), r"$0 / \varepsilon = 0$")
+    d.then(sp.Integer(0), r"$0 / \epsilon_{\mathrm{div}} = 0$")
     return d
 
 
@@ -239,7 +239,7 @@ def binary_group_variance() -> Derivation:
 
 # -- std-normalised (GRPO) advantages with a binary reward -------------------------------------
 
-_a = sp.Function("a")
+_a = sp.Function("A")  # the advantage as a function of (own reward, others' successes)
 _k = sp.Symbol("k", integer=True, nonnegative=True)
 
 
@@ -309,12 +309,12 @@ def grpo_conditioning() -> Derivation:
 
     Any advantage that depends on the rewards only through the answer's own
     reward :math:`R_i` and the number :math:`S_{-i}` of successes among the other
-    :math:`G-1` answers, :math:`A_i = a(R_i, S_{-i})`, satisfies
+    :math:`G-1` answers, :math:`A_i = A(R_i, S_{-i})`, satisfies
 
     .. math::
 
-        \mathbb{E}[a(R_i, S_{-i})\, s_i] = \sum_{k=0}^{G-1} \Pr[S_{-i} = k]
-        \bigl(a(1, k) - a(0, k)\bigr)\, \nabla_\theta p,
+        \mathbb{E}[A(R_i, S_{-i})\, s_i] = \sum_{k=0}^{G-1} \Pr[S_{-i} = k]
+        \bigl(A(1, k) - A(0, k)\bigr)\, \nabla_\theta p,
 
     for every :math:`G`, with :math:`\Pr[S_{-i} = k] = \binom{G-1}{k} p^k (1-p)^{G-1-k}`.
     Three steps condition on :math:`(R_i, S_{-i})`: write :math:`a` with
@@ -342,7 +342,7 @@ def grpo_conditioning() -> Derivation:
     d = Derivation(
         "Expected update of a binary-reward group advantage",
         assumptions=[
-            r"$A_i = a(R_i, S_{-i})$, $S_{-i} = \sum_{j \ne i} R_j$, $p = \Pr[R = 1]$",
+            r"$A_i = A(R_i, S_{-i})$, $S_{-i} = \sum_{j \ne i} R_j$, $p = \Pr[R = 1]$",
             sp.Contains(R[i], sp.FiniteSet(0, 1)), sp.Contains(S, sp.Integers), S >= 0, S <= G - 1,
             sp.Eq(Expect(sp_), 0), sp.Eq(Expect(Rp * sp_), GRAD_P),
         ],
@@ -411,7 +411,7 @@ def _explicit_rewards(rewards) -> list[sp.Expr]:
 
 
 def zscore_advantage(rewards: Sequence[sp.Expr | float], std: str = "population") -> sp.Expr:
-    r"""The std-normalised advantage of the first answer of an explicit group, in the limit :math:`\varepsilon \to 0`.
+    r"""The std-normalised advantage of the first answer of an explicit group, in the limit :math:`\epsilon_{\mathrm{div}} \to 0`.
 
     .. math::
 
@@ -419,7 +419,7 @@ def zscore_advantage(rewards: Sequence[sp.Expr | float], std: str = "population"
         \sigma^2 = \frac{1}{G - \delta}\sum_{j=1}^{G} (R_j - \bar R)^2,
 
     :math:`\delta = 0` (population) or :math:`1` (Bessel); :math:`A_1 = 0`
-    when all rewards are equal (the :math:`\varepsilon > 0` convention).
+    when all rewards are equal (the :math:`\epsilon_{\mathrm{div}} > 0` convention).
 
     Examples
     --------
@@ -442,8 +442,8 @@ def grpo_weight_coefficients(G: int, std: str = "population") -> tuple[sp.Expr, 
     r"""Bernstein coefficients :math:`\binom{G-1}{k}\Delta_k` of :math:`\omega(p, G)`, :math:`k = 0, \dots, G-1`.
 
     :math:`\omega(p, G) = \sum_k \binom{G-1}{k}\Delta_k\, p^k (1-p)^{G-1-k}` with
-    :math:`\Delta_k = a(1, k) - a(0, k)`, the advantage a success gets over a
-    failure when :math:`k` of the other answers succeed, and :math:`a(r, k)` from
+    :math:`\Delta_k = A(1, k) - A(0, k)`, the advantage a success gets over a
+    failure when :math:`k` of the other answers succeed, and :math:`A(y, k)` from
     :func:`zscore_advantage` (exact radicals).
 
     Examples
@@ -474,11 +474,11 @@ def grpo_weight(G: int, std: str = "population") -> sp.Expr:
     .. math::
 
         \omega(p, G) = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k}\,\Delta_k, \qquad
-        \Delta_k = a(1, k) - a(0, k),
+        \Delta_k = A(1, k) - A(0, k),
 
-    with :math:`a(r, k)` the std-normalised advantage (:func:`zscore_advantage`)
+    with :math:`A(y, k)` the std-normalised advantage (:func:`zscore_advantage`)
     of an answer with reward :math:`r` among :math:`k` other successes.  The CAS
-    computes each :math:`a(r, k)` from the definition; for the population std
+    computes each :math:`A(y, k)` from the definition; for the population std
     this gives :math:`\Delta_k = \sqrt{\tfrac{G-1-k}{k+1}} + \sqrt{\tfrac{k}{G-k}}`.
 
     Parameters
@@ -509,7 +509,7 @@ def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
 
     The first step's proof is the kernel's sum over the reward patterns
     (:func:`~derivations.proofs.from_table`): the table of :math:`A_1` (the
-    std-normalised advantage, :func:`zscore_advantage`, of answer 1's reward
+    std-normalised advantage, :func:`zscore_advantage`, of the answer labelled 1's reward
     and the others' counts), times the probability of the others' counts,
     times :math:`\mathbb{E}[\mathbb{1}[R_1 = r_1]\, s_1] = \pm\nabla_\theta p`.
 
@@ -539,7 +539,7 @@ def grpo_weight_derivation(G: int, std: str = "population") -> Derivation:
     d.step(
         Expect(_A1 * s[1]),
         sp.Add(*terms, evaluate=False) * GRAD_P,
-        r"sum over answer 1's reward and the others' count ($2G = " + str(2 * G) + r"$ table entries)",
+        r"sum over the answer labelled 1's reward and the others' count ($2G = " + str(2 * G) + r"$ table entries)",
         proof=_reward_patterns(G, std, s[1]),
     )
     d.then(sp.collect(sp.expand(sp.Add(*terms)), P) * GRAD_P, "expand")
@@ -562,7 +562,7 @@ def grpo_weight_closed_forms(G_values: Sequence[int] = (2, 3, 4, 5), std: str = 
     and a failure are mirror images), so it is a polynomial in
     :math:`p(1-p)`, with constant term :math:`\omega(0, G) = \sqrt{G - 1}` for the
     population std.  Each step's left side unfolds into the Bernstein sum of
-    :func:`grpo_weight` (each :math:`a(r, k)` computed from the definition);
+    :func:`grpo_weight` (each :math:`A(y, k)` computed from the definition);
     the right side is that polynomial written in powers of :math:`p(1-p)`.
 
     Examples
@@ -582,13 +582,13 @@ def grpo_weight_closed_forms(G_values: Sequence[int] = (2, 3, 4, 5), std: str = 
     d = Derivation(
         f"The GRPO weight in closed form ({std} std)",
         assumptions=[
-            r"$\omega(p, G) = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k} \Delta_k$, $\Delta_k = a(1, k) - a(0, k)$",
+            r"$\omega(p, G) = \sum_{k=0}^{G-1} \binom{G-1}{k} p^k (1-p)^{G-1-k} \Delta_k$, $\Delta_k = A(1, k) - A(0, k)$",
             r"$a(r, k)$: the std-normalised advantage of reward $r$ among $k$ other successes",
         ],
         unfold=unfold,
     )
     for n, G in enumerate(G_values):
-        reason = r"$\Delta_k = a(1, k) - a(0, k)$ from the definition; powers of $p(1-p)$" if n == 0 else rf"the same at $G = {G}$"
+        reason = r"$\Delta_k = A(1, k) - A(0, k)$ from the definition; powers of $p(1-p)$" if n == 0 else rf"the same at $G = {G}$"
         d.step(w(P, G), _in_powers_of_variance(grpo_weight(G, std)), reason)
     return d
 

@@ -29,10 +29,10 @@ The last two reach beyond polynomials:
    :math:`\mathbb{E}\sum_k f(k) = \sum_k \mathbb{E} f(k)`;
 6. **a function of the other answers**: :class:`OthersTotal`
    :math:`S_{-i} = \sum_{j \ne i} R_j` depends on the answers other than
-   :math:`i` only, so a product :math:`h(S_{-i})\, g(R_i, s_i)` of any
+   :math:`i` only, so a product :math:`\phi(S_{-i})\, \psi(R_i, s_i)` of any
    function of it and a polynomial in answer :math:`i`'s own quantities
-   factorises, :math:`\mathbb{E}[h(S_{-i})]\, \mathbb{E}[g(R, s)]`, with
-   :math:`\mathbb{E}[h(S_{-i})]` left as it is (notation, such as
+   factorises, :math:`\mathbb{E}[\phi(S_{-i})]\, \mathbb{E}[\psi(R, s)]`, with
+   :math:`\mathbb{E}[\phi(S_{-i})]` left as it is (notation, such as
    :math:`\Pr[S_{-i} = k] = \mathbb{E}[\mathbb{1}[S_{-i} = k]]`).  Any other
    term with :math:`S_{-i}` (one that also holds :math:`R_j`, :math:`j \ne i`,
    or :math:`S_{-i}` inside a function of :math:`R_i`) is refused.
@@ -138,8 +138,10 @@ class IIDGroup:
     ----------
     G : sympy expression
         Group size.
-    i, j : sympy.Symbol
-        The answer under study and the summation index.
+    i : sympy.Symbol
+        The answer under study.
+    j : sympy.Symbol
+        The summation index over the group's answers.
 
     Examples
     --------
@@ -335,9 +337,9 @@ class IIDGroup:
     def expect_separable(self, expr: sp.Basic, answer: int = 1) -> sp.Expr:
         r""":math:`\mathbb{E}[\text{expr}]` at a number :math:`G`: a polynomial in ``answer``'s quantities times any function of the others.
 
-        Each term is :math:`g(X_i)\,h(X_{\ne i})`; independence gives
-        :math:`\mathbb{E}[g]\,\mathbb{E}[h]`, and a non-polynomial ``h`` stays
-        an unevaluated :math:`\mathbb{E}[h]`.
+        Each term is :math:`\psi(X_i)\,\phi(X_{\ne i})`; independence gives
+        :math:`\mathbb{E}[\psi]\,\mathbb{E}[\phi]`, and a non-polynomial :math:`\phi` stays
+        an unevaluated :math:`\mathbb{E}[\phi]`.
 
         Raises
         ------

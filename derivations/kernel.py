@@ -24,7 +24,7 @@ algebra of :mod:`derivations.iid_groups`, a rule whose data are the
 quantities' names and :math:`G`, with its independence of answer :math:`i`
 from a function of the other answers); and two rules of its own about random
 quantities: a claim holds when it holds at each value of a quantity that a
-stated premise :math:`x \in \{v_1, \dots\}` allows (:func:`~derivations.proofs.by_cases`), and
+stated premise :math:`x \in \{x_1, \dots\}` allows (:func:`~derivations.proofs.by_cases`), and
 expectations of integrands equal for every outcome are equal
 (:func:`~derivations.proofs.pointwise`).  No proof calls a function that the caller hands it.
 
@@ -82,6 +82,7 @@ from .canonical import facts_key, is_zero
 from .claims import Claim, Established, Verdict, implies, relation_holds
 from .definitions import Definitions
 from .iid_groups import Expect
+from .notation import latex
 from .premises import Refused, bounds, covering_points, is_relation, require_consistent
 from .regions import at_least, at_point, resolve, truth
 
@@ -454,8 +455,8 @@ class Instances(Proof):
 
     def establish(self, claim: Claim) -> Established | None:
         inner = {b for v in self.values if (b := check(claim.subs({self.symbol: v}), self.inner).badge) is not None}
-        shown = ", ".join(sp.latex(v) for v in self.values)
-        badge = "; ".join([f"checked at ${sp.latex(self.symbol)} = {shown}$ only", *sorted(inner)])
+        shown = ", ".join(latex(v) for v in self.values)
+        badge = "; ".join([f"checked at ${latex(self.symbol)} = {shown}$ only", *sorted(inner)])
         return Established(claim.lhs, claim.relation, claim.rhs, badge)
 
 
@@ -487,7 +488,7 @@ def _premised(expr: sp.Basic, claim: Claim) -> sp.Basic:
 
 @_kind
 class Cases(Proof):
-    r"""The claim at each value of ``quantity``, which a stated premise :math:`x \in \{v_1, \dots\}` says are its only values.
+    r"""The claim at each value of ``quantity``, which a stated premise :math:`x \in \{x_1, \dots\}` says are its only values.
 
     Each case is decided like :data:`~derivations.proofs.holds`, with every
     relation that holds under the premises read as true (so a ``Piecewise``
@@ -579,7 +580,7 @@ def count_patterns(m: int, n: int) -> list[tuple]:
 class Table(Proof):
     r"""``E[a s_1] = sum`` over the count patterns of ``G`` i.i.d. draws of a finite law, from the table of ``a`` (badged with the table).
 
-    The kernel enumerates the patterns itself: answer 1's value :math:`v` and
+    The kernel enumerates the patterns itself: the answer labelled 1's value :math:`v` and
     the others' counts :math:`c`; each has probability
     :math:`\binom{G-1}{c}\prod_k q_k^{c_k}`, and
     :math:`\mathbb{E}[\mathbb{1}[R_1 = v]\, s_1] = \nabla q_v`.  The table must give one
@@ -613,8 +614,8 @@ class Table(Proof):
         by_coefficients = self.tol is not None and gap.has(sp.Float) and within(gap, self.tol)
         if not (by_coefficients or relation_holds(left, "=", claim.right)):
             return None
-        shown = ", ".join(rf"{sp.latex(v)};{','.join(map(str, c))} \mapsto {sp.latex(a)}" for v, c, a in self.table)
-        return Established(claim.lhs, "=", claim.rhs, f"summed over the table of ${sp.latex(self.advantage)}$ on (own reward; others' counts): ${shown}$")
+        shown = ", ".join(rf"{latex(v)};{','.join(map(str, c))} \mapsto {latex(a)}" for v, c, a in self.table)
+        return Established(claim.lhs, "=", claim.rhs, f"summed over the table of ${latex(self.advantage)}$ on (own reward; others' counts): ${shown}$")
 
 
 _DATA_KINDS = {Decide, Regions, Minimum, Numerically, SameSolutions, IsArgmin, Instances, LimitAlong, Tolerance, Table}

@@ -60,6 +60,7 @@ from . import methods, token_losses
 from .definitions import Definitions, Differentiation
 from .derivation import Derivation
 from .gradient_weights import token_loss
+from .notation import latex
 from .proofs import on_regions
 from .variants.token import derive_token_loss
 
@@ -164,10 +165,9 @@ def weight(method: str) -> sp.Expr:
 
     .. math::
 
-        w_{\mathrm{REINFORCE}} = 1,\quad
-        w_{\mathrm{CISPO}} = \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h),\quad
-        w_{\mathrm{cap}} = \min(r, 1+\varepsilon_h),\quad
-        w_{\mathrm{SAPO}} = 4\,\sigma(1-\sigma)\,r,\ \sigma = \sigma(\tau(r-1)),\ \tau = \tau_+ \text{ if } A > 0 \text{ else } \tau_-,
+        &w_{\mathrm{REINFORCE}} = 1, \qquad w_{\mathrm{CISPO}} = \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h), \qquad
+        w_{\mathrm{cap}} = \min(r, 1+\varepsilon_h), \\
+        &w_{\mathrm{SAPO}} = 4\,q(1-q)\,r,\ q = \operatorname{sigmoid}(\tau(r-1)),\ \tau = \tau_+ \text{ if } A > 0 \text{ else } \tau_-,
 
     and PPO's and dual-clip PPO's from :func:`derivations.gradient_weights.gradient_weight`.
     SAPO's weight is 1 at :math:`r = 1` and decays smoothly on both sides,
@@ -295,21 +295,21 @@ def _d_row(expr: sp.Expr, var: sp.Symbol) -> sp.Expr:
 def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -> Derivation:
     r"""The gradient weight of a method that puts a row's ratio into a token loss: the token form's weight at that ratio.
 
-    For row :math:`i` with tokens :math:`t = 1..n` and :math:`\Delta_t = \ell_t - \ell_{0,t}`:
+    For row :math:`i` with tokens :math:`t = 0, \dots, n-1` and :math:`\log r_t = \ell_t - \ell_{0,t}`:
 
     * ``cispo_seq`` (TRL's ``cispo`` at ``importance_sampling_level="sequence"``):
       token loss :math:`-\mathrm{sg}(\mathrm{clip}(\tilde r))\,A\,\ell_t` with
-      :math:`\tilde r = \exp(\frac1n\sum_t\Delta_t)`; the stopped weight is a constant, so
+      :math:`\tilde r = \exp(\frac1n\sum_t\log r_t)`; the stopped weight is a constant, so
       :math:`w_t = \mathrm{clip}(\tilde r)` (``eps_low=None``: :math:`\min(\tilde r, 1+\varepsilon_h)`);
-    * ``sapo_seq``: the row's value :math:`f(\tilde r) = -\frac4\tau\sigma(\tau(\tilde r-1))A` (:math:`\tau_\pm` by the sign of :math:`A`) on
+    * ``sapo_seq``: the row's value :math:`f(\tilde r) = -\frac4\tau\operatorname{sigmoid}(\tau(\tilde r-1))A` (:math:`\tau_\pm` by the sign of :math:`A`) on
       each of its :math:`n` tokens; :math:`\partial\log \tilde r/\partial\ell_t = 1/n` and the
       :math:`n` tokens cancel it: :math:`w_t = w_{\mathrm{SAPO}}(\tilde r)`;
     * ``seq_mask_tis`` (OpenRLHF's ``seq-mask-tis`` on a batch's first step): token loss
       :math:`-\mathrm{sg}(r_t\,\mathbb 1[b_l \le \tilde g \le b_h])\,A\,\ell_t` with the row's geometric-mean ratio :math:`\tilde g`:
       :math:`w_t = r_t\,\mathbb 1[b_l \le \tilde g \le b_h]`, the token's *own* ratio gated by its row;
     * ``vespo``: token loss :math:`-\mathrm{sg}(\phi(W))\,A\,\ell_t` with the
-      *product* of the ratios :math:`W = \exp(\sum_t\Delta_t)` and the Gamma weight
-      :math:`\phi(W) = W^k e^{\lambda(1-W)}` (:func:`derivations.methods.gamma_weight`):
+      *product* of the ratios :math:`W = \exp(\sum_t\log r_t)` and the Gamma weight
+      :math:`\phi(W) = W^k e^{\zeta(1-W)}` (:func:`derivations.methods.gamma_weight`):
       :math:`w_t = \phi(W)`, the same for every token of the row.
 
     Each is :math:`\partial/\partial\ell_1` of the row's summed token losses, so an
@@ -322,7 +322,7 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
     --------
     >>> from derivations.losses import sequence_weight_derivation
     >>> sequence_weight_derivation("vespo").verify().steps[-1].rhs
-    -A*W**k*exp(lambda*(1 - W))
+    -A*W**k*exp(zeta*(1 - W))
     >>> len(sequence_weight_derivation("sapo_seq").verify().steps)
     2
     >>> sequence_weight_derivation("cispo_seq", eps_low=None).verify().steps[-1].rhs
@@ -421,44 +421,45 @@ def _gmpo_log_ratio(sign: int, delta, low, high, evaluate: bool = True):
 
 @_built_once
 def gmpo_derivation() -> Derivation:
-    r"""GMPO's per-token factor :math:`g'(\Delta)`: 1 on the live side of the clip, 0 beyond it.
+    r"""GMPO's per-token factor :math:`g'(\log r)`: 1 on the live side of the clip, 0 beyond it.
 
-    GMPO's row loss is :math:`-\bar A\,\exp\bigl(\frac1n\sum_t g(\Delta_t)\bigr)` with
-    :math:`g(\Delta) = \mathrm{sgn}(A)\min\bigl(\mathrm{sgn}(A)\Delta,\ \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h)\bigr)`,
-    so :math:`\partial\,\mathrm{loss}/\partial\ell_t = -\frac1n \bar A\,\bar r\, g'(\Delta_t)`,
-    :math:`\bar r = \exp\bigl(\frac1n\sum_t g(\Delta_t)\bigr)` the clipped geometric-mean ratio.  On each region of
-    :math:`\Delta` (parametrised by a positive :math:`\eta`) the Min/Max resolve and
-    :math:`g` is a constant or :math:`\Delta`: for :math:`A > 0`, :math:`g' = 1`
-    iff :math:`\Delta \le \delta_h`; for :math:`A < 0`, iff :math:`\Delta \ge -\delta_l`
+    GMPO's row loss is :math:`-\bar A\,\exp\bigl(\frac1n\sum_t g(\log r_t)\bigr)` with
+    :math:`g(\log r) = \mathrm{sgn}(A)\min\bigl(\mathrm{sgn}(A)\log r,\ \mathrm{sgn}(A)\,\mathrm{clamp}(\log r, -\tilde\varepsilon_l, \tilde\varepsilon_h)\bigr)`,
+    so :math:`\partial\,\mathrm{loss}/\partial\ell_t = -\frac1n \bar A\,\bar r\, g'(\log r_t)`,
+    :math:`\bar r = \exp\bigl(\frac1n\sum_t g(\log r_t)\bigr)` the clipped geometric-mean ratio.  On each region of
+    :math:`\log r` (parametrised by a positive :math:`\eta`) the Min/Max resolve and
+    :math:`g` is a constant or :math:`\log r`: for :math:`A > 0`, :math:`g' = 1`
+    iff :math:`\log r \le \tilde\varepsilon_h`; for :math:`A < 0`, iff :math:`\log r \ge -\tilde\varepsilon_l`
     (PPO's live set, in log space).
 
     Examples
     --------
     >>> from derivations.losses import gmpo_derivation
     >>> [s.rhs for s in gmpo_derivation().verify().steps][:4]
-    [delta_h, 0, -delta_l - eta, 1]
+    [\tilde\varepsilon_h, 0, -\tilde\varepsilon_l - eta, 1]
     """
     dd = sp.Symbol("eta", positive=True)
-    low, high = sp.symbols("delta_l delta_h", positive=True)
+    low, high = sp.symbols(r"\tilde\varepsilon_l \tilde\varepsilon_h", positive=True)
     d = Derivation(
         "GMPO: the derivative of the sign-clipped log-ratio",
-        assumptions=[r"$g(\Delta) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\Delta, \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h))$", r"$\delta_l, \delta_h, \eta > 0$"],
+        assumptions=[r"$g(\log r) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\log r, \mathrm{sgn}(A)\,\mathrm{clamp}(\log r, -\tilde\varepsilon_l, \tilde\varepsilon_h))$", r"$\tilde\varepsilon_l, \tilde\varepsilon_h, \eta > 0$"],
     )
-    inside = sp.Symbol("Delta", real=True)
-    a, b = sp.symbols("a b", positive=True)
+    inside = sp.Symbol(r"\log r", real=True)
+    a, b = sp.symbols("eta_h eta_l", positive=True)  # the distances of log r from the two edges
     regions = [  # (sign of A, Delta, its variable, (delta_l, delta_h), display, g' there)
-        (1, high + dd, dd, (low, high), r"A > 0,\ \Delta = \delta_h + \eta", 0),
-        (1, -low - dd, dd, (low, high), r"A > 0,\ \Delta = -\delta_l - \eta", 1),
-        (1, inside, inside, (b - inside, inside + a), r"A > 0,\ -\delta_l < \Delta < \delta_h\ (\delta_l = b - \Delta,\ \delta_h = \Delta + a)", 1),
-        (-1, high + dd, dd, (low, high), r"A < 0,\ \Delta = \delta_h + \eta", 1),
-        (-1, -low - dd, dd, (low, high), r"A < 0,\ \Delta = -\delta_l - \eta", 0),
-        (-1, inside, inside, (b - inside, inside + a), r"A < 0,\ -\delta_l < \Delta < \delta_h\ (\delta_l = b - \Delta,\ \delta_h = \Delta + a)", 1),
+        (1, high + dd, dd, (low, high), r"A > 0,\ \log r = \tilde\varepsilon_h + \eta", 0),
+        (1, -low - dd, dd, (low, high), r"A > 0,\ \log r = -\tilde\varepsilon_l - \eta", 1),
+        (1, inside, inside, (b - inside, inside + a), r"A > 0,\ -\tilde\varepsilon_l < \log r < \tilde\varepsilon_h$; $\tilde\varepsilon_l = \eta_l - \log r,\ \tilde\varepsilon_h = \log r + \eta_h", 1),
+        (-1, high + dd, dd, (low, high), r"A < 0,\ \log r = \tilde\varepsilon_h + \eta", 1),
+        (-1, -low - dd, dd, (low, high), r"A < 0,\ \log r = -\tilde\varepsilon_l - \eta", 0),
+        (-1, inside, inside, (b - inside, inside + a), r"A < 0,\ -\tilde\varepsilon_l < \log r < \tilde\varepsilon_h$; $\tilde\varepsilon_l = \eta_l - \log r,\ \tilde\varepsilon_h = \log r + \eta_h", 1),
     ]
     for sign, point, var, (lo, hi), where, slope in regions:
         g = _gmpo_log_ratio(sign, point, lo, hi, evaluate=False)  # displayed as written, not pre-resolved
         piece = sp.simplify(_gmpo_log_ratio(sign, point, lo, hi))
-        d.step(g, piece, f"on ${where}$: the min/max resolve")
-        d.step(sp.Derivative(piece, var) / sp.diff(point, var), sp.Integer(slope), r"$g'(\Delta) = \partial g/\partial v \,/\, \partial\Delta/\partial v$ along the region's variable $v$")
+        d.step(g, piece, f"on ${where}$; the min/max resolve")
+        d.step(sp.Derivative(piece, var) / sp.diff(point, var), sp.Integer(slope),
+               r"$g'(\log r)$ is $\partial g$ over $\partial\log r$ along the region's parameter")
     return d
 
 
@@ -657,12 +658,12 @@ def loss_table() -> str:
         verdict = r"\text{on and off policy}" if off_policy else (r"\text{on policy } (w(1, A) = 1)" if on_policy else r"\text{no}")
         if methods.undecided(method):
             verdict = r"\text{undecided (batch-dependent selection)}"
-        cell = sp.latex(w) + ("" if p == 0 else rf",\ p = {sp.latex(p)}")
-        lines.append(rf"\text{{{_NAMES[method]}}} & {sp.latex(token_loss(method))} & {cell} & \text{{token-mean}} & {verdict} \\")
+        cell = latex(w) + ("" if p == 0 else rf",\ p = {latex(p)}")
+        lines.append(rf"\text{{{_NAMES[method]}}} & {latex(token_loss(method))} & {cell} & \text{{token-mean}} & {verdict} \\")
     r_seq = sp.Symbol("rtilde_i", positive=True)
     w_gspo = gw.gradient_weight("ppo").subs(r, r_seq)
-    lines.append(rf"\text{{GSPO (both forms)}} & -\min(\tilde r_iA, \mathrm{{clip}}(\tilde r_i)A) & {sp.latex(w_gspo)} & \text{{seq-mean-token-mean}} & \text{{on policy }} (\tilde r_i = 1) \\")
-    lines.append(r"\text{GMPO} & -\bar A_i \exp\overline{g(\Delta)} & \bar r_i\,g'(\Delta_{it}) & \text{mean over rows} & \text{on policy } (\bar r_i = 1) \\")
+    lines.append(rf"\text{{GSPO (both forms)}} & -\min(\tilde r_iA, \mathrm{{clip}}(\tilde r_i)A) & {latex(w_gspo)} & \text{{seq-mean-token-mean}} & \text{{on policy }} (\tilde r_i = 1) \\")
+    lines.append(r"\text{GMPO} & -\bar A_i \exp\overline{g(\log r)} & \bar r_i\,g'(\log r_{it}) & \text{mean over rows} & \text{on policy } (\bar r_i = 1) \\")
     lines.append(r"\end{array}")
     return "\n".join(lines)
 
@@ -695,6 +696,6 @@ def sequence_table() -> str:
         at_one = sp.simplify(sp.piecewise_fold(w.subs({r_seq: 1, W_i: 1})).subs(constants)) == 1
         verdict = r"\text{on policy (row ratio 1)}" if at_one else r"\text{no}"
         agg = methods.METHODS[name].aggregation
-        lines.append(rf"\text{{{label}}} & {ratio} & {sp.latex(w)} & \text{{{agg}}} & {verdict} \\")
+        lines.append(rf"\text{{{label}}} & {ratio} & {latex(w)} & \text{{{agg}}} & {verdict} \\")
     lines.append(r"\end{array}")
     return "\n".join(lines)

@@ -29,7 +29,7 @@ A form's name is never the name of another method.
 
 Symbols (:mod:`derivations.token_losses`): :data:`ell`, :data:`ell0`, :data:`r`, :data:`A`, :data:`eps_l`,
 :data:`eps_h`, :data:`c` (dual clip), :data:`tau_pos`, :data:`tau_neg` (SAPO's temperatures for :math:`A > 0` and :math:`A \le 0`),
-:data:`delta_l`, :data:`delta_h` (GMPO's clip range in log space), :data:`k`,
+:data:`delta_l`, :data:`delta_h` (GMPO's clip range in log space, :math:`\tilde\varepsilon_l, \tilde\varepsilon_h`), :data:`k`,
 :data:`lam` (VESPO's Gamma weight), :data:`beta` (KL-Cov's coefficient),
 :data:`tv_l`, :data:`tv_h` (DPPO's trust region on the probability change),
 :data:`c_is` (verl DPPO's truncation), :data:`tau_k2`, :data:`delta_band`,

@@ -2,14 +2,14 @@ r"""Off-policy samplers and multi-turn agents: which weights are unbiased, and w
 
 A sampler :math:`\mu` (an inference engine, stale weights) produces the
 episodes; the gradient is wanted for :math:`\pi`.  For a two-turn episode
-:math:`(a, a')` with ratios :math:`\rho_1 = \pi_1/\mu_1`,
+:math:`(a, a')` with ratios :math:`\rho_0 = \pi_0/\mu_0`,
 :math:`\rho_2 = \pi_2/\mu_2` and any per-episode quantity :math:`g`:
 
-* the **sequence ratio** is exact, :math:`\mathbb E_\mu[\rho_1\rho_2\, g] = \mathbb E_\pi[g]`
+* the **sequence ratio** is exact, :math:`\mathbb E_\mu[\rho_0\rho_2\, g] = \mathbb E_\pi[g]`
   (:func:`sequence_ratio_unbiased`);
-* **token ratios** :math:`\rho_1 A s_1 + \rho_2 A s_2` are biased by
-  :math:`\sum_{a,a'}\pi_1(\mu_2 - \pi_2)A s_1 + (\mu_1 - \pi_1)\pi_2 A s_2`: turn 1
-  misses the future ratio, turn 2 the prefix ratio; the bias vanishes at
+* **token ratios** :math:`\rho_0 A s_0 + \rho_2 A s_2` are biased by
+  :math:`\sum_{a,a'}\pi_0(\mu_2 - \pi_2)A s_0 + (\mu_0 - \pi_0)\pi_2 A s_2`: turn 0
+  misses the future ratio, turn 1 the prefix ratio; the bias vanishes at
   :math:`\mu = \pi` (:func:`token_ratio_bias`);
 * a **constant baseline** still adds nothing, because
   :math:`\mathbb E_\mu[\rho\, b\, s \mid \text{context}] = b\,\mathbb E_\pi[s] = 0`
@@ -21,8 +21,8 @@ episodes; the gradient is wanted for :math:`\pi`.  For a two-turn episode
   variation (:func:`derivations.trust_region.tv_bound`).
 
 For credit assignment over turns (on-policy, oracle baselines :math:`V`,
-:math:`Q_a = \mathbb E[R \mid a]`): the turn-1 second moment of the
-broadcast estimator splits into credit and turn-2 noise
+:math:`Q_a = \mathbb E[R \mid a]`): the turn-0 second moment of the
+broadcast estimator splits into credit and turn-1 noise
 (:func:`turn1_decomposition`); score terms of successive tokens are orthogonal
 martingale differences (:func:`martingale_orthogonality`), so the second moment
 of the summed score is the sum of the per-token ones (:func:`score_sum_second_moment`);
@@ -33,7 +33,7 @@ References
 ----------
 J. Liu, Y. Li, Y. Fu, J. Wang, Q. Liu, Y. Shen, "When speed kills stability:
 demystifying RL collapse from the training-inference mismatch" (2025).
-Mistral AI, "Magistral" technical report (2025), and the seed notebook 000 §8.
+Mistral AI, "Magistral" technical report (2025).
 """
 
 from __future__ import annotations
@@ -65,13 +65,13 @@ __all__ = [
 _a, _b, _k = sp.symbols("a a' k", integer=True, positive=True)   # _b: the second action a'
 _K = sp.Symbol("K", integer=True, positive=True)
 
-_pi1, _pi2 = sp.IndexedBase(r"\pi_1", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
-_mu1, _mu2 = sp.IndexedBase(r"\mu_1", positive=True), sp.IndexedBase(r"\mu_2", positive=True)
-_rho1, _rho2 = sp.IndexedBase(r"\rho_1", positive=True), sp.IndexedBase(r"\rho_2", positive=True)
+_pi1, _pi2 = sp.IndexedBase(r"\pi_0", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
+_mu1, _mu2 = sp.IndexedBase(r"\mu_0", positive=True), sp.IndexedBase(r"\mu_2", positive=True)
+_rho1, _rho2 = sp.IndexedBase(r"\rho_0", positive=True), sp.IndexedBase(r"\rho_2", positive=True)
 
 
 _ratios = Definitions({_rho1[_a]: _pi1[_a] / _mu1[_a], _rho2[_a, _b]: _pi2[_a, _b] / _mu2[_a, _b]})
-r"""The ratios' definitions :math:`\rho_1[a] := \pi_1[a]/\mu_1[a]`, :math:`\rho_2[a, b] := \pi_2[a, b]/\mu_2[a, b]`."""
+r"""The ratios' definitions :math:`\rho_0[a] := \pi_0[a]/\mu_0[a]`, :math:`\rho_2[a, b] := \pi_2[a, b]/\mu_2[a, b]`."""
 
 
 def _episodes(term):
@@ -80,15 +80,15 @@ def _episodes(term):
 
 
 _ASSUME = [
-    r"two turns, $K$ actions each; $a \sim \mu_1$, $a' \sim \mu_2(\cdot \mid a)$",
-    r"$\pi, \mu > 0$; $\rho_1 = \pi_1/\mu_1$, $\rho_2 = \pi_2/\mu_2$",
+    r"two turns, $K$ actions each; $a \sim \mu_0$, $a' \sim \mu_2(\cdot \mid a)$",
+    r"$\pi, \mu > 0$; $\rho_0 = \pi_0/\mu_0$, $\rho_2 = \pi_2/\mu_2$",
 ]
 
 
 def sequence_ratio_unbiased() -> Derivation:
-    r"""The full-sequence ratio is exact: :math:`\mathbb E_\mu[\rho_1\rho_2\, g] = \mathbb E_\pi[g]`, any :math:`K`, any :math:`g`.
+    r"""The full-sequence ratio is exact: :math:`\mathbb E_\mu[\rho_0\rho_2\, g] = \mathbb E_\pi[g]`, any :math:`K`, any :math:`g`.
 
-    With :math:`g_{aa'} = A_{aa'}(s_1 + s_2)` this is :math:`\nabla J`, whatever the sampler.
+    With :math:`g_{aa'} = A_{aa'}(s_0 + s_2)` this is :math:`\nabla J`, whatever the sampler.
 
     Examples
     --------
@@ -99,51 +99,51 @@ def sequence_ratio_unbiased() -> Derivation:
     g = sp.IndexedBase("g", real=True)
     d = Derivation("The sequence ratio is unbiased under any sampler", assumptions=_ASSUME + [r"$g_{aa'}$: any per-episode quantity"], unfold=_ratios)
     d.step(_episodes(_mu1[_a] * _mu2[_a, _b] * _rho1[_a] * _rho2[_a, _b] * g[_a, _b]), _episodes(_pi1[_a] * _pi2[_a, _b] * g[_a, _b]),
-           r"$\mu_1\mu_2\,\rho_1\rho_2 = \pi_1\pi_2$: the sampler cancels")
+           r"$\mu_0\mu_2\,\rho_0\rho_2 = \pi_0\pi_2$: the sampler cancels")
     return d
 
 
-_p1, _p2, _q1, _q2 = sp.symbols(r"\pi_1 \pi_2 \mu_1 \mu_2", positive=True)
-_r1, _r2 = sp.symbols(r"\rho_1 \rho_2", positive=True)
-_A, _s1, _s2 = sp.symbols("A s_1 s_2", real=True)
+_p1, _p2, _q1, _q2 = sp.symbols(r"\pi_0 \pi_2 \mu_0 \mu_2", positive=True)
+_r1, _r2 = sp.symbols(r"\rho_0 \rho_2", positive=True)
+_A, _s1, _s2 = sp.symbols("A s_0 s_2", real=True)
 
 
 token_bias_symbols = (_p1, _p2, _q1, _q2, _A, _s1, _s2)
-r"""The arguments of :func:`token_bias_term`, in order: :math:`\pi_1, \pi_2, \mu_1, \mu_2, A, s_1, s_2`."""
+r"""The arguments of :func:`token_bias_term`, in order: :math:`\pi_0, \pi_2, \mu_0, \mu_2, A, s_0, s_2`."""
 
 
 def token_bias_term() -> sp.Expr:
-    r"""The token-ratio bias of one episode :math:`(a, a')`: :math:`\pi_1(\mu_2 - \pi_2)A s_1 + (\mu_1 - \pi_1)\pi_2 A s_2`.
+    r"""The token-ratio bias of one episode :math:`(a, a')`: :math:`\pi_0(\mu_2 - \pi_2)A s_0 + (\mu_0 - \pi_0)\pi_2 A s_2`.
 
-    A function of the plain symbols ``\pi_1 \pi_2 \mu_1 \mu_2 A s_1 s_2`` (the
+    A function of the plain symbols ``\pi_0 \pi_2 \mu_0 \mu_2 A s_0 s_2`` (the
     right-hand side of :func:`token_ratio_bias`'s lemma), for ``lambdify``.
 
     Examples
     --------
     >>> from derivations.off_policy import token_bias_term
     >>> token_bias_term()
-    A*\pi_1*s_1*(\mu_2 - \pi_2) + A*\pi_2*s_2*(\mu_1 - \pi_1)
+    A*\pi_0*s_0*(\mu_2 - \pi_2) + A*\pi_2*s_2*(\mu_0 - \pi_0)
     """
     return _p1 * (_q2 - _p2) * _A * _s1 + (_q1 - _p1) * _p2 * _A * _s2
 
 
 def _token_bias_lemma() -> Derivation:
     unfold = Definitions({_r1: _p1 / _q1, _r2: _p2 / _q2})
-    d = Derivation("Token-ratio bias of one episode", assumptions=[r"$\rho_1 = \pi_1/\mu_1$, $\rho_2 = \pi_2/\mu_2$"], unfold=unfold)
+    d = Derivation("Token-ratio bias of one episode", assumptions=[r"$\rho_0 = \pi_0/\mu_0$, $\rho_2 = \pi_2/\mu_2$"], unfold=unfold)
     d.step(_q1 * _q2 * (_r1 * _s1 + _r2 * _s2) * _A - _p1 * _p2 * (_s1 + _s2) * _A, token_bias_term(),
-           r"$\mu_1\mu_2\rho_1 = \pi_1\mu_2$, $\mu_1\mu_2\rho_2 = \mu_1\pi_2$")
+           r"$\mu_0\mu_2\rho_0 = \pi_0\mu_2$, $\mu_0\mu_2\rho_2 = \mu_0\pi_2$")
     return d
 
 
 def token_ratio_bias() -> Derivation:
-    r"""Token-level ratios are biased: :math:`\mathbb E_\mu[\rho_1 A s_1 + \rho_2 A s_2] - \mathbb E_\pi[A(s_1 + s_2)]`, any :math:`K`.
+    r"""Token-level ratios are biased: :math:`\mathbb E_\mu[\rho_0 A s_0 + \rho_2 A s_2] - \mathbb E_\pi[A(s_0 + s_2)]`, any :math:`K`.
 
     .. math::
 
-        \sum_{a,a'}\Bigl[\pi_1(\mu_2 - \pi_2) A s_1 + (\mu_1 - \pi_1)\pi_2 A s_2\Bigr],
+        \sum_{a,a'}\Bigl[\pi_0(\mu_2 - \pi_2) A s_0 + (\mu_0 - \pi_0)\pi_2 A s_2\Bigr],
 
-    one coordinate of the scores at a time.  Turn 1 is weighted by the sampler's
-    turn 2 (its future ratio is dropped), turn 2 by the sampler's turn 1 (its
+    one coordinate of the scores at a time.  Turn 0 is weighted by the sampler's
+    turn 1 (its future ratio is dropped), turn 1 by the sampler's turn 0 (its
     prefix ratio is dropped).  Proved per episode (a lemma, checked with the
     ratios unfolded) and summed; at :math:`\mu = \pi` every term vanishes.
 
@@ -154,12 +154,12 @@ def token_ratio_bias() -> Derivation:
     >>> d.proved_by()
     {'lemma': 1, 'expand': 1}
     """
-    A, s1, s2 = sp.IndexedBase("A", real=True), sp.IndexedBase("s_1", real=True), sp.IndexedBase("s_2", real=True)
+    A, s1, s2 = sp.IndexedBase("A", real=True), sp.IndexedBase("s_0", real=True), sp.IndexedBase("s_2", real=True)
     mapping = {_p1: _pi1[_a], _q1: _mu1[_a], _r1: _rho1[_a], _s1: s1[_a],
                _p2: _pi2[_a, _b], _q2: _mu2[_a, _b], _r2: _rho2[_a, _b], _A: A[_a, _b], _s2: s2[_a, _b]}
     lemma = _token_bias_lemma()
     lhs, _, rhs = lemma.statement()
-    d = Derivation("Token-level ratios are biased by the dropped prefix and future ratios", assumptions=_ASSUME + [r"$s_1 = s_1(a)$, $s_2 = s_2(a, a')$: one coordinate of the scores"], unfold=_ratios)
+    d = Derivation("Token-level ratios are biased by the dropped prefix and future ratios", assumptions=_ASSUME + [r"$s_0 = s_0(a)$, $s_2 = s_2(a, a')$: one coordinate of the scores"], unfold=_ratios)
     d.step(_episodes(lhs.subs(mapping)), _episodes(rhs.subs(mapping)), "per episode (the lemma), summed",
            proof=by_lemma(lemma, mapping, termwise=True))
     d.then(sp.Integer(0), r"when the sampler is the policy, $\mu = \pi$", given=(sp.Eq(_mu1, _pi1), sp.Eq(_mu2, _pi2)))
@@ -171,7 +171,7 @@ def constant_baseline_adds_zero() -> Derivation:
 
     At any context, the ratio turns the sampler's expectation into the
     policy's, where the score has mean zero:
-    :math:`\sum_a \mu_a \rho_a b\,(\delta_{aj} - \pi_j) = b(\pi_j - \pi_j\sum_a\pi_a) = 0`.
+    :math:`\sum_a \mu_a \rho_a b\,(\mathbb{1}[a = j] - \pi_j) = b(\pi_j - \pi_j\sum_a\pi_a) = 0`.
 
     Examples
     --------
@@ -190,7 +190,7 @@ def constant_baseline_adds_zero() -> Derivation:
                    assumptions=[r"softmax policy over $K = j + n$ actions; $a \sim \mu$, $\rho_a = \pi_a/\mu_a$", r"$b$ constant"], unfold=unfold)
     d.step(sp.Sum(mu[a] * rho[a] * b * pol.score(a), (a, 1, pol.K)), b * sp.Sum(pol.prob(a) * pol.score(a), (a, 1, pol.K)),
            r"$\mu_a\rho_a = \pi_a$; $b$ comes out")
-    d.then(b * (pol.prob(j) - pol.prob(j) * sp.Sum(pol.prob(a), (a, 1, pol.K))), r"the Kronecker delta picks $a = j$")
+    d.then(b * (pol.prob(j) - pol.prob(j) * sp.Sum(pol.prob(a), (a, 1, pol.K))), r"the indicator picks $a = j$")
     d.then(sp.Integer(0), "probabilities sum to one")
     return d
 
@@ -274,16 +274,16 @@ def masking_identity() -> Derivation:
 
 
 def turn1_decomposition(K: int = 3) -> Derivation:
-    r"""Turn-1 second moment of the broadcast estimator: credit plus turn-2 noise.
+    r"""Turn-0 second moment of the broadcast estimator: credit plus turn-1 noise.
 
     .. math::
 
-        \mathbb E\bigl[(R - V)^2 \lVert s_1\rVert^2\bigr]
-        = \mathbb E\bigl[(Q - V)^2 \lVert s_1\rVert^2\bigr] + \mathbb E\bigl[\mathrm{Var}(R \mid a) \lVert s_1\rVert^2\bigr],
+        \mathbb E\bigl[(R - V)^2 \lVert s_0\rVert^2\bigr]
+        = \mathbb E\bigl[(Q - V)^2 \lVert s_0\rVert^2\bigr] + \mathbb E\bigl[\mathrm{Var}(R \mid a) \lVert s_0\rVert^2\bigr],
 
     with :math:`Q_a = \mathbb E[R \mid a]`.  :math:`\bar R_{aa'}` and
     :math:`\overline{R^2}_{aa'}` are the first two moments of :math:`R` given
-    :math:`(a, a')`, kept apart (a reward need not be binary); :math:`\nu_a = \lVert s_1(a)\rVert^2`.
+    :math:`(a, a')`, kept apart (a reward need not be binary); :math:`\nu_a = \lVert s_0(a)\rVert^2`.
     Every sum is written out for ``K`` actions, and :math:`\sum_{a'} \pi_2(a' \mid a) = 1`
     is substituted last.
 
@@ -295,7 +295,7 @@ def turn1_decomposition(K: int = 3) -> Derivation:
     """
     K = require_int("K", K, minimum=2)
     a, b, a3 = _a, _b, sp.Symbol("a''", integer=True, positive=True)   # a3: the dummy of the inner sums
-    pi1, pi2 = sp.IndexedBase(r"\pi_1", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
+    pi1, pi2 = sp.IndexedBase(r"\pi_0", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
     Rm, R2, nu = sp.IndexedBase(r"\bar{R}", real=True), sp.IndexedBase(r"\overline{R^2}", real=True), sp.IndexedBase(r"\nu", nonnegative=True)
     Q, W = sp.IndexedBase("Q", real=True), sp.IndexedBase(r"\mathrm{Var}_R", nonnegative=True)
     V = sp.Symbol("V", real=True)
@@ -304,8 +304,8 @@ def turn1_decomposition(K: int = 3) -> Derivation:
     unfold = Definitions({W[a]: S(pi2[a, a3] * R2[a, a3], a3) - Q[a] ** 2, Q[a]: S(pi2[a, a3] * Rm[a, a3], a3)})
 
     normalised = {pi2[i, K]: 1 - sum(pi2[i, j] for j in range(1, K)) for i in range(1, K + 1)}
-    d = Derivation(f"Turn-1 second moment: credit plus turn-2 noise (K = {K})",
-                   assumptions=[r"$a \sim \pi_1$, $a' \sim \pi_2(\cdot \mid a)$, on-policy", r"$V = \mathbb E[R]$, $Q_a = \sum_{a'} \pi_2(a' \mid a)\bar R_{aa'}$",
+    d = Derivation(f"Turn-0 second moment: credit plus turn-1 noise (K = {K})",
+                   assumptions=[r"$a \sim \pi_0$, $a' \sim \pi_2(\cdot \mid a)$, on-policy", r"$V = \mathbb E[R]$, $Q_a = \sum_{a'} \pi_2(a' \mid a)\bar R_{aa'}$",
                                 r"$\mathrm{Var}_R[a] = \sum_{a'} \pi_2(a' \mid a)\overline{R^2}_{aa'} - Q_a^2$", *[sp.Eq(k_, v) for k_, v in normalised.items()]],
                    unfold=unfold)
     d.step(S(pi1[a] * nu[a] * S(pi2[a, b] * (R2[a, b] - 2 * V * Rm[a, b] + V**2), b), a), S(pi1[a] * nu[a] * ((Q[a] - V) ** 2 + W[a]), a),
@@ -315,11 +315,11 @@ def turn1_decomposition(K: int = 3) -> Derivation:
 
 
 def martingale_orthogonality(K: int = 3) -> Derivation:
-    r"""Scores of successive turns are orthogonal in expectation: :math:`\mathbb E[s_1 \cdot s_2] = 0`.
+    r"""Scores of successive turns are orthogonal in expectation: :math:`\mathbb E[s_0 \cdot s_2] = 0`.
 
     The turns share a block of parameters :math:`\theta^{\mathrm{sh}}` (logits :math:`\theta^{\mathrm{sh}} + \theta^{(1)}` and
-    :math:`\theta^{\mathrm{sh}} + \theta^{(2)}_{a}`), where :math:`s_1 = e_{a} - \pi_1` and
-    :math:`s_2 = e_{a'} - \pi_2(\cdot\mid a)` overlap, so :math:`s_1\cdot s_2 \ne 0`
+    :math:`\theta^{\mathrm{sh}} + \theta^{(2)}_{a}`), where :math:`s_0 = \mathbf{e}_{a} - \pi_0` and
+    :math:`s_2 = \mathbf{e}_{a'} - \pi_2(\cdot\mid a)` overlap, so :math:`s_0\cdot s_2 \ne 0`
     pointwise; the other blocks are disjoint.  Summing over :math:`a'` first,
     :math:`\mathbb E[s_2 \mid a] = 0`.  Written out for ``K`` actions;
     normalisations substituted last.
@@ -332,16 +332,16 @@ def martingale_orthogonality(K: int = 3) -> Derivation:
     """
     K = require_int("K", K, minimum=2)
     a, b, k = _a, _b, _k
-    pi1, pi2 = sp.IndexedBase(r"\pi_1", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
+    pi1, pi2 = sp.IndexedBase(r"\pi_0", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
     d_ak, d_bk = sp.KroneckerDelta(a, k), sp.KroneckerDelta(b, k)
     normalised = {pi1[K]: 1 - sum(pi1[j] for j in range(1, K))} | {pi2[i, K]: 1 - sum(pi2[i, j] for j in range(1, K)) for i in range(1, K + 1)}
     d = Derivation(f"Successive scores are orthogonal in expectation (K = {K})",
-                   assumptions=[r"$a \sim \pi_1$, $a' \sim \pi_2(\cdot \mid a)$", r"shared block: $s_1 = e_a - \pi_1$, $s_2 = e_{a'} - \pi_2(\cdot \mid a)$",
+                   assumptions=[r"$a \sim \pi_0$, $a' \sim \pi_2(\cdot \mid a)$", r"shared block: $s_0 = \mathbf{e}_a - \pi_0$, $s_2 = \mathbf{e}_{a'} - \pi_2(\cdot \mid a)$",
                                 *[sp.Eq(k_, v) for k_, v in normalised.items()]])
     d.step(sp.Sum(pi1[a] * pi2[a, b] * sp.Sum((d_ak - pi1[k]) * (d_bk - pi2[a, k]), (k, 1, K)), (b, 1, K), (a, 1, K)),
            sp.Sum(pi1[a] * sp.Sum((d_ak - pi1[k]) * sp.Sum(pi2[a, b] * (d_bk - pi2[a, k]), (b, 1, K)), (k, 1, K)), (a, 1, K)),
            r"sum over $a'$ first")
-    d.then(sp.Integer(0), r"$\mathbb E[s_2 \mid a] = \sum_{a'} \pi_2(a' \mid a)(\delta_{a'k} - \pi_2(k \mid a)) = 0$", facts=normalised)
+    d.then(sp.Integer(0), r"$\mathbb E[s_2 \mid a] = \sum_{a'} \pi_2(a' \mid a)(\mathbb{1}[a' = k] - \pi_2(k \mid a)) = 0$", facts=normalised)
     return d
 
 
@@ -416,17 +416,17 @@ def score_sum_second_moment() -> Derivation:
     d.step(SquaredScoreSum(L), sp.Sum(Inner(t, u), (u, 0, L - 1), (t, 0, L - 1)), "expand the square; linearity")
     d.then(sp.Sum(Inner(t, t), (t, 0, L - 1)) + 2 * sp.Sum(Before(t, u) * Inner(t, u), (u, 0, L - 1), (t, 0, L - 1)), r"diagonal and twice the upper triangle ($L = 1..5$)",
            proof=at_values(L, lengths))
-    d.then(sp.Sum(Inner(t, t), (t, 0, L - 1)), r"the cross terms are martingale differences (:func:`martingale_orthogonality`), for every $L$",
+    d.then(sp.Sum(Inner(t, t), (t, 0, L - 1)), r"the cross terms are 0: the premise $\mathbb E[s_u \mid o_{<u}] = 0$",
            facts={cross.lhs: cross.rhs})
     return d
 
 
 def unmasked_feedback_term(K: int = 3) -> Derivation:
-    r"""A feedback token left in the loss adds :math:`\mathbb E[A\, s_f] = \sum_a \pi_1(a)\, Q_a\, (e_{f(a)} - \pi_f(\cdot \mid a))`, which is not 0.
+    r"""A feedback token left in the loss adds :math:`\mathbb E[A\, s_f] = \sum_a \pi_0(a)\, Q_a\, (\mathbf{e}_{f(a)} - \pi_f(\cdot \mid a))`, which is not 0.
 
     The environment writes :math:`f = f(a)`; the model's own distribution at
     that slot is :math:`\pi_f(\cdot \mid a)`, and its score
-    :math:`s_f = e_{f} - \pi_f` has conditional mean :math:`e_{f(a)} - \pi_f(\cdot\mid a)`,
+    :math:`s_f = \mathbf{e}_{f} - \pi_f` has conditional mean :math:`\mathbf{e}_{f(a)} - \pi_f(\cdot\mid a)`,
     not 0: nobody sampled :math:`f` from :math:`\pi_f`.  First step: the extra
     term of the unmasked loss (linearity, written out for ``K`` actions);
     second: the squared norm of :math:`\mathbb E[s_f \mid a]` is positive
@@ -440,18 +440,18 @@ def unmasked_feedback_term(K: int = 3) -> Derivation:
     """
     K = require_int("K", K, minimum=2)
     a, b, k = _a, _b, _k
-    pi1, pi2 = sp.IndexedBase(r"\pi_1", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
-    A, s1, s2, sf = (sp.IndexedBase(n, real=True) for n in ("A", "s_1", "s_2", "s_f"))
+    pi1, pi2 = sp.IndexedBase(r"\pi_0", positive=True), sp.IndexedBase(r"\pi_2", positive=True)
+    A, s1, s2, sf = (sp.IndexedBase(n, real=True) for n in ("A", "s_0", "s_2", "s_f"))
     Q = sp.IndexedBase("Q", real=True)
     pf = sp.IndexedBase(r"\pi_f", positive=True)
     E = lambda g: sp.Sum(pi1[a] * pi2[a, b] * A[a, b] * g, (b, 1, K), (a, 1, K))
     d = Derivation(f"An unmasked feedback token adds a term (K = {K})",
-                   assumptions=[r"$a \sim \pi_1$, $a' \sim \pi_2(\cdot \mid a)$; $f = f(a)$ chosen by the environment",
-                                r"$Q_a = \sum_{a'} \pi_2(a' \mid a) A_{aa'}$; $s_1, s_f$ depend on $a$ only", sp.Eq(pf[1], 1 - sum(pf[j] for j in range(2, K + 1)))],
+                   assumptions=[r"$a \sim \pi_0$, $a' \sim \pi_2(\cdot \mid a)$; $f = f(a)$ chosen by the environment",
+                                r"$Q_a = \sum_{a'} \pi_2(a' \mid a) A_{aa'}$; $s_0, s_f$ depend on $a$ only", sp.Eq(pf[1], 1 - sum(pf[j] for j in range(2, K + 1)))],
                    unfold=Definitions({Q[a]: sp.Sum(pi2[a, b] * A[a, b], (b, 1, K))}))
     d.step(E(s1[a] + sf[a] + s2[a, b]) - E(s1[a] + s2[a, b]), sp.Sum(pi1[a] * Q[a] * sf[a], (a, 1, K)), r"linearity; sum over $a'$")
     d.step(sp.Sum((sp.KroneckerDelta(k, 1) - pf[k]) ** 2, (k, 1, K)), sp.Integer(0),
-           r"$\lVert e_{f} - \pi_f \rVert^2 > 0$ unless $\pi_f(f) = 1$", relation=">",
+           r"$\lVert \mathbf{e}_{f} - \pi_f \rVert^2 > 0$ unless $\pi_f(f) = 1$", relation=">",
            facts={pf[1]: 1 - sum(pf[j] for j in range(2, K + 1))}, proof=holds)
     return d
 

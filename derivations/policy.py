@@ -137,7 +137,7 @@ class IndexedSoftmax:
         return self.definitions.apply(expr)
 
     def score(self, a: sp.Basic | int) -> sp.Expr:
-        r"""Coordinate :math:`j` of the closed-form score: :math:`\delta_{aj} - \pi_j`."""
+        r"""Coordinate :math:`j` of the closed-form score: :math:`\mathbb{1}[a = j] - \pi_j`."""
         return sp.KroneckerDelta(a, self.j) - self.prob(self.j)
 
     def expectation(self, f: Callable[[sp.Symbol], sp.Expr]) -> sp.Sum:

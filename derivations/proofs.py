@@ -289,10 +289,10 @@ def from_table(advantage: sp.Symbol, score: sp.Basic, values: Sequence, q: Seque
                table: Iterable, tol: float | None = None, scale: float = 1.0) -> _k.Proof:
     r"""Proof of :math:`\mathbb{E}[a\, s_1] = \dots` for ``G`` i.i.d. draws of a finite law, from the table of ``a``'s values (badged with the table).
 
-    ``table`` holds ``(v, counts, a)``: answer 1's value, the others' counts on
+    ``table`` holds ``(v, counts, a)``: the answer labelled 1's value, the others' counts on
     ``values`` and the advantage there; the kernel enumerates the count
     patterns itself, requires one entry for each, and sums
-    :math:`\binom{G-1}{c}\prod_k q_k^{c_k}\, a\, \nabla q_v` (``grads`` are the
+    :math:`\binom{G-1}{n}\prod_k q_k^{n_k}\, A\, \nabla q_y` (``grads`` are the
     :math:`\nabla q_v`).  The table is data, shown on the page; no function is called.
     With ``tol``, fp64 table values may leave each coefficient off by ``tol * scale``
     (``scale``: the size of the values, as in :func:`to_tolerance`).
@@ -327,7 +327,7 @@ def by_cases(quantity: sp.Basic, values: Iterable) -> _k.Proof:
     r"""Proof by cases: the claim at each of ``values`` of ``quantity``, which a stated premise says are its only values.
 
     The derivation must state the premise ``Contains(quantity, FiniteSet(*values))``
-    (shown as :math:`x \in \{v_1, \dots\}`), with exactly these values.  Each
+    (shown as :math:`x \in \{x_1, \dots\}`), with exactly these values.  Each
     case is decided like :data:`holds`, every relation that a premise states
     (or the CAS decides) read as true, so a ``Piecewise`` branch that a premise
     selects is taken.  ``quantity`` must not occur inside an expectation: wrap

@@ -73,17 +73,17 @@ def past_reward_score_vanishes(K: int = 2) -> Derivation:
     r"""A reward that came before a step is uncorrelated with that step's score: :math:`\mathbb{E}[R_0\, s_1] = 0`.
 
     Two decisions, at steps 0 and 1: :math:`a \sim \pi_\theta`, then
-    :math:`b \sim \pi_\phi(\cdot \mid a)` (softmax policies over ``K`` actions; the
-    second decision has its own block of logits :math:`\phi^{(a)}` for each first
+    :math:`a' \sim \pi'(\cdot \mid a)` (softmax policies over ``K`` actions; the
+    second decision has its own block of logits :math:`\theta^{(a)}` for each first
     action :math:`a`); the reward :math:`R_0(a)` of step 0 is known after the first.
-    The score of the second decision with respect to the block :math:`\phi^{(1)}`
+    The score of the second decision with respect to the block :math:`\theta^{(1)}`
     (the logits used after :math:`a = 1`) has coordinates
-    :math:`s_{1,k} = \delta_{a1}(\delta_{bk} - \pi_\phi(k \mid 1))`, :math:`k = 1, \dots, K`
-    (the softmax score :math:`e_b - \pi`).  Summing over :math:`b` first:
+    :math:`s_{1,k} = \mathbb{1}[a = 1]\,(\mathbb{1}[a' = k] - \pi'(k \mid 1))`, :math:`k = 1, \dots, K`
+    (the softmax score :math:`\mathbf{e}_{a'} - \pi'`).  Summing over :math:`a'` first:
 
     .. math::
 
-        \mathbb{E}[R_0\, s_{1,k}] = \sum_a \pi_\theta(a)\, R_0(a)\, \delta_{a1} \sum_b \pi_\phi(b \mid a)\,(\delta_{bk} - \pi_\phi(k \mid a))
+        \mathbb{E}[R_0\, s_{1,k}] = \sum_a \pi_\theta(a)\, R_0(a)\, \mathbb{1}[a = 1] \sum_{a'} \pi'(a' \mid a)\,\bigl(\mathbb{1}[a' = k] - \pi'(k \mid a)\bigr)
         = \pi_\theta(1)\, R_0(1) \cdot 0 = 0.
 
     The probabilities are symbols; their normalisation is a stated premise,
@@ -97,19 +97,19 @@ def past_reward_score_vanishes(K: int = 2) -> Derivation:
     """
     K = require_int("K", K, minimum=2)
     a, b = sp.symbols("a a'", integer=True, positive=True)  # b: the second decision a'
-    first, second = sp.IndexedBase(r"\pi_{\theta}", positive=True), sp.IndexedBase(r"\pi_{\phi}", positive=True)
+    first, second = sp.IndexedBase(r"\pi_{\theta}", positive=True), sp.IndexedBase(r"\pi'", positive=True)
     R0 = sp.Function("R_0", real=True)
     normalised = {second[1, K]: 1 - sum(second[1, j] for j in range(1, K))}
 
-    def score(k, after):  # coordinate k of the second decision's score with respect to phi^(1)
+    def score(k, after):  # coordinate k of the second decision's score with respect to theta^(1)
         return sp.KroneckerDelta(b, k) - second[after, k]
 
     d = Derivation(
         f"A past reward times a later score has mean zero (K = {K})",
         assumptions=[
-            r"$a \sim \pi_\theta$, then $a' \sim \pi_\phi(\cdot \mid a)$",
-            r"$\phi^{(a)}$: the logits of the second decision after the first action $a$",
-            r"$s_{1,k} = \delta_{a1}(\delta_{a'k} - \pi_\phi(k \mid 1))$: the score of step 1 with respect to $\phi^{(1)}$",
+            r"$a \sim \pi_\theta$, then $a' \sim \pi'(\cdot \mid a)$, with ${\pi'}_{a,a'} = \pi'(a' \mid a)$",
+            r"$\theta^{(a)}$: the logits of the second decision after the first action $a$",
+            r"$s_{1,k} = \mathbb{1}[a = 1]\,(\mathbb{1}[a' = k] - \pi'(k \mid 1))$: the score of step 1 with respect to $\theta^{(1)}$",
             r"$R_0$ depends on $a$ only",
             *[sp.Eq(k_, v) for k_, v in normalised.items()],
         ],
@@ -117,9 +117,9 @@ def past_reward_score_vanishes(K: int = 2) -> Derivation:
     d.step(
         sp.Matrix([sp.Sum(first[a] * second[a, b] * R0(a) * sp.KroneckerDelta(a, 1) * score(k, a), (b, 1, K), (a, 1, K)) for k in range(1, K + 1)]),
         sp.Matrix([first[1] * R0(1) * sp.Sum(second[1, b] * score(k, 1), (b, 1, K)) for k in range(1, K + 1)]),
-        r"only $a = 1$ touches $\phi^{(1)}$; sum over $a'$ inside",
+        r"only $a = 1$ touches $\theta^{(1)}$; sum over $a'$ inside",
     )
-    d.then(sp.zeros(K, 1), r"$\mathbb{E}[s_1 \mid a = 1] = \sum_{a'} \pi_\phi(a' \mid 1)(\delta_{a'k} - \pi_\phi(k \mid 1)) = 0$", facts=normalised)
+    d.then(sp.zeros(K, 1), r"$\mathbb{E}[s_1 \mid a = 1] = \sum_{a'} \pi'(a' \mid 1)\,(\mathbb{1}[a' = k] - \pi'(k \mid 1)) = 0$", facts=normalised)
     return d
 
 
@@ -202,8 +202,8 @@ def outcome_reward_to_go() -> Derivation:
     r"""With an outcome reward, the reward-to-go is the outcome at every step: :math:`R_{\ge t} = R`.
 
     An outcome reward is one number at the last step :math:`T - 1`,
-    :math:`R_u = R\, \delta_{u, T-1}`, so
-    :math:`R_{\ge t} = \sum_{u=t}^{T-1} R\,\delta_{u, T-1} = R` for every step
+    :math:`R_u = R\, \mathbb{1}[u = T-1]`, so
+    :math:`R_{\ge t} = \sum_{u=t}^{T-1} R\,\mathbb{1}[u = T-1] = R` for every step
     :math:`t \le T - 1` (written :math:`T - 1 = t + n`, :math:`n \ge 0`):
     causality has nothing to drop.
 
@@ -224,7 +224,7 @@ def outcome_reward_to_go() -> Derivation:
 
     d = Derivation(
         "An outcome reward is its own reward-to-go",
-        assumptions=[r"$R_u = R\,\delta_{u, T-1}$ (one reward, at the last step)", r"$T - 1 = t + n$, $n \ge 0$"],
+        assumptions=[r"$R_u = R\,\mathbb{1}[u = T-1]$ (one reward, at the last step)", r"$T - 1 = t + n$, $n \ge 0$"],
         unfold=unfold,
     )
     d.step(sp.Sum(r[u], (u, t, last)), sp.Sum(R * sp.KroneckerDelta(u, last), (u, t, last)), "outcome reward")

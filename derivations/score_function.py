@@ -68,7 +68,7 @@ def expected_score() -> Derivation:
 
     .. math::
 
-        \mathbb{E}_\pi[s_j] = \sum_a \pi_a (\delta_{aj} - \pi_j)
+        \mathbb{E}_\pi[s_j] = \sum_a \pi_a (\mathbb{1}[a = j] - \pi_j)
         = \pi_j - \pi_j \sum_a \pi_a = 0.
 
     Examples
@@ -90,9 +90,9 @@ def expected_score() -> Derivation:
     d.step(
         pol.expectation(pol.score),
         sp.Sum(pol.prob(a) * sp.KroneckerDelta(a, j), (a, 1, pol.K)) - pol.prob(j) * sp.Sum(pol.prob(a), (a, 1, pol.K)),
-        r"closed-form score $s_{j}(a) = \delta_{aj} - \pi_j$; linearity",
+        r"closed-form score $s_{j}(a) = \mathbb{1}[a = j] - \pi_j$; linearity",
     )
-    d.then(pol.prob(j) - pol.prob(j) * sp.Sum(pol.prob(a), (a, 1, pol.K)), r"the Kronecker delta picks $a = j$")
+    d.then(pol.prob(j) - pol.prob(j) * sp.Sum(pol.prob(a), (a, 1, pol.K)), r"the indicator picks $a = j$")
     d.then(sp.Integer(0), r"probabilities sum to one")
     return d
 
@@ -105,7 +105,7 @@ def log_derivative_trick() -> Derivation:
         \frac{\partial}{\partial\theta_j} \sum_a \pi_a R_a
         = \sum_a R_a \frac{\partial \pi_a}{\partial\theta_j}
         = \sum_a \pi_a R_a \frac{\partial \log\pi_a}{\partial\theta_j}
-        = \sum_a \pi_a R_a (\delta_{aj} - \pi_j).
+        = \sum_a \pi_a R_a (\mathbb{1}[a = j] - \pi_j).
 
     Examples
     --------

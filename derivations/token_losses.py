@@ -48,8 +48,8 @@ A = sp.Symbol("A", real=True)
 eps_l, eps_h = sp.symbols("varepsilon_l varepsilon_h", positive=True)
 c = sp.Symbol("C_d", positive=True)  # the dual-clip constant C_d: a cap on the ratio for A < 0 (C is every cap; d for dual)
 tau_pos, tau_neg = sp.symbols("tau_+ tau_-", positive=True)  # SAPO's temperatures for A > 0 and for A <= 0
-delta_l, delta_h = sp.symbols("delta_l delta_h", positive=True)  # GMPO's clip range in log space
-k, lam = sp.symbols("k lambda", positive=True)
+delta_l, delta_h = sp.symbols(r"\tilde\varepsilon_l \tilde\varepsilon_h", positive=True)  # GMPO's clip range, on log r
+k, lam = sp.symbols("k zeta", positive=True)  # VESPO's Gamma shape and rate (zeta: lambda is GAE's)
 beta = sp.Symbol("beta", positive=True)  # KL-Cov's coefficient
 tv_l, tv_h = sp.symbols("delta_l^TV delta_h^TV", positive=True)  # DPPO's trust region on the probability change
 c_is = sp.Symbol("C_IS", positive=True)  # verl DPPO's truncation of the stopped ratio (its clip_ratio_c)
@@ -82,11 +82,11 @@ def cispo(eps_low: object = 0.2) -> sp.Expr:
 
 
 def gamma_weight(x: sp.Expr) -> sp.Expr:
-    r"""VESPO's Gamma weight :math:`\phi(x) = x^k e^{\lambda(1 - x)}`, normalised so that :math:`\phi(1) = 1`.
+    r"""VESPO's Gamma weight :math:`\phi(x) = x^k e^{\zeta(1 - x)}`, normalised so that :math:`\phi(1) = 1`.
 
-    It is the density of a Gamma law (shape :math:`k + 1`, rate :math:`\lambda`)
+    It is the density of a Gamma law (shape :math:`k + 1`, rate :math:`\zeta`)
     up to a constant: it vanishes at :math:`x = 0` and as :math:`x \to \infty`
-    and peaks at :math:`x = k/\lambda`.
+    and peaks at :math:`x = k/\zeta`.
 
     Examples
     --------
@@ -119,7 +119,7 @@ def kl_cov(selected: object) -> sp.Expr:
 
 
 def sapo() -> sp.Expr:
-    r"""SAPO's soft gate :math:`-\frac{4}{\tau}\sigma(\tau(r - 1))A`, with :math:`\tau_+` where :math:`A > 0` and :math:`\tau_-` elsewhere (verl, TRL)."""
+    r"""SAPO's soft gate :math:`-\frac{4}{\tau}\operatorname{sigmoid}(\tau(r - 1))A`, with :math:`\tau_+` where :math:`A > 0` and :math:`\tau_-` elsewhere (verl, TRL)."""
     gate = lambda t: 4 / t / (1 + sp.exp(-t * (r - 1)))  # noqa: E731
     return sp.Piecewise((-gate(tau_pos) * A, A > 0), (-gate(tau_neg) * A, True))
 

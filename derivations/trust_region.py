@@ -74,14 +74,14 @@ __all__ = [
 ]
 
 delta = sp.Symbol("Delta", real=True)
-r"""The log-ratio :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}} = -\log r_{\mathrm{ref}}`."""
+r"""The log-ratio :math:`\log\pi - \log\pi_{\mathrm{ref}} = -\log r_{\mathrm{ref}}` (the symbol of :data:`k1`, :data:`k2`, :data:`k3`)."""
 
 k1 = delta
-r""":math:`k_1 = -\log r_{\mathrm{ref}} = \Delta`."""
+r""":math:`k_1 = -\log r_{\mathrm{ref}}`."""
 k2 = delta**2 / 2
-r""":math:`k_2 = \tfrac12 (\log r_{\mathrm{ref}})^2 = \tfrac12\Delta^2`."""
+r""":math:`k_2 = \tfrac12 (\log r_{\mathrm{ref}})^2`."""
 k3 = sp.exp(-delta) - 1 + delta
-r""":math:`k_3 = (r_{\mathrm{ref}} - 1) - \log r_{\mathrm{ref}} = e^{-\Delta} - 1 + \Delta`."""
+r""":math:`k_3 = (r_{\mathrm{ref}} - 1) - \log r_{\mathrm{ref}}`."""
 
 r_ref = sp.Symbol(r"r_{\mathrm{ref}}", positive=True)
 r"""The reference ratio :math:`r_{\mathrm{ref}} = \pi_{\mathrm{ref}}(a)/\pi(a)` of the KL estimators."""
@@ -368,7 +368,7 @@ def kl_estimator_gradients(K: int = 3) -> Derivation:
         \mathbb{E}_\pi[\nabla k_3] = \nabla\,\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi).
 
     Each gradient is a ``K``-vector over the logits; the softmax Jacobian
-    :math:`\partial\pi_a/\partial\theta_j = \pi_a(\delta_{aj} - \pi_j)` is checked
+    :math:`\partial\pi_a/\partial\theta_j = \pi_a(\mathbb{1}[a = j] - \pi_j)` is checked
     first, with :math:`\pi_a` unfolded into :math:`e^{\theta_a}/\sum_b e^{\theta_b}`
     for any number of actions; every later step differentiates through that
     Jacobian and is an identity in positive symbols :math:`\pi_a, \pi_{\mathrm{ref},a}`

@@ -39,8 +39,23 @@ extensions = [
     "sphinx_copybutton",
     "sphinx_togglebutton",
     "derivation_directive",
+    "check_report",
+    "notation",
+    "check_widths",
+    "scan_site",
     "site_layout",
 ]
+
+# every derivation is measured in headless Chromium at 1,280 and 390 px after the build
+# (docs/_ext/check_widths.py): "auto" measures when chromium is installed, "require" (CI) also
+# fails when it is not, "off" skips it
+check_widths = os.environ.get("PGI_CHECK_WIDTHS", "auto")
+
+# the notation registry (derivations/symbols.py), checked by the build (docs/_ext/notation.py):
+# a docstring on the API page uses the letters of its topic's page
+notation_module_pages = {"iid_groups": "group_baselines", "policy": "score_function", "methods": "losses"}
+# the changelog names the letters that changed, each from its own page
+notation_exempt_pages = ["notation", "changelog"]
 
 exclude_patterns = ["_build"]
 templates_path = ["_templates"]

@@ -7,8 +7,8 @@ derived in :mod:`derivations` are imported from there, never retyped.
 
 Importing ``numeric`` changes no global state: the batched helpers follow the
 device and dtype of their inputs, so they drop into a trainer.  The checks run
-in fp64 whatever the default (:func:`run_suites`); the course notebooks, which
-rely on a float64 default, import :mod:`numeric.course` instead.
+in fp64 whatever the default (:func:`run_suites`); code that relies on a
+float64 default imports :mod:`numeric.course` instead.
 
 Map
 ---

@@ -1,9 +1,9 @@
 r"""Baselines on the toy LM: unbiasedness, the exact variance, the optimal baseline, the estimator in code.
 
 Every formula here is taken from :mod:`derivations.baselines` by
-``lambdify``: the variance quadratic :math:`\operatorname{Var}(b) = A_0 - 2bA_1
-+ b^2 A_2 - \lVert\nabla J\rVert^2`, the optimal baseline :math:`b^* =
-A_1/A_2`, the improving interval solved by the CAS, and the bias
+``lambdify``: the variance quadratic :math:`\operatorname{Var}(b) = \alpha_0 - 2b\alpha_1
++ b^2 \alpha_2 - \lVert\nabla J\rVert^2`, the optimal baseline :math:`b^* =
+\alpha_1/\alpha_2`, the improving interval solved by the CAS, and the bias
 :math:`-\pi_j(b_j - \mathbb{E}_\pi[b])` of an action-dependent baseline.  The
 coefficients :math:`A_k = \mathbb{E}[R^{2-k}\lVert s\rVert^2]` are exact sums
 over the enumerated responses, with :math:`\lVert s(o)\rVert^2 =
@@ -179,7 +179,7 @@ def _reach_probability(lm: TinyLM, theta: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class VarianceTerms:
-    r"""The coefficients of :math:`\operatorname{Var}(b) = A_0 - 2bA_1 + b^2A_2 - \lVert\nabla J\rVert^2` (:func:`variance_terms`)."""
+    r"""The coefficients of :math:`\operatorname{Var}(b) = \alpha_0 - 2b\alpha_1 + b^2\alpha_2 - \lVert\nabla J\rVert^2` (:func:`variance_terms`): ``A_0`` holds :math:`\alpha_0`, and so on."""
 
     A_0: float
     A_1: float
@@ -188,7 +188,7 @@ class VarianceTerms:
 
 
 def variance_terms(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor) -> VarianceTerms:
-    r"""The exact coefficients of :math:`\operatorname{Var}(b)`: :math:`A_0, A_1, A_2, \lVert\nabla J\rVert^2`.
+    r"""The exact coefficients of :math:`\operatorname{Var}(b)`: :math:`\alpha_0, \alpha_1, \alpha_2, \lVert\nabla J\rVert^2` (fields ``A_0``, ``A_1``, ``A_2``, ``grad_sq``).
 
     .. math::
 
@@ -244,7 +244,7 @@ def baseline_variance(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor, b:
 
     .. math::
 
-        \operatorname{Var}(b) = A_0 - 2bA_1 + b^2 A_2 - \lVert\nabla J\rVert^2
+        \operatorname{Var}(b) = \alpha_0 - 2b\alpha_1 + b^2 \alpha_2 - \lVert\nabla J\rVert^2
 
     (:func:`derivations.baselines.variance_quadratic`, lambdified; ``b`` may
     be a float or a numpy array of baselines).
@@ -278,7 +278,7 @@ def optimal_baseline(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor) -> 
     ------
     ValueError
         At a deterministic policy (every :math:`\pi_\theta(\cdot\mid h)` one-hot in
-        fp64, so :math:`A_2 = 0`): every score vanishes, every baseline gives
+        fp64, so :math:`\alpha_2 = 0`): every score vanishes, every baseline gives
         variance 0, and :math:`b^*` is undefined (no limit is taken).
 
     Examples
@@ -519,13 +519,15 @@ def cross_checks() -> None:
     check("binary R: b* > E[R] exactly when E[||s||^2 | R=1] > E[||s||^2 | R=0] (mismatches)", float((success > failure) != (b_star > ER)), 0.0)
 
     # the two-armed bandit: the derived closed form against the definition, non-binary rewards
-    closed_form = sp.lambdify(sp.symbols("p R_1 R_2"), derived.bandit_optimal_baseline_formula())
+    formula = derived.bandit_optimal_baseline_formula()
+    R1, R2, p_ = sorted(formula.free_symbols, key=str)  # R(1), R(2), p
+    closed_form = sp.lambdify((p_, R1, R2), formula, dummify=True)
     worst = 0.0
     for prob, R1, R2 in ((0.1, 2.0, -0.5), (0.7, 1.0, 3.0)):
         pi = torch.tensor([prob, 1 - prob])
         norms = ((torch.eye(2) - pi) ** 2).sum(1)
         worst = max(worst, abs(closed_form(prob, R1, R2) - float(pi @ (torch.tensor([R1, R2]) * norms) / (pi @ norms))))
-    check("bandit: b* closed form (1-p)R_1 + pR_2 == E[R||s||^2]/E||s||^2 (R = (2, -0.5), (1, 3))", worst, 1e-15)
+    check("bandit: b* closed form (1-p)R(1) + pR(2) == E[R||s||^2]/E||s||^2 (R = (2, -0.5), (1, 3))", worst, 1e-15)
 
     # §4 the estimator in code
     gen = torch.Generator().manual_seed(11)

@@ -41,7 +41,7 @@ import torch
 
 from derivations.variants import NotPermutationEquivariant
 
-from .variants import GroupedAdvantageReport, PolicyLossReport, check_grouped_advantage, check_loss_execution, check_policy_loss
+from .variants import GroupedAdvantageReport, PolicyLossReport, check_grouped_advantage, check_policy_loss
 
 __all__ = ["load_function", "main", "parse_fixed"]
 
@@ -151,9 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         fn = load_function(args.target)
         if args.kind == "loss":
             names = {role: str(name) for role, name in parse_fixed(args.names).items()}
-            report = check_policy_loss(fn, names=names, dtype=getattr(torch, args.dtype), **fixed)
-            if args.execution is not None:
-                execution = check_loss_execution(fn, names=names, **_execution(args.execution), **fixed)
+            report = check_policy_loss(fn, names=names, dtype=getattr(torch, args.dtype),
+                                       execution=None if args.execution is None else _execution(args.execution), **fixed)
+            execution = report.execution
         else:
             if args.execution is not None:
                 raise ValueError("--execution applies to --kind loss")
@@ -168,8 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE
     holds = report.holds(args.expect)
     if args.json:
-        more = {} if execution is None else {"execution": execution.as_dict()}  # the execution's own "holds" inside
-        print(json.dumps({**report.as_dict(), "expect": args.expect, "holds": holds, **more}, indent=2, default=str))
+        print(json.dumps({**report.as_dict(), "expect": args.expect, "holds": holds}, indent=2, default=str))  # "execution": its own "holds"
     else:
         print(report)
         print(("OK: " if holds else "FAIL: ") + ("as expected" if args.expect is None else f"expected {args.expect}"))

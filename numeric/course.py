@@ -1,7 +1,7 @@
 """The course's environment, as a drop-in module: ``from numeric.course import *``.
 
-The course notebooks were written against a helper module that made float64
-torch's default dtype and exported every function by name.  Importing this
+Code written against a float64 default (notebooks that made float64 torch's
+default dtype and named every function directly) imports this module.  Importing this
 module does both: it sets the default dtype to ``torch.float64`` (a global
 change, which is why :mod:`numeric` itself does not make it) and re-exports
 everything in ``numeric.__all__``, with :class:`TinyLM` answering to the

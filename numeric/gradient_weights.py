@@ -95,11 +95,9 @@ def gradient_weight(method: str, ratio: ArrayT, advantages: Array, **params: flo
 
     .. math::
 
-        w_{\mathrm{PPO}} = r\,\mathbb 1\bigl[(A > 0,\ r \le 1+\varepsilon_h) \lor (A < 0,\ r \ge 1-\varepsilon_l)\bigr],
-        \quad
-        w_{\mathrm{CISPO}} = \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\ \ (\min(r, 1+\varepsilon_h) \text{ with } \varepsilon_l = \texttt{None}),
-        \quad
-        w_{\mathrm{IS}} = r;
+        &w_{\mathrm{PPO}} = r\,\mathbb 1\bigl[(A > 0,\ r \le 1+\varepsilon_h) \lor (A < 0,\ r \ge 1-\varepsilon_l)\bigr], \\
+        &w_{\mathrm{CISPO}} = \mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\ \ (\min(r, 1+\varepsilon_h) \text{ with } \varepsilon_l = \texttt{None}),
+        \qquad w_{\mathrm{IS}} = r;
 
     PPO with ``dual_clip`` :math:`C_d` also silences :math:`A < 0,\ r > C_d`.  The
     formula is :func:`derivations.losses.weight` of the form
@@ -110,9 +108,11 @@ def gradient_weight(method: str, ratio: ArrayT, advantages: Array, **params: flo
     ----------
     method : str
         A per-token method of :data:`derivations.methods.METHODS` (not GSPO or GMPO).
-    ratio, advantages : numpy array or torch tensor
-        Aligned; ratios :math:`\ge 0` (0 and ``inf``, an exp that under- or
-        overflowed, are ratios too), advantages finite.
+    ratio : numpy array or torch tensor
+        The importance ratios :math:`r \ge 0` (0 and ``inf``, an exp that under-
+        or overflowed, are ratios too).
+    advantages : numpy array or torch tensor
+        The advantages :math:`A`, finite, aligned with ``ratio``.
     **params
         The method's parameters, as :func:`numeric.policy_loss` takes them
         (``eps_low``, ``eps_high``, ``dual_clip``, ``sapo_tau``), checked the same way.
@@ -166,12 +166,16 @@ def ppo_clipped_terms(ratio: ArrayT, advantages: Array, *, eps_low: float = 0.2,
 
     Parameters
     ----------
-    ratio, advantages : numpy array or torch tensor
-        Aligned; ratios :math:`\ge 0` (0 and ``inf`` allowed: :math:`u = rA` is
-        then 0 where :math:`A = 0`, its exact value), advantages finite.
-        Differentiable in ``ratio``.
-    eps_low, eps_high : float
-        :math:`\varepsilon_l \in [0, 1]`, :math:`\varepsilon_h \ge 0`, checked as :func:`numeric.policy_loss` checks them.
+    ratio : numpy array or torch tensor
+        The ratios :math:`r \ge 0` (0 and ``inf`` allowed: the unclipped term
+        :math:`rA` is then 0 where :math:`A = 0`, its exact value); the terms are
+        differentiable in it.
+    advantages : numpy array or torch tensor
+        The advantages :math:`A`, finite, aligned with ``ratio``.
+    eps_low : float
+        :math:`\varepsilon_l \in [0, 1]`, the clip's low side, checked as :func:`numeric.policy_loss` checks it.
+    eps_high : float
+        :math:`\varepsilon_h \ge 0`, the clip's high side.
 
     Returns
     -------
@@ -229,10 +233,10 @@ def ppo_diagnostics(log_prob: Array, old_log_prob: Array, advantages: Array, mas
 
     .. math::
 
-        \mathtt{ratio\_outside} = \overline{\mathbb 1[r \notin [1-\varepsilon_l, 1+\varepsilon_h]]},\quad
-        \mathtt{active\_clip} = \overline{\mathbb 1[\min(rA, \mathrm{clip}(r)A) < rA]},\quad
-        \mathtt{kl} = \overline{(r - 1) - \log r},\quad
-        \mathtt{mean\_log\_ratio} = \overline{\log r}.
+        &\mathtt{ratio\_outside} = \operatorname{mean}\,\mathbb 1[r \notin [1-\varepsilon_l, 1+\varepsilon_h]], \qquad
+        \mathtt{active\_clip} = \operatorname{mean}\,\mathbb 1[\min(rA, \mathrm{clip}(r)A) < rA], \\
+        &\mathtt{kl} = \operatorname{mean}\,\bigl((r - 1) - \log r\bigr), \qquad
+        \mathtt{mean\_log\_ratio} = \operatorname{mean}\,\log r.
 
     ``kl`` is :math:`k_3` (:func:`numeric.losses.kl_estimate`, the one definition of
     the estimators): non-negative for every batch and unbiased for
@@ -241,13 +245,20 @@ def ppo_diagnostics(log_prob: Array, old_log_prob: Array, advantages: Array, mas
 
     Parameters
     ----------
-    log_prob, old_log_prob, advantages : numpy array or torch tensor
-        Aligned; finite where ``mask`` is 1.
+    log_prob : numpy array or torch tensor
+        :math:`\log\pi_\theta` of each token, finite where ``mask`` is 1.
+    old_log_prob : numpy array or torch tensor
+        :math:`\log\pi_{\mathrm{old}}` of each token, aligned, finite where ``mask`` is 1.
+    advantages : numpy array or torch tensor
+        The advantages, aligned, finite where ``mask`` is 1.
     mask : numpy array or torch tensor, optional
         0/1 or boolean, aligned; ``None`` keeps every token.  At least one token
         must be kept (a mean over no token has no value, so an all-masked batch
         raises).  Masked slots may hold anything.
-    eps_low, eps_high : float
+    eps_low : float
+        The clip's low side :math:`\varepsilon_l`, as in :func:`numeric.policy_loss`.
+    eps_high : float
+        The clip's high side :math:`\varepsilon_h`.
 
     Returns
     -------
@@ -307,10 +318,18 @@ def ppo_loss(log_prob: ArrayT, old_log_prob: Array, advantages: Array, mask: Arr
     ----------
     log_prob : numpy array or torch tensor
         ``[batch, time]`` :math:`\log\pi_\theta`; the loss is differentiable in it.
-    old_log_prob, advantages, mask : same shape
-        :math:`\log\pi_{\text{old}}`, advantages (``[batch]`` or aligned), 0/1 or boolean mask (required).
-    eps_low, eps_high, dual_clip : float
-        As in :func:`numeric.policy_loss`.
+    old_log_prob : numpy array or torch tensor
+        ``[batch, time]`` :math:`\log\pi_{\text{old}}` of each token (detached).
+    advantages : numpy array or torch tensor
+        ``[batch]`` (one per sequence, broadcast) or ``[batch, time]``.
+    mask : numpy array or torch tensor
+        ``[batch, time]`` 0/1 or boolean response mask (required).
+    eps_low : float
+        The clip's low side :math:`\varepsilon_l`, as in :func:`numeric.policy_loss`.
+    eps_high : float
+        The clip's high side :math:`\varepsilon_h`.
+    dual_clip : float, optional
+        The dual-clip constant :math:`C_d`, as in :func:`numeric.policy_loss`.
 
     Examples
     --------
@@ -357,8 +376,10 @@ def fork_token(method: str, *, steps: int = 16, lr: float = 30.0, p_rare: float 
     lr : float
     p_rare : float
         :math:`\pi_{\text{old}}` of the rare token, in (0, 1).
-    eps_low, eps_high : float
-        The clip range, checked as :func:`numeric.policy_loss` checks it (``eps_low=None``: CISPO's cap).
+    eps_low : float or None
+        The clip's low side, checked as :func:`numeric.policy_loss` checks it (``None``: CISPO's one-sided cap).
+    eps_high : float
+        The clip's high side.
 
     Returns
     -------

@@ -7,10 +7,10 @@ dimension, any leading dimensions are batch):
 
 Exact expectations over a group of :math:`G` i.i.d. answers of a
 :class:`~numeric.TinyLM`: :func:`group_advantage_weights` computes, for each
-reward value :math:`v`, :math:`\mathbb{E}[A_1 \mid R_1 = v]` from the
+reward value :math:`y`, :math:`\mathbb{E}[A_1 \mid R_1 = y]` from the
 distribution of the *other* answers' rewards.  Those :math:`G - 1` rewards
 enter any group estimator only through how many of them take each distinct
-value :math:`v_1, \dots, v_m`; their counts are the :math:`(G-1)`-fold
+value :math:`y_1, \dots, y_m`; their counts are the :math:`(G-1)`-fold
 convolution of one answer's reward distribution, a multinomial, so the cost is
 :math:`\binom{G + m - 2}{m - 1}` groups instead of :math:`N^G` tuples
 (:math:`G` groups for a binary reward).  :func:`exact_group_gradient` turns
@@ -372,22 +372,22 @@ def _require_equivariant(advantages: Advantages, groups: torch.Tensor, A: torch.
 
 
 def group_advantage_weights(values: ArrayT, probs: Array, G: int, advantages: Advantages, *, chunk: int = CHUNK) -> ArrayT:
-    r"""Exact :math:`a(v) = \mathbb{E}[A_1 \mid R_1 = v]` for a group of :math:`G` i.i.d. answers.
+    r"""Exact :math:`\bar A(y) = \mathbb{E}[A_1 \mid R_1 = y]` for a group of :math:`G` i.i.d. answers.
 
     The other :math:`G-1` answers' rewards take the distinct values
-    :math:`v_1..v_m` with counts :math:`c \sim \mathrm{Multinomial}(G-1, q)`,
+    :math:`y_1..y_m` with counts :math:`n \sim \mathrm{Multinomial}(G-1, q)`,
     the :math:`(G-1)`-fold convolution of one answer's law:
 
     .. math::
 
-        a(v) = \sum_{c} \frac{(G-1)!}{\prod_k c_k!} \prod_k q_k^{c_k}\;
-        A_1\bigl(v, \underbrace{v_1, \dots, v_1}_{c_1}, \dots, \underbrace{v_m, \dots, v_m}_{c_m}\bigr).
+        \bar A(y) = \sum_{n} \frac{(G-1)!}{\prod_k n_k!} \prod_k q_k^{n_k}\;
+        A_1\bigl(y, \underbrace{y_1, \dots, y_1}_{n_1}, \dots, \underbrace{y_m, \dots, y_m}_{n_m}\bigr).
 
     Each group is evaluated once, as a whole: the group with counts
-    :math:`c'` (sorted by value) holds, at the first answer with value
-    :math:`v_j`, the advantage :math:`A_1(v_j \mid c' - e_j)`, so the
+    :math:`n'` (sorted by value) holds, at the first answer with value
+    :math:`y_j`, the advantage :math:`A_1(y_j \mid n' - \mathbf{e}_j)`, so the
     :math:`\binom{G+m-1}{m-1}` groups give every term (not
-    :math:`m\binom{G+m-2}{m-1}` groups, one per value of answer 1).  They are
+    :math:`m\binom{G+m-2}{m-1}` groups, one per value of the answer labelled 1).  They are
     streamed to ``advantages`` in batches of at most ``chunk`` rewards (at
     least one group), so memory stays near ``chunk`` however many groups there
     are; the terms are kept and summed once at the end, so the result does not
@@ -464,7 +464,7 @@ def exact_group_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.Tensor,
     r"""``[P]`` exact :math:`\mathbb{E}[A_1 s_1]` for a group of :math:`G` i.i.d. answers of ``lm``.
 
     By symmetry this is also :math:`\mathbb{E}\bigl[\frac1G \sum_i A_i s_i\bigr]`.
-    Conditioning on answer 1, :math:`\mathbb{E}[A_1 s_1] = \mathbb{E}_{o}[a(R(o))\, s(o)]`
+    Conditioning on the answer labelled 1, :math:`\mathbb{E}[A_1 s_1] = \mathbb{E}_{o}[a(R(o))\, s(o)]`
     with :math:`a` from :func:`group_advantage_weights`.
 
     Examples
@@ -523,7 +523,7 @@ def brute_force_group_gradient(lm: TinyLM, theta: torch.Tensor, rewards: torch.T
 
 
 def _tuples(values: torch.Tensor, G: int) -> torch.Tensor:
-    """``[N^G, G]``: the values of every ``G``-tuple of the ``N`` answers, answer 1 varying slowest.
+    """``[N^G, G]``: the values of every ``G``-tuple of the ``N`` answers, the answer labelled 1 varying slowest.
 
     Broadcast from ``values`` (what indexing it by the tuples of indices gives, without the index table).
     """

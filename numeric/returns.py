@@ -152,13 +152,24 @@ def gae_advantages(
 
     Parameters
     ----------
-    rewards, value, next_value : numpy.ndarray or torch.Tensor
-        ``[..., T]``; ``next_value[t]`` is the value of the observation after step ``t``.
-        The result has ``rewards``'s kind, device and dtype.
-    terminated, trace_cut : boolean numpy.ndarray or torch.Tensor
-        ``[..., T]``; ``terminated`` implies ``trace_cut``.
-    gamma, lam : float
-        In :math:`[0, 1]`.
+    rewards : numpy.ndarray or torch.Tensor
+        ``[..., T]`` finite per-step rewards :math:`R_t`.  The result has
+        ``rewards``'s kind, device and dtype.
+    value : numpy.ndarray or torch.Tensor
+        ``[..., T]`` the critic's :math:`V_t`, the value of the observation
+        before step ``t`` (finite).
+    next_value : numpy.ndarray or torch.Tensor
+        ``[..., T]`` :math:`V'_t`, the value of the observation after step
+        ``t`` (finite); used only where ``terminated`` is False.
+    terminated : boolean numpy.ndarray or torch.Tensor
+        ``[..., T]`` :math:`d_t`: no continuation after step ``t`` (no bootstrap).
+    trace_cut : boolean numpy.ndarray or torch.Tensor
+        ``[..., T]`` :math:`\chi_t`: the next array entry is not this
+        trajectory's next step (the recursion stops); implied by ``terminated``.
+    gamma : float
+        The discount :math:`\gamma \in [0, 1]`.
+    lam : float
+        The GAE parameter :math:`\lambda \in [0, 1]`.
 
     References
     ----------

@@ -1,4 +1,4 @@
-r"""Trust-region numbers: CISPO's clip bias and its bound, the TV bound per prefix, KL estimators.
+r"""Trust-region numbers: how far CISPO's cap moves the gradient and its bound, the TV bound per prefix, KL estimators.
 
 The KL estimators :math:`k_1, k_2, k_3` are the expressions of
 :mod:`derivations.trust_region`, lambdified for torch (so they stay
@@ -6,9 +6,9 @@ differentiable) and applied elementwise to log-probabilities.  The suite
 ``trust_region`` checks, on :class:`~numeric.TinyLM` at the perturbed
 :math:`\theta` of the gradient-weights suite:
 
-* CISPO's bias, :math:`-\mathbb{E}_{\text{old}}[\sum_t (r_t - 1 - \varepsilon)_+ A\, s_t]`,
+* CISPO's shift from token IS, :math:`-\mathbb{E}_{\text{old}}[\sum_t (r_t - 1 - \varepsilon)_+ A\, s_t]`,
   against autograd, and its bound, for several :math:`\varepsilon`;
-* :math:`\mathbb{E}_{\mu}[(r - C)_+] = \sum_a(\pi_a - C\mu_a)_+ \le \mathrm{TV}(\pi, \mu)` at every prefix, for caps :math:`C`;
+* :math:`\mathbb{E}_{\mu}[(\rho - C)_+] = \sum_a(\pi_a - C\mu_a)_+ \le \mathrm{TV}(\pi, \mu)` at every prefix, for caps :math:`C`;
 * the means and the expected loss gradients of :math:`k_1, k_2, k_3` at every prefix.
 """
 
@@ -36,17 +36,19 @@ __all__ = ["clip_excess", "kl_k1", "kl_k2", "kl_k3"]
 
 
 def kl_k1(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None) -> ArrayT:
-    r""":math:`k_1 = -\log r = \log\pi - \log\pi_{\mathrm{ref}}`, elementwise.
+    r""":math:`k_1 = -\log r_{\mathrm{ref}} = \log\pi - \log\pi_{\mathrm{ref}}`, with :math:`r_{\mathrm{ref}} = \pi_{\mathrm{ref}}/\pi`, elementwise.
 
     With :math:`a \sim \pi` it is unbiased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`
     but takes both signs; as a loss its expected gradient is 0.
 
     Parameters
     ----------
-    log_prob, ref_log_prob : numpy array or torch tensor
-        Aligned, finite where ``mask`` is 1: :math:`\log\pi(a)` of the sampling
-        policy and :math:`\log\pi_{\mathrm{ref}}(a)`.  The result has
-        ``log_prob``'s kind, device and dtype.
+    log_prob : numpy array or torch tensor
+        :math:`\log\pi(a)` of the sampling policy, finite where ``mask`` is 1.
+        The result has ``log_prob``'s kind, device and dtype.
+    ref_log_prob : numpy array or torch tensor
+        :math:`\log\pi_{\mathrm{ref}}(a)` of the reference, aligned with
+        ``log_prob``, finite where ``mask`` is 1.
     mask : numpy array or torch tensor, optional
         0/1 or boolean, aligned.  Masked slots may hold anything (``-inf``,
         padding sentinels); the estimate there is 0, with a zero gradient.
@@ -68,7 +70,7 @@ def kl_k1(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None) -> A
 
 
 def kl_k2(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None) -> ArrayT:
-    r""":math:`k_2 = \tfrac12 (\log r)^2`, elementwise.
+    r""":math:`k_2 = \tfrac12 (\log r_{\mathrm{ref}})^2`, elementwise.
 
     Non-negative, biased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})` at third
     order; as a loss its expected gradient is :math:`\nabla\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`.
@@ -84,14 +86,13 @@ def kl_k2(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None) -> A
 
 
 def kl_k3(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None) -> ArrayT:
-    r""":math:`k_3 = (r - 1) - \log r`, :math:`r = \pi_{\mathrm{ref}}/\pi`, elementwise.
+    r""":math:`k_3 = (r_{\mathrm{ref}} - 1) - \log r_{\mathrm{ref}}`, :math:`r_{\mathrm{ref}} = \pi_{\mathrm{ref}}/\pi`, elementwise.
 
     Non-negative and unbiased for :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`;
     as a loss its expected gradient is :math:`\nabla\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi)`.
-    Computed as :math:`\operatorname{expm1}(-\Delta) + \Delta` with
-    :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}}`, so a float32 :math:`\Delta`
-    of :math:`10^{-3}` keeps about four digits of :math:`k_3 \approx \Delta^2/2`
-    (``exp`` would keep none).
+    Computed as :math:`\operatorname{expm1}(\log r_{\mathrm{ref}}) - \log r_{\mathrm{ref}}`,
+    so a float32 log-ratio of :math:`10^{-3}` keeps about four digits of
+    :math:`k_3 \approx (\log r_{\mathrm{ref}})^2/2` (``exp`` would keep none).
 
     Examples
     --------
@@ -135,11 +136,11 @@ _EXCESS = sp.lambdify((tr.ratio, tr.epsilon), tr.clip_excess, modules=[{"Max": l
 
 
 def cispo_bias(eps: float) -> tuple[torch.Tensor, float]:
-    r"""``(bias, bound)`` of CISPO on the toy LM of :func:`~numeric.gradient_weights.setting`.
+    r"""``(shift, bound)``: how far CISPO's cap moves the token-IS gradient, on the toy LM of :func:`~numeric.gradient_weights.setting`.
 
     .. math::
 
-        \mathrm{bias} = -\sum_{o,t} \pi_{\text{old}}(o)\,(r_t - 1 - \varepsilon)_+ A\, s_t,
+        \mathrm{shift} = -\sum_{o,t} \pi_{\text{old}}(o)\,(r_t - 1 - \varepsilon)_+ A\, s_t,
         \qquad
         \mathrm{bound} = \sum_{o,t} \pi_{\text{old}}(o)\,(r_t-1-\varepsilon)_+ |A|\,\lVert s_t\rVert,
 
@@ -148,8 +149,8 @@ def cispo_bias(eps: float) -> tuple[torch.Tensor, float]:
     Examples
     --------
     >>> from numeric.trust_region import cispo_bias
-    >>> bias, bound = cispo_bias(0.28)
-    >>> float(bias.norm()) <= bound
+    >>> shift, bound = cispo_bias(0.28)
+    >>> float(shift.norm()) <= bound
     True
     """
     s = setting()
@@ -210,15 +211,15 @@ def cross_checks() -> None:
     """000 section 4 and the KL estimators, on TinyLM(V=4, L=4, seed=0) at the perturbed theta."""
     s = setting()
     lm, th = s.lm, s.theta
-    # CISPO bias: derived formula vs autograd, and its bound
+    # CISPO's shift from token IS: derived formula vs autograd, and its bound
     norms = token_score_tensor(lm, th).norm(dim=-1)  # [N, L] ||s_t||, dense
     r_now, _ = s.ratio(th)
     bound_gap = 0.0
     for eps in (0.05, 0.1, 0.28):
         bias, bound = cispo_bias(eps)
         autograd_bias = -(s.grad("cispo_cap", th, eps_high=eps) - s.grad("is", th))
-        check(f"CISPO bias -E[sum_t (r-1-eps)+ A s_t] == autograd (eps_high = {eps})", maxabs(bias, autograd_bias), 1e-15)
-        check(f"||bias|| <= sum_t E[(r-1-eps)+ |A| ||s_t||] (eps_high = {eps}; excess)", max(0.0, float(bias.norm()) - bound), 0.0)
+        check(f"CISPO - token IS: shift -E[sum_t (r-1-eps)+ A s_t] == autograd (eps_high = {eps})", maxabs(bias, autograd_bias), 1e-15)
+        check(f"||shift|| <= sum_t E[(r-1-eps)+ |A| ||s_t||] (eps_high = {eps}; excess)", max(0.0, float(bias.norm()) - bound), 0.0)
         dense = float((s.q[:, None] * clip_excess(r_now.detach(), eps_high=eps) * lm.mask * s.A.abs() * norms).sum())
         bound_gap = max(bound_gap, abs(bound - dense))
     check("the bound == the dense sum over (o, t) with ||s_t|| of the [N, L, P] token scores (eps_high = 0.05, 0.1, 0.28)", bound_gap, 1e-15)
@@ -227,12 +228,12 @@ def cross_checks() -> None:
     pi, mu = per_prefix(th, s.theta_old)
     tv = 0.5 * (pi - mu).abs().sum(-1)
     at_one = (mu * clip_excess(pi / mu, eps_high=0.0)).sum(-1)
-    check("C = 1: E_mu[(r-1)+] == TV(pi, mu) = sum|pi - mu| / 2 at every prefix (the bound is tight)", maxabs(at_one, tv), 1e-15)
+    check("C = 1: E_mu[(rho-1)+] == TV(pi, mu) = sum|pi - mu| / 2 at every prefix (the bound is tight)", maxabs(at_one, tv), 1e-15)
     for C in (1.05, 1.28, 2.0):
         _, violation = tv_gap(C)
-        check(f"E_mu[(r-C)+] <= TV(pi, mu) at every prefix (C = {C}; max violation, rounding only)", max(0.0, violation), 1e-15)
+        check(f"E_mu[(rho-C)+] <= TV(pi, mu) at every prefix (C = {C}; max violation, rounding only)", max(0.0, violation), 1e-15)
     below = (mu * (pi / mu - 0.5).clamp(min=0)).sum(-1) - tv
-    check("C = 1/2 < 1: the bound fails at some prefix (1 if E_mu[(r-C)+] <= TV everywhere)", float(bool((below <= 0).all())), 0.0)
+    check("C = 1/2 < 1: the bound fails at some prefix (1 if E_mu[(rho-C)+] <= TV everywhere)", float(bool((below <= 0).all())), 0.0)
     # KL estimators at every prefix: pi = current, pi_ref = old
     pi, ref = per_prefix(th, s.theta_old)
     kl = torch.distributions.kl_divergence(torch.distributions.Categorical(probs=pi), torch.distributions.Categorical(probs=ref))

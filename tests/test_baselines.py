@@ -74,7 +74,7 @@ def rendered(call: str) -> str:
 def test_the_optimal_baseline_derivation_rejects_R_where_R_squared_belongs(verified_derivation):
     """b* = A0/A2 (R^2 where R belongs) or A1/A0 must fail the argmin step and the expectation step."""
     d = verified_derivation(rendered("optimal_baseline()"))
-    A0, A1, A2 = (sp.Symbol(f"A_{k}", positive=(k == 2), real=True) for k in range(3))
+    A0, A1, A2 = (sp.Symbol(f"alpha_{k}", positive=(k == 2), real=True) for k in range(3))
     assert d.steps[0].rhs == A1 / A2 and d.verified
     sums = derived.variance_coefficients()
     for index, wrong in ((0, A0 / A2), (0, A1 / A0), (0, 2 * A1 / A2), (1, sums[0] / sums[2]), (1, sums[2] / sums[1])):

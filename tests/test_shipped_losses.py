@@ -174,7 +174,7 @@ def test_a_float32_run_and_its_float64_twin_state_the_same_facts(name):
     assert same(double) == same(single)
 
 
-@pytest.mark.parametrize("name", ["skyrl_regular", "slime_gspo", "areal_decoupled_rejection", "prime_rl_default"])
+@pytest.mark.parametrize("name", CASES)
 def test_the_command_prints_the_same_report_as_the_api(name, capsys):
     code = main(["check", f"{SHIPPED}:{name}", "--kind", "loss", "--dtype", "float32", "--json"])
     out = json.loads(capsys.readouterr().out)

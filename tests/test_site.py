@@ -81,6 +81,9 @@ def test_code_is_not_prose():
         ('<iframe src="http://example.org/"></iframe>', "network"),
         ('<img src="a.png" srcset="a.png 1x, https://example.org/a2.png 2x" alt="a" />', "network"),
         ("<style>@import url('https://fonts.googleapis.com/css2?family=Roboto');</style>", "network"),
+        ("<p>The first row is row 1; rows 2 and 3 follow.</p>", "indexing"),
+        ("<p>Turn 1 samples, turn 2 is scored.</p>", "indexing"),
+        ("<p>answers 1 to 4</p>", "indexing"),
     ],
 )
 def test_each_seeded_defect_is_reported(body, kind):
@@ -287,3 +290,27 @@ def test_a_long_word_with_equals_may_break_after_it():
     site_layout.break_after_equals(None, tree, "losses")
     (wbr,) = tree.findall(nodes.raw)
     assert wbr.astext() == "<wbr>" and wbr.parent.astext() == "norm=<wbr>num_items_in_batch"
+
+
+@pytest.mark.parametrize("body", [
+    "<p>The first row is row 0; rows 1 and 2 follow.</p>",
+    "<p>turn 0, then turn 1</p>",
+    "<p>the answer labelled 1 of the symbolic group</p>",  # a label, not a position
+    "<p>the array <code>row 1</code></p>",  # code is not prose
+    '<p><span class="math notranslate nohighlight">\\(\\text{row } 1\\)</span></p>',  # nor is math
+])
+def test_indexing_from_zero_and_labels_pass(body):
+    assert kinds(page(body)) == []
+
+
+def test_every_citation_is_on_the_references_page(tmp_path):
+    root = site(tmp_path, {
+        "index.html": page(title="pg-identities", exercises=False),
+        "baselines.html": page("<p>As Cui et al. show (arXiv:2505.22617), and Gao et al. (arXiv:2511.20347).</p>"),
+        "references.html": page("<p>Cui, G. et al. The entropy mechanism. arXiv:2505.22617.</p>",
+                                title="References", exercises=False),
+    })
+    assert scan_site.scan_site(root) == [
+        ("baselines.html", "citation", "arXiv:2511.20347 is cited but the References page does not list it"),
+        ("baselines.html", "citation", "'Gao et al.' is cited but the References page does not list Gao"),
+    ]

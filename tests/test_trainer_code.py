@@ -434,9 +434,11 @@ def test_every_peer_name_in_the_registries_has_a_row(field_tables):
         peer = next(p for p in methods_peers(row[2], row[0]) if p.name == row[1])
         assert row[11] == peer.cite.commit[:7] and row[12] == peer.cite.where and ".py:" in row[12]
         assert snapshot(row[0], row[11]).commit == peer.cite.commit
-    advantages = {(row[0], row[1], row[2]) for row in field_tables["advantage"].rows}
-    assert advantages == {(t, their, name) for name, e in ESTIMATORS.items() for t, their in e.peers.items()}
+    advantages = {(row[0], row[1], row[2], row[7]) for row in field_tables["advantage"].rows}
+    readings = {(rd.cite.trainer, rd.their, name, f"{rd.cite.snapshot().commit[:7]} {rd.cite.where}") for name, e in ESTIMATORS.items() for rd in e.peers}
+    assert advantages == readings  # one row per reading, each naming the commit and the file:lines it was read at
     assert len(field_tables["loss"].rows) == len(losses) and len(field_tables["advantage"].rows) == len(advantages)
+    assert {row[0] for row in field_tables["advantage"].rows} == {"verl", "TRL", "OpenRLHF", "prime-rl", "SkyRL", "slime", "AReaL", "ms-swift"}
 
 
 def test_a_loss_row_is_what_the_checker_finds_on_the_packages_loss(field_tables):
@@ -471,7 +473,7 @@ def test_an_advantage_row_is_what_the_checker_finds_and_batch_coupling_is_undeci
     rows = {row[2]: row for row in field_tables["advantage"].rows}
     assert rows["rloo"][3:5] == ("unbiased", "1")
     assert rows["group_mean"][3:5] == ("scaled", "3/4")
-    for name in ("gpg", "trl_batch", "reinforce_pp", "reinforce_pp_baseline"):
+    for name in ("gpg", "batch_std", "reinforce_pp", "reinforce_pp_baseline", "gdpo_tokens", "gdpo_1e-4", "gdpo_1e-8", "areal_group_batch"):
         assert rows[name][3:5] == ("undecided", "-")
         with pytest.raises(ValueError, match="each row of its") as err:
             check_group_advantage(ESTIMATORS[name].advantage, G=4, rewards="binary")
@@ -482,6 +484,21 @@ def test_an_advantage_row_is_what_the_checker_finds_and_batch_coupling_is_undeci
     shown = sp.sympify(rows["zscore_1e-4"][4])
     for q in (0.1, 0.5, 0.8):  # the cell rounds the fp64 coefficients to 6 digits
         assert float(shown.subs({s: q for s in shown.free_symbols})) == pytest.approx(float(zscore.scale.subs(P, q)), rel=1e-5)
+    assert sp.simplify(sp.sympify(rows["maxrl"][4]) - (3 - 3 * sp.Symbol("p") + sp.Symbol("p") ** 2)) == 0  # sum_{k<3} (1-p)^k
+    assert rows["rae"][3:5] == ("unbiased", "1") and rows["areal_loo_zscore"][3] == "reweighted"
+
+
+def test_the_group_of_one_column_is_each_trainers_rule(field_tables):
+    """verl's z-score gives a lone answer R/(1 + 1e-6), TRL's 0, OpenRLHF refuses it; the cell is check_singleton's verdict."""
+    cells = {(row[0], row[1], row[2]): row[6] for row in field_tables["advantage"].rows}
+    assert cells["verl", 'adv_estimator "grpo"', "zscore_1e-6"] == "scaled, c = 0.999999"
+    assert cells["verl", 'adv_estimator "rloo"', "rloo"] == "unbiased, c = 1"
+    assert cells["verl", 'adv_estimator "rloo_vectorized"', "rloo"] == "scaled, c = 0"
+    assert cells["TRL", 'scale_rewards "group"', "zscore_1e-4"] == "scaled, c = 0"
+    assert cells["OpenRLHF", 'advantage_estimator "group_norm"', "zscore_1e-9"] == "refused"
+    assert cells["prime-rl", 'algo "rae"', "rae"] == "unbiased, c = 1"
+    assert cells["SkyRL", 'advantage_estimator "maxrl"', "maxrl_1e-6"] == "unbiased, c = 1"
+    assert cells["verl", 'adv_estimator "gdpo"', "gdpo_tokens"] == "-"
 
 
 def test_a_method_added_to_a_registry_gets_a_row_and_an_unreadable_one_is_undecided(monkeypatch):
@@ -492,7 +509,10 @@ def test_a_method_added_to_a_registry_gets_a_row_and_an_unreadable_one_is_undeci
 
     gen = torch.Generator().manual_seed(0)
     noisy = lambda r: torch.as_tensor(r, dtype=torch.float64) + torch.rand(torch.as_tensor(r).shape, generator=gen, dtype=torch.float64)  # noqa: E731
-    monkeypatch.setitem(ESTIMATORS, "noisy", Estimator("noisy", "random selection", noisy, {"verl": 'adv_estimator "noisy"'}))
+    from derivations.readings import Citation
+    from numeric.variants import Reading
+
+    monkeypatch.setitem(ESTIMATORS, "noisy", Estimator("noisy", "random selection", noisy, (Reading('adv_estimator "noisy"', Citation("verl", "1dda039", "x.py:1")),)))
     cite = methods.METHODS["ppo"].peers["TRL"][0].cite
     fake = methods.Method("made_up", "made up", methods.METHODS["ppo"].loss, False, "token-mean", {}, {"TRL": (methods.Peer('loss_type "made_up"', "", cite),)})
     monkeypatch.setitem(methods.METHODS, "made_up", fake)
@@ -818,3 +838,27 @@ def test_readings_refuse_an_unknown_trainer_or_commit():
         Citation("verl", "b178a3", "x.py:1").snapshot()  # six characters name no commit: seven at least
     with pytest.raises(TypeError, match="commit must be a str"):
         snapshot("verl", 1)
+
+
+def test_the_assertion_asks_the_trainers_questions_and_names_bad_expectations():
+    """assert_policy_loss(mask_consistent=..., poison=..., ...): each question's verdict, and a clear error for a verdict that is none."""
+    rep = assert_policy_loss(L.ppo_loss, loss_agg_mode="token-mean", mask_consistent=True, weighting="per token")
+    assert rep.answer("mask_consistent").verdict == "consistent"
+    with pytest.raises(AssertionError, match="answers poison: leaks, not 'clean'"):
+        assert_policy_loss(L.mask_multiply_loss, poison="clean")
+    with pytest.raises(AssertionError, match="answers mask_consistent: consistent, not 'inconsistent'"):
+        assert_policy_loss(L.ppo_loss, mask_consistent=False)
+    with pytest.raises(ValueError, match="weighting must be None or one of 'per token'"):
+        assert_policy_loss(L.ppo_loss, weighting="per-token")
+    with pytest.raises(TypeError, match="mask_consistent must be None or a bool"):
+        assert_policy_loss(L.ppo_loss, mask_consistent="yes")
+
+
+def test_the_execution_is_a_field_of_the_loss_report():
+    """check_policy_loss(execution=...) fills report.execution: the facts, the JSON and the assertion read it."""
+    rep = check_policy_loss(L.ppo_loss, loss_agg_mode="token-mean", execution={"world_sizes": (1, 2), "micro_batches": (1, 2),
+                                                                                "engine": "simulate"})
+    assert rep.execution is not None and dict(rep.facts())["execution"] == rep.execution.headline()
+    assert rep.as_dict()["execution"]["verdict"] == rep.execution.as_dict()["verdict"]
+    with pytest.raises(TypeError, match="execution must be None, a bool or a dict"):
+        check_policy_loss(L.ppo_loss, execution="simulate")

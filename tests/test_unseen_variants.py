@@ -140,6 +140,21 @@ def test_an_advantage_divided_by_a_tiny_eps_gets_its_exact_scale(eps, rewards):
     assert float((exact - float(rep.scale) * grad_J).abs().max()) <= 1e-9 * float(exact.abs().max())
 
 
+def test_where_the_exact_route_fails_the_numeric_route_answers_with_its_tolerance(monkeypatch):
+    """Never a crash: a reduction that does not verify (forced here) hands the table's values to the Bernstein route."""
+    from derivations import DerivationError
+    from numeric.variants import checker
+
+    def refuse(*args, **kwargs):
+        raise DerivationError("step 1 does not hold (forced)")
+
+    monkeypatch.setattr(checker, "derive_group_advantage", refuse)
+    rep = check_group_advantage(lambda r: (r - r.mean(-1, keepdims=True)) / 1e-6, G=3, rewards=[0.0, 0.1, 0.7], confirm=False)
+    assert rep.verdict == "scaled" and rep.derivation is None and rep.reduction is not None
+    assert "the exact reduction did not verify" in rep.reason and "forced" in rep.reason
+    assert rep.reduction.bounds[0][1] == pytest.approx(2 / (3 * 1e-6), rel=1e-9)  # beta_1 = c = (G - 1)/(G eps) on every pattern
+
+
 # ------------------------------------------------------------------ 4. advantages that depend on the answers' positions
 
 

@@ -179,6 +179,23 @@ IDS = np.array([[5, 6, 7, 2, 0], [5, 7, 2, 9, 9]])
 GRP = IIDGroup()
 
 
+FLAT = np.array([1.0, 0.0, 0.5, 2.0, 1.0, 0.0])  # a flat batch: groups of 2, 1 and 3 answers
+UID = np.array(["a", "a", "b", "c", "c", "c"], dtype=object)
+FLAT_K = np.stack([FLAT, FLAT[::-1] * 0.5], 1)  # two rewards per answer
+MASK6 = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]])
+
+
+def _kl_update(current_kl, n_steps):
+    return n_losses.AdaptiveKLController(0.01, 0.1, 1000).update(current_kl, n_steps)
+
+
+_kl_update.__qualname__ = "AdaptiveKLController.update"
+
+
+def _lone(rewards):
+    return rewards * 0.5
+
+
 def _short(rewards):
     return rewards[..., :-1]
 
@@ -298,8 +315,8 @@ ROWS = [
     Row(n_losses.clip_cov_selection, (LOGP, OLD_LOGP, ADV, MASK), {0: "array", 1: "array", 2: "array", 3: "loss_mask"}, unusual=("fp32", "neg_stride")),
     Row(n_losses.reinforce_pp_advantages, (ADV, MASK), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride")),
     Row(_positional(n_losses.reinforce_pp_advantages, 2, ("gamma",), "reinforce_pp_advantages[gamma]"), (ADV, MASK, 0.9), {2: "real"}, ranges={2: [-0.1, 1.5]}),
-    Row(_positional(n_losses.masked_whiten, 2, ("shift_mean", "unbiased", "eps"), "masked_whiten[options]"), (ADV, MASK, True, True, 1e-8),
-        {2: "bool", 3: "bool", 4: "real"}, ranges={4: [-1e-8]}),
+    Row(_positional(n_losses.masked_whiten, 2, ("shift_mean", "unbiased", "eps", "count_eps"), "masked_whiten[options]"), (ADV, MASK, True, True, 1e-8, 1e-8),
+        {2: "bool", 3: "bool", 4: "real", 5: "real"}, ranges={4: [-1e-8], 5: [-1e-8]}),
     Row(_positional(n_losses.passk_advantages, 1, ("eps", "std"), "passk_advantages[options]"), ((GROUP > 0.7).astype(float), 1e-6, True),
         {1: "real", 2: "bool"}, ranges={1: [-1e-6]}),
     Row(n_losses.reinforce_pp_baseline_advantages, (GROUP, np.ones(GROUP.shape + (3,))), {0: "array", 1: "loss_mask"}, unusual=("fp32", "grad", "neg_stride"), valid=("mask:shape",)),
@@ -347,6 +364,39 @@ ROWS = [
     Row(_positional(n_losses.optimal_token_baseline_advantages, 4, ("is_weights", "align", "handle_zero_tail", "eps"), "optimal_token_baseline_advantages[options]"),
         (R_BT, LOGP, np.full(T_SHAPE, 0.5), MASK, RATIO, "response", True, 1e-8), {4: "ratio", 5: "choice", 6: "bool", 7: "real"}, ranges={7: [-1e-8]},
         valid=("is_weights:none", "is_weights:inf")),
+    # -- issue 29 item 2: the trainers' estimators on a flat batch, reward shaping, the KL in the reward, a teacher
+    Row(_positional(n_losses.grouped_advantages, 3, ("singleton",), "grouped_advantages"), (numeric.rloo_advantages, FLAT, UID, 0.0),
+        {0: "callable", 1: "array", 2: "group_index", 3: "real"}, unusual=("fp32", "grad", "neg_stride"), valid=("singleton:none",)),
+    Row(n_losses.group_ids, (UID, 6), {0: "group_index", 1: "int"}, ranges={1: [-1]}),
+    Row(n_losses.maxrl_advantages, (GROUP,), {0: "array"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_losses.maxrl_advantages, 1, ("eps", "nonpositive"), "maxrl_advantages[options]"), (GROUP, 1e-6, "divide"), {1: "real", 2: "choice"},
+        ranges={1: [-1e-6]}),
+    Row(n_losses.length_penalized_advantages, (GROUP, GROUP * 10), {0: "array", 1: "array"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_losses.length_penalized_advantages, 2, ("input_tokens", "turns"), "length_penalized_advantages[options]"),
+        (GROUP, GROUP * 10, GROUP + 3, GROUP + 1), {2: "array", 3: "array"}, valid=("input_tokens:none", "turns:none")),
+    Row(_positional(n_losses.gdpo_advantages, 2, ("weights", "eps", "singleton", "whiten", "mask", "whiten_eps"), "gdpo_advantages"),
+        (FLAT_K, UID, [1.0, 0.5], 1e-6, 1.0, "tokens", MASK6, 1e-8), {0: "array", 1: "group_index", 3: "real", 5: "choice", 6: "loss_mask", 7: "real"},
+        ranges={3: [-1e-6], 7: [-1e-8]}, unusual=("fp32", "grad", "neg_stride"), valid=("whiten:none", "mask:shape")),
+    Row(_positional(n_losses.normalize_by_levels, 2, ("mean_level", "std_level", "leave_one_out", "unbiased", "eps"), "normalize_by_levels"),
+        (FLAT, UID, "group", "batch", True, True, 1e-5), {0: "array", 1: "group_index", 2: "choice", 3: "choice", 4: "bool", 5: "bool", 6: "real"},
+        ranges={6: [-1e-5]}, unusual=("fp32", "grad", "neg_stride"), valid=("mean_level:none", "std_level:none")),
+    Row(_positional(n_losses.ema_baseline_advantages, 1, ("agents", "baselines", "decay"), "ema_baseline_advantages"), (FLAT, None, {"default": 0.3}, 0.9),
+        {0: "array", 3: "real"}, ranges={3: [-0.1, 1.5]}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_losses.overlong_penalized_rewards, 2, ("max_length", "buffer", "factor"), "overlong_penalized_rewards"),
+        (FLAT, np.array([3.0, 9.0, 10.0, 1.0, 8.0, 0.0]), 10.0, 4.0, 1.0), {0: "array", 1: "array", 2: "real", 3: "real", 4: "real"},
+        ranges={2: [1.0, math.inf], 3: [0.0, -1.0], 4: [-1.0]}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_losses.stop_properly_rewards, 2, ("coef",), "stop_properly_rewards"), (FLAT, FLAT > 0.5, 0.5), {0: "array", 1: "flags", 2: "real"},
+        ranges={2: [1.5, math.inf]}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_losses.kl_in_reward, 4, ("beta", "kl_penalty"), "kl_in_reward"), (ADV, LOGP, OLD_LOGP, MASK, 0.1, "kl"),
+        {0: "array", 1: "array", 2: "array", 3: "loss_mask", 4: "real", 5: "choice"}, ranges={4: [math.inf]}, unusual=("fp32", "grad", "neg_stride")),
+    Row(n_losses.AdaptiveKLController, (0.01, 0.1, 1000.0), {0: "real", 1: "real", 2: "real"}, ranges={0: [-1.0, math.inf], 1: [0.0, math.inf], 2: [0.0]}),
+    Row(_kl_update, (0.5, 64), {0: "real", 1: "real"}, ranges={0: [math.inf], 1: [-1]}),
+    Row(_positional(n_losses.opd_advantages, 4, ("coef",), "opd_advantages"), (ADV[:, 0], LOGP, OLD_LOGP, MASK, 0.5),
+        {0: "array", 1: "array", 2: "array", 3: "loss_mask", 4: "real"}, ranges={4: [math.inf]}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_losses.rlsd_advantages, 4, ("lam", "clip", "negative_only"), "rlsd_advantages"), (ADV[:, 0], LOGP, OLD_LOGP, MASK, 0.5, 0.2, True),
+        {0: "array", 1: "array", 2: "array", 3: "loss_mask", 4: "real", 5: "real", 6: "bool"}, ranges={4: [-0.1, 1.5], 5: [-0.1, 1.5]},
+        unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_variants.check_singleton, 1, ("rewards",), "check_singleton"), (_lone, (0.0, 1.0, 3.0)), {0: "callable", 1: "law_finite"}),
     Row(_positional(n_losses.aggregate, 3, ("weight", "count_eps", "empty_rows"), "aggregate[options]"), (ADV, MASK, "seq-mean-token-mean", RATIO, 1e-8, "exclude"),
         {3: "array", 4: "real", 5: "choice"}, ranges={4: [-1e-8]}, valid=("weight:none", "weight:bool")),
     Row(_positional(n_losses.token_weights, 2, ("count_eps", "empty_rows"), "token_weights[options]"), (MASK, "seq-mean-token-mean", 1e-8, "exclude"),
@@ -364,6 +414,31 @@ ROWS = [
     Row(_positional(n_off.truncated_sequence_ratio, 3, ("cap", "floor"), "truncated_sequence_ratio[floor]"), (LOGP, OLD_LOGP, MASK, 2.0, 0.5),
         {3: "real", 4: "real"}, ranges={3: [0.0, -1.0, 0.5], 4: [-0.5, 2.0]}),
     Row(d_trust.bias_corrected_kl_gradient, (2,), {0: "int"}, ranges={0: [1]}),
+    # -- issue 29: the trainers' rejection and masking rules (numeric.off_policy.rollout, .masks, .corrections)
+    Row(_positional(n_off.rollout_is_weights, 3, ("rollout_is", "rollout_is_threshold"), "rollout_is_weights"), (LOGP, OLD_LOGP, MASK, "token", "0.5_2.0"),
+        {0: "array", 1: "array", 2: "loss_mask", 3: "choice", 4: "real"}, ranges={4: [0.0, -1.0, "2_0.5", "a_b"]}, unusual=("fp32", "grad", "neg_stride"),
+        valid=("rollout_is_threshold:string",)),
+    Row(_positional(n_off.rollout_rejection_mask, 3, ("rollout_rs", "rollout_rs_threshold"), "rollout_rejection_mask"), (LOGP, OLD_LOGP, MASK, "seq_max_k3", 0.1),
+        {0: "array", 1: "array", 2: "loss_mask", 3: "choice", 4: "real"}, ranges={4: [0.0, "0.1_0.2", "0.1,0.2"]}, unusual=("fp32", "grad", "neg_stride"),
+        valid=("rollout_rs_threshold:string",)),
+    Row(_positional(n_off.rejection_sampling_weight, 3, ("level", "action", "metric", "agg", "upper", "lower"), "rejection_sampling_weight"),
+        (LOGP, OLD_LOGP, MASK, "sequence", "clamp", "ratio", "max", 2.0, 0.5),
+        {0: "array", 1: "array", 2: "loss_mask", 3: "choice", 4: "choice", 5: "choice", 6: "choice", 7: "real", 8: "real"},
+        ranges={7: [1.0, 0.4], 8: [0.0, 3.0]}, unusual=("fp32", "grad", "neg_stride"), valid=("lower:none",)),
+    Row(_positional(n_off.m2po_mask, 3, ("threshold",), "m2po_mask"), (LOGP, OLD_LOGP, MASK, 0.04),
+        {0: "array", 1: "array", 2: "loss_mask", 3: "real"}, ranges={3: [0.0, -1.0, math.inf]}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_off.loglinear_proximal_log_prob, 4, ("current_version",), "loglinear_proximal_log_prob"), (LOGP, OLD_LOGP, np.full(T_SHAPE, 3.0), MASK, 5),
+        {0: "array", 1: "array", 2: "array", 3: "loss_mask", 4: "int"}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_off.trust_region_mask, 4, ("low", "high", "divergence"), "trust_region_mask"), (LOGP, OLD_LOGP, ADV, MASK, 0.1, 0.2, "binary_kl"),
+        {0: "array", 1: "array", 2: "array", 3: "loss_mask", 4: "real", 5: "real", 6: "choice"}, ranges={4: [-0.1], 5: [-0.1]},
+        unusual=("fp32", "grad", "neg_stride"), valid=("advantages:none",)),
+    Row(_positional(n_off.off_policy_sequence_mask, 4, ("delta",), "off_policy_sequence_mask"), (LOGP, OLD_LOGP, ADV[:, 0], MASK, 0.1),
+        {0: "array", 1: "array", 2: "array", 3: "loss_mask", 4: "real"}, ranges={4: [math.inf]}, unusual=("fp32", "grad", "neg_stride")),
+    Row(_positional(n_off.outlier_sequence_mask, 3, ("low", "high"), "outlier_sequence_mask"), (LOGP, OLD_LOGP, MASK, 0.5, 2.0),
+        {0: "array", 1: "array", 2: "loss_mask", 3: "real", 4: "real"}, ranges={3: [-0.5, 3.0]}, unusual=("fp32", "grad", "neg_stride"),
+        valid=("low:none", "high:none")),
+    Row(n_off.m2po_limit, (EP, 0.04), {0: "episodes", 1: "real"}, ranges={1: [0.0, math.inf]}),
+    Row(n_off.rule_moments, (EP, "verl Seq-MIS", 0.5), {0: "episodes", 1: "choice", 2: "real"}, ranges={2: [math.inf]}),
     Row(n_off.chain_score_moments, (3, 4, 5), {0: "int", 1: "int", 2: "int"}, ranges={0: [0], 1: [1]}),
     *[Row(getattr(n_off, f), (0.3,), {0: "real"}, ranges={0: [math.inf]}) for f in ("tinylm_episodes", "two_turn_agent", "token_bias_closed_form")],
     Row(n_off.estimator_samples, (EP, EP_W, EP.reward.numpy()), {0: "episodes", 1: "array", 2: "array"}, unusual=("fp32", "neg_stride"), valid=("advantages:none",)),
@@ -520,6 +595,10 @@ def bad_variants(kind: str, valid):
     if kind == "index":
         x = np.asarray(valid)
         return [("float", x.astype(float)), ("out of range", x + 100), ("negative", x - 100), ("shape", x[..., :-1]), ("list", x.tolist())]
+    if kind == "group_index":
+        x = np.asarray(valid)
+        return [("float", np.linspace(0.0, 1.0, x.size)), ("shape", x[:-1]), ("two-d", x[None]), ("string", "abc"), ("none", None),
+                ("float tensor", torch.zeros(x.size))]
     if kind == "samples":
         return [("float", valid.double()), ("out of range", torch.tensor([0, 99])), ("negative", torch.tensor([-1])), ("empty", valid[:0]), ("numpy", valid.numpy())]
     if kind == "real":
@@ -684,6 +763,10 @@ NOT_SWEPT = {
     "known_label": "bad input: tests/test_variants.py::test_naming_helpers_refuse_unknown_forms",
     "known_names": "bad input: tests/test_variants.py::test_naming_helpers_refuse_unknown_forms",
     "Estimator": "a record of the estimator registry numeric.variants.field.ESTIMATORS (no user input); its rows are tested in tests/test_variants.py",
+    "Reading": "a record: of the estimator registry (a trainer's name, its Citation, its rule for a group of one; rows tested in "
+               "tests/test_trainer_code.py), of numeric.off_policy.READINGS (rows tested in tests/test_corrections.py), and of numeric.losses.TRAINER_MODES (rows tested in "
+               "tests/test_losses.py)",
+    "EMABaseline": "a result record", "KLInReward": "a result record", "SingletonReport": "a result record",
     # the trainer-code checks: their bad input is tested by name in tests/test_trainer_code.py (test_*_bad_input, the assertion helpers)
     "check_policy_loss": "bad input: tests/test_trainer_code.py::test_policy_loss_bad_input",
     "check_grouped_advantage": "bad input: tests/test_trainer_code.py::test_grouped_advantage_bad_input",
@@ -751,10 +834,10 @@ NOT_SWEPT = {
        for f in ("clip", "cispo", "clip_cov", "dppo", "dppo_is", "kl_cov", "ppo", "selected_token", "tv_band")},
     **{f: "a transcription of a trainer's code, as the checker reads it (numeric.variants.defects): it validates nothing, by design"
        for f in ("openrlhf_seq_mask_tis", "prime_rl_default", "trl_luspo_token_level", "trl_top_entropy", "verl_dppo_tv")},
-    "Reading": "a record of numeric.losses.TRAINER_MODES (its rows: tests/test_losses.py)",
     "require_trainers": "a validator itself (the rows of trainer_table, peer_table and divergence_table)",
     "token_terms": "the torch forms' plumbing: every value reaching it was validated by policy_loss / policy_weight",
     "Convention": "a record; a bad one is named by check_loss_execution (tests/test_execution.py::test_bad_input_is_named)",
+    "M2POLimit": "a result record", "Setting": "a record of numeric.off_policy.RULES", "Rule": "a record of numeric.off_policy.RULES",
 }
 
 

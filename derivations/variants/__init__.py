@@ -36,32 +36,32 @@ disagreement raises :class:`SymbolicNumericMismatch`).  The modules:
 :mod:`~derivations.variants.token` (per-token losses).
 
 **The reduction for a finite reward law.**  Let one answer's reward take the
-values :math:`v_1, \dots, v_m` with probabilities :math:`q_1, \dots, q_m`.
+values :math:`y_1, \dots, y_m` with probabilities :math:`q_1, \dots, q_m`.
 Condition on answer :math:`i`: with
-:math:`a(v) = \mathbb{E}[A_i \mid R_i = v]`,
+:math:`\bar A(y) = \mathbb{E}[A_i \mid R_i = y]`,
 
 .. math::
 
-    \mathbb{E}[A_i s_i] = \sum_{v} a(v)\, \mathbb{E}\bigl[\mathbb 1[R_i = v]\, s_i\bigr]
-    = \sum_v a(v)\, \nabla_\theta q_v ,
+    \mathbb{E}[A_i s_i] = \sum_{y} \bar A(y)\, \mathbb{E}\bigl[\mathbb 1[R_i = y]\, s_i\bigr]
+    = \sum_y \bar A(y)\, \nabla_\theta q_y ,
 
-and :math:`a(v)` is an average over the other :math:`G-1` answers, which are
+and :math:`\bar A(y)` is an average over the other :math:`G-1` answers, which are
 independent of answer :math:`i`.  A permutation-equivariant advantage sees the
 others only through how many take each value, a multinomial count
-:math:`c` with probability :math:`\binom{G-1}{c}\prod_k q_k^{c_k}`:
+:math:`n = (n_1, \dots, n_m)` with probability :math:`\binom{G-1}{n}\prod_k q_k^{n_k}`:
 
 .. math::
 
-    a(v) = \sum_{c_1 + \dots + c_m = G - 1} \binom{G-1}{c_1, \dots, c_m}
-    \prod_k q_k^{c_k}\; A\bigl(v \,\big|\, c\bigr).
+    \bar A(y) = \sum_{n_1 + \dots + n_m = G - 1} \binom{G-1}{n_1, \dots, n_m}
+    \prod_k q_k^{n_k}\; A\bigl(y \,\big|\, n\bigr).
 
 So the expected update sees the advantage only through its values on the
 :math:`\binom{G+m-1}{m-1}` count patterns of the whole group (:math:`G + 1`
 patterns for a binary reward: the pattern with :math:`n` successes gives a
-success's advantage :math:`a(1, n - 1)` and a failure's :math:`a(0, n)`).  No
-sampling is involved; :math:`c` is exact.  Writing :math:`a(v)` as the
-polynomial :math:`\sum_{d<m} \alpha_d v^d` through the :math:`m` points and
-using :math:`\sum_v \nabla q_v = 0`,
+success's advantage :math:`A(1, n - 1)` and a failure's :math:`A(0, n)`).  No
+sampling is involved; :math:`c` is exact.  Writing :math:`\bar A(y)` as the
+polynomial :math:`\sum_{d<m} \alpha_d y^d` through the :math:`m` points and
+using :math:`\sum_y \nabla q_y = 0`,
 
 .. math::
 
@@ -126,7 +126,7 @@ def tutorial_variant(name: str):
         A two-sided truncated importance weight,
         :math:`-\mathrm{sg}\bigl(\mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\bigr)\,A\,\ell`.
     ``"zscore"``
-        The std-normalised group advantage :math:`(R_i - \bar R)/(\sigma + \varepsilon)`
+        The std-normalised group advantage :math:`(R_i - \bar R)/(\sigma + \epsilon_{\mathrm{div}})`
         (population std) at :math:`G = 4`, binary reward.
     ``"own_reward"``
         A baseline that mixes in the answer's own reward,
@@ -138,7 +138,7 @@ def tutorial_variant(name: str):
     >>> tutorial_variant("own_reward")[0]
     -R[i]**2/2 + R[i] - (-R[i] + Sum(R[j], (j, 1, G)))/(G - 1)
     """
-    eps = sp.Symbol("varepsilon", positive=True)
+    eps = sp.Symbol(r"\epsilon_{\mathrm{div}}", positive=True)
     if name == "clip":
         return -gw.sg(sp.Min(sp.Max(gw.r, 1 - gw.eps_l), 1 + gw.eps_h)) * gw.A * gw.ell, {}
     if name == "zscore":

@@ -20,6 +20,7 @@ from ..definitions import Definitions, GroupExpectation
 from ..derivation import Derivation
 from ..group_baselines import GRAD_J, GRAD_P, P
 from ..iid_groups import Expect, IIDGroup
+from ..notation import latex
 from .inputs import (
     G_SYMBOL,
     R_PLAIN,
@@ -65,8 +66,8 @@ def derive_group_advantage(advantage: sp.Expr | Mapping | Callable, *, G: int | 
         Either answer :math:`i`'s advantage in the vocabulary of
         :class:`~derivations.iid_groups.IIDGroup` (``R[i]``, sums over
         ``j = 1..G``, ``mean()``, ``mean_others(i)``, constants; with a number
-        ``G`` also explicit answers ``R[1]..R[G]``, answer 1 under study), or
-        answer 1's advantage on every :class:`~derivations.variants.CountPattern`
+        ``G`` also explicit answers ``R[1]..R[G]``, the answer labelled 1 under study), or
+        the answer labelled 1's advantage on every :class:`~derivations.variants.CountPattern`
         of ``count_patterns(rewards, G)``: a mapping ``{pattern: value}`` or a
         plain Python function ``pattern -> value`` (numbers, floats read as
         exact when a short closed form matches to 1e-14).
@@ -155,7 +156,7 @@ def _general(expr, G) -> GroupReport:
         start = Expect(expr * S[I])
     d = Derivation(
         "Expected update of the group advantage (any reward law)",
-        assumptions=[f"$G = {sp.latex(G)}$ answers drawn i.i.d. from $\\pi_\\theta$" if isinstance(G, int) else r"$G \ge 2$ answers drawn i.i.d. from $\pi_\theta$",
+        assumptions=[f"$G = {latex(G)}$ answers drawn i.i.d. from $\\pi_\\theta$" if isinstance(G, int) else r"$G \ge 2$ answers drawn i.i.d. from $\pi_\theta$",
                      r"$s$: a coordinate of the score of the answer; $\nabla_\theta J = \mathbb{E}[R s]$"],
         unfold=unfold,
     )

@@ -140,7 +140,7 @@ def advantage_expression(expr: sp.Expr, G: int | sp.Symbol, constants: dict) -> 
 
 
 def explicit_advantage(expr: sp.Expr, G: int) -> sp.Expr:
-    """Answer 1's advantage at a number ``G``, a function of ``R[1..G]`` (sums written out).
+    """The advantage of the answer labelled 1 at a number ``G``, a function of ``R[1..G]`` (sums written out).
 
     Examples
     --------

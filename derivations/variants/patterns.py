@@ -1,17 +1,17 @@
 r"""Finite reward laws: the count patterns, the advantage's values on them, and the exact reduction.
 
-For a reward with values :math:`v_1 < \dots < v_m`, the expected update of a
-permutation-equivariant group advantage depends on it only through answer 1's
-advantage on the :math:`m\binom{G+m-2}{m-1}` *count patterns*: answer 1's own
-reward :math:`v` and how many of the other :math:`G-1` answers take each value
+For a reward with values :math:`y_1 < \dots < y_m`, the expected update of a
+permutation-equivariant group advantage depends on it only through the answer labelled 1's
+advantage on the :math:`m\binom{G+m-2}{m-1}` *count patterns*: the answer labelled 1's own
+reward :math:`y` and how many of the other :math:`G-1` answers take each value
 (:class:`CountPattern`).  :func:`finite_report` is handed those values — by a
 SymPy expression, by a table ``{pattern: value}`` or by an evaluator
 ``pattern -> value`` — and derives
 
 .. math::
 
-    \mathbb{E}[A_1 s_1] = \sum_v a(v)\,\nabla_\theta q_v,
-    \qquad a(v) = \sum_c \binom{G-1}{c}\prod_k q_k^{c_k}\,A(v \mid c),
+    \mathbb{E}[A_1 s_1] = \sum_y \bar A(y)\,\nabla_\theta q_y,
+    \qquad \bar A(y) = \sum_n \binom{G-1}{n}\prod_k q_k^{n_k}\,A(y \mid n),
 
 then :math:`c` and the residual.  Floats in a table (a callable's fp64
 values) are read as exact numbers when a short closed form matches them to
@@ -19,12 +19,12 @@ values) are read as exact numbers when a short closed form matches them to
 :func:`~derivations.variants.reports.nonzero`.
 
 **Symbolic and numeric, by size.**  The symbolic reduction builds one SymPy
-value per count pattern and expands :math:`a(v)` in :math:`q`; it is used up
+value per count pattern and expands :math:`\bar A(y)` in :math:`q`; it is used up
 to :data:`SYMBOLIC_PATTERNS` patterns (a binary reward up to :math:`G = 87`,
 three values up to :math:`G = 10`, five up to :math:`G = 4`), and its
 derivation is checked by the kernel.  Above that (five values at
 :math:`G = 64` are 3,832,400 patterns) :func:`coefficient_report` decides
-from the ranges of the Bernstein coefficients :math:`\beta_d(c)` of
+from the ranges of the Bernstein coefficients :math:`\eta_d(n)` of
 :math:`\alpha_d(q)` that the numeric layer computes from a callable's fp64
 values (see :class:`~derivations.variants.reports.FloatReduction`): an exact
 lemma applied to floats, so the verdict holds to a stated tolerance, is
@@ -67,12 +67,12 @@ FLOAT_TOL = 1e-12
 
 @dataclass(frozen=True)
 class CountPattern:
-    r"""Answer 1's reward and the counts of the other answers' rewards.
+    r"""The reward of the answer labelled 1 and the counts of the other answers' rewards.
 
     Attributes
     ----------
     own : sympy number
-        Answer 1's reward :math:`v`.
+        The reward of the answer labelled 1, :math:`y`.
     others : tuple of int
         How many of the other :math:`G - 1` answers take each of ``values``.
     values : tuple of sympy numbers
@@ -96,7 +96,7 @@ class CountPattern:
         return 1 + sum(self.others)
 
     def group(self) -> tuple:
-        """The group's rewards, answer 1 first, the others in increasing order."""
+        """The group's rewards, the answer labelled 1 first, the others in increasing order."""
         return (self.own, *[v for v, c_ in zip(self.values, self.others) for _ in range(c_)])
 
 
@@ -108,7 +108,7 @@ def _compositions(m: int, n: int):
 
 
 def count_patterns(rewards: str | Sequence[float], G: int) -> tuple[CountPattern, ...]:
-    r"""Every count pattern of a group of ``G`` under a binary or finite reward law, answer 1's reward first.
+    r"""Every count pattern of a group of ``G`` under a binary or finite reward law, the answer labelled 1's reward first.
 
     Parameters
     ----------
@@ -120,7 +120,7 @@ def count_patterns(rewards: str | Sequence[float], G: int) -> tuple[CountPattern
     Returns
     -------
     tuple of CountPattern
-        Ordered by answer 1's reward, then by the others' counts
+        Ordered by the answer labelled 1's reward, then by the others' counts
         (:math:`m\binom{G+m-2}{m-1}` patterns for :math:`m` values).
 
     Examples
@@ -271,7 +271,7 @@ class _Values:
         return val
 
     def conditional(self, v, q) -> sp.Expr:
-        r""":math:`a(v) = \sum_c \binom{G-1}{c} \prod_k q_k^{c_k} A(v \mid c)`."""
+        r""":math:`\bar A(y) = \sum_n \binom{G-1}{n} \prod_k q_k^{n_k} A(y \mid n)`."""
         return sp.Add(*[_multinomial(c_) * sp.Mul(*[qk**ck for qk, ck in zip(q, c_)]) * val
                         for c_, val in zip(self.patterns, self.a[v])])
 
@@ -300,20 +300,20 @@ def finite_report(advantage: sp.Expr | Mapping | Callable, G: int, law: str, val
     q = (1 - P, P) if binary else _q(m)
     grads = (-GRAD_P, GRAD_P) if binary else tuple(sp.Symbol(r"\nabla_{\theta} q_{%d}" % (k + 1), real=True) for k in range(m))
     cond = {v: tab.conditional(v, q) for v in values}
-    # the displayed reduction: sum_v a(v) grad q_v (for a binary law collected on grad p)
+    # the displayed reduction: sum_v \bar A(y) grad q_y (for a binary law collected on grad p)
     if binary:
         bern = [sp.binomial(G - 1, k) * (tab.a[1][_binary_index(tab, k)] - tab.a[0][_binary_index(tab, k)]) for k in range(G)]
         reduced = sp.Add(*[b * P**k * (1 - P) ** (G - 1 - k) for k, b in enumerate(bern)], evaluate=False) * GRAD_P
-        shown = r"$a(1, k) - a(0, k)$ (success minus failure among $k$ other successes) on the " + f"{G + 1}" + r" reward patterns; $K \sim \mathrm{Bin}(G-1, p)$"
+        shown = r"$A(1, k) - A(0, k)$ (success minus failure among $k$ other successes) on the " + f"{G + 1}" + r" reward patterns; $S_{-i} \sim \mathrm{Bin}(G-1, p)$"
     else:
         reduced = sp.Add(*[sp.expand(cond[v]) * gq for v, gq in zip(values, grads)], evaluate=False)
         shown = r"condition on $R_1$; the others enter through their multinomial counts: " + f"{len(tab.patterns) * m}" + r" patterns"
     lhs = Expect(sp.Symbol("A_1", real=True) * S[1])
     law_text = r"$R \in \{0, 1\}$, $p = \Pr[R = 1]$" if binary else (
-        r"$R \in \{" + ", ".join(map(sp.latex, values)) + r"\}$, $q_k = \Pr[R = v_k]$, $\sum_k q_k = 1$")
+        r"$R \in \{" + ", ".join(map(sp.latex, values)) + r"\}$, $q_k = \Pr[R = y_k]$, $\sum_k q_k = 1$")
     d = Derivation(
         f"Expected update of {name} ({'binary' if binary else 'finite'} reward, G = {G})",
-        assumptions=[law_text, f"$G = {G}$ answers drawn i.i.d. from $\\pi_\\theta$; $A_1$ the advantage of answer 1",
+        assumptions=[law_text, f"$G = {G}$ answers drawn i.i.d. from $\\pi_\\theta$; $A_1$ the advantage of the answer labelled 1",
                      r"$\nabla_\theta J = \mathbb{E}[R s]$" + (r" $= \nabla_\theta p$" if binary else "")],
         unfold=None if binary else _finite_unfold(values, q, grads),
     )
@@ -327,7 +327,7 @@ def finite_report(advantage: sp.Expr | Mapping | Callable, G: int, law: str, val
         alphas = _interpolate(values, cond)
         c = _nice(sp.expand(alphas[1].subs(q[-1], 1 - sum(q[:-1]))))
         residual = sp.Add(*[_nice(sp.expand(alphas[dg].subs(q[-1], 1 - sum(q[:-1])))) * Expect(R_PLAIN**dg * S_PLAIN) for dg in range(2, m)])
-        d.then(c * GRAD_J + residual, r"interpolate $a(v) = \sum_{d<m} \alpha_d v^d$; $\sum_k \nabla q_k = 0$; $\sum_k q_k = 1$",
+        d.then(c * GRAD_J + residual, r"interpolate $\bar A(y) = \sum_{d<m} \alpha_d y^d$; $\sum_k \nabla q_k = 0$; $\sum_k q_k = 1$",
                proof=to_tolerance(1e-12, scale) if reduced.has(sp.Float) and not _exact(d, c * GRAD_J + residual) else None)
         policy = set(q)
     found, reason = verdict(c, residual, policy, "E[A_i s_i]", depends, scale)
@@ -416,7 +416,7 @@ def _nice(c: sp.Expr) -> sp.Expr:
 
 
 def _interpolate(values: tuple, cond: dict) -> dict:
-    """Coefficients alpha_d of the polynomial through (v, a(v)), d = 0..m-1."""
+    """Coefficients alpha_d of the polynomial through (v, \bar A(y)), d = 0..m-1."""
     m = len(values)
     V = sp.Matrix([[v**dg for dg in range(m)] for v in values])
     alpha = V.LUsolve(sp.Matrix([cond[v] for v in values]))
@@ -430,7 +430,7 @@ def _finite_unfold(values: tuple, q: tuple, grads: tuple) -> Definitions:
 
 
 def _reduction_proof(advantage, G, values, q, grads, constants, scale: float = 1.0):
-    """Proof of the reduction step: recompute sum_v a(v) grad q_v from a fresh reading of the advantage.
+    """Proof of the reduction step: recompute sum_v \bar A(y) grad q_y from a fresh reading of the advantage.
 
     An expression is evaluated again on every pattern and on every ordering of
     the others' rewards that the pattern stands for (up to 1024 orderings), so
@@ -517,20 +517,20 @@ def _bounds(bounds, m: int) -> list[tuple[float, float]]:
 
 def coefficient_report(G: int, rewards: str | Sequence[float], bounds: Sequence, *, largest: float,
                        evaluate: Callable | None = None, name: str = "the advantage") -> GroupReport:
-    r"""The verdict of a finite law at ``G`` from the range of the Bernstein coefficients :math:`\beta_d(c)`, decided numerically.
+    r"""The verdict of a finite law at ``G`` from the range of the Bernstein coefficients :math:`\eta_d(n)`, decided numerically.
 
-    With :math:`a(v) = \sum_{d<m}\alpha_d(q)\,v^d`, the expected update is
+    With :math:`\bar A(y) = \sum_{d<m}\alpha_d(q)\,v^d`, the expected update is
     :math:`\alpha_1(q)\,\nabla_\theta J + \sum_{d \ge 2}\alpha_d(q)\,\mathbb{E}[R^d s]`,
     and (:class:`~derivations.variants.reports.FloatReduction`) :math:`\alpha_d`
-    vanishes iff all its coefficients :math:`\beta_d(c)` do, and is a constant
+    vanishes iff all its coefficients :math:`\eta_d(n)` do, and is a constant
     :math:`K` iff all of them equal :math:`K`.  Degree :math:`d`'s coefficients
     count as equal (or as 0) when they lie within
 
     .. math::
 
-        \text{tol}_d = 10^{-12}\,\max\Bigl(1,\ \textstyle\sum_k |L_{dk}|\ \max_{v, c} |A(v \mid c)|\Bigr),
+        \text{tol}_d = 10^{-12}\,\max\Bigl(1,\ \textstyle\sum_k |L_{dk}|\ \max_{y, n} |A(y \mid n)|\Bigr),
 
-    the rounding a sum :math:`\sum_k L_{dk} A(v_k \mid c)` of fp64 values can
+    the rounding a sum :math:`\sum_k L_{dk} A(y_k \mid n)` of fp64 values can
     carry, scaled.  The report has no derivation: its ``reduction`` shows the
     formula, the ranges and the tolerances, labelled as decided numerically.
 
@@ -541,10 +541,10 @@ def coefficient_report(G: int, rewards: str | Sequence[float], bounds: Sequence,
     rewards : "binary" or list of numbers
         The finite reward law.
     bounds : sequence of (low, high)
-        For :math:`d = 1..m-1`, the least and greatest :math:`\beta_d(c)` over every count pattern
+        For :math:`d = 1..m-1`, the least and greatest :math:`\eta_d(n)` over every count pattern
         :math:`c` of the other :math:`G - 1` answers.
     largest : float
-        :math:`\max |A(v \mid c)|` over the table (it scales the tolerance).
+        :math:`\max |A(y \mid n)|` over the table (it scales the tolerance).
     evaluate : callable, optional
         ``q -> (alpha_1(q), ..., alpha_{m-1}(q))``, kept on the report for the numeric confirmation.
     name : str
@@ -559,8 +559,8 @@ def coefficient_report(G: int, rewards: str | Sequence[float], bounds: Sequence,
 
     Examples
     --------
-    RLOO under three reward values: :math:`a(v) = v - \mathbb{E}[R]`, so every
-    :math:`\beta_1(c) = 1` and every :math:`\beta_2(c) = 0`:
+    RLOO under three reward values: :math:`\bar A(y) = v - \mathbb{E}[R]`, so every
+    :math:`\eta_1(n) = 1` and every :math:`\eta_2(n) = 0`:
 
     >>> from derivations.variants.patterns import coefficient_report
     >>> rep = coefficient_report(64, [0, 1, 2], [(1.0, 1.0), (0.0, 0.0)], largest=2.0)

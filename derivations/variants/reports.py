@@ -14,6 +14,7 @@ import sympy as sp
 
 from ..derivation import Derivation, is_zero
 from ..iid_groups import Expect
+from ..notation import latex
 from .render import ReportTable, report_html
 
 __all__ = [
@@ -43,23 +44,23 @@ class SymbolicNumericMismatch(AssertionError):
 class FloatReduction:
     r"""How a report too large for the symbolic reduction was decided: from the Bernstein coefficients of :math:`\alpha_d`, in floats.
 
-    Interpolating :math:`a(v) = \sum_{d<m} \alpha_d(q)\, v^d` through the
-    :math:`m` reward values is linear, and :math:`a(v)` is a sum over the
+    Interpolating :math:`\bar A(y) = \sum_{d<m} \alpha_d(q)\, v^d` through the
+    :math:`m` reward values is linear, and :math:`\bar A(y)` is a sum over the
     others' count patterns :math:`c` with the same weights for every :math:`v`, so
 
     .. math::
 
-        \alpha_d(q) = \sum_{c} \binom{G-1}{c} \prod_k q_k^{c_k}\; \beta_d(c),
-        \qquad \beta_d(c) = \sum_k L_{dk}\, A(v_k \mid c),
+        \alpha_d(q) = \sum_{n} \binom{G-1}{n} \prod_k q_k^{n_k}\; \eta_d(n),
+        \qquad \eta_d(n) = \sum_k L_{dk}\, A(y_k \mid n),
 
     with :math:`L = V^{-1}` the inverse Vandermonde matrix of the values.  The
     weights form the (multinomial) Bernstein basis of degree :math:`G - 1` on
     the simplex: they are positive, sum to 1 and are linearly independent.
-    Hence :math:`\alpha_d \equiv 0` iff every :math:`\beta_d(c) = 0`, and
-    :math:`\alpha_1` is a constant :math:`K` iff every :math:`\beta_1(c) = K`;
-    and when every :math:`\beta_d(c)` lies in :math:`[\text{low}, \text{high}]`
+    Hence :math:`\alpha_d \equiv 0` iff every :math:`\eta_d(n) = 0`, and
+    :math:`\alpha_1` is a constant :math:`K` iff every :math:`\eta_1(n) = K`;
+    and when every :math:`\eta_d(n)` lies in :math:`[\text{low}, \text{high}]`
     so does :math:`\alpha_d(q)` at every :math:`q`.  The lemma is exact; the
-    :math:`\beta_d(c)` are the advantage's fp64 values combined in floats, so a
+    :math:`\eta_d(n)` are the advantage's fp64 values combined in floats, so a
     verdict read off them holds to the tolerance stated per degree, and is not
     a symbolic proof.
 
@@ -68,11 +69,11 @@ class FloatReduction:
     G : int
         The group size.
     values : tuple
-        The reward law's values :math:`v_1 < \dots < v_m`.
+        The reward law's values :math:`y_1 < \dots < y_m`.
     patterns : int
         How many count patterns :math:`c` of the other :math:`G - 1` answers (coefficients per degree).
     bounds : tuple
-        ``(d, low, high, tol)`` for :math:`d = 1..m-1`: the range of :math:`\beta_d(c)` over all
+        ``(d, low, high, tol)`` for :math:`d = 1..m-1`: the range of :math:`\eta_d(n)` over all
         patterns, and the tolerance within which it counts as a constant (:math:`d = 1`) or as 0.
     alphas : tuple
         The undefined functions :math:`\alpha_1(q), \dots, \alpha_{m-1}(q)` that stand in the
@@ -98,15 +99,15 @@ class FloatReduction:
     def table(self) -> ReportTable:
         """The range of each degree's coefficients: prints as aligned text, renders as an HTML table."""
         rows = [(d, "grad J" if d == 1 else f"E[R^{d} s]", f"{lo:.15g}", f"{hi:.15g}", f"{tol:.1e}") for d, lo, hi, tol in self.bounds]
-        return ReportTable(("d", "alpha_d multiplies", "min beta_d(c)", "max beta_d(c)", "tolerance"), rows)
+        return ReportTable(("d", "alpha_d multiplies", "min eta_d(n)", "max eta_d(n)", "tolerance"), rows)
 
     def to_latex(self) -> str:
         """The reduction formula, with the range of every degree's coefficients (no step claims a kernel check)."""
         m = len(self.values)
         formula = (r"\mathbb{E}[A_1 s_1] = \sum_{d=1}^{%d} \alpha_d(q)\, \mathbb{E}[R^d s], \quad "
-                   r"\alpha_d(q) = \sum_{c} \binom{%d}{c} \prod_k q_k^{c_k}\, \beta_d(c), \quad "
-                   r"\beta_d(c) = \sum_{k=1}^{%d} (V^{-1})_{dk}\, A(v_k \mid c)") % (m - 1, self.G - 1, m)
-        ranges = r",\quad ".join(r"\beta_{%d}(c) \in [%s, %s]" % (d, sp.latex(sp.Float(lo, 6)), sp.latex(sp.Float(hi, 6)))
+                   r"\alpha_d(q) = \sum_{n} \binom{%d}{n} \prod_k q_k^{n_k}\, \eta_d(n), \quad "
+                   r"\eta_d(n) = \sum_{k=1}^{%d} (V^{-1})_{dk}\, A(y_k \mid n)") % (m - 1, self.G - 1, m)
+        ranges = r",\quad ".join(r"\beta_{%d}(c) \in [%s, %s]" % (d, latex(sp.Float(lo, 6)), latex(sp.Float(hi, 6)))
                                  for d, lo, hi, _ in self.bounds)
         return r"\begin{aligned}&" + formula + r"\\&" + ranges + r"\quad\text{(decided numerically, not a symbolic proof)}\end{aligned}"
 
@@ -183,7 +184,7 @@ class GroupReport:
     def _repr_latex_(self) -> str:
         head = r"\text{verdict: " + self.verdict + "}"
         if self.scale is not None:
-            head += r",\quad c = " + sp.latex(self.scale)
+            head += r",\quad c = " + latex(self.scale)
         if self.reduction is not None:
             return "$$" + head + r"\\" + self.reduction.to_latex() + "$$"
         if self.derivation is None:
@@ -277,7 +278,7 @@ class TokenReport:
                            latex=None if self.derivation is None else "$$" + self.derivation.to_latex() + "$$")
 
     def _repr_latex_(self) -> str:
-        head = r"w = " + ("\\text{(table)}" if self.weight is None else sp.latex(self.weight))
+        head = r"w = " + ("\\text{(table)}" if self.weight is None else latex(self.weight))
         if self.derivation is None:
             return "$$" + head + "$$"
         return "$$" + head + r"\\" + self.derivation.to_latex() + "$$"

@@ -38,6 +38,7 @@ from ..methods import (
     tv_l,
     undecided,
 )
+from ..notation import latex
 from ..proofs import decide_sign, holds, interval_points, resolve
 from .inputs import require_constants, scalar_expression
 from .reports import TokenReport
@@ -514,16 +515,16 @@ def _token_symbolic(loss) -> TokenReport:
     held, masks = _abstract(loss)
     d = Derivation(
         "Gradient weight of the loss",
-        assumptions=[f"${sp.latex(name)} = {sp.latex(held)}$", r"$r = e^{\ell - \ell_0}$",
-                     *[f"${sp.latex(m)} = \\mathrm{{sg}}({sp.latex(k)})$, a stopped mask (a constant for the derivative)" for m, k in masks.items()],
-                     r"$\varepsilon_l, \varepsilon_h, c > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h,
+        assumptions=[f"${latex(name)} = {latex(held)}$", r"$r = e^{\ell - \ell_0}$",
+                     *[f"${latex(m)} = \\mathrm{{sg}}({latex(k)})$, a stopped mask (a constant for the derivative)" for m, k in masks.items()],
+                     r"$\varepsilon_l, \varepsilon_h, C_d > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h,
                      *[p for p in _BAND_PREMISES if p.free_symbols & held.free_symbols],
                      r"$\partial\,\mathcal{L}/\partial\ell = -A\,w$; $\mathrm{sg}$ held constant"],
         unfold=Definitions({name: held}, gw.differentiation),
     )
     for sign in (1, -1):
         for lo, hi, piece, _ in split[1][sign]:
-            where = ("A > 0" if sign > 0 else "A < 0") + r",\ " + (sp.latex(lo) + " < " if lo != 0 else "0 < ") + "r" + ("" if hi == sp.oo else " < " + sp.latex(hi))
+            where = ("A > 0" if sign > 0 else "A < 0") + r",\ " + (latex(lo) + " < " if lo != 0 else "0 < ") + "r" + ("" if hi == sp.oo else " < " + latex(hi))
             region = (gw.A > 0 if sign > 0 else gw.A < 0, *([gw.r > lo] if lo != 0 else []), *([gw.r < hi] if hi != sp.oo else []))
             d.step(name, piece, f"on ${where}$", proof=holds, given=region)
             d.step(sp.Derivative(piece, gw.ell), -gw.A * sp.factor(-gw.d_dell(piece) / gw.A), r"differentiate, $\mathrm{sg}$ held constant")

@@ -27,14 +27,17 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
 import re
 from pathlib import Path
 
 from docutils import nodes
 from docutils.parsers.rst import directives
+from notation import record_derivation
 from sphinx.util.docutils import SphinxDirective
 
 from derivations import Derivation
+from derivations.notation import latex as notes_latex
 
 _cache: dict[str, object] = {}
 
@@ -78,6 +81,7 @@ class DerivationDirective(SphinxDirective):
         if not isinstance(d, Derivation):
             raise self.error(f"{source} returned {type(d).__name__}, not a Derivation")
         d.verify()
+        record_derivation(self.env, source, d)
         container = nodes.container(classes=["derivation"])
         title = self.options.get("title", d.title)
         container += nodes.paragraph("", "", nodes.strong(text=title))
@@ -89,6 +93,9 @@ class DerivationDirective(SphinxDirective):
         if "label" in self.options:
             block["label"] = self.options["label"]
         container += block
+        # the steps as data: derivation-layout.js lays them out again when they are wider than the column
+        rows = json.dumps(d.rows()).replace("</", "<\\/")
+        container += nodes.raw("", f'<script type="application/json" class="derivation-rows">{rows}</script>', format="html")
         counts = ", ".join(f"{n}× {how}" for how, n in d.proved_by().items())
         partial = [st.badge for st in d.steps if st.badge]
         caveat = f"; {len(partial)} of them checked only partly, as boxed beside the step" if partial else ""
@@ -113,12 +120,10 @@ class SympyMathDirective(SphinxDirective):
     final_argument_whitespace = True
 
     def run(self):
-        import sympy as sp
-
         for path in _source_files(self.arguments[0]):
             self.env.note_dependency(path)
         value = _call(self.arguments[0])
-        latex = value if isinstance(value, str) else sp.latex(value)
+        latex = value if isinstance(value, str) else notes_latex(value)
         return [nodes.math_block(latex, latex, nowrap=False, number=None, docname=self.env.docname)]
 
 

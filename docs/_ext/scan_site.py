@@ -22,7 +22,19 @@ there is one. The kinds:
 ``network``
     a page (or a stylesheet it loads) that fetches anything from the network;
 ``alt-text``
-    a figure's image whose alt text is empty or its file name.
+    a figure's image whose alt text is empty or its file name;
+``citation``
+    a paper-like citation in a page's text (an arXiv number, "Name et al.")
+    that the References page does not list;
+``indexing``
+    rows, turns or answers counted from 1: a page names "row N" (or
+    "turns N and M", "answer N") for a kind but never number 0 of that kind,
+    although positions, turns, answers and rows count from 0 (the notes'
+    conventions). An action is a label, not a position, and is not scanned.
+
+The indexing check also runs inside the Sphinx build (this module is the
+extension ``scan_site``: each phrase is a warning, so ``sphinx-build -W``
+fails on it).
 
 Text inside ``pre``, ``code``, ``script`` and ``style`` is code, not prose,
 and is not scanned for roles. Only the standard library is used.
@@ -53,6 +65,8 @@ LOADING_ATTRS = {"script": ("src",), "img": ("src", "srcset"), "iframe": ("src",
                  "source": ("src", "srcset"), "audio": ("src",), "video": ("src", "poster"),
                  "embed": ("src",), "object": ("data",), "track": ("src",), "input": ("src",)}
 SKIP_PAGES = {"genindex.html", "search.html", "py-modindex.html"}
+INDEX_PHRASE = re.compile(r"\b(rows?|turns?|answers?)\s+(\d+(?:\s*(?:,|and|or|to)\s*\d+)*)\b", re.I)
+_KIND = {"row": "row", "rows": "row", "turn": "turn", "turns": "turn", "answer": "answer", "answers": "answer"}
 
 
 @dataclass
@@ -244,6 +258,37 @@ def check_alt_text(root):
     return found
 
 
+def index_phrases(text):
+    """The numbers each kind (row, turn, answer) is given in ``text``: ``{"row": {1, 4}}`` for "rows 1 and 4".
+
+    Examples
+    --------
+    >>> index_phrases("clipped in rows 1 and 4, but not in row 2; turn 0 then turn 1")
+    {'row': {1, 2, 4}, 'turn': {0, 1}}
+    """
+    found = {}
+    for m in INDEX_PHRASE.finditer(text):
+        kind = _KIND[m.group(1).lower()]
+        found.setdefault(kind, set()).update(int(n) for n in re.findall(r"\d+", m.group(2)))
+    return found
+
+
+def check_indexing_text(text):
+    """``indexing``: a kind numbered without its number 0 counts from 1 (see the module docstring)."""
+    out = []
+    for kind, numbers in sorted(index_phrases(text).items()):
+        if 0 not in numbers:
+            shown = ", ".join(str(n) for n in sorted(numbers))
+            out.append(("indexing", f"{kind}s are numbered {shown} but never {kind} 0: "
+                                    f"{kind}s count from 0 (a first {kind} is {kind} 0)"))
+    return out
+
+
+def check_indexing(root):
+    """``indexing`` on a page's prose (code and math are not prose)."""
+    return check_indexing_text(" ".join(_prose(root, [])))
+
+
 def _page_names(names):
     if isinstance(names, str) or not all(isinstance(n, str) for n in names):
         raise TypeError(f"allow_missing_exercises: expected a tuple of page names, got {names!r}")
@@ -256,7 +301,7 @@ def scan_page(text, name="page.html", path=None, site=None, allow_missing_exerci
         raise TypeError(f"text: expected the page's HTML as str, got {type(text).__name__}")
     allow_missing_exercises = _page_names(allow_missing_exercises)
     root = parse(text)
-    found = check_roles(root) + check_mailto(root) + check_numbering(root) + check_alt_text(root)
+    found = check_roles(root) + check_mailto(root) + check_numbering(root) + check_alt_text(root) + check_indexing(root)
     found += check_network(root, Path(path) if path else Path(name), site)
     stem, chapter = Path(name).stem, chapter_number(root)
     if chapter is not None:
@@ -264,6 +309,33 @@ def scan_page(text, name="page.html", path=None, site=None, allow_missing_exerci
             found.append(("exercises", f"chapter {chapter} has no Exercises section"))
         elif has_exercises(root) and stem in allow_missing_exercises:
             found.append(("exercises", "has an Exercises section now: drop it from --allow-missing-exercises"))
+    return found
+
+
+ARXIV = re.compile(r"arXiv:\s?(\d{4}\.\d{4,5})")
+ET_AL = re.compile(r"\b([A-Z][A-Za-z\-]+) et al\.")
+
+
+def check_citations(pages, references):
+    """``citation``: ``(page, kind, message)`` for each arXiv number or "Name et al." of ``pages`` missing from ``references``.
+
+    ``pages`` maps a page's name to its prose; ``references`` is the text of the
+    References page.
+
+    Examples
+    --------
+    >>> check_citations({"a.html": "as Cui et al., arXiv:2505.22617, and Gao et al. show"},
+    ...                 "Cui, G. ... 2025. arXiv:2505.22617.")
+    [('a.html', 'citation', "'Gao et al.' is cited but the References page does not list Gao")]
+    """
+    found = []
+    for page, text in pages.items():
+        for number in sorted(set(ARXIV.findall(text))):
+            if number not in references:
+                found.append((page, "citation", f"arXiv:{number} is cited but the References page does not list it"))
+        for name in sorted(set(ET_AL.findall(text))):
+            if name not in references:
+                found.append((page, "citation", f"'{name} et al.' is cited but the References page does not list {name}"))
     return found
 
 
@@ -279,15 +351,54 @@ def scan_site(site, allow_missing_exercises=()):
     unknown = sorted(set(allow_missing_exercises) - stems)
     if unknown:
         raise ValueError(f"allow_missing_exercises: expected page names of the site, got {unknown}")
-    found = []
+    found, prose = [], {}
     for page in pages:
         rel = page.relative_to(site).as_posix()
         if rel in SKIP_PAGES:
             continue
         allowed = allow_missing_exercises if page.parent == site else ()
-        for kind, message in scan_page(page.read_text(errors="replace"), rel, page, site, allowed):
+        text = page.read_text(errors="replace")
+        for kind, message in scan_page(text, rel, page, site, allowed):
             found.append((rel, kind, message))
+        if page.parent == site and rel != "references.html":
+            prose[rel] = " ".join(_prose(parse(text), []))
+    if (site / "references.html").is_file():
+        references = " ".join(parse((site / "references.html").read_text(errors="replace")).text().split())
+        found += check_citations(prose, references)
     return found
+
+
+def _doctree_prose(doctree):
+    """A doctree's prose: its text outside literal blocks, code, math and raw HTML."""
+    from docutils import nodes
+
+    skip = (nodes.literal_block, nodes.literal, nodes.math, nodes.math_block, nodes.raw, nodes.doctest_block)
+    parts = []
+    for node in doctree.findall(nodes.Text):
+        parent, inside = node.parent, False
+        while parent is not None:
+            if isinstance(parent, skip):
+                inside = True
+                break
+            parent = parent.parent
+        if not inside:
+            parts.append(node.astext())
+    return " ".join(parts)
+
+
+def _check_doctree(app, doctree, docname):
+    """``doctree-resolved``: the indexing check of one page, as warnings (``sphinx-build -W`` fails)."""
+    from sphinx.util import logging
+
+    logger = logging.getLogger(__name__)
+    for kind, message in check_indexing_text(_doctree_prose(doctree)):
+        logger.warning(f"scan_site: {kind}: {message}", location=docname, type="scan_site", subtype=kind)
+
+
+def setup(app):
+    """The indexing check as a Sphinx extension (``extensions = [..., "scan_site"]``)."""
+    app.connect("doctree-resolved", _check_doctree)
+    return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
 
 
 def main(argv=None):

@@ -34,6 +34,13 @@ Advantage estimators
     :func:`optimal_token_baseline_advantages`, :func:`batch_scaled_advantages`; the exact scale :math:`c` of
     :math:`\mathbb{E}[A\,\nabla\log\pi] = c\,\nabla J` for a binary reward is
     :func:`numeric.binary_reward_weight`.
+Group advantages on a flat batch (:mod:`~numeric.losses.group_advantages`)
+    :func:`grouped_advantages` (ragged groups, each trainer's rule for a group of one),
+    :func:`maxrl_advantages`, :func:`length_penalized_advantages`, :func:`gdpo_advantages`,
+    :func:`normalize_by_levels` (AReaL), :func:`ema_baseline_advantages` (prime-rl ``rae``).
+Reward and advantage shaping (:mod:`~numeric.losses.shaping`)
+    :func:`overlong_penalized_rewards`, :func:`stop_properly_rewards`, :func:`kl_in_reward` with
+    :class:`AdaptiveKLController`, :func:`opd_advantages`, :func:`rlsd_advantages`.
 
 Trainer code was read at: verl ``verl/trainer/ppo/core_algos.py`` (``agg_loss``,
 ``compute_policy_loss_*``, ``kl_penalty``, ``compute_*_outcome_advantage``),
@@ -44,16 +51,19 @@ experience maker (``group_norm``, REINFORCE++).
 The package holds one concern per module: :mod:`~numeric.losses.tokens`,
 :mod:`~numeric.losses.aggregation`, :mod:`~numeric.losses.policy` (with
 :mod:`~numeric.losses.selection`, the token selections of Clip-Cov and KL-Cov),
-:mod:`~numeric.losses.penalties`, :mod:`~numeric.losses.advantages`, and the
+:mod:`~numeric.losses.penalties`, :mod:`~numeric.losses.advantages`,
+:mod:`~numeric.losses.group_advantages`, :mod:`~numeric.losses.shaping`, and the
 suite ``losses`` in :mod:`~numeric.losses.certificates`.
 """
 
-from . import advantages, aggregation, penalties, policy, selection, tokens
+from . import advantages, aggregation, group_advantages, penalties, policy, selection, shaping, tokens
 from .advantages import *
 from .aggregation import *
+from .group_advantages import *
 from .penalties import *
 from .policy import *
 from .selection import *
+from .shaping import *
 from .tokens import *
 
 __all__ = [
@@ -93,6 +103,21 @@ __all__ = [
     "bias_corrected_kl",
     "high_entropy_mask",
     "optimal_token_baseline_advantages",
+    "AdaptiveKLController",
+    "EMABaseline",
+    "KLInReward",
+    "ema_baseline_advantages",
+    "gdpo_advantages",
+    "group_ids",
+    "grouped_advantages",
+    "kl_in_reward",
+    "length_penalized_advantages",
+    "maxrl_advantages",
+    "normalize_by_levels",
+    "opd_advantages",
+    "overlong_penalized_rewards",
+    "rlsd_advantages",
+    "stop_properly_rewards",
     "VERL_KL_PENALTIES",
     "verl_kl_penalty",
 ]

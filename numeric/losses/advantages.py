@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 
-def masked_whiten(x: ArrayT, mask: Array, *, shift_mean: bool = True, unbiased: bool = True, eps: float = 1e-8) -> ArrayT:
+def masked_whiten(x: ArrayT, mask: Array, *, shift_mean: bool = True, unbiased: bool = True, eps: float = 1e-8, count_eps: float = 0.0) -> ArrayT:
     r"""Batch whitening over the masked entries: :math:`(x - \mu)/\sqrt{\sigma^2 + \epsilon}`, 0 on masked slots.
 
     :math:`\mu, \sigma^2` are the mean and the variance (Bessel-corrected if
@@ -44,7 +44,13 @@ def masked_whiten(x: ArrayT, mask: Array, *, shift_mean: bool = True, unbiased: 
     computes them (:func:`numeric.group_zscore_advantages`): from differences to
     one kept entry, with :math:`\sigma` scaled by the largest deviation before
     squaring, so entries a few ulps apart, or :math:`1000 \pm 10^{-3}`, keep
-    their digits; a constant batch whitens to 0, also with ``eps=0``.
+    their digits; a constant batch whitens to 0, also with ``eps=0`` (and ``count_eps=0``).
+
+    ``count_eps`` reproduces verl's ``masked_mean``, which divides by the count
+    plus ``1e-8``: the mean becomes :math:`\sum x/(n + \epsilon_n)` and the
+    variance :math:`\sum (x - \mu)^2/(n + \epsilon_n)`, times :math:`n/(n-1)` when
+    ``unbiased`` (verl ``verl/utils/torch_functional.py:294-346`` at ``1dda039``;
+    :func:`numeric.losses.gdpo_advantages` passes ``count_eps=1e-8``).
 
     Examples
     --------
@@ -60,16 +66,20 @@ def masked_whiten(x: ArrayT, mask: Array, *, shift_mean: bool = True, unbiased: 
     n = mf.sum()
     if float(n) < (2 if unbiased else 1):
         raise ValueError(f"mask must select at least {2 if unbiased else 1} entries to whiten, got {int(n)}")
-    eps = require_nonnegative("eps", eps)
+    eps, count_eps = require_nonnegative("eps", eps), require_nonnegative("count_eps", count_eps)
     pivot = v.reshape(-1)[m.reshape(-1).nonzero()[0, 0]]  # one kept entry: differences to it are exact near a tie
     d = (v - pivot) * mf
-    centred = (d - d.sum() / n) * mf
+    shift = d.sum() / n if count_eps == 0 else (d.sum() - count_eps * pivot) / (n + count_eps)  # the mean, less the pivot
+    centred = (d - shift) * mf
     scale = centred.abs().amax()
     safe = torch.where(scale == 0, torch.ones_like(scale), scale)
-    var = safe**2 * ((centred / safe) ** 2).sum() / (n - 1 if unbiased else n)
+    if count_eps == 0:
+        var = safe**2 * ((centred / safe) ** 2).sum() / (n - 1 if unbiased else n)
+    else:
+        var = safe**2 * ((centred / safe) ** 2).sum() / (n + count_eps) * (n / (n - 1) if unbiased else 1)
     out = torch.where(scale == 0, torch.zeros_like(v), centred * torch.rsqrt(var + eps))
     if not shift_mean:
-        out = out + (pivot + d.sum() / n)
+        out = out + (pivot + shift)
     return like(kind, torch.where(m, out, torch.zeros_like(out)).to(result_dtype(x)))
 
 
@@ -252,7 +262,7 @@ def passk_advantages(rewards: ArrayT, *, eps: float = 1e-6, std: bool = False) -
 
     References
     ----------
-    Chen et al., "Pass@k Training", arXiv:2508.10751 (2025); verl cites arXiv:2503.19595.
+    Chen et al., "Pass@k Training", arXiv:2508.10751 (2025).
 
     Examples
     --------
@@ -357,16 +367,24 @@ def optimal_token_baseline_advantages(
     do not shift the count (verl ``compute_multi_turn_optimal_token_baseline_advantage``,
     ``tir_optimal_token_baseline``; there answers with no token are left out
     of their group).  A group of one answer gets no baseline (:math:`A = G`).
-    ``handle_zero_tail`` (default: verl's, ``False`` for ``"position"``,
-    ``True`` for ``"response"``) sets the baseline to 0 beyond the second
-    longest answer on the answer that is the unique longest, which would
-    otherwise be its own baseline there (:math:`A \approx 0`).
+    ``handle_zero_tail`` sets the baseline to 0 beyond the second longest
+    answer on the answer that is the unique longest, which would otherwise
+    be its own baseline there (:math:`A \approx 0`).
 
-    Read at verl ``b178a3cd56f5`` (``verl/trainer/ppo/core_algos.py``); verl
-    takes ``(token_level_rewards, response_mask, index, old_log_probs,
-    sum_pi_squared)`` with groups given by ``index``; here the groups are
-    contiguous and the mask comes after the tensors.  verl returns the
-    advantage and :math:`G` both, this function the advantage.
+    Two readings of verl.  At ``b178a3c`` (``verl/trainer/ppo/core_algos.py:758-873``)
+    ``handle_zero_tail`` defaulted to ``False`` by position and ``True`` by
+    response; verl ``8acd940`` (#5380, 2026-02-24) made it ``True`` for both, as
+    at ``1dda039`` (``core_algos.py:871-987`` and ``990-1121``; the multi-turn
+    docstring there still says ``False``).  ``handle_zero_tail=None`` keeps the
+    ``b178a3c`` defaults, so that a call never changes its number; verl
+    ``1dda039`` is ``handle_zero_tail=True``.  (At ``b178a3c`` verl's trainer did
+    not pass ``old_log_probs`` to either estimator, a ``TypeError`` through the
+    trainer, fixed by #5615, ``e2e80d1``.)  verl takes ``(token_level_rewards,
+    response_mask, index, old_log_probs, sum_pi_squared)`` with groups given by
+    ``index``; here the groups are contiguous and the mask comes after the
+    tensors.  verl returns the advantage and :math:`G` both, this function the
+    advantage.  The expected update is no multiple of :math:`\nabla J` (on the
+    toy LM at :math:`G = 2`, enumerated: ``tests/test_estimators.py``).
 
     Examples
     --------

@@ -22,7 +22,7 @@ __all__ = ["KL_ESTIMATORS", "VERL_KL_PENALTIES", "bias_corrected_kl", "kl_estima
 
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
-r"""Schulman's estimators of :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})` from :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}}`."""
+r"""Schulman's estimators of :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})` from the reference ratio :math:`r_{\mathrm{ref}} = \pi_{\mathrm{ref}}/\pi` of a sampled token."""
 
 _K = {name: sp.lambdify(tr.delta, getattr(tr, name), modules=[{"exp": torch.exp, "log": torch.log}]) for name in ("k1", "k2")}
 # k3 = e^{-Delta} - 1 + Delta (derivations.trust_region.k3) loses every digit to cancellation for
@@ -31,13 +31,15 @@ _K["k3"] = lambda delta: torch.expm1(-delta) + delta
 
 
 def kl_estimate(delta: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
-    r"""The KL estimate :math:`k_1 = \Delta`, :math:`k_2 = \Delta^2/2` or :math:`k_3 = e^{-\Delta} - 1 + \Delta` of a log-ratio tensor.
+    r"""The KL estimate :math:`k_1`, :math:`k_2` or :math:`k_3` of a log-ratio tensor ``delta`` :math:`= \log\pi - \log\pi_{\mathrm{ref}} = -\log r_{\mathrm{ref}}`.
 
-    The one definition of the estimators (:mod:`derivations.trust_region`
-    derives them; :func:`kl_penalty`, :func:`numeric.kl_k1` to :func:`numeric.kl_k3`
-    and :func:`numeric.ppo_diagnostics` call it).  :math:`k_3` is computed as
-    :math:`\operatorname{expm1}(-\Delta) + \Delta`, so a float32 :math:`\Delta`
-    of :math:`10^{-3}` keeps about four digits of :math:`k_3 \approx \Delta^2/2`.
+    :math:`k_1 = -\log r_{\mathrm{ref}}`, :math:`k_2 = \tfrac12(\log r_{\mathrm{ref}})^2`,
+    :math:`k_3 = r_{\mathrm{ref}} - 1 - \log r_{\mathrm{ref}}`: the one definition of the
+    estimators (:mod:`derivations.trust_region` derives them; :func:`kl_penalty`,
+    :func:`numeric.kl_k1` to :func:`numeric.kl_k3` and :func:`numeric.ppo_diagnostics`
+    call it).  :math:`k_3` is computed as
+    :math:`\operatorname{expm1}(\log r_{\mathrm{ref}}) - \log r_{\mathrm{ref}}`, so a float32
+    log-ratio of :math:`10^{-3}` keeps about four digits of :math:`k_3 \approx (\log r_{\mathrm{ref}})^2/2`.
 
     Examples
     --------
@@ -56,10 +58,10 @@ def kl_estimate(delta: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
 def kl_penalty(log_prob: ArrayT, ref_log_prob: Array, mask: Array | None = None, *, estimator: str = "k3", clamp: bool = False) -> ArrayT:
     r"""Per-token KL estimates :math:`k_1, k_2, k_3` of :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}})`, 0 on masked tokens.
 
-    With :math:`\Delta = \log\pi - \log\pi_{\mathrm{ref}}`: :math:`k_1 = \Delta`,
-    :math:`k_2 = \Delta^2/2`, :math:`k_3 = e^{-\Delta} - 1 + \Delta`
+    With :math:`r_{\mathrm{ref}} = \pi_{\mathrm{ref}}/\pi`: :math:`k_1 = -\log r_{\mathrm{ref}}`,
+    :math:`k_2 = \tfrac12(\log r_{\mathrm{ref}})^2`, :math:`k_3 = r_{\mathrm{ref}} - 1 - \log r_{\mathrm{ref}}`
     (:mod:`numeric.trust_region`).  ``clamp=True`` is verl's ``low_var_kl``:
-    :math:`\Delta` clamped to :math:`[-20, 20]` and :math:`k_3` to
+    :math:`\log r_{\mathrm{ref}}` clamped to :math:`[-20, 20]` and :math:`k_3` to
     :math:`[-10, 10]` (TRL's :math:`k_3` is unclamped).  As a loss term,
     :math:`\beta` times :func:`aggregate` of it (verl ``use_kl_loss``, TRL
     ``beta``); as a reward penalty, :math:`-\beta k_1` added to the token
@@ -121,25 +123,25 @@ def value_loss(value: ArrayT, old_value: Array, returns: Array, mask: Array, *, 
 
 
 def bias_corrected_kl(log_prob: ArrayT, old_log_prob: Array, ref_log_prob: Array, mask: Array, *, level: str = "token") -> ArrayT:
-    r"""TRL's bias-corrected KL term: the :math:`k_3` estimate times the policy ratio, :math:`\rho_t\,k_3`, per token.
+    r"""TRL's bias-corrected KL term: the :math:`k_3` estimate times the importance ratio, :math:`r_t\,k_3`, per token.
 
-    With :math:`\Delta_t = \log\pi_\theta - \log\pi_{\mathrm{ref}}` and
-    :math:`\rho_t = \pi_\theta/\pi_{\mathrm{old}}` (differentiated through
+    With :math:`r_{\mathrm{ref},t} = \pi_{\mathrm{ref}}/\pi_\theta` and
+    :math:`r_t = \pi_\theta/\pi_{\mathrm{old}}` (differentiated through
     :math:`\pi_\theta`; :math:`\pi_{\mathrm{old}}` detached), the term is
-    :math:`\rho_t\,(e^{-\Delta_t} - 1 + \Delta_t)` (TRL ``f2cd57710ae3``,
+    :math:`r_t\,(r_{\mathrm{ref},t} - 1 - \log r_{\mathrm{ref},t})` (TRL ``f2cd57710ae3``,
     ``use_bias_correction_kl``: ``per_token_kl * coef_1``; with
     ``importance_sampling_level="sequence"``, ``level="sequence"`` here,
-    :math:`\rho` is the geometric-mean sequence ratio
-    :math:`\exp(\frac1n\sum_t m_t \log\rho_t)` on every token of the row).
+    :math:`r_t` is the geometric-mean sequence ratio
+    :math:`\tilde r = \exp(\frac1n\sum_t m_t \log r_t)` on every token of the row).
 
     What is corrected: the tokens were sampled from :math:`\pi_{\mathrm{old}}`,
     not :math:`\pi_\theta`.  The ratio makes the *value* unbiased,
-    :math:`\mathbb E_{\mathrm{old}}[\rho\,k_3] = \mathrm{KL}(\pi_\theta\,\|\,\pi_{\mathrm{ref}})`,
+    :math:`\mathbb E_{\mathrm{old}}[r\,k_3] = \mathrm{KL}(\pi_\theta\,\|\,\pi_{\mathrm{ref}})`,
     and — already at :math:`\pi_\theta = \pi_{\mathrm{old}}`, where
-    :math:`\rho = 1` in value — it corrects the *gradient*:
+    :math:`r = 1` in value — it corrects the *gradient*:
     :math:`\mathbb E[\nabla k_3]` is :math:`\nabla\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi_\theta)`,
     the other direction (:func:`derivations.trust_region.kl_estimator_gradients`),
-    while :math:`\mathbb E_{\mathrm{old}}[\nabla(\rho\,k_3)] = \nabla\mathrm{KL}(\pi_\theta\,\|\,\pi_{\mathrm{ref}})`
+    while :math:`\mathbb E_{\mathrm{old}}[\nabla(r\,k_3)] = \nabla\mathrm{KL}(\pi_\theta\,\|\,\pi_{\mathrm{ref}})`
     for every :math:`\pi_{\mathrm{old}}` (:func:`derivations.trust_region.bias_corrected_kl_gradient`).
     The sequence-level ratio is no importance weight of the token, so it
     corrects neither exactly.  Add :math:`\beta` times :func:`aggregate` of the

@@ -220,14 +220,14 @@ def policy_loss(
         CISPO with the row's ratio :math:`\tilde r_i` in place of :math:`r`: :math:`-\mathrm{sg}(\mathrm{clip}(\tilde r_i))\,A\,\ell`
         (TRL ``cispo`` at ``importance_sampling_level="sequence"``, with ``eps_low=None``).
     ``sapo``
-        :math:`-\frac{4}{\tau}\,\sigma(\tau(r-1))\,A`, :math:`\tau = \tau_+` if :math:`A > 0`
+        :math:`-\frac{4}{\tau}\,\operatorname{sigmoid}(\tau(r-1))\,A`, :math:`\tau = \tau_+` if :math:`A > 0`
         else :math:`\tau_-` (verl and TRL ``sapo``).
     ``sapo_seq``
         SAPO at the row's ratio :math:`\tilde r_i`, one value per row (TRL ``sapo`` at ``importance_sampling_level="sequence"``).
     ``vespo``
         :math:`-\mathrm{sg}(\phi(W_i))\,A\,\ell` with the product of the row's ratios
-        :math:`W_i = \prod_t r_{it}` and the Gamma weight :math:`\phi(W) = W^k e^{\lambda(1 - W)}`,
-        :math:`(k, \lambda)` the positive side's if :math:`A \ge 0` (TRL ``vespo``).
+        :math:`W_i = \prod_t r_{it}` and the Gamma weight :math:`\phi(W) = W^k e^{\zeta(1 - W)}`,
+        :math:`(k, \zeta)` the positive side's if :math:`A \ge 0` (TRL ``vespo``).
     ``clip_cov``
         PPO's loss, and 0 on the ``selected`` tokens (verl ``clip_cov``; its selection is
         :func:`~numeric.losses.selection.clip_cov_selection`).
@@ -235,8 +235,8 @@ def policy_loss(
         :math:`-rA`, plus :math:`\beta\,|\ell - \ell_{\mathrm{old}}|` on the ``selected`` tokens
         (verl ``kl_cov``; :func:`~numeric.losses.selection.kl_cov_selection`).
     ``gmpo``
-        per row, :math:`-\bar A_i \exp\overline{g(\Delta)}` with
-        :math:`g(\Delta) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\Delta,\ \mathrm{sgn}(A)\,\mathrm{clamp}(\Delta, -\delta_l, \delta_h))`,
+        per row, :math:`-\bar A_i \exp\overline{g(\log r)}` with
+        :math:`g(\log r) = \mathrm{sgn}(A)\min(\mathrm{sgn}(A)\log r,\ \mathrm{sgn}(A)\,\mathrm{clamp}(\log r, -\tilde\varepsilon_l, \tilde\varepsilon_h))`,
         averaged over rows (verl ``geo_mean``).
     ``is``
         :math:`-\mathrm{sg}(r)\,A\,\ell`, token importance sampling (CISPO without a clip).
@@ -250,8 +250,10 @@ def policy_loss(
     ----------
     method : str
         One of :data:`POLICY_LOSSES`.
-    log_prob, old_log_prob : numpy array or torch tensor
-        ``[B, T]``; differentiable in ``log_prob``.
+    log_prob : numpy array or torch tensor
+        ``[B, T]`` :math:`\log\pi_\theta` of each token; the loss is differentiable in it.
+    old_log_prob : numpy array or torch tensor
+        ``[B, T]`` :math:`\log\pi_{\mathrm{old}}` of each token (detached).
     advantages : numpy array or torch tensor
         ``[B, T]``, or ``[B]`` (one per sequence, broadcast).
     mask : numpy array or torch tensor
@@ -262,13 +264,17 @@ def policy_loss(
         averaged over rows (verl ``geo_mean`` ignores the mode) and takes none.
     norm : float, optional
         :func:`aggregate`'s ``norm``.
-    count_eps, empty_rows : float, str
-        :func:`aggregate`'s options for the seq-mean modes (verl's and OpenRLHF's
-        ``n_i + 1e-8`` and "exclude fully masked sequences").
-    convention, groups : str, array
+    count_eps : float
+        :func:`aggregate`'s constant added to a row's length in seq-mean-token-mean
+        (verl's and OpenRLHF's ``n_i + 1e-8``).
+    empty_rows : str
+        :func:`aggregate`'s ``"count"`` or ``"exclude"``: whether the seq-mean modes
+        count a row with no token (verl and OpenRLHF exclude fully masked sequences).
+    convention : str, optional
         :func:`aggregate`'s: ``agg`` read as a trainer's name at a commit
-        (``agg="seq-mean-token-sum-norm", convention="verl@1dda039"``), and the
-        prompt of each row for ``prompt-mean``.
+        (``agg="seq-mean-token-sum-norm", convention="verl@1dda039"``).
+    groups : numpy array or torch tensor, optional
+        :func:`aggregate`'s: the prompt of each row, ``[B]`` integers, for ``prompt-mean``.
     weight : numpy array or torch tensor, optional
         ``[B, T]`` non-negative per-token sampler-correction weights (detached),
         multiplying the per-token loss before aggregation, as TRL's
@@ -283,19 +289,24 @@ def policy_loss(
         else, as verl's ``vanilla`` and OpenRLHF's ``PolicyLoss`` do with
         :math:`v = 20`.  Off by default: without it the loss is exact, and a
         clipped token's gradient is exactly 0 whatever its ratio.
-    eps_low, eps_high : float
-        PPO, GSPO and CISPO: :math:`\varepsilon_l \in [0, 1]`, :math:`\varepsilon_h \ge 0`
-        (``inf``: no upper clip); default 0.2 each (DAPO's clip-higher: 0.2, 0.28).
-        CISPO's ``eps_low=None`` is the one-sided cap.
+    eps_low : float or None
+        PPO, GSPO and CISPO: the clip's low side :math:`\varepsilon_l \in [0, 1]`,
+        default 0.2; CISPO's ``eps_low=None`` is the one-sided cap.
+    eps_high : float
+        PPO, GSPO and CISPO: the clip's high side :math:`\varepsilon_h \ge 0`
+        (``inf``: no upper clip), default 0.2 (DAPO's clip-higher: 0.28).
     dual_clip : float, optional
         PPO only: the dual-clip constant :math:`C_d > 1` (verl ``clip_ratio_c``, OpenRLHF ``dual_clip``).
     sapo_tau : (float, float)
         SAPO only: :math:`(\tau_+, \tau_-)`, positive; TRL's defaults ``(1.0, 1.05)``.
     gmpo_clip : (float, float)
-        GMPO only: :math:`(\delta_l, \delta_h)`, its clip range in log space (verl's clip ratios).
-    vespo_k, vespo_lambda : (float, float)
-        VESPO only: :math:`(k_+, k_-)` and :math:`(\lambda_+, \lambda_-)`, positive; TRL's defaults
-        ``(2.0, 3.0)`` and ``(3.0, 2.0)``.
+        GMPO only: :math:`(\tilde\varepsilon_l, \tilde\varepsilon_h)`, its clip range in log space (verl's clip ratios).
+    vespo_k : (float, float)
+        VESPO only: the Gamma shapes :math:`(k_+, k_-)` for :math:`A \ge 0` and :math:`A < 0`,
+        positive; TRL's default ``(2.0, 3.0)``.
+    vespo_lambda : (float, float)
+        VESPO only: the Gamma rates :math:`(\zeta_+, \zeta_-)` (TRL's :math:`\lambda`),
+        positive; TRL's default ``(3.0, 2.0)``.
     kl_cov_coef : float
         KL-Cov only: :math:`\beta \ge 0` (verl ``ppo_kl_coef``), default 1.
 
@@ -501,7 +512,7 @@ def _penalty_fn(form_name: str):
 
 @cache
 def _log_gamma_fn():
-    r""":math:`\log\phi(e^L) = kL + \lambda(1 - e^L)` from :func:`derivations.methods.gamma_weight`, lambdified in :math:`L, k, \lambda`."""
+    r""":math:`\log\phi(e^L) = kL + \zeta(1 - e^L)` from :func:`derivations.methods.gamma_weight`, lambdified in :math:`L, k, \zeta`."""
     L = sp.Symbol("L", real=True)
     log_phi = sp.expand_log(sp.log(methods.gamma_weight(sp.exp(L))), force=True)
     return sp.lambdify((L, methods.k, methods.lam), log_phi, "numpy")
@@ -539,7 +550,7 @@ def derived_weight(form_name: str, r: torch.Tensor, A: torch.Tensor, options: di
     checked parameters (:func:`numeric._validate.method_options`); ``ell0`` the
     old log-probabilities, for the forms whose bounds move with :math:`\pi_0 = e^{\ell_0}`
     (DPPO, the TV band; required there).  SAPO's
-    weight :math:`4\sigma(1-\sigma)r` is below :math:`4r e^{-700}`, 0 in fp64,
+    weight :math:`4q(1-q)r`, :math:`q = \operatorname{sigmoid}(\tau(r-1))`, is below :math:`4r e^{-700}`, 0 in fp64,
     where :math:`\tau(r - 1) > 700`, and is written 0 there (its formula would
     divide two overflowed exponentials).
 

@@ -77,8 +77,10 @@ def clip_cov_selection(log_prob: ArrayT, old_log_prob: Array, advantages: Array,
 
     Parameters
     ----------
-    log_prob, old_log_prob : numpy array or torch tensor
-        ``[B, T]`` token log-probabilities, current and old.
+    log_prob : numpy array or torch tensor
+        ``[B, T]`` token log-probabilities under the current policy.
+    old_log_prob : numpy array or torch tensor
+        ``[B, T]`` token log-probabilities under the old policy.
     advantages : numpy array or torch tensor
         ``[B, T]``, or ``[B]`` (broadcast over the row).
     mask : numpy array or torch tensor
@@ -87,8 +89,10 @@ def clip_cov_selection(log_prob: ArrayT, old_log_prob: Array, advantages: Array,
         In :math:`(0, 1]`: the share of the response tokens to select.
     bounds : (float, float)
         The open covariance band, ``low < high``.
-    eps_low, eps_high : float
-        PPO's clip range (verl's ``clip_ratio_low``, ``clip_ratio_high``).
+    eps_low : float
+        PPO's clip low side (verl's ``clip_ratio_low``).
+    eps_high : float
+        PPO's clip high side (verl's ``clip_ratio_high``).
     seed : int
         Seeds the draw: the same inputs and seed give the same selection.
 

@@ -155,14 +155,14 @@ def token_entropy(logits: ArrayT) -> ArrayT:
 
 
 def high_entropy_mask(entropy: ArrayT, mask: Array, *, top_quantile: float) -> ArrayT:
-    r"""Keep the highest-entropy tokens: :math:`m_{it}\,\mathbb 1[H_{it} \ge q]`, :math:`q` the :math:`(1 - \tau)`-quantile (TRL ``top_entropy_quantile``).
+    r"""Keep the highest-entropy tokens: :math:`m_{it}\,\mathbb 1[H_{it} \ge H^*]`, :math:`H^*` the (1 - ``top_quantile``)-quantile (TRL ``top_entropy_quantile``).
 
-    :math:`q` is the quantile of the masked entropies of the whole batch at
-    level :math:`1 - \tau`, :math:`\tau` = ``top_quantile``, linearly
+    :math:`H^*` is the quantile of the masked entropies of the whole batch at
+    level 1 - ``top_quantile``, linearly
     interpolated between order statistics (``torch.quantile``'s default, as in
     TRL ``f2cd57710ae3`` ``get_high_entropy_mask``, which gathers the entropies of
     every process first); a token is kept when its entropy is at least
-    :math:`q`, so ties at :math:`q` are kept and :math:`\tau = 1` keeps every
+    :math:`H^*`, so ties at :math:`H^*` are kept and ``top_quantile=1`` keeps every
     masked token.  An empty mask keeps nothing.  Multiply the result into the
     per-token loss (``aggregate(..., weight=...)``); TRL keeps the
     aggregation's own mask in the denominators.
@@ -220,7 +220,10 @@ def response_mask(input_ids: ArrayT, prompt_length: Array, pad_token_id: int, eo
         ``[B, T]`` prompt + response (+ padding).
     prompt_length : integer array
         ``[B]``, the number of prompt tokens of each row (``>= 1``).
-    pad_token_id, eos_token_id : int
+    pad_token_id : int
+        The id of the padding token.
+    eos_token_id : int
+        The id of the end-of-sequence token (the policy's action that stops; it is in the mask).
 
     Returns
     -------

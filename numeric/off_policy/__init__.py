@@ -40,8 +40,8 @@ between them that is context only, a stale sampler with a mismatch knob) and
 :func:`tinylm_episodes` (:class:`~numeric.TinyLM` with a perturbed sampler).
 Both give :class:`Episodes`, every episode with its sampler probability, so
 :func:`scheme_moments` computes the exact bias :math:`\lVert\mathbb E_\mu[\hat g] - \nabla J\rVert`
-and trace variance of any scheme.  The suite ``off_policy`` checks the seed's
-§8 (8a–8g) and the schemes' bias formulas.
+and trace variance of any scheme.  The suite ``off_policy`` checks every
+statement of :doc:`/off_policy` and the schemes' bias formulas.
 
 References
 ----------
@@ -55,6 +55,27 @@ thinking model", arXiv:2510.18855 (2025) (IcePop).
 """
 
 from . import suite  # noqa: F401  (registers the ``off_policy`` check suite)
+from .corrections import (
+    READINGS,
+    RULES,
+    M2POLimit,
+    Reading,
+    Rule,
+    Setting,
+    m2po_limit,
+    reading_table,
+    rule_moments,
+    rule_table,
+)
+from .masks import (
+    REJECTION_METRICS,
+    loglinear_proximal_log_prob,
+    m2po_mask,
+    off_policy_sequence_mask,
+    outlier_sequence_mask,
+    rejection_sampling_weight,
+    trust_region_mask,
+)
 from .models import (
     SCHEMES,
     ChainMoments,
@@ -74,6 +95,7 @@ from .models import (
     truncation_bias,
     two_turn_agent,
 )
+from .rollout import ROLLOUT_RS_OPTIONS, SAFETY_BOUND, rollout_is_weights, rollout_rejection_mask
 from .weights import (
     CORRECTION_WEIGHTS,
     KL_REJECTION_LEVELS,
@@ -89,6 +111,27 @@ from .weights import (
 )
 
 __all__ = [
+    "READINGS",
+    "RULES",
+    "M2POLimit",
+    "Reading",
+    "Rule",
+    "Setting",
+    "m2po_limit",
+    "reading_table",
+    "rule_moments",
+    "rule_table",
+    "REJECTION_METRICS",
+    "ROLLOUT_RS_OPTIONS",
+    "SAFETY_BOUND",
+    "loglinear_proximal_log_prob",
+    "m2po_mask",
+    "off_policy_sequence_mask",
+    "outlier_sequence_mask",
+    "rejection_sampling_weight",
+    "rollout_is_weights",
+    "rollout_rejection_mask",
+    "trust_region_mask",
     "CORRECTION_WEIGHTS",
     "KL_REJECTION_LEVELS",
     "batch_normalized_weights",

@@ -204,7 +204,7 @@ r"""The two values of the agent's outcome: :math:`R = -0.5` on failure, :math:`2
 
 
 def feedback_token(y1: int) -> int:
-    """The environment's feedback token after the turn-1 action ``y1`` (a fixed function, context only)."""
+    """The environment's feedback token after the turn-0 action ``y1`` (a fixed function, context only)."""
     return (y1 + 1) % ACTIONS
 
 
@@ -222,11 +222,11 @@ def agent_logits(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     r"""``(turn1 [K], feedback [K, K], turn2 [K, K])`` logits; a shared block :math:`\theta^{\mathrm{sh}}` enters all three.
 
     Layout of :math:`\theta` (``4K + 2K^2 = 40`` entries): :math:`\theta^{\mathrm{sh}}` (shared), :math:`\theta^{(1)}`
-    (turn 1), :math:`\theta^{f}` (the model's logits at the feedback slot, per turn-1
-    action), :math:`\theta^{(2)}` (turn 2, per turn-1 action).  Turn 1: :math:`\theta^{\mathrm{sh}} + \theta^{(1)}`;
-    feedback slot after :math:`a`: :math:`\theta^{\mathrm{sh}} + \theta^{f}_{a}`; turn 2: :math:`\theta^{\mathrm{sh}} + \theta^{(2)}_{a}`.
-    The shared :math:`\theta^{\mathrm{sh}}` makes :math:`s_1 \cdot s_2 \ne 0` pointwise, so
-    :math:`\mathbb E[s_1 \cdot s_2] = 0` is a fact about expectations, not about blocks.
+    (turn 0), :math:`\theta^{f}` (the model's logits at the feedback slot, per turn-0
+    action), :math:`\theta^{(2)}` (turn 1, per turn-0 action).  Turn 0: :math:`\theta^{\mathrm{sh}} + \theta^{(1)}`;
+    feedback slot after :math:`a`: :math:`\theta^{\mathrm{sh}} + \theta^{f}_{a}`; turn 1: :math:`\theta^{\mathrm{sh}} + \theta^{(2)}_{a}`.
+    The shared :math:`\theta^{\mathrm{sh}}` makes :math:`s_0 \cdot s_2 \ne 0` pointwise, so
+    :math:`\mathbb E[s_0 \cdot s_2] = 0` is a fact about expectations, not about blocks.
     """
     K = ACTIONS
     u, a = theta[:K], theta[K : 2 * K]
@@ -267,8 +267,8 @@ def _agent_objective(theta, success):
 def two_turn_agent(mismatch: float = 1.0, *, theta: torch.Tensor | None = None) -> Episodes:
     r"""Every episode :math:`(a, f, a', R)` of the two-turn agent under a stale sampler.
 
-    Turn 1 picks :math:`a` of 4 actions; the environment answers with the
-    feedback token :math:`f = (a + 1) \bmod 4` (context only: mask 0); turn 2
+    Turn 0 picks :math:`a` of 4 actions; the environment answers with the
+    feedback token :math:`f = (a + 1) \bmod 4` (context only: mask 0); turn 1
     picks :math:`a'` given :math:`a`; the outcome is :math:`R = 2` with
     probability :math:`q_{aa'}`, else :math:`R = -0.5`.  The sampler is the
     policy with stale weights, :math:`\theta_\mu = \theta + m\,\xi` (fixed
@@ -314,7 +314,7 @@ def two_turn_agent(mismatch: float = 1.0, *, theta: torch.Tensor | None = None) 
 
 
 def agent_states(mismatch: float = 1.0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    r"""``(pi, mu)`` at the agent's 5 decision states: turn 1 and turn 2 after each :math:`a`."""
+    r"""``(pi, mu)`` at the agent's 5 decision states: turn 0 and turn 1 after each :math:`a`."""
     m = require_finite_real("mismatch", mismatch, minimum=0)
     _, theta, lag = _agent_tables()
     (p1, _, p2), (q1, _, q2) = ([torch.softmax(l, -1) for l in agent_logits(t)] for t in (theta, theta + m * lag))
@@ -327,7 +327,7 @@ def agent_states(mismatch: float = 1.0) -> list[tuple[torch.Tensor, torch.Tensor
 def graded_reward(lm: TinyLM) -> torch.Tensor:
     r"""A non-binary reward on :class:`~numeric.TinyLM`: :math:`2\cdot\mathbb 1[1 \in o] - 0.5 + 0.1\,|o|`."""
     hit = ((lm.tokens == 1) & (lm.mask > 0)).any(1).to(F64)
-    return 2.0 * hit - 0.5 + 0.1 * lm.lengths.to(F64)
+    return 1.0 * hit - 0.5 + 0.1 * lm.lengths.to(F64)
 
 
 @cache
@@ -421,7 +421,7 @@ def chain_score_moments(L: int, K: int = 4, seed: int = 5) -> ChainMoments:
 
 
 def _turn1_index(ep: Episodes) -> torch.Tensor:
-    """Turn-1 action of each agent episode (episodes are listed y1-major: 8 per y1)."""
+    """Turn-0 action of each agent episode (episodes are listed y1-major: 8 per y1)."""
     return torch.arange(len(ep.prob)) // (2 * ACTIONS)
 
 
@@ -458,7 +458,7 @@ class CreditAssignment:
 
 
 def credit_assignment(ep: Episodes) -> CreditAssignment:
-    r"""Outcome broadcast :math:`(R - V)(s_1 + s_2)` and per-turn credit :math:`(Q - V)s_1 + (R - Q)s_2`, per episode.
+    r"""Outcome broadcast :math:`(R - V)(s_0 + s_2)` and per-turn credit :math:`(Q - V)s_0 + (R - Q)s_2`, per episode.
 
     With oracle baselines :math:`V = \mathbb E[R]`, :math:`Q_a = \mathbb E[R \mid a]`
     (for the on-policy agent, ``two_turn_agent(0.0)``).  Returns a
@@ -506,7 +506,7 @@ def _token_bias():
 
 
 def token_bias_closed_form(mismatch: float = 1.0) -> torch.Tensor:
-    r"""``[P]`` the derived token-ratio bias of the two-turn agent, :math:`\sum_{a,a'} \pi_1(\mu_2 - \pi_2)\bar A s_1 + (\mu_1 - \pi_1)\pi_2 \bar A s_2`.
+    r"""``[P]`` the derived token-ratio bias of the two-turn agent, :math:`\sum_{a,a'} \pi_0(\mu_2 - \pi_2)\bar A s_0 + (\mu_0 - \pi_0)\pi_2 \bar A s_2`.
 
     :func:`derivations.off_policy.token_bias_term`, lambdified and summed over
     :math:`(a, a')`, with :math:`\bar A = \mathbb E[R \mid a, a']`.

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import math
 
+import sympy as sp
 import torch
 
+from derivations.corrections import k3_summands, k3_symbols
+
 from ..checks import check, maxabs, suite
+from .corrections import RULES, m2po_limit, rule_moments
+from .masks import loglinear_proximal_log_prob, rejection_sampling_weight, trust_region_mask
 from .models import (
     BAND,
     CAP,
@@ -30,6 +35,7 @@ from .models import (
     truncation_bias,
     two_turn_agent,
 )
+from .rollout import rollout_rejection_mask
 from .weights import (
     geometric_sequence_mask,
     kl_rejection_mask,
@@ -162,3 +168,49 @@ def cross_checks() -> None:
     check("batched weight functions == per-sequence loop (8 functions, TinyLM m = 0.3; relative)", batched_vs_loop(lm_off), 1e-14)
     check("batched weight functions == per-sequence loop (8 functions, agent m = 1; relative)", batched_vs_loop(off), 1e-14)
     check("padding holding nan/-inf/inf changes no weight and gets weight 0", padding_leak(off), 0.0)
+    correction_rules()
+
+
+def correction_rules() -> None:
+    """The trainers' rules of :data:`RULES`: each kept set is the band derived in :mod:`derivations.corrections`, on TinyLM."""
+    ep = tinylm_episodes(0.3)
+    lp, lmu, m = ep.log_prob, ep.sampler_log_prob, ep.mask
+    rho, d = token_ratio(lp, lmu, m), (lp - lmu) * m
+    keep = rollout_rejection_mask(lp, lmu, m, rollout_rs="token_k1", rollout_rs_threshold="0.8_1.1")
+    check("verl token_k1 '0.8_1.1' keeps exactly the ratio band [1/1.1, 1/0.8] (k1 = -log rho; tokens that differ)",
+          float(((keep > 0) != ((rho >= 1 / 1.1) & (rho <= 1 / 0.8)))[m > 0].sum()), 0.0)
+    keep = rollout_rejection_mask(lp, lmu, m, rollout_rs="seq_max_k2", rollout_rs_threshold=0.02)
+    band = (rho >= math.exp(-0.2)) & (rho <= math.exp(0.2)) | (m == 0)
+    check("verl seq_max_k2 (0.02) keeps exactly the sequences with every |log rho_t| <= sqrt(2 * 0.02) (sequences that differ)",
+          float(((keep.amax(1) > 0) != band.all(1))[m.sum(1) > 0].sum()), 0.0)
+    n = m.sum(1, keepdim=True)
+    product_band = ((d.sum(1, keepdim=True) >= n * math.log(0.8)) & (d.sum(1, keepdim=True) <= n * math.log(1.25))).expand_as(m)
+    check("geometric band [0.8, 1.25] == the product band [0.8^n, 1.25^n] of each length n (tokens that differ)",
+          float(((geometric_sequence_mask(lp, lmu, m, 0.8, 1.25) > 0) != product_band)[m > 0].sum()), 0.0)
+    q = lmu.exp()
+    A = ep.reward[:, None].expand_as(m)
+    tv = (trust_region_mask(lp, lmu, ep.reward, m, low=0.05, high=0.05) > 0)
+    ratio_band = ~(((A > 0) & (rho > 1 + 0.05 / q)) | ((A < 0) & (rho < 1 - 0.05 / q)))
+    check("trust-region mask p - q > delta == the ratio band rho > 1 + delta/q, by the sign of A (delta 0.05; tokens that differ)",
+          float((tv != ratio_band)[m > 0].sum()), 0.0)
+    prox = loglinear_proximal_log_prob(lp, lmu, torch.full_like(lp, 8.0), m, current_version=10)
+    w = rejection_sampling_weight(prox, lmu, m, upper=1.1) * token_ratio(lp, prox, m)
+    check("log-linear proximal (2 steps stale): behaviour weight times PPO ratio == rho_t where rho_t^(1/2) <= 1.1",
+          maxabs(w, torch.where(rho.sqrt() <= 1.1, rho, 0.0) * m), 1e-14)
+    lim = m2po_limit(ep, 0.04)
+    m2 = d * d
+    expected = torch.where(m2 < lim.cut, 1.0, torch.where(m2 == lim.cut, lim.tie_fraction, 0.0)).to(F64) * m
+    inside = (rho >= lim.band[0] * (1 - 1e-12)) & (rho <= lim.band[1] * (1 + 1e-12))
+    check("M2PO, large micro-batch: the kept set is the band [e^-sqrt(c), e^sqrt(c)] on rho_t (tokens kept outside it)",
+          float(((lim.keep > 0) & ~inside).sum()) + maxabs(lim.keep, expected), 0.0)
+    terms = {k: sp.lambdify(k3_symbols, v, "numpy") for k, v in k3_summands().items()}
+    worst = 0.0
+    for p_state, q_state in agent_states(1.0):
+        r = p_state / q_state
+        means = {"verl": float(q_state @ (r - 1 - r.log())), "AReaL": float(q_state @ (1 / r - 1 + r.log()))}
+        worst = max(worst, *(abs(means[k] - float(f(p_state.numpy(), q_state.numpy()).sum())) for k, f in terms.items()))
+    check("E_mu[verl k3] == KL(mu||pi) and E_mu[AReaL kl_k3] == sum mu^2/pi - 1 - KL(mu||pi), at the agent's 5 states", worst, 1e-15)
+    on = tinylm_episodes(0.0)
+    check(f"every rule of RULES ({len(RULES)}) is exact when the sampler is the policy (largest ||bias||, TinyLM)",
+          max(rule_moments(on, name).bias for name in RULES), 1e-14)
+

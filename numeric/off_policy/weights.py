@@ -36,13 +36,10 @@ the cap is the cap on either reading, so it has no edge to choose.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from .._types import Array, ArrayT
 from .._validate import (
-    like,
     masked_inputs,
     require_band,
     require_cap,
@@ -52,6 +49,7 @@ from .._validate import (
     to_tensor,
 )
 from ..trust_region import kl_k1, kl_k2, kl_k3
+from ._tokens import log_ratio, on_mask, out, per_sequence
 
 __all__ = [
     "CORRECTION_WEIGHTS",
@@ -67,34 +65,6 @@ __all__ = [
     "truncated_token_ratio",
 ]
 
-# ------------------------------------------------------------------ inputs
-
-
-def _log_ratio(log_prob: Array, sampler_log_prob: Array, mask: Array) -> tuple[torch.Tensor, torch.Tensor, str, torch.dtype]:
-    r"""``(d, m, kind, dtype)``: :math:`d_t = \log\pi - \log\mu` on the mask and 0 elsewhere (detached, compute dtype), the boolean mask, the caller's kind and dtype."""
-    require_mask(mask)
-    require_same_device(log_prob=log_prob, sampler_log_prob=sampler_log_prob, mask=mask)
-    lp, _ = to_tensor("log_prob", log_prob)
-    t, m, kind = masked_inputs(mask, log_prob=log_prob, sampler_log_prob=sampler_log_prob)
-    if lp.ndim < 1:
-        raise ValueError("log_prob must have a time dimension (the last one), got a scalar")
-    return (t["log_prob"] - t["sampler_log_prob"]).detach(), m, kind, lp.dtype
-
-
-def _out(kind: str, dtype: torch.dtype, values: torch.Tensor) -> Any:
-    """The caller's kind (numpy or torch, so typed ``Any``) and dtype."""
-    return like(kind, values.to(dtype))
-
-
-def _on_mask(m: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    return torch.where(m, values, torch.zeros((), dtype=values.dtype, device=values.device))
-
-
-def _per_sequence(m: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """``[..., 1]`` per-sequence values broadcast over the sequence's masked tokens."""
-    return _on_mask(m, values.expand(m.shape))
-
-
 # ----------------------------------------------------------------- weights
 
 
@@ -106,9 +76,10 @@ def token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array) -> Array
 
     Parameters
     ----------
-    log_prob, sampler_log_prob : numpy array or torch tensor
-        ``[batch, time]`` :math:`\log\pi` of the policy being trained and
-        :math:`\log\mu` of the sampler, finite where ``mask`` is 1.
+    log_prob : numpy array or torch tensor
+        ``[batch, time]`` :math:`\log\pi` of the policy being trained, finite where ``mask`` is 1.
+    sampler_log_prob : numpy array or torch tensor
+        ``[batch, time]`` :math:`\log\mu` of the sampler, finite where ``mask`` is 1.
     mask : numpy array or torch tensor
         ``[batch, time]`` 0/1 (or boolean): 1 on the model's own tokens.
 
@@ -125,8 +96,8 @@ def token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array) -> Array
     >>> token_ratio(lp, lmu, np.array([[1, 1, 0]])).round(6).tolist()
     [[2.0, 0.5, 0.0]]
     """
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    return _out(kind, dtype, _on_mask(m, d.exp()))
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
+    return out(kind, dtype, on_mask(m, d.exp()))
 
 
 def sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array) -> ArrayT:
@@ -155,8 +126,8 @@ def sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array) -> Ar
     >>> sequence_ratio(lp, lmu, np.array([[1, 1, 0]])).round(6).tolist()
     [[1.0, 1.0, 0.0]]
     """
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    return _out(kind, dtype, _per_sequence(m, d.sum(-1, keepdim=True).exp()))
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
+    return out(kind, dtype, per_sequence(m, d.sum(-1, keepdim=True).exp()))
 
 
 def truncated_token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, cap: float = 2.0, floor: float = 0.0) -> ArrayT:
@@ -186,8 +157,8 @@ def truncated_token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array
     floor = require_nonnegative("floor", floor)
     if not floor < cap:
         raise ValueError(f"floor must be < cap (the ratio is clamped to [floor, cap]), got floor={floor}, cap={cap}")
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    return _out(kind, dtype, _on_mask(m, d.exp().clamp(min=floor, max=cap)))
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
+    return out(kind, dtype, on_mask(m, d.exp().clamp(min=floor, max=cap)))
 
 
 def truncated_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, cap: float = 2.0, floor: float = 0.0) -> ArrayT:
@@ -215,8 +186,8 @@ def truncated_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Ar
     floor = require_nonnegative("floor", floor)
     if not floor < cap:
         raise ValueError(f"floor must be < cap (the ratio is clamped to [floor, cap]), got floor={floor}, cap={cap}")
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
-    return _out(kind, dtype, _per_sequence(m, d.sum(-1, keepdim=True).exp().clamp(min=floor, max=cap)))
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
+    return out(kind, dtype, per_sequence(m, d.sum(-1, keepdim=True).exp().clamp(min=floor, max=cap)))
 
 
 def masked_token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, low: float = 0.5, high: float = 2.0) -> ArrayT:
@@ -237,10 +208,10 @@ def masked_token_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, l
     >>> masked_token_ratio(lp, lmu, np.ones((1, 3)), low=0.5, high=2.0).round(6).tolist()
     [[0.0, 0.5, 1.0]]
     """
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
     low, high = require_band(low, high)
     r = d.exp()
-    return _out(kind, dtype, _on_mask(m & (r >= low) & (r <= high), r))
+    return out(kind, dtype, on_mask(m & (r >= low) & (r <= high), r))
 
 
 def masked_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, low: float = 0.0, high: float = 2.0) -> ArrayT:
@@ -259,10 +230,10 @@ def masked_sequence_ratio(log_prob: ArrayT, sampler_log_prob: Array, mask: Array
     >>> masked_sequence_ratio(lp, lmu, np.ones((2, 2)), high=2.0).tolist()
     [[0.0, 0.0], [1.0, 1.0]]
     """
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
     low, high = require_band(low, high)
     r = d.sum(-1, keepdim=True).exp()
-    return _out(kind, dtype, _per_sequence(m, torch.where((r >= low) & (r <= high), r, torch.zeros_like(r))))
+    return out(kind, dtype, per_sequence(m, torch.where((r >= low) & (r <= high), r, torch.zeros_like(r))))
 
 
 def geometric_sequence_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, low: float = 0.5, high: float = 2.0) -> ArrayT:
@@ -285,12 +256,12 @@ def geometric_sequence_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Arr
     >>> geometric_sequence_mask(lp, lmu, np.ones((2, 2)), low=0.8, high=1.25).tolist()
     [[1.0, 1.0], [0.0, 0.0]]
     """
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
     low, high = require_band(low, high)
     n = m.sum(-1, keepdim=True).clamp(min=1).to(d.dtype)
     g = (d.sum(-1, keepdim=True) / n).exp()
     keep = ((g >= low) & (g <= high)).to(d.dtype)
-    return _out(kind, dtype, _per_sequence(m, keep))
+    return out(kind, dtype, per_sequence(m, keep))
 
 
 _KL = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
@@ -303,11 +274,12 @@ KL_REJECTION_LEVELS = ("token", "seq_sum", "seq_mean", "seq_max")
 def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, threshold: float = 0.05, estimator: str = "k3", level: str = "seq_sum") -> ArrayT:
     r"""Keep a token, or a sequence, when its estimate of :math:`\mathrm{KL}(\mu\,\|\,\pi)` is at most ``threshold``.
 
-    The tokens come from :math:`\mu`, so with :math:`\Delta_t = \log\mu - \log\pi`
-    the per-token estimators of :mod:`numeric.trust_region` are unbiased
-    (:math:`k_1 = \Delta`, :math:`k_3 = e^{-\Delta} - 1 + \Delta`) or second-order
-    (:math:`k_2 = \Delta^2/2`).  ``level`` says what is compared with
-    :math:`\delta` (verl's ``rollout_rs`` options of the same names):
+    The tokens come from :math:`\mu`, so with the sampler ratio :math:`\rho_t = \pi/\mu`
+    (here in the place of the reference ratio) the per-token estimators of
+    :mod:`numeric.trust_region` are unbiased (:math:`k_1 = -\log\rho_t`,
+    :math:`k_3 = \rho_t - 1 - \log\rho_t`) or second-order (:math:`k_2 = \tfrac12(\log\rho_t)^2`).
+    ``level`` says what is compared with the threshold :math:`h`
+    (verl's ``rollout_rs`` options of the same names):
 
     ``"token"``
         each token's :math:`k_t` (``token_k2``, ``token_k3``): a per-token mask;
@@ -322,12 +294,12 @@ def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, th
     :math:`k_3` is the same :math:`\rho_t - 1 - \log\rho_t`; verl's ``*_k1``
     options are two-sided bands on the ratio (:func:`masked_token_ratio`,
     :func:`masked_sequence_ratio`, :func:`geometric_sequence_mask`), whereas
-    ``estimator="k1"`` here keeps :math:`k_1 \le \delta`, one-sided.  A row
+    ``estimator="k1"`` here keeps :math:`k_1 \le h`, one-sided.  A row
     with no masked token has statistic 0 at every level and is kept (verl: the
     same).  Differences from verl ``b178a3cd56f5``: verl divides the seq_mean
     sum by :math:`n + 10^{-8}` and clamps each log-ratio to :math:`[-20, 20]`;
     neither moves a statistic unless it sits within :math:`10^{-8}` relative of
-    :math:`\delta`, or a token's :math:`|\Delta| > 20` (then :math:`k_2 > 200`,
+    :math:`h`, or a token's :math:`|\log\rho_t| > 20` (then :math:`k_2 > 200`,
     :math:`k_3 > 19`).
 
     Edge: a statistic exactly at ``threshold`` is kept (verl's ``stat <= upper``),
@@ -364,18 +336,18 @@ def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, th
     if level not in KL_REJECTION_LEVELS:
         raise ValueError(f"level must be one of {KL_REJECTION_LEVELS}, got {level!r}")
     threshold = require_nonnegative("threshold", threshold)
-    d, m, kind, dtype = _log_ratio(log_prob, sampler_log_prob, mask)
+    d, m, kind, dtype = log_ratio(log_prob, sampler_log_prob, mask)
     zero = torch.zeros_like(d)
-    per_token = _on_mask(m, _KL[estimator](-d, zero))  # log_prob = log mu, ref = log pi
+    per_token = on_mask(m, _KL[estimator](-d, zero))  # log_prob = log mu, ref = log pi
     if level == "token":
-        return _out(kind, dtype, _on_mask(m, (per_token <= threshold).to(d.dtype)))
+        return out(kind, dtype, on_mask(m, (per_token <= threshold).to(d.dtype)))
     if level == "seq_sum":
         stat = per_token.sum(-1, keepdim=True)
     elif level == "seq_mean":
         stat = per_token.sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1).to(d.dtype)
     else:
         stat = torch.where(m, per_token, -torch.inf).amax(-1, keepdim=True).clamp(min=0) if m.shape[-1] else zero.sum(-1, keepdim=True)
-    return _out(kind, dtype, _per_sequence(m, (stat <= threshold).to(d.dtype)))
+    return out(kind, dtype, per_sequence(m, (stat <= threshold).to(d.dtype)))
 
 
 def batch_normalized_weights(weights: ArrayT, mask: Array, *, level: str = "token", eps: float = 1e-8) -> ArrayT:
@@ -440,7 +412,7 @@ def batch_normalized_weights(weights: ArrayT, mask: Array, *, level: str = "toke
         row_mean = w.sum(-1, keepdim=True) / n.clamp(min=1)
         mean = row_mean.sum(-2, keepdim=True) / rows.sum(-2, keepdim=True).clamp(min=1) if w.ndim > 1 else row_mean
     scaled = torch.where(mean > eps, w / torch.where(mean > eps, mean, torch.ones_like(mean)), w)
-    return _out(kind, raw.dtype, _on_mask(m, scaled))
+    return out(kind, raw.dtype, on_mask(m, scaled))
 
 
 CORRECTION_WEIGHTS = (

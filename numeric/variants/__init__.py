@@ -21,7 +21,8 @@ torch function — and
   (:func:`check_policy_loss`, :mod:`~numeric.variants.policy_loss`), an
   advantage estimator in verl's, TRL's or OpenRLHF's calling convention with
   ragged groups (:func:`check_grouped_advantage`,
-  :mod:`~numeric.variants.grouped`), and the same as assertions for a trainer's
+  :mod:`~numeric.variants.grouped`), and a trainer's rule for a group of one
+  answer (:func:`check_singleton`, :mod:`~numeric.variants.singleton`), and the same as assertions for a trainer's
   tests (:func:`assert_policy_loss`, :func:`assert_group_advantage`); the
   command ``pg-identities check`` (:mod:`numeric.cli`) runs them in its CI;
 * certifies every policy loss and advantage estimator verl, TRL and OpenRLHF
@@ -42,10 +43,11 @@ from .confirm import confirm_group, confirm_token
 from .divergence_questions import correction, kl_gradient, sequence_weight_scale
 from .divergences import DIVERGENT_NAMES, divergence_cells, divergence_table
 from .execution import EXECUTION_RTOL, ExecutionCase, ExecutionReport, check_loss_execution
-from .field import ESTIMATORS, Estimator, certificate, certificate_latex, certificate_table
+from .field import ESTIMATORS, Estimator, Reading, certificate, certificate_latex, certificate_table
 from .grouped import CONVENTIONS, GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import KAPPA_RTOL, LOSS_VERDICTS, PolicyLossReport, check_policy_loss
 from .questions import QUESTION_FUNCTIONS, mask_consistent, poison, weighting
+from .singleton import SingletonReport, check_singleton
 from .token_callables import token_report_from_callable
 from .trainer_conventions import EXECUTION_CONVENTIONS, Convention
 from .trainer_loss import TrainerLoss
@@ -71,6 +73,8 @@ __all__ = [
     "KAPPA_RTOL",
     "LOSS_VERDICTS",
     "PolicyLossReport",
+    "Reading",
+    "SingletonReport",
     "TrainerLoss",
     "QUESTIONS",
     "QUESTION_FUNCTIONS",
@@ -87,6 +91,7 @@ __all__ = [
     "check_grouped_advantage",
     "check_loss_execution",
     "check_policy_loss",
+    "check_singleton",
     "check_token_loss",
     "confirm_group",
     "confirm_token",
@@ -103,7 +108,7 @@ __all__ = [
     "verl_dr_grpo_advantages",
 ]
 
-for _public in (advantage_table, advantage_values, check_group_advantage, check_token_loss, confirm_group, confirm_token,
+for _public in (advantage_table, advantage_values, check_group_advantage, check_singleton, check_token_loss, confirm_group, confirm_token,
                 openrlhf_rloo_advantages, require_advantage_callable, token_report_from_callable, trl_grpo_advantages,
                 verl_dr_grpo_advantages):
     _public.__module__ = __name__  # the public path in the API reference and the input sweep

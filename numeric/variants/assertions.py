@@ -13,7 +13,8 @@ import torch
 
 from derivations.variants import VERDICTS
 
-from .execution import Convention, check_loss_execution
+from .answers import QUESTIONS
+from .execution import Convention
 from .grouped import GroupedAdvantageReport, check_grouped_advantage
 from .policy_loss import PolicyLossReport, check_policy_loss
 
@@ -32,8 +33,9 @@ def _wanted(expect: str | None) -> str:
 
 def assert_policy_loss(fn: Callable, expect: str | None = None, *, names: Mapping | None = None, dtype: torch.dtype | None = None,
                        invariant: bool = False, convention: str | Convention | None = None, engine: str = "simulate",
-                       **fixed: object) -> PolicyLossReport:
-    r"""Assert that a trainer's policy loss is what ``expect`` says (see :meth:`PolicyLossReport.holds`).
+                       mask_consistent: bool | None = None, poison: str | None = None, weighting: str | None = None,
+                       kl_gradient: str | None = None, correction: str | None = None, **fixed: Any) -> PolicyLossReport:
+    r"""Assert that a trainer's policy loss is what ``expect`` says (see :meth:`PolicyLossReport.holds`), and what the trainers' questions should answer.
 
     ``expect`` is a verdict (``"unbiased"``, ``"scaled"``, ``"reweighted"``, ...), an
     aggregation mode (``"token-mean"``, ...), a method's name (``"PPO"``), or ``None``:
@@ -43,6 +45,10 @@ def assert_policy_loss(fn: Callable, expect: str | None = None, *, names: Mappin
     cut into data-parallel ranks and micro-batches
     (:func:`~numeric.variants.check_loss_execution`, under ``convention``, on the
     ``engine``, the simulation unless told otherwise; a constant factor fails).
+    ``mask_consistent=True`` asks the mask question's verdict ``"consistent"``;
+    ``poison``, ``weighting``, ``kl_gradient`` and ``correction`` name the verdict their
+    question must give (``poison="clean"``, ``weighting="per token"``, ``kl_gradient="reverse KL"``,
+    ``correction="once"``; :data:`~numeric.variants.QUESTIONS` lists them).
 
     Examples
     --------
@@ -55,21 +61,49 @@ def assert_policy_loss(fn: Callable, expect: str | None = None, *, names: Mappin
     Traceback (most recent call last):
     ...
     AssertionError: loss_fn is not a policy gradient up to a positive constant ...: biased: ...
+    >>> def masked_by_product(old_log_prob, log_prob, advantages, response_mask):
+    ...     per_token = -torch.exp(log_prob - old_log_prob) * advantages
+    ...     return (per_token * response_mask).sum() / response_mask.sum()
+    >>> assert_policy_loss(masked_by_product, poison="clean")
+    Traceback (most recent call last):
+    ...
+    AssertionError: masked_by_product answers poison: leaks, not 'clean' (NaN in the masked slot ...
     """
     expect = _expect(expect)
     if not isinstance(invariant, bool):
         raise TypeError(f"invariant must be a bool, got {type(invariant).__name__}")
-    report = check_policy_loss(fn, names=names, dtype=dtype, **fixed)
+    wanted = _wanted_answers(mask_consistent=mask_consistent, poison=poison, weighting=weighting, kl_gradient=kl_gradient,
+                             correction=correction)
+    report = check_policy_loss(fn, names=names, dtype=dtype, execution={"convention": convention, "engine": engine} if invariant else None,
+                               **fixed)
     name = getattr(fn, "__name__", "the loss")
     if not report.holds(expect):
         raise AssertionError(f"{name} is not {_wanted(expect)}: {report.headline()}. {report.reason} Facts: "
                              + "; ".join(f"{k}: {v}" for k, v in report.facts()) + ".")
-    if invariant:
-        passed: dict[str, Any] = dict(fixed)
-        execution = check_loss_execution(fn, convention=convention, engine=engine, names=names, **passed)
-        if not execution.holds():
-            raise AssertionError(f"{name} is not invariant to how the batch is cut: {execution.headline()}. {execution.reason}")
+    for question, verdict in wanted.items():
+        got = report.answer(question)
+        if got.verdict != verdict:
+            raise AssertionError(f"{name} answers {question}: {got.verdict}, not {verdict!r} ({got.explanation})")
+    if report.execution is not None and not report.execution.holds():
+        raise AssertionError(f"{name} is not invariant to how the batch is cut: {report.execution.headline()}. {report.execution.reason}")
     return report
+
+
+def _wanted_answers(**asked: object) -> dict[str, str]:
+    """``{question: verdict}`` for each question asked a verdict (``mask_consistent`` a bool: True is ``"consistent"``)."""
+    out = {}
+    for question, want in asked.items():
+        if want is None:
+            continue
+        if question == "mask_consistent":
+            if not isinstance(want, bool):
+                raise TypeError(f"mask_consistent must be None or a bool, got {type(want).__name__}")
+            out[question] = "consistent" if want else "inconsistent"
+        elif not isinstance(want, str) or want not in QUESTIONS[question]:
+            raise ValueError(f"{question} must be None or one of {', '.join(map(repr, QUESTIONS[question]))}, got {want!r}")
+        else:
+            out[question] = want
+    return out
 
 
 def assert_group_advantage(fn: Callable, expect: str | None = None, *, G: int | Sequence[int], convention: str = "batch",

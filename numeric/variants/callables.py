@@ -1,7 +1,7 @@
 r"""A trainer's advantage function, evaluated: shape, finiteness, one group per row, equivariance, and its values on the count patterns.
 
 The symbolic core (:func:`derivations.variants.derive_group_advantage`) is
-handed answer 1's advantage on every
+handed the answer labelled 1's advantage on every
 :class:`~derivations.variants.CountPattern`; :func:`advantage_table` computes
 that table from a numpy or torch function of ``[B, G]`` rewards, in one batch,
 after checking that the order of the answers does not matter.  Above
@@ -95,7 +95,7 @@ def _replaced_others(rewards: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarra
 
 
 def advantage_values(fn: Callable, groups: Sequence[Sequence[float]], G: int) -> list[float]:
-    """Answer 1's advantage in each of ``groups`` (lists of ``G`` rewards), evaluated in batches of at most :data:`numeric.group_baselines.CHUNK` rewards.
+    """The advantage of the answer labelled 1 in each of ``groups`` (lists of ``G`` rewards), evaluated in batches of at most :data:`numeric.group_baselines.CHUNK` rewards.
 
     Examples
     --------
@@ -118,7 +118,7 @@ def advantage_values(fn: Callable, groups: Sequence[Sequence[float]], G: int) ->
 
 
 def _first_answers(fn: Callable, batch: np.ndarray) -> np.ndarray:
-    """Answer 1's advantage in each row of ``batch``, streamed as :func:`numeric.group_advantage_weights` streams its groups."""
+    """The advantage of the answer labelled 1 in each row of ``batch``, streamed as :func:`numeric.group_advantage_weights` streams its groups."""
     rows = max(2, CHUNK // batch.shape[1])
     return np.concatenate([_call(fn, batch[k:k + rows])[:, 0] for k in range(0, len(batch), rows)])
 
@@ -155,10 +155,10 @@ def require_advantage_callable(fn: Callable, G: int) -> None:
 
 
 def advantage_table(fn: Callable, G: int, rewards: str | Sequence[float]) -> dict[CountPattern, float]:
-    """Answer 1's advantage on every count pattern of ``rewards`` (a binary or finite law) at ``G``, in one batch.
+    """The advantage of the answer labelled 1 on every count pattern of ``rewards`` (a binary or finite law) at ``G``, in one batch.
 
     Every ordering of the other answers' rewards that a pattern stands for
-    (up to 1024 orderings per value of answer 1) must give the pattern's
+    (up to 1024 orderings per value of the answer labelled 1) must give the pattern's
     value to 1e-10, else :class:`~derivations.variants.NotPermutationEquivariant`.
 
     Examples

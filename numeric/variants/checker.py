@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import sympy as sp
 
+from derivations.canonical import DerivationError
 from derivations.variants import (
     GroupReport,
     NotPermutationEquivariant,
@@ -66,7 +67,7 @@ def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None
         Either answer :math:`i`'s advantage in the vocabulary of
         :class:`~derivations.iid_groups.IIDGroup` (``R[i]``, sums over
         ``j = 1..G``, ``mean()``, ``mean_others(i)``, constants; with a number
-        ``G`` also explicit answers ``R[1]..R[G]``, answer 1 under study), or a
+        ``G`` also explicit answers ``R[1]..R[G]``, the answer labelled 1 under study), or a
         function mapping rewards ``[..., G]`` (numpy or torch) to advantages of
         the same shape, as a trainer writes it.
     G : int, optional
@@ -159,12 +160,17 @@ def check_group_advantage(advantage: sp.Expr | Callable, *, G: int | None = None
 
 def _callable_report(advantage: Callable, size: int, rewards, values: tuple, constants: dict, name: str) -> GroupReport:
     """The report of an equivariant callable: its table derived symbolically, or its coefficients decided numerically at scale."""
+    report, lost = None, ""
     if pattern_count(len(values), size) <= SYMBOLIC_PATTERNS:
         table = advantage_table(advantage, size, rewards)
-        report = derive_group_advantage(table, G=size, rewards=rewards, constants=constants, name=name)
-    else:
+        try:
+            report = derive_group_advantage(table, G=size, rewards=rewards, constants=constants, name=name)
+        except DerivationError as err:  # fp64 values the exact route cannot carry: the numeric route, its tolerance stated
+            lost = f"the exact reduction did not verify on the advantage's fp64 values ({str(err).splitlines()[0][:160]}); "
+    if report is None:
         co = advantage_coefficients(advantage, size, rewards)
         report = coefficient_report(size, rewards, co.bounds(), largest=co.largest, evaluate=co.evaluate, name=name)
+        report = dataclasses.replace(report, reason=lost + report.reason)
     return dataclasses.replace(report, zero_on_equal_rewards=zero_on_equal_rewards(advantage, size))
 
 

@@ -13,10 +13,15 @@ implementation, at the time the table is built:
   identifies, the silenced tokens, boundedness, the aggregation and its
   length bias, the verdict, the call itself and where the trainer's loop
   differs from its function;
-* an advantage estimator (:data:`ESTIMATORS`, one row per trainer name):
-  the package's estimator as a ``[B, G]`` function of rewards, through
+* an advantage estimator (:data:`ESTIMATORS`, :mod:`~numeric.variants.estimators`;
+  one row per trainer reading, of every trainer of
+  :data:`derivations.readings.SNAPSHOTS`): the package's estimator as a
+  ``[B, G]`` function of rewards, through
   :func:`~numeric.variants.check_group_advantage` at :math:`G = 4` with a
-  binary reward: the scale :math:`c(p, 4)` and the verdict.
+  binary reward: the scale :math:`c(p, 4)` and the verdict; what the
+  trainer's rule for a group of one answer gives
+  (:func:`~numeric.variants.check_singleton`); and where it was read (commit,
+  ``path:lines``).
 
 A method whose checker run fails (its token selection random or depending on
 the batch, a batch-level normalisation, an input a check of rewards cannot
@@ -24,7 +29,8 @@ see) gets ``undecided`` and the checker's own reason; nothing is guessed.
 
 References
 ----------
-The peers' names are read at :data:`derivations.methods.PEER_COMMITS`.
+The losses' peer names are read at :data:`derivations.methods.PEER_COMMITS`; each
+estimator reading carries its own :class:`~derivations.readings.Citation`.
 """
 
 from __future__ import annotations
@@ -32,97 +38,30 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import cache
 
+import numpy as np
 import sympy as sp
 import torch
 
 from derivations import gradient_weights as gw
 from derivations.methods import FORMS, METHODS, PEER_COMMITS, Peer
+from derivations.readings import SNAPSHOTS
 from derivations.variants import GroupReport, ReportTable, derive_token_loss
 
-from ..group_baselines import group_mean_advantages, group_zscore_advantages, rloo_advantages
-from ..losses import (
-    gpg_advantages,
-    opo_advantages,
-    passk_advantages,
-    policy_loss,
-    reinforce_pp_advantages,
-    reinforce_pp_baseline_advantages,
-)
+from ..losses import grouped_advantages, policy_loss
 from .checker import check_group_advantage
+from .estimators import ESTIMATORS, Estimator, Reading
 from .policy_loss import check_policy_loss
+from .singleton import check_singleton
 
-__all__ = ["ESTIMATORS", "TRAINER_DEFAULTS", "Estimator", "certificate", "certificate_latex", "certificate_table", "trainer_loss"]
+__all__ = ["ESTIMATORS", "TRAINER_DEFAULTS", "Estimator", "Reading", "certificate", "certificate_latex", "certificate_table", "trainer_loss"]
 
 F64 = torch.float64
 G_TABLE = 4
 """The group size at which the table states an estimator's scale :math:`c(p, G)`."""
 
 
-@dataclass(frozen=True)
-class Estimator:
-    """An advantage estimator a trainer ships, as the package computes it.
-
-    ``advantage`` maps ``[B, G]`` rewards to ``[B, G]`` advantages (``None``
-    when the estimator needs an input besides the group's rewards, said in
-    ``needs``); ``peers`` maps a trainer to its name for the estimator at
-    :data:`~derivations.methods.PEER_COMMITS`.
-    """
-
-    name: str
-    label: str
-    advantage: Callable | None = field(repr=False)
-    peers: dict
-    needs: str = ""
-
-
-def _reinforce_pp_baseline(rewards):
-    """verl's REINFORCE++-baseline on one-token responses: ``[B, G]`` rewards in, ``[B, G]`` advantages out."""
-    r = torch.as_tensor(rewards, dtype=F64)
-    return reinforce_pp_baseline_advantages(r, torch.ones(*r.shape, 1, dtype=F64))[..., 0]
-
-
-def _reinforce_pp(rewards):
-    """REINFORCE++ (no group baseline) on one-token responses, the batch's ``B * G`` responses whitened together."""
-    r = torch.as_tensor(rewards, dtype=F64)
-    return reinforce_pp_advantages(r.reshape(-1, 1), torch.ones(r.numel(), 1, dtype=F64)).reshape(r.shape)
-
-
-def _trl_batch_scale(rewards):
-    """TRL ``scale_rewards="batch"``: group-centred rewards over the std of every reward of the batch, plus 1e-4."""
-    r = torch.as_tensor(rewards, dtype=F64)
-    return group_mean_advantages(r) / (r.std() + 1e-4)
-
-
-ESTIMATORS: dict[str, Estimator] = {
-    e.name: e
-    for e in (
-        Estimator("zscore_1e-6", "z-score, Bessel std, eps 1e-6", partial(group_zscore_advantages, eps=1e-6, std="bessel"),
-                  {"verl": 'adv_estimator "grpo"'}),
-        Estimator("zscore_1e-4", "z-score, Bessel std, eps 1e-4", partial(group_zscore_advantages, eps=1e-4, std="bessel"),
-                  {"TRL": 'scale_rewards "group"'}),
-        Estimator("zscore_1e-9", "z-score, Bessel std, eps 1e-9", partial(group_zscore_advantages, eps=1e-9, std="bessel"),
-                  {"OpenRLHF": 'advantage_estimator "group_norm"'}),
-        Estimator("group_mean", "group mean (Dr. GRPO)", group_mean_advantages,
-                  {"verl": 'adv_estimator "grpo", norm_adv_by_std_in_grpo=False', "TRL": 'scale_rewards "none"',
-                   "OpenRLHF": 'advantage_estimator "dr_grpo"'}),
-        Estimator("rloo", "leave-one-out (RLOO)", rloo_advantages, {"verl": 'adv_estimator "rloo"', "OpenRLHF": 'advantage_estimator "rloo"'}),
-        Estimator("passk", "pass@k, Bessel std, eps 1e-6", partial(passk_advantages, eps=1e-6, std=True), {"verl": 'adv_estimator "grpo_passk"'}),
-        Estimator("opo", "OPO, equal lengths", lambda r: opo_advantages(r, torch.ones_like(torch.as_tensor(r, dtype=F64))),
-                  {"verl": 'adv_estimator "opo"'}),
-        Estimator("trl_batch", "group-centred, batch std", _trl_batch_scale, {"TRL": 'scale_rewards "batch"'}),
-        Estimator("gpg", "GPG, alpha = B/M", partial(gpg_advantages, valid="reward"), {"verl": 'adv_estimator "gpg"'}),
-        Estimator("reinforce_pp_baseline", "REINFORCE++ baseline", _reinforce_pp_baseline,
-                  {"verl": 'adv_estimator "reinforce_plus_plus_baseline"', "OpenRLHF": 'advantage_estimator "reinforce_baseline"'}),
-        Estimator("reinforce_pp", "REINFORCE++", _reinforce_pp,
-                  {"verl": 'adv_estimator "reinforce_plus_plus"', "OpenRLHF": 'advantage_estimator "reinforce"'}),
-        Estimator("remax", "ReMax", None, {"verl": 'adv_estimator "remax"'},
-                  needs="the greedy answer's reward (remax_advantages' baseline_reward), which a check of the group's rewards cannot see"),
-    )
-}
-"""Every advantage estimator of the three trainers, by the package's name, with each trainer's name for it."""
 
 
 # ------------------------------------------------------------------ the rows
@@ -308,6 +247,30 @@ def certificate(name: str) -> GroupReport:
     return check_group_advantage(est.advantage, G=G_TABLE, rewards="binary", name=est.label)
 
 
+def _never_called(rewards):
+    raise AssertionError("a batch of groups of one answer calls no group estimator")
+
+
+@cache
+def _singleton_cell(name: str, rule) -> str:
+    """What a group of one answer gets under the reading's rule, and the checker's scale for it (:func:`check_singleton`)."""
+    if rule == "-":
+        return "-"
+    if rule == "refused":
+        return "refused"
+    est = ESTIMATORS[name]
+    if rule == "own":
+        if est.advantage is None:
+            raise ValueError(f"{name}: a reading whose estimator covers a group of one ('own') needs the estimator")
+        fn = est.advantage
+    else:  # groups of one only: the estimator itself is never called (a row that needs more than rewards has none)
+        def fn(rewards, c=float(rule)):
+            r = torch.as_tensor(rewards, dtype=torch.float64)[:, 0]
+            return grouped_advantages(est.advantage or _never_called, r, np.arange(r.shape[0]), singleton=c)[:, None]
+    rep = check_singleton(fn)
+    return f"{rep.verdict}, c = {_scale(rep.scale)}" if rep.scale is not None else rep.verdict
+
+
 @cache
 def _estimator_row(name: str) -> tuple:
     """``(c(p, G), verdict, reason)`` of the package's estimator ``name`` at G = :data:`G_TABLE`, binary reward."""
@@ -322,12 +285,14 @@ def _estimator_row(name: str) -> tuple:
 
 
 def certificate_table(kind: str = "loss") -> ReportTable:
-    r"""The certificate table of every ``"loss"`` or ``"advantage"`` the three trainers ship, computed now.
+    r"""The certificate table of every ``"loss"`` (verl, TRL, OpenRLHF) or ``"advantage"`` (every trainer read) the trainers ship, computed now.
 
     One row per trainer name: trainer, their name, the package's method, and
     the checker's findings on the package's implementation (see the module
     docstring); a loss row ends with the commit it was read at and the file and
-    lines there (:class:`derivations.readings.Citation`).  Prints as aligned text, renders as an HTML table.
+    lines there (:class:`derivations.readings.Citation`); an advantage row adds the
+    trainer's rule for a group of one answer and the commit and ``path:lines`` it
+    was read at.  Prints as aligned text, renders as an HTML table.
 
     Parameters
     ----------
@@ -339,8 +304,10 @@ def certificate_table(kind: str = "loss") -> ReportTable:
     >>> t = certificate_table("advantage")
     >>> t.header[:5]
     ('trainer', 'their name', 'package', 'verdict', 'c(p, G=4)')
-    >>> [row[3:5] for row in t.rows if row[2] == "rloo"]
+    >>> [row[3:5] for row in t.rows if row[2] == "rloo"][:2]
     [('unbiased', '1'), ('unbiased', '1')]
+    >>> [(row[0], row[6]) for row in t.rows if row[2] == "rloo"][:4]          # each trainer's rule for a group of one
+    [('verl', 'unbiased, c = 1'), ('verl', 'scaled, c = 0'), ('TRL', 'scaled, c = 0'), ('OpenRLHF', 'refused')]
     """
     header: tuple[str, ...]
     if kind == "loss":
@@ -355,13 +322,16 @@ def certificate_table(kind: str = "loss") -> ReportTable:
                     rows.append((trainer, peer.name, name, row[4], *row[:4], row[5] if row[4] == "undecided" else "", peer.call, peer.note,
                                  peer.cite.commit[:7], peer.cite.where))
     elif kind == "advantage":
-        header = ("trainer", "their name", "package", "verdict", f"c(p, G={G_TABLE})", "why, if undecided")
+        header = ("trainer", "their name", "package", "verdict", f"c(p, G={G_TABLE})", "why, if undecided", "a group of one", "read at")
         rows = []
-        for trainer in PEER_COMMITS:
+        for trainer in dict.fromkeys(s.trainer for s in SNAPSHOTS):
             for name, est in ESTIMATORS.items():
-                if trainer in est.peers:
-                    c, verdict, reason = _estimator_row(name)
-                    rows.append((trainer, est.peers[trainer], name, verdict, c, reason if verdict == "undecided" else ""))
+                for reading in est.peers:
+                    if reading.cite.trainer == trainer:
+                        c, verdict, reason = _estimator_row(name)
+                        where = f"{reading.cite.snapshot().commit[:7]} {reading.cite.where}"
+                        rows.append((trainer, reading.their, name, verdict, c, reason if verdict == "undecided" else "",
+                                     _singleton_cell(name, reading.singleton), where))
     else:
         raise ValueError(f"kind must be 'loss' or 'advantage', got {kind!r}")
     return ReportTable(header, rows)
@@ -374,7 +344,7 @@ def certificate_latex(kind: str = "loss") -> str:
     --------
     >>> from numeric.variants import certificate_latex
     >>> certificate_latex("advantage").splitlines()[0]
-    '\\begin{array}{llllll}'
+    '\\begin{array}{llllllll}'
     """
     table = certificate_table(kind)
     esc = lambda x: x.replace("\\", "/").replace("_", r"\_").replace("{", r"\{").replace("}", r"\}").replace("&", "and")  # noqa: E731

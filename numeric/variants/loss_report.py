@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from derivations.variants import ReportTable, TokenReport, report_html
 
 from .answers import Answer
+from .execution import ExecutionReport
 from .kappa import MODES
 from .precision import Precision
 
@@ -88,6 +89,8 @@ class PolicyLossReport:
         The trainers' questions answered (:class:`~numeric.variants.answers.Answer`, one per
         :data:`~numeric.variants.questions.QUESTION_FUNCTIONS`): ``mask_consistent``, ``weighting``,
         ``kl_gradient``, ``correction``, ``sequence_weight_scale``, ``poison``.
+    execution : ExecutionReport or None
+        The loss run cut into ranks and micro-batches, when asked for (``check_policy_loss(..., execution=...)``).
     """
 
     verdict: str
@@ -115,6 +118,7 @@ class PolicyLossReport:
     ratio_one: str = ""
     sequence_ratio: str | None = None
     questions: tuple = ()
+    execution: ExecutionReport | None = None
 
     def answer(self, question: str) -> Answer:
         """The answer to one of the trainers' questions (``"poison"``, ``"mask_consistent"``, ...)."""
@@ -161,6 +165,8 @@ class PolicyLossReport:
             rows.append(("precision", self.precision.describe()))
         rows += [(f"undecided: {q}", why) for q, why in self.undecided]
         rows += [(a.question, f"{a.verdict}: {a.explanation}") for a in self.questions]
+        if self.execution is not None:
+            rows.append(("execution", self.execution.headline()))
         rows += [("edge", n) for n in self.notes]
         return tuple(rows)
 
@@ -187,7 +193,8 @@ class PolicyLossReport:
                 "precision": None if self.precision is None else {"name": self.precision.name, "measured": self.precision.measured,
                                                                   "tolerance": self.precision.tolerance, "inputs": self.precision.inputs},
                 "undecided": [{"question": q, "why": why} for q, why in self.undecided], "notes": list(self.notes),
-                "questions": {a.question: a.as_dict() for a in self.questions}}
+                "questions": {a.question: a.as_dict() for a in self.questions},
+                **({} if self.execution is None else {"execution": self.execution.as_dict()})}
 
     def headline(self) -> str:
         method = self.method or "no known method"

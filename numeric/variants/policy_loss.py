@@ -59,6 +59,7 @@ from derivations.gradient_weights import eps_l as _eps_l
 from derivations.methods import METHODS, PENALISED, b_h, b_l, c_is, delta_band, tv_h, tv_l
 from derivations.variants import TokenReport, known_label
 
+from .execution import ExecutionReport, check_loss_execution
 from .kappa import DESIGNS, EMPTY_ROW, Fit, fit, kappa_rows, mask_of, old_log_probs, power_law
 from .loss_report import LOSS_VERDICTS, PolicyLossReport
 from .precision import PRECISIONS, loss_precision
@@ -493,7 +494,8 @@ def _dtype(dtype) -> torch.dtype:
     return dtype
 
 
-def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torch.dtype | None = None, **fixed: object) -> PolicyLossReport:
+def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torch.dtype | None = None,
+                      execution: Mapping | bool | None = None, **fixed: object) -> PolicyLossReport:
     r"""Certify a trainer's policy loss as written: its per-token weight, its aggregation :math:`\kappa`, its precision, its edges.
 
     The function is called by keyword on ``[B, T]`` tensors ``old_log_prob,
@@ -516,6 +518,11 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torc
         The dtype the batch is handed over in: ``torch.float32`` or ``torch.bfloat16`` to check the loss as the
         trainer runs it (default float64).  Whatever it is, the precision the loss computes in is measured and
         sets the tolerance of every comparison.
+    execution : bool or dict, optional
+        Also run the loss as trainers run it, cut into data-parallel ranks and micro-batches
+        (:func:`~numeric.variants.check_loss_execution`; a dict holds its arguments, e.g.
+        ``{"world_sizes": (2, 4), "micro_batches": (2,), "convention": "verl", "engine": "simulate"}``;
+        ``True``: its defaults on the simulated engine); the report's ``execution`` field.
     **fixed
         Passed to every call (``loss_agg_mode="token-mean"``, ``config=...``).
 
@@ -640,5 +647,15 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torc
         0.0 if fitted is None else fitted.epsilon, length_biased, claimed, tuple(clip.items()), table, tuple(notes), token, gap, "",
         clip_ranges=ranges, bounded=bounded, precision=precision, kappa_law="" if law is None else law.describe(),
         undecided=tuple(undecided), ratio_one=ratio_one, sequence_ratio=sequence_ratio,
-        questions=tuple(ask(loss) for ask in QUESTION_FUNCTIONS.values()))
+        questions=tuple(ask(loss) for ask in QUESTION_FUNCTIONS.values()), execution=_execution(fn, names, fixed, execution))
     return _with_reason(report)
+
+
+def _execution(fn: Callable, names: Mapping | None, fixed: dict, execution: Mapping | bool | None) -> ExecutionReport | None:
+    if execution is None or execution is False:
+        return None
+    if execution is True:
+        execution = {"engine": "simulate"}
+    if not isinstance(execution, Mapping):
+        raise TypeError(f"execution must be None, a bool or a dict of check_loss_execution's arguments, got {type(execution).__name__}")
+    return check_loss_execution(fn, names=names, **{**execution, **fixed})
