@@ -305,8 +305,8 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
       each of its :math:`n` tokens; :math:`\partial\log \tilde r/\partial\ell_t = 1/n` and the
       :math:`n` tokens cancel it: :math:`w_t = w_{\mathrm{SAPO}}(\tilde r)`;
     * ``seq_mask_tis`` (OpenRLHF's ``seq-mask-tis`` on a batch's first step): token loss
-      :math:`-\mathrm{sg}(r_t\,\mathbb 1[b_l \le \tilde g \le b_h])\,A\,\ell_t` with the row's geometric-mean ratio :math:`\tilde g`:
-      :math:`w_t = r_t\,\mathbb 1[b_l \le \tilde g \le b_h]`, the token's *own* ratio gated by its row;
+      :math:`-\mathrm{sg}(r_t\,\mathbb 1[l \le \tilde g \le h])\,A\,\ell_t` with the row's geometric-mean ratio :math:`\tilde g`:
+      :math:`w_t = r_t\,\mathbb 1[l \le \tilde g \le h]`, the token's *own* ratio gated by its row;
     * ``vespo``: token loss :math:`-\mathrm{sg}(\phi(W))\,A\,\ell_t` with the
       *product* of the ratios :math:`W = \exp(\sum_t\log r_t)` and the Gamma weight
       :math:`\phi(W) = W^k e^{\zeta(1-W)}` (:func:`derivations.methods.gamma_weight`):
@@ -367,11 +367,11 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
 
 @_built_once
 def two_sided_clip_derivation() -> Derivation:
-    r"""TRL's two-sided clip is the dual clip: :math:`-\min(\min(r, \delta)A, \mathrm{clip}(r)A)` equals dual-clip PPO with :math:`C_d = \delta`.
+    r"""TRL's two-sided clip is the dual clip: :math:`-\min(\min(r, \delta_{\mathrm{TRL}})A, \mathrm{clip}(r)A)` equals dual-clip PPO with :math:`C_d = \delta_{\mathrm{TRL}}`.
 
     TRL's ``delta`` (INTELLECT-2, ``grpo_trainer.py:3086-3087`` at ``f2cd577``) caps the ratio of the unclipped term at
-    :math:`\delta` after the clipped term is formed.  For :math:`\delta > 1 + \varepsilon_h` (TRL's advice) the two losses are
-    one function on every region of :math:`r` (cut at :math:`1 - \varepsilon_l`, :math:`1 + \varepsilon_h`, :math:`\delta`) and each
+    :math:`\delta_{\mathrm{TRL}}` after the clipped term is formed.  For :math:`\delta_{\mathrm{TRL}} > 1 + \varepsilon_h` (TRL's advice) the two losses are
+    one function on every region of :math:`r` (cut at :math:`1 - \varepsilon_l`, :math:`1 + \varepsilon_h`, :math:`\delta_{\mathrm{TRL}}`) and each
     sign of :math:`A`, kinks included: so is their gradient, and ``policy_loss("ppo", ..., dual_clip=delta)`` is TRL's loss.
 
     Examples
@@ -380,7 +380,7 @@ def two_sided_clip_derivation() -> Derivation:
     >>> two_sided_clip_derivation().verify().proved_by()
     {'regions': 1}
     """
-    delta = sp.Symbol("delta", positive=True)
+    delta = sp.Symbol(r"\delta_{\mathrm{TRL}}", positive=True)  # TRL's delta (the global delta is GAE's TD error)
     trl = -sp.Min(sp.Min(r, delta) * A, token_losses.clip(r) * A)
     dual = token_losses.ppo(dual_clip=True).subs(c, delta)
     d = Derivation("TRL's two-sided clip and the dual clip", assumptions=[eps_l < 1, delta > 1 + eps_h])
@@ -622,7 +622,7 @@ def _differs_from_r(w: sp.Expr, constants: dict) -> bool:
 _TABLE_CONSTANTS = {eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3, methods.c_is: 3, methods.b_l: sp.Rational(1, 2), methods.b_h: 5,
                     methods.delta_opsm: sp.Rational(1, 10), methods.tv_l: sp.Rational(1, 5), methods.tv_h: sp.Rational(1, 5),
                     methods.delta_band: sp.Rational(1, 10)}
-r"""The trainers' constants at which the loss table reads a weight at :math:`r = 1`: DAPO's clip, :math:`C_d = C_{IS} = 3`, IcePop's
+r"""The trainers' constants at which the loss table reads a weight at :math:`r = 1`: DAPO's clip, :math:`C_d = C_{\mathrm{IS}} = 3`, IcePop's
 band :math:`[0.5, 5]`, OPSM's :math:`\delta = 0.1`, DPPO's and the TV band's thresholds."""
 
 

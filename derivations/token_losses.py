@@ -26,9 +26,9 @@ Examples
 --------
 >>> from derivations.token_losses import A, dppo, icepop
 >>> icepop()
--A*ell*sg(Piecewise((r, (b_h >= r) & (b_l <= r)), (0, True)))
->>> dppo().subs(A, 1)   # A > 0: the probability may rise by delta_h at most
--r*sg(Piecewise((1, delta_h^TV >= (r - 1)*exp(ell_0)), (0, True)))
+-A*ell*sg(Piecewise((r, (h >= r) & (l <= r)), (0, True)))
+>>> dppo().subs(A, 1)   # A > 0: the probability may rise by delta_high at most
+-r*sg(Piecewise((1, \delta_{\mathrm{high}} >= (r - 1)*exp(ell_0)), (0, True)))
 """
 
 from __future__ import annotations
@@ -51,13 +51,13 @@ tau_pos, tau_neg = sp.symbols("tau_+ tau_-", positive=True)  # SAPO's temperatur
 delta_l, delta_h = sp.symbols(r"\tilde\varepsilon_l \tilde\varepsilon_h", positive=True)  # GMPO's clip range, on log r
 k, lam = sp.symbols("k zeta", positive=True)  # VESPO's Gamma shape and rate (zeta: lambda is GAE's)
 beta = sp.Symbol("beta", positive=True)  # KL-Cov's coefficient
-tv_l, tv_h = sp.symbols("delta_l^TV delta_h^TV", positive=True)  # DPPO's trust region on the probability change
-c_is = sp.Symbol("C_IS", positive=True)  # verl DPPO's truncation of the stopped ratio (its clip_ratio_c)
-tau_k2 = sp.Symbol("tau_KL", positive=True)  # prime-rl's coefficient of (log r)^2
-delta_band = sp.Symbol("delta_b", positive=True)  # prime-rl's ipo: a band |pi - pi_0| <= delta_b for both signs of A
-beta_dro = sp.Symbol("beta_DRO", positive=True)  # verl's dro: (beta/2)(log r)^2
-b_l, b_h = sp.symbols("b_l b_h", positive=True)  # IcePop's band [b_l, b_h] on the ratio
-delta_opsm = sp.Symbol("delta_OPSM", positive=True)  # OPSM: a row is dropped when A < 0 and its mean log-ratio is below -delta
+tv_l, tv_h = sp.symbols(r"\delta_{\mathrm{low}} \delta_{\mathrm{high}}", positive=True)  # DPPO's trust region on the probability change
+c_is = sp.Symbol(r"C_{\mathrm{IS}}", positive=True)  # verl DPPO's truncation of the stopped ratio (its clip_ratio_c)
+tau_k2 = sp.Symbol(r"\tau_{\mathrm{KL}}", positive=True)  # prime-rl's coefficient of (log r)^2
+delta_band = sp.Symbol(r"\delta_{\mathrm{band}}", positive=True)  # prime-rl's ipo: a band |pi - pi_0| <= delta_band for both signs of A
+beta_dro = sp.Symbol(r"\beta_{\mathrm{DRO}}", positive=True)  # verl's dro: (beta/2)(log r)^2
+b_l, b_h = sp.symbols("l h", positive=True)  # IcePop's band [l, h] on the ratio (the notes' band of kept ratios)
+delta_opsm = sp.Symbol(r"\delta_{\mathrm{OPSM}}", positive=True)  # OPSM: a row is dropped when A < 0 and its mean log-ratio is below -delta
 sg = sp.Function("sg")
 """Stop-gradient in notation: the value of its argument, derivative 0."""
 
@@ -153,10 +153,10 @@ def bernoulli_kl() -> sp.Expr:
 
 
 def _trust_region(dppo_type: str) -> sp.Piecewise:
-    r"""DPPO's keep mask, by the sign of :math:`A`: the probability may rise by :math:`\delta_h` (:math:`A > 0`) and fall by :math:`\delta_l` (:math:`A \le 0`).
+    r"""DPPO's keep mask, by the sign of :math:`A`: the probability may rise by :math:`\delta_{\mathrm{high}}` (:math:`A > 0`) and fall by :math:`\delta_{\mathrm{low}}` (:math:`A \le 0`).
 
-    ``"binary_tv"``: :math:`\pi - \pi_0 \le \delta_h`, resp. :math:`\ge -\delta_l`;
-    ``"binary_kl"``: the binary KL at most :math:`\delta` or the move in the other direction.
+    ``"binary_tv"``: :math:`\pi - \pi_0 \le \delta_{\mathrm{high}}`, resp. :math:`\ge -\delta_{\mathrm{low}}`;
+    ``"binary_kl"``: the binary KL at most the threshold, or the move in the other direction.
     """
     if dppo_type == "binary_tv":
         rise, fall = _probability_change() <= tv_h, _probability_change() >= -tv_l
@@ -188,7 +188,7 @@ def dppo_is(dppo_type: str = "binary_tv") -> sp.Expr:
 
 
 def tv_band(kl_tau: object = 1e-3) -> sp.Expr:
-    r"""prime-rl's ``ipo``: :math:`-\mathrm{sg}(\mathbb 1[|\pi - \pi_0| \le \delta_b])\,rA + \tau(\log r)^2`, a band for both signs of :math:`A`."""
+    r"""prime-rl's ``ipo``: :math:`-\mathrm{sg}(\mathbb 1[|\pi - \pi_0| \le \delta_{\mathrm{band}}])\,rA + \tau_{\mathrm{KL}}(\log r)^2`, a band for both signs of :math:`A`."""
     return -sg(_indicator(sp.Abs(_probability_change()) <= delta_band)) * r * A + _k2(kl_tau)
 
 
@@ -203,7 +203,7 @@ def importance_sampling() -> sp.Expr:
 
 
 def icepop() -> sp.Expr:
-    r"""IcePop: :math:`-\mathrm{sg}(r\,\mathbb 1[b_l \le r \le b_h])\,A\ell`, a band on the ratio for both signs of :math:`A`, edges kept."""
+    r"""IcePop: :math:`-\mathrm{sg}(r\,\mathbb 1[l \le r \le h])\,A\ell`, a band on the ratio for both signs of :math:`A`, edges kept."""
     return -sg(sp.Piecewise((r, sp.And(r >= b_l, r <= b_h)), (0, True))) * A * ell
 
 

@@ -74,7 +74,7 @@ def test_the_checker_names_the_method_its_aggregation_and_constants(name):
 
 def test_a_penalised_twin_reads_its_constant():
     """DRO's beta/2 (log r)^2 is read as tau = beta/2: the report gives verl's beta = 0.1, not tau."""
-    assert "beta_DRO = 0.1)" in _report("verl_dro").token.reason
+    assert "dro_beta = 0.1)" in _report("verl_dro").token.reason
 
 
 def test_the_luspo_warning_case_is_not_luspo():

@@ -60,7 +60,7 @@ def _stopped(lp: torch.Tensor, weight: torch.Tensor, neg_A: torch.Tensor) -> tor
 
 
 def _trust_region(lp: torch.Tensor, old: torch.Tensor, neg_A: torch.Tensor, options: dict) -> torch.Tensor:
-    r"""DPPO's keep mask: the probability may rise by :math:`\delta_h` (:math:`A > 0`) and fall by :math:`\delta_l` (:math:`A \le 0`).
+    r"""DPPO's keep mask: the probability may rise by :math:`\delta_{\mathrm{high}}` (:math:`A > 0`) and fall by :math:`\delta_{\mathrm{low}}` (:math:`A \le 0`).
 
     ``binary_tv`` compares :math:`\pi - \pi_0` with the thresholds; ``binary_kl`` the binary KL
     :math:`\pi_0\log(\pi_0/\pi) + (1 - \pi_0)\log\frac{1 - \pi_0 + 10^{-8}}{1 - \pi + 10^{-8}}`, and keeps a move in

@@ -33,9 +33,9 @@ from .field import TRAINER_DEFAULTS
 __all__ = ["DIVERGENT_NAMES", "SYMBOLS", "divergence_cells", "divergence_table"]
 
 _EPS_L, _EPS_H = sp.symbols("varepsilon_l varepsilon_h", positive=True)
-_DELTA_L, _DELTA_H = sp.symbols("delta_l delta_h", positive=True)
+_DELTA_L, _DELTA_H = sp.symbols(r"\delta_{\mathrm{low}} \delta_{\mathrm{high}}", positive=True)
 _CAP = sp.Symbol("C", positive=True)
-_TAU = sp.Symbol("tau", positive=True)
+_TAU = sp.Symbol(r"\tau_{\mathrm{KL}}", positive=True)
 SYMBOLS = {
     "clip_ratio_low": _EPS_L, "clip_ratio_high": _EPS_H, "epsilon": _EPS_L, "epsilon_high": _EPS_H, "eps_clip_low": _EPS_L,
     "eps_clip_high": _EPS_H, "cispo_eps_clip_low": _EPS_L, "cispo_eps_clip_high": _EPS_H, "eps_clip": _EPS_L, "eps_clip_higher": _EPS_H,
@@ -44,7 +44,7 @@ SYMBOLS = {
 }
 """Each trainer's configuration name for a constant, as the generic symbol a cell shows: :math:`\\varepsilon_l, \\varepsilon_h` the
 trainer's low and high clip fields *as the trainer writes them* (TRL's ``epsilon_high`` is the cap itself, SkyRL's
-``cispo_eps_clip_high`` the cap minus 1), :math:`\\delta_l, \\delta_h` DPPO's thresholds, :math:`C` verl's ``clip_ratio_c``."""
+``cispo_eps_clip_high`` the cap minus 1), :math:`\\delta_{\\mathrm{low}}, \\delta_{\\mathrm{high}}` DPPO's thresholds, :math:`\\tau_{\\mathrm{KL}}` prime-rl's ``kl_tau``, :math:`C` verl's ``clip_ratio_c``."""
 
 _TRAINERS = tuple(PEER_COMMITS)
 

@@ -51,12 +51,13 @@ import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
+import sympy as sp
 import torch
 
 from derivations.gradient_weights import c as _c
 from derivations.gradient_weights import eps_h as _eps_h
 from derivations.gradient_weights import eps_l as _eps_l
-from derivations.methods import METHODS, PENALISED, b_h, b_l, c_is, delta_band, tv_h, tv_l
+from derivations.methods import METHODS, PARAMETER_SYMBOLS, PENALISED, b_h, b_l, c_is, delta_band, tv_h, tv_l
 from derivations.variants import TokenReport, known_label
 
 from .execution import ExecutionReport, check_loss_execution
@@ -427,7 +428,8 @@ def _penalised_twin(token: TokenReport, tau: float | None) -> TokenReport:
     if tau is None or not twins or tau <= 0:
         return token
     forms = tuple(twin for _, (twin, _, _) in twins)
-    read = "; ".join(f"{twin}: {symbol} = {tau / float(factor):.6g}" for _, (twin, symbol, factor) in twins)
+    option = {v: k for k, v in PARAMETER_SYMBOLS.items() if isinstance(v, sp.Symbol)}
+    read = "; ".join(f"{twin}: {option[symbol]} = {tau / float(factor):.6g}" for _, (twin, symbol, factor) in twins)
     reason = f"{token.reason}; with the advantage-free tau (log r)^2, tau = {tau:.6g}: the weight of {known_label(forms)} ({read})"
     return dataclasses.replace(token, matches=known_label(forms), same_weight=forms + tuple(f for f in token.same_weight if f not in forms),
                                reason=reason)

@@ -17,7 +17,7 @@ import sympy as sp
 import torch
 
 from derivations import gradient_weights as gw
-from derivations.methods import CONSTANTS, beta, tau_neg, tau_pos
+from derivations.methods import CONSTANTS, beta, tau_k2, tau_neg, tau_pos
 from derivations.methods import k as vespo_k
 from derivations.methods import lam as vespo_lam
 from derivations.variants import TokenReport, breakpoints, known_label, known_methods, known_names
@@ -217,7 +217,7 @@ def _match_per_token(tables: dict, values: dict, tol: float = TOL) -> tuple[str,
     """
     found: list[str] = []
     for method in known_methods():
-        given = {**values, **{p: 0.0 for p in method.parameters if p.name == "tau_KL"}}
+        given = {**values, **{p: 0.0 for p in method.parameters if p == tau_k2}}
         if not method.per_token or not method.parameters <= set(given):
             continue
         ok = all(_agrees_per_token(method.weight, w[sign], sign, ell0, given, tol) for ell0, w in tables.items() for sign in (1, -1))

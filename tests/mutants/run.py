@@ -105,7 +105,8 @@ _REGISTRY = ("tests/test_gradient_weights.py", "tests/test_losses.py", suites("g
 # the torch forms: the losses' own tests, and the gradient-weights checks that read policy_loss
 _LOSS_FORMS = (*_losses("policy"), "numeric/losses/policy_terms.py", "tests/test_gradient_weights.py", suites("gradient_weights"))
 # issue 29: the registry's new methods (their torch forms, formulas and trainer rows), the readings, the checker's naming
-_ISSUE29 = ("tests/test_losses.py", "tests/test_registry_methods.py", "tests/test_trainer_code.py::test_each_trainer_row_call_is_the_trainers_formula_on_a_ragged_batch")
+_ISSUE29 = ("tests/test_losses.py", "tests/test_registry_methods.py", "tests/test_mutant_gaps.py",
+            "tests/test_trainer_code.py::test_each_trainer_row_call_is_the_trainers_formula_on_a_ragged_batch")
 _READINGS = ("tests/test_losses.py::test_every_trainer_mode_is_reproduced_by_arguments", "tests/test_registry_methods.py",
              "numeric/losses/aggregation.py")
 _OFF_POLICY = ("tests/test_off_policy.py", "numeric/off_policy/weights.py")
@@ -595,7 +596,7 @@ MUTANTS = [
     Mutant("m2po_suffix_not_strict", "numeric/losses/selection.py", "/ counts < threshold)", "/ counts <= threshold)",
            ("tests/test_registry_methods.py",), "M2PO stops dropping at a suffix mean equal to the threshold"),
     Mutant("m2po_drops_all", "numeric/losses/selection.py", "k = int(below[0]) if len(below) else len(ordered) - 1", "k = int(below[0]) if len(below) else len(ordered)",
-           ("tests/test_registry_methods.py",), "M2PO drops every token when no suffix is below (AReaL keeps one)"),
+           ("tests/test_registry_methods.py", "tests/test_mutant_gaps.py"), "M2PO drops every token when no suffix is below (AReaL keeps one)"),
     Mutant("m2po_denominator_kept", "numeric/losses/policy.py", '    if method == "m2po":  # AReaL replaces the mask: a dropped token leaves the denominators\n        assert',
            '    if False:\n        assert', _ISSUE29, "M2PO's dropped tokens stay in the denominators (AReaL replaces the mask)"),
     Mutant("verl_1dda039_counts_empty_rows", "numeric/losses/aggregation.py", '"the rows with a token since #5417 (2026-02-26)", _VERL, "exclude"),',
