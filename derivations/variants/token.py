@@ -41,6 +41,7 @@ from ..methods import (
 from ..notation import latex
 from ..proofs import decide_sign, holds, interval_points, resolve
 from .inputs import require_constants, scalar_expression
+from .masks import abstract_masks, at_sign, edge_free, mask_latex, per_token_bounds
 from .reports import TokenReport
 
 __all__ = ["KnownMethod", "breakpoints", "derive_token_loss", "known_label", "known_methods", "known_names", "token_loss_expression"]
@@ -155,9 +156,9 @@ def _weights(pieces: dict) -> dict:
 def _split(loss: sp.Expr) -> tuple | str:
     """The region split of ``loss``: ``(breaks, {sign: ((lo, hi, smooth piece, w), ...)})`` for each sign of A, or why it is undecided.
 
-    The stopped masks are symbols in the pieces (:func:`_abstract`) and their values again in the weights.
+    The stopped masks are symbols in the pieces (:func:`abstract_masks`) and their values again in the weights.
     """
-    held, masks = _abstract(loss)
+    held, masks = abstract_masks(loss)
     breaks = _order(breakpoints(held))
     if breaks is None:
         return "undecided: the kinks of the loss cannot be ordered under the stated assumptions on the constants"
@@ -166,14 +167,14 @@ def _split(loss: sp.Expr) -> tuple | str:
     except _Unordered as err:
         return f"undecided: the CAS could not decide the branch of {err} on a region"
     if masks:
-        pieces = {sign: tuple((lo, hi, piece, _at_sign(w.xreplace(masks), sign)) for lo, hi, piece, w in runs) for sign, runs in pieces.items()}
+        pieces = {sign: tuple((lo, hi, piece, at_sign(w.xreplace(masks), sign)) for lo, hi, piece, w in runs) for sign, runs in pieces.items()}
     return breaks, pieces
 
 
 @cache
 def _known_weight_at(method: str, ratio: sp.Expr, sign: int, constants: tuple) -> sp.Expr:
-    held, masks = _abstract(_signed_loss(method, sign, constants))
-    return _at_sign(_in_ratio((-_d_dell(_piece(held, {gw.r: ratio})) / sign).xreplace(masks)), sign).subs(gw.r, ratio)
+    held, masks = abstract_masks(_signed_loss(method, sign, constants))
+    return at_sign(_in_ratio((-_d_dell(_piece(held, {gw.r: ratio})) / sign).xreplace(masks)), sign).subs(gw.r, ratio)
 
 
 @cache  # pure: one substitution per (form, sign of A, constants), read at every probed ratio
@@ -330,48 +331,6 @@ def _piece(expr, point: dict):
     return expr.func(*args)
 
 
-def _is_mask(x: sp.Expr) -> bool:
-    """A 0/1 indicator: a ``Piecewise`` (nested ones too) whose every value is 0 or 1."""
-    if x in (sp.Integer(0), sp.Integer(1)):
-        return True
-    return isinstance(x, sp.Piecewise) and all(_is_mask(v) for v, _ in x.args)
-
-
-@cache
-def _abstract(loss: sp.Expr) -> tuple[sp.Expr, dict]:
-    r"""``loss`` with every stopped 0/1 mask :math:`\mathrm{sg}(k)` written as a symbol, and ``{symbol: k}``.
-
-    A stopped product is first split into stopped factors (:math:`\mathrm{sg}(ab) = \mathrm{sg}(a)\,\mathrm{sg}(b)`: both sides
-    have the value :math:`ab` and derivative 0).  A mask is a constant for the derivative, whatever its condition: DPPO's trust
-    region on the probability change (an edge :math:`1 + \delta/\pi_0` that moves with :math:`\pi_0`), OPSM's row mask.  The
-    region split then cuts only at the kinks of the rest, and the weight takes the mask back (:func:`_at_sign`).
-    """
-    split = loss.replace(lambda e: e.func == gw.sg and isinstance(e.args[0], sp.Mul), lambda e: sp.Mul(*[gw.sg(f) for f in e.args[0].args]))
-    masks = sorted({e for e in split.atoms(sp.Function) if e.func == gw.sg and _is_mask(e.args[0])}, key=sp.default_sort_key)
-    symbols = {m: sp.Symbol(f"mask_{i + 1}", real=True) for i, m in enumerate(masks)}
-    return split.xreplace(symbols), {v: m.args[0] for m, v in symbols.items()}
-
-
-def _at_sign(x: sp.Expr, sign: int) -> sp.Expr:
-    """``x`` with every condition on :math:`A` alone decided for :math:`A` of sign ``sign``."""
-    rels = {rel for rel in sp.sympify(x).atoms(sp.core.relational.Relational) if rel.free_symbols == {gw.A}}
-    return sp.sympify(x).xreplace({rel: bool(rel.subs(gw.A, sign * _pa)) for rel in rels})
-
-
-def per_token_bounds(weight: sp.Expr) -> bool:
-    r"""The weight keeps a condition that moves with :math:`\ell_0` (a per-token bound, from a stopped mask)."""
-    return any(rel.has(gw.ell0) for pw in sp.sympify(weight).atoms(sp.Piecewise) for _, cond in pw.args
-               for rel in ([cond] if isinstance(cond, sp.core.relational.Relational) else cond.atoms(sp.core.relational.Relational)))
-
-
-def _values(weight: sp.Expr) -> sp.Expr:
-    r"""The weight with every condition that moves with :math:`\ell_0` replaced by a fresh symbol: what remains is its values."""
-    conditions = {rel: sp.Dummy("edge") for pw in sp.sympify(weight).atoms(sp.Piecewise) for _, cond in pw.args
-                  for rel in ([cond] if isinstance(cond, sp.core.relational.Relational) else cond.atoms(sp.core.relational.Relational))
-                  if rel.has(gw.ell0)}
-    return sp.sympify(weight).xreplace(conditions)
-
-
 def _piece_weight(loss, sign: int, inside) -> tuple:
     """The smooth piece of ``loss`` on the region holding ``inside`` (for A of sign ``sign``) and its gradient weight."""
     point = {gw.r: inside, gw.A: sign * _pa}
@@ -389,7 +348,7 @@ def _in_ratio(w: sp.Expr) -> sp.Expr:
     if not w.has(gw.ell):
         return w
     ratio = sp.expand(w.subs(gw.ell, gw.ell0 + sp.log(gw.r)))
-    return sp.factor(ratio) if not _values(ratio).has(gw.ell0) else w
+    return sp.factor(ratio) if not edge_free(ratio).has(gw.ell0) else w
 
 
 def _regions(breaks: list) -> tuple:
@@ -512,11 +471,11 @@ def _token_symbolic(loss) -> TokenReport:
     if isinstance(split, str):
         return TokenReport(None, None, {}, None, False, None, None, split)
     name = sp.Symbol(r"\mathcal{L}")
-    held, masks = _abstract(loss)
+    held, masks = abstract_masks(loss)
     d = Derivation(
         "Gradient weight of the loss",
         assumptions=[f"${latex(name)} = {latex(held)}$", r"$r = e^{\ell - \ell_0}$",
-                     *[f"${latex(m)} = \\mathrm{{sg}}({latex(k)})$, a stopped mask (a constant for the derivative)" for m, k in masks.items()],
+                     *[f"${latex(m)} = \\mathrm{{sg}}({mask_latex(k)})$, a stopped mask (a constant for the derivative)" for m, k in masks.items()],
                      r"$\varepsilon_l, \varepsilon_h, C_d > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h,
                      *[p for p in _BAND_PREMISES if p.free_symbols & held.free_symbols],
                      r"$\partial\,\mathcal{L}/\partial\ell = -A\,w$; $\mathrm{sg}$ held constant"],
@@ -531,7 +490,7 @@ def _token_symbolic(loss) -> TokenReport:
     pieces = _weights(split[1])
     weight = gw.piecewise_weight(pieces)
     silenced = sp.Or(*[_region_condition(s, lo, hi) for s in (1, -1) for lo, hi, w in gw.merged_runs(pieces[s]) if w == 0])
-    is_pg = not any(_values(w).has(gw.ell, gw.ell0) for s in pieces for _, _, w in pieces[s])  # a per-token bound may move with ell_0
+    is_pg = not any(edge_free(w).has(gw.ell, gw.ell0) for s in pieces for _, _, w in pieces[s])  # a per-token bound may move with ell_0
     bounded = {s: _bounded(pieces[s]) for s in (1, -1)}
     on_policy = _at_ratio_one(weight)
     same = _match(pieces) if is_pg else ()

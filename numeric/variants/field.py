@@ -204,13 +204,37 @@ def _loss_row(trainer: str, their: str) -> tuple:
         named = "; ".join(f"{f.label}: {derive_token_loss(f.loss(), constants=_extra(f.loss())).matches}" for f in forms)
         return (named, "-", "-", "-", "undecided", m.undecided)
     try:
-        rep = check_policy_loss(trainer_loss(trainer, their))
+        rep = _checked(*_call_key(trainer, their))
     except (TypeError, ValueError) as err:
         return ("-", "-", "-", "-", "undecided", _short(err))
     scale = "" if rep.scale is None or abs(rep.scale - 1) <= 1e-9 else f" x {rep.scale:.6g}"
     norm = f", D = {rep.normaliser}" if rep.normaliser not in (None, "T") else ""
     agg_text = f"{rep.aggregation}{scale}{norm} ({'length-biased' if rep.length_biased else 'no length bias'})"
     return (rep.method or "none known", _silenced(rep.token), _bounded(rep.token), agg_text, rep.verdict, rep.reason)
+
+
+def _call_key(trainer: str, their: str) -> tuple:
+    """``(trainer, their, key)``: the key is the row's package call with the trainer's configuration in it, evaluated at two
+    batches (``B``, ``num_items_in_batch``): two rows whose calls agree there run the same loss, and the checker runs once."""
+    name, peer = _peer(trainer, their)
+    method, keywords = _parsed(peer.call)
+    config = {**TRAINER_DEFAULTS.get(trainer, {}), **peer.config}
+    points = ({**config, "B": 7, "num_items_in_batch": 101.0}, {**config, "B": 11, "num_items_in_batch": 257.0})
+    try:
+        key = (method, tuple(sorted((k, repr([_value(e, at) for at in points])) for k, e in keywords.items())))
+    except (TypeError, ValueError):  # a keyword that does not evaluate: its own row, refused by trainer_loss
+        key = (trainer, their)
+    return trainer, their, key
+
+
+_CHECKED: dict = {}
+
+
+def _checked(trainer: str, their: str, key: tuple):
+    """The checker's report on the row's package call, once per distinct call (:func:`_call_key`)."""
+    if key not in _CHECKED:
+        _CHECKED[key] = check_policy_loss(trainer_loss(trainer, their))
+    return _CHECKED[key]
 
 
 def _extra(loss: sp.Expr) -> dict:
