@@ -56,6 +56,11 @@ Branch corrections (issue 29, the trainers' rejection rules): the 31 new mutants
 ``masks.py``, ``corrections.py`` and ``derivations/corrections.py`` (``verl_k1_sign`` ... ``k3_summand_sign``), 29/31
 killed at first in 4.4 minutes at nice 19; the two survivors (``verl_sequence_clamp_per_token``, ``bypass_dual_clip_side``)
 were killed by two new tests; and the eleven older mutants of ``weights.py``, whose helper names moved: 11/11 killed.
+Branch registry (issue 29, policy losses and aggregation): the 25 new mutants of its decisions (``dppo_mask_direction`` ...
+``checker_product_as_gspo``) and the 12 whose code moved to ``derivations/token_losses.py`` and
+``numeric/losses/policy_terms.py``: 32/37 killed on the first run; the five survivors (``dppo_symbolic_mask_strict``,
+``icepop_band_open``, ``icepop_symbolic_band_open``, ``rollout_is_band_closed``, ``m2po_drops_all``) were killed after the
+edge tests of ``tests/test_mutant_gaps.py`` (the bands' and DPPO's edges hit exactly, M2PO's kept token): 37/37.
 """
 
 from __future__ import annotations
