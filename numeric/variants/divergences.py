@@ -218,7 +218,8 @@ def divergence_table(trainers: tuple | None = None) -> str:
     >>> divergence_table(("verl", "TRL")).splitlines()[1]
     '\\text{name} & \\text{verl} & \\text{TRL} \\\\ \\hline'
     """
-    trainers = _TRAINERS if trainers is None else require_trainers(trainers)
+    chosen = require_trainers(trainers)
+    trainers = _TRAINERS if chosen is None else chosen
     lines = [r"\begin{array}{" + "l" * (len(trainers) + 1) + "}", r"\text{name} & " + " & ".join(rf"\text{{{t}}}" for t in trainers) + r" \\ \hline"]
     for name in DIVERGENT_NAMES:
         cells = divergence_cells(name)

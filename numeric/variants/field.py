@@ -220,6 +220,7 @@ def _call_key(trainer: str, their: str) -> tuple:
     method, keywords = _parsed(peer.call)
     config = {**TRAINER_DEFAULTS.get(trainer, {}), **peer.config}
     points = ({**config, "B": 7, "num_items_in_batch": 101.0}, {**config, "B": 11, "num_items_in_batch": 257.0})
+    key: tuple
     try:
         key = (method, tuple(sorted((k, repr([_value(e, at) for at in points])) for k, e in keywords.items())))
     except (TypeError, ValueError):  # a keyword that does not evaluate: its own row, refused by trainer_loss
