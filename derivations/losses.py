@@ -56,15 +56,18 @@ from typing import ParamSpec
 import sympy as sp
 
 from . import gradient_weights as gw
-from . import methods
+from . import methods, token_losses
 from .definitions import Definitions, Differentiation
 from .derivation import Derivation
 from .gradient_weights import token_loss
 from .notation import latex
 from .proofs import on_regions
+from .variants.token import derive_token_loss
 
 __all__ = [
     "AGGREGATIONS",
+    "READINGS",
+    "TABLE_FORMS",
     "TOKEN_METHODS",
     "aggregation_weight",
     "aggregation_weights",
@@ -73,8 +76,11 @@ __all__ = [
     "length_bias",
     "loss_table",
     "penalty_gradient",
+    "reading_weight",
+    "row_ratio_derivation",
     "sequence_table",
     "sequence_weight_derivation",
+    "two_sided_clip_derivation",
     "weight",
     "weight_derivation",
 ]
@@ -87,8 +93,11 @@ TOKEN_METHODS = methods.TOKEN_FORMS
 """The per-token forms of :data:`derivations.methods.FORMS`: ``cispo`` is CISPO's two-sided clip, ``cispo_cap`` CISPO with ``eps_low=None``."""
 
 _NAMES = {name: f.label for name, f in methods.FORMS.items()}
-_PPO_FORMS = {"ppo": "ppo", "ppo_dual_clip": "ppo_dual_clip", "clip_cov_kept": "ppo"}
-"""The forms clipped in the ratio, derived region by region in :mod:`derivations.gradient_weights` (Clip-Cov's unselected token has PPO's loss)."""
+_PPO_FORMS = {"ppo": "ppo", "ppo_dual_clip": "ppo_dual_clip", "clip_cov_kept": "ppo", "top_entropy_kept": "ppo", "m2po_kept": "ppo"}
+"""The forms clipped in the ratio, derived region by region in :mod:`derivations.gradient_weights` (an unselected token of Clip-Cov,
+of the top-entropy mask and of M2PO has PPO's loss)."""
+_SPLIT_FORMS = ("opsm",)
+"""A stopped mask times a clipped surrogate: derived region by region by the variant checker's split (:func:`derivations.variants.derive_token_loss`)."""
 
 
 _P = ParamSpec("_P")
@@ -129,6 +138,10 @@ def weight_derivation(method: str) -> Derivation:
     """
     if method in _PPO_FORMS:
         return gw.weight_derivation(_PPO_FORMS[method])
+    if method in _SPLIT_FORMS:
+        d = derive_token_loss(token_loss(method)).derivation
+        assert d is not None  # the registry's loss is split (the round trip tests it)
+        return d
     loss = token_loss(method)
     d = Derivation(
         f"Gradient weight of {_NAMES[method]}",
@@ -173,14 +186,17 @@ def weight(method: str) -> sp.Expr:
     """
     if method in _PPO_FORMS:
         return gw.gradient_weight(_PPO_FORMS[method])
+    if method in _SPLIT_FORMS:
+        return derive_token_loss(token_loss(method)).weight
     d = weight_derivation(method).verify()
     return _by_branch(lambda x: _tidied(sp.factor(-(x - penalty_gradient(method)) / A)), d.steps[-1].rhs)
 
 
 def _tidied(w: sp.Expr) -> sp.Expr:
-    """``simplify(w)`` for a smooth weight (SAPO's exponentials); a clip (``Min``/``Max``) as ``factor`` left it, which
-    ``simplify`` returns unchanged for every registered form after a long search (0.36 s for CISPO's)."""
-    return w if w.has(sp.Min, sp.Max) else sp.simplify(w)
+    """``simplify(w)`` for a smooth weight (SAPO's exponentials); a clip (``Min``/``Max``) or a stopped mask (``Piecewise``) as
+    ``factor`` left it, which ``simplify`` returns unchanged for every registered form after a long search (0.36 s for CISPO's,
+    3.9 s for DPPO's binary-KL mask)."""
+    return w if w.has(sp.Min, sp.Max, sp.Piecewise) else sp.simplify(w)
 
 
 @cache
@@ -201,7 +217,7 @@ def penalty_gradient(method: str) -> sp.Expr:
     """
     if method not in TOKEN_METHODS:
         raise ValueError(f"method must be one of {TOKEN_METHODS}, got {method!r}")
-    if method in _PPO_FORMS:
+    if method in _PPO_FORMS or method in _SPLIT_FORMS:
         return sp.Integer(0)
     return weight_derivation(method).verify().steps[-1].rhs.subs(A, 0)
 
@@ -253,7 +269,7 @@ def gspo_derivation(n: int = 3) -> Derivation:
     return d
 
 
-_SEQUENCE_FORMS = {"cispo_seq": "cispo", "sapo_seq": "sapo", "vespo": None}
+_SEQUENCE_FORMS = {"cispo_seq": "cispo", "sapo_seq": "sapo", "vespo": None, "seq_mask_tis": None}
 """Methods whose token loss is a token form at the row's ratio: the form (chosen by the options), or None for VESPO's Gamma weight."""
 
 
@@ -288,6 +304,9 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
     * ``sapo_seq``: the row's value :math:`f(\tilde r) = -\frac4\tau\operatorname{sigmoid}(\tau(\tilde r-1))A` (:math:`\tau_\pm` by the sign of :math:`A`) on
       each of its :math:`n` tokens; :math:`\partial\log \tilde r/\partial\ell_t = 1/n` and the
       :math:`n` tokens cancel it: :math:`w_t = w_{\mathrm{SAPO}}(\tilde r)`;
+    * ``seq_mask_tis`` (OpenRLHF's ``seq-mask-tis`` on a batch's first step): token loss
+      :math:`-\mathrm{sg}(r_t\,\mathbb 1[l \le \tilde g \le h])\,A\,\ell_t` with the row's geometric-mean ratio :math:`\tilde g`:
+      :math:`w_t = r_t\,\mathbb 1[l \le \tilde g \le h]`, the token's *own* ratio gated by its row;
     * ``vespo``: token loss :math:`-\mathrm{sg}(\phi(W))\,A\,\ell_t` with the
       *product* of the ratios :math:`W = \exp(\sum_t\log r_t)` and the Gamma weight
       :math:`\phi(W) = W^k e^{\zeta(1-W)}` (:func:`derivations.methods.gamma_weight`):
@@ -317,6 +336,12 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
         per_token = sp.Add(*(-sg(methods.gamma_weight(ratio)) * A * e for e in ells))
         w = methods.gamma_weight(ratio)
         where = r"$W = \exp\sum_t(\ell_t - \ell_{0,t})$"
+    elif method == "seq_mask_tis":  # each token's own ratio, kept where the row's geometric mean lies in the band
+        ratio, value = sp.Symbol("gtilde", positive=True), sp.exp(total / n)
+        kept = sp.And(ratio >= methods.b_l, ratio <= methods.b_h)
+        per_token = sp.Add(*(-sg(sp.Piecewise((sp.exp(e - o), kept), (0, True))) * A * e for e, o in zip(ells, olds)))
+        w = sp.Piecewise((sp.exp(ells[0] - olds[0]), kept), (0, True))
+        where = r"$\tilde g = \exp\bigl(\frac1n\sum_t(\ell_t - \ell_{0,t})\bigr)$, $r_1 = e^{\ell_1 - \ell_{0,1}}$"
     else:
         ratio, value = sp.Symbol("rtilde", positive=True), sp.exp(total / n)
         per_token = sp.Add(*(token_loss(str(token_form)).subs(r, ratio).subs(ell, e) for e in ells))
@@ -337,6 +362,55 @@ def sequence_weight_derivation(method: str, n: int = 2, eps_low: object = 0.2) -
         d.then(-A * w, "SAPO's derived weight at the row's ratio", proof=on_regions((A, [0]), label="each sign of A"))
     else:  # the ratio sits inside sg: a constant for the derivative
         d.then(-A * w, r"differentiate in $\ell_1$, the stopped weight at the row's ratio held constant")
+    return d
+
+
+@_built_once
+def two_sided_clip_derivation() -> Derivation:
+    r"""TRL's two-sided clip is the dual clip: :math:`-\min(\min(r, \delta_{\mathrm{TRL}})A, \mathrm{clip}(r)A)` equals dual-clip PPO with :math:`C_d = \delta_{\mathrm{TRL}}`.
+
+    TRL's ``delta`` (INTELLECT-2, ``grpo_trainer.py:3086-3087`` at ``f2cd577``) caps the ratio of the unclipped term at
+    :math:`\delta_{\mathrm{TRL}}` after the clipped term is formed.  For :math:`\delta_{\mathrm{TRL}} > 1 + \varepsilon_h` (TRL's advice) the two losses are
+    one function on every region of :math:`r` (cut at :math:`1 - \varepsilon_l`, :math:`1 + \varepsilon_h`, :math:`\delta_{\mathrm{TRL}}`) and each
+    sign of :math:`A`, kinks included: so is their gradient, and ``policy_loss("ppo", ..., dual_clip=delta)`` is TRL's loss.
+
+    Examples
+    --------
+    >>> from derivations.losses import two_sided_clip_derivation
+    >>> two_sided_clip_derivation().verify().proved_by()
+    {'regions': 1}
+    """
+    delta = sp.Symbol(r"\delta_{\mathrm{TRL}}", positive=True)  # TRL's delta (the global delta is GAE's TD error)
+    trl = -sp.Min(sp.Min(r, delta) * A, token_losses.clip(r) * A)
+    dual = token_losses.ppo(dual_clip=True).subs(c, delta)
+    d = Derivation("TRL's two-sided clip and the dual clip", assumptions=[eps_l < 1, delta > 1 + eps_h])
+    d.step(trl, dual, r"the same value on every region of $r$ and each sign of $A$", proof=on_regions((A, [0]), (r, [1 - eps_l, 1 + eps_h, delta])))
+    return d
+
+
+@_built_once
+def row_ratio_derivation(n: int = 3) -> Derivation:
+    r"""The log-derivative of a row's ratio in each of its tokens: :math:`1/n` (the geometric mean), :math:`1` (the product; and the geometric mean times :math:`n`).
+
+    GSPO's row loss :math:`f(\tilde r)` has :math:`\partial/\partial\ell_t = f'(\tilde r)\tilde r\,\partial\log\tilde r/\partial\ell_t = -w(\tilde r)A/n`
+    (:func:`gspo_derivation`); TRL's LUSPO multiplies the row's loss by :math:`n`, so the :math:`n` cancels and each token carries
+    :math:`-w(\tilde r)A` before the mean over the :math:`B` rows (:math:`\kappa = 1/B`: seq-mean-token-sum's, no length bias); TRL's
+    RLOOTrainer clips the *product* of the ratios, :math:`\log\rho = \sum_t(\ell_t - \ell_{0,t})`, whose log-derivative is 1:
+    the same :math:`\kappa = 1/B`, with PPO's weight at :math:`\rho`.
+
+    Examples
+    --------
+    >>> from derivations.losses import row_ratio_derivation
+    >>> [s.rhs for s in row_ratio_derivation(3).verify().steps]
+    [1/3, 1, 1]
+    """
+    ells, olds = _sequence_symbols(n)
+    total = sum(e - o for e, o in zip(ells, olds))
+    d = Derivation(f"A row's ratio, three ways (n = {n} tokens)",
+                   assumptions=[r"$\log \tilde r = \frac1n\sum_t (\ell_t - \ell_{0,t})$", r"$\log\rho = \sum_t (\ell_t - \ell_{0,t})$"])
+    d.step(sp.Derivative(total / n, ells[0]), sp.Rational(1, n), r"GSPO: each token enters the geometric mean with weight $1/n$")
+    d.step(sp.Derivative(n * (total / n), ells[0]), sp.Integer(1), r"LUSPO: the row's loss times its length $n$")
+    d.step(sp.Derivative(total, ells[0]), sp.Integer(1), r"the product ratio (TRL's RLOOTrainer): each token enters the sum once")
     return d
 
 
@@ -391,7 +465,7 @@ def gmpo_derivation() -> Derivation:
 
 # ------------------------------------------------------------------ aggregation
 
-AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum")
 
 
 def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
@@ -405,7 +479,8 @@ def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
         \kappa^{\text{token-mean}}_1 = \frac{1}{\sum_j n_j},\quad
         \kappa^{\text{seq-mean-token-mean}}_1 = \frac{1}{B\,n_1},\quad
         \kappa^{\text{seq-mean-token-sum}}_1 = \frac1B,\quad
-        \kappa^{\text{seq-mean-token-sum-norm}}_1 = \frac{1}{D}.
+        \kappa^{\text{seq-mean-token-sum-norm}}_1 = \frac{1}{D},\quad
+        \kappa^{\text{token-sum}}_1 = 1.
 
     seq-mean-token-sum-norm is verl's: the token sum of the whole batch over a
     constant :math:`D` (``loss_scale_factor``, by default :math:`T`), with no
@@ -428,6 +503,7 @@ def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
         "seq-mean-token-mean": (sum(s / k for s, k in zip(S, n)) / B, 1 / (B * n[0])),
         "seq-mean-token-sum": (sum(S) / B, sp.Rational(1, B)),
         "seq-mean-token-sum-norm": (sum(S) / D, 1 / D),
+        "token-sum": (sum(S), sp.Integer(1)),
     }
     out = {}
     for mode, (agg, kappa_1) in modes.items():
@@ -435,6 +511,44 @@ def aggregation_weights(B: int = 3) -> dict[str, Derivation]:
         d.step(sp.Derivative(agg, S[0]), kappa_1, r"$\partial/\partial x_{1t} = \partial/\partial S_1$")
         out[mode] = d
     return out
+
+
+READINGS = ("verl@b178a3c", "verl@1dda039", "prompt-mean")
+"""The readings :func:`reading_weight` derives: verl's ``seq-mean-token-sum-norm`` at each commit, SkyRL's ``prompt_mean``."""
+
+
+def reading_weight(reading: str, B: int = 3) -> Derivation:
+    r"""The token weight of a trainer's reading of an aggregation name, for :math:`B` rows of lengths :math:`n_i`.
+
+    ``"verl@b178a3c"``
+        ``seq-mean-token-sum-norm`` read at ``b178a3c``: :math:`\sum_i S_i/D`, :math:`\kappa = 1/D` (no mean over the rows);
+    ``"verl@1dda039"``
+        the same name since verl's #5417: the mean over the :math:`B'` rows with a token of :math:`S_i/D`,
+        :math:`\kappa = 1/(B'D)` (TRL's ``dr_grpo`` and SkyRL's ``seq_mean_token_sum_norm`` count every row: :math:`1/(BD)`);
+    ``"prompt-mean"``
+        SkyRL's ``prompt_mean``: the rows in :math:`P = 2` prompts (rows :math:`1..B-1` the first, row :math:`B` the second),
+        a token mean within each prompt, averaged over the prompts: :math:`\kappa_1 = 1/(P\,\sum_{j \in p(1)} n_j)`.
+
+    Examples
+    --------
+    >>> from derivations.losses import reading_weight
+    >>> [reading_weight(k, 3).verify().steps[0].rhs for k in ("verl@b178a3c", "verl@1dda039", "prompt-mean")]
+    [1/D, 1/(B'*D), 1/(2*n_1 + 2*n_2)]
+    """
+    if reading not in READINGS:
+        raise ValueError(f"reading must be one of {READINGS}, got {reading!r}")
+    if not isinstance(B, int) or isinstance(B, bool) or B < 2:
+        raise ValueError(f"B must be an int >= 2, got {B!r}")
+    S = sp.symbols(f"S_1:{B + 1}", real=True)
+    n = sp.symbols(f"n_1:{B + 1}", positive=True)
+    D, rows = sp.Symbol("D", positive=True), sp.Symbol("B'", positive=True)
+    agg = {"verl@b178a3c": sum(S) / D, "verl@1dda039": sum(S) / D / rows,
+           "prompt-mean": (sum(S[:-1]) / sum(n[:-1]) + S[-1] / n[-1]) / 2}[reading]
+    kappa = {"verl@b178a3c": 1 / D, "verl@1dda039": 1 / (rows * D), "prompt-mean": 1 / (2 * sum(n[:-1]))}[reading]
+    d = Derivation(f"Token weight of {reading} (B = {B})", assumptions=[r"$S_i = \sum_{t \le n_i} x_{it}$", "$D$ a constant",
+                                                                       "$B'$ the rows with a token"])
+    d.step(sp.Derivative(agg, S[0]), kappa, r"$\partial/\partial x_{1t} = \partial/\partial S_1$")
+    return d
 
 
 def aggregation_weight(mode: str, B: int = 3) -> Derivation:
@@ -460,6 +574,7 @@ def length_bias() -> dict[str, str]:
 
     * seq-mean-token-sum: :math:`\mathbb{E}[A] = J - b`: the gradient of :math:`J`, no length bias;
     * seq-mean-token-sum-norm: :math:`B(J - b)/D`: the same direction, scaled by :math:`B/D`;
+    * token-sum (verl's since ``1dda039``): :math:`B(J - b)`, scaled by :math:`B`;
     * seq-mean-token-mean: :math:`\mathbb{E}[(R - b)/|o|]`: reward per token, so short
       answers weigh more, and with :math:`b \ne 0` the baseline term no longer vanishes.
 
@@ -479,28 +594,41 @@ def length_bias() -> dict[str, str]:
     --------
     >>> from derivations.losses import length_bias
     >>> sorted(length_bias())
-    ['seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm', 'token-mean']
+    ['seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm', 'token-mean', 'token-sum']
     """
     return {
         "token-mean": r"B\,\nabla\,\mathbb{E}\bigl[\psi(|o|)(R - b)\bigr],\ \psi(n) = \mathbb{E}\bigl[1/(n + \textstyle\sum_{j\ne i}|o_j|)\bigr]\ \text{frozen}",
         "seq-mean-token-mean": r"\nabla\,\mathbb{E}\Bigl[\frac{R - b}{|o|}\Bigr]",
         "seq-mean-token-sum": r"\nabla J",
         "seq-mean-token-sum-norm": r"\frac{B}{D}\nabla J",
+        "token-sum": r"B\,\nabla J",
     }
 
 
 def _differs_from_r(w: sp.Expr, constants: dict) -> bool:
-    r"""True when :math:`w(r, A) \ne r` at one of a few points (A = ±1, r = 1/2, 2, the constants, every other symbol 1).
+    r"""True when :math:`w(r, A) \ne r` at one of a few points (A = ±1, r = 1/2, 2, the constants, :math:`\pi_0 = 1/2`, every other symbol 1).
 
     A nonzero value at a point refutes :math:`w = r` (a point never proves it), so the
     table's ``simplify`` runs only for the weights that pass every point.
     """
-    for point in ({A: a, r: x} for a in (1, -1) for x in (sp.Rational(1, 2), 2)):
+    for point in ({A: a, r: x, ell0: sp.log(sp.Rational(1, 2))} for a in (1, -1) for x in (sp.Rational(1, 2), 2)):
         value = (w - r).subs(point).subs(constants)
         value = value.subs({s: 1 for s in value.free_symbols})
         if value.is_number and value.is_zero is False:
             return True
     return False
+
+
+_TABLE_CONSTANTS = {eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3, methods.c_is: 3, methods.b_l: sp.Rational(1, 2), methods.b_h: 5,
+                    methods.delta_opsm: sp.Rational(1, 10), methods.tv_l: sp.Rational(1, 5), methods.tv_h: sp.Rational(1, 5),
+                    methods.delta_band: sp.Rational(1, 10)}
+r"""The trainers' constants at which the loss table reads a weight at :math:`r = 1`: DAPO's clip, :math:`C_d = C_{\mathrm{IS}} = 3`, IcePop's
+band :math:`[0.5, 5]`, OPSM's :math:`\delta = 0.1`, DPPO's and the TV band's thresholds."""
+
+
+TABLE_FORMS = tuple(f for f in TOKEN_METHODS if methods.FORMS[f].method not in ("dppo", "dppo_tv", "dppo_kl", "tv_band"))
+r"""The forms :func:`loss_table` lists: every token form but the trust regions on the probability change (DPPO, the TV band), whose
+masks move with :math:`\pi_0` and are derived in their own section of the chapter (:func:`weight_derivation`)."""
 
 
 @cache  # a str, built from cached derivations: nothing mutable is shared
@@ -521,9 +649,9 @@ def loss_table() -> str:
     >>> print(loss_table().splitlines()[1])
     \text{method} & \text{per-token loss} & w(r, A) & \text{aggregation} & \text{unbiased for } \nabla J \\ \hline
     """
-    constants = {eps_l: sp.Rational(1, 5), eps_h: sp.Rational(7, 25), c: 3}
+    constants = _TABLE_CONSTANTS
     lines = [r"\begin{array}{l|l|l|l|l}", r"\text{method} & \text{per-token loss} & w(r, A) & \text{aggregation} & \text{unbiased for } \nabla J \\ \hline"]
-    for method in TOKEN_METHODS:
+    for method in TABLE_FORMS:
         w, p = weight(method), penalty_gradient(method)
         on_policy = sp.simplify(sp.piecewise_fold(w.subs(r, 1)).subs(constants)) == 1
         off_policy = not _differs_from_r(w, constants) and sp.simplify(w - r) == 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["SNAPSHOTS", "Citation", "Snapshot", "snapshot"]
+__all__ = ["SNAPSHOTS", "Citation", "Snapshot", "require_trainers", "snapshot"]
 
 
 class Snapshot(NamedTuple):
@@ -63,6 +63,19 @@ def snapshot(trainer: str, commit: str | None = None) -> Snapshot:
     if len(found) != 1:
         raise ValueError(f"commit must start one of {trainer}'s read commits ({', '.join(s.commit[:7] for s in rows)}), got {commit!r}")
     return found[0]
+
+
+def require_trainers(trainers: object, name: str = "trainers") -> tuple[str, ...] | None:
+    """``trainers`` as a tuple of trainers of :data:`SNAPSHOTS` (``None`` stays ``None``: all of them); else a named error."""
+    if trainers is None:
+        return None
+    known = tuple(dict.fromkeys(s.trainer for s in SNAPSHOTS))
+    if isinstance(trainers, str) or not isinstance(trainers, (tuple, list)):
+        raise TypeError(f"{name} must be a tuple of trainer names (of {known}) or None, got {type(trainers).__name__}")
+    unknown = [t for t in trainers if t not in known]
+    if unknown:
+        raise ValueError(f"{name} must be among {known}, got {unknown!r}")
+    return tuple(trainers)
 
 
 class Citation(NamedTuple):

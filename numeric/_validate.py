@@ -254,6 +254,28 @@ def require_dual_clip(name: str, value) -> float | None:
     return value
 
 
+def require_choice(name: str, value, choices: tuple) -> str:
+    """One of ``choices`` (strings)."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def require_dro_beta(name: str, value) -> float:
+    r"""DRO's :math:`\beta > 0`: required, as verl refuses a null ``dro_beta``."""
+    if value is None:
+        raise ValueError(f"{name} is required for 'dro' (a number > 0: verl's policy_loss.dro_beta has no default)")
+    return require_positive(name, value)
+
+
+def require_bounds(name: str, value) -> tuple:
+    r"""A band ``(low, high)`` on the ratio: :math:`0 \le` low :math:`\le` high, both finite."""
+    low, high = require_pair(name, value, require_finite_nonnegative)
+    if low > high:
+        raise ValueError(f"{name} must have low <= high, got {value!r}")
+    return low, high
+
+
 _OPTION_CHECKS = {
     "eps_low": lambda name, v, method: require_eps_low(name, v, allow_none=method in ("cispo", "cispo_seq")),
     "eps_high": lambda name, v, method: require_nonnegative(name, v),
@@ -263,6 +285,14 @@ _OPTION_CHECKS = {
     "vespo_k": lambda name, v, method: require_pair(name, v, require_positive),
     "vespo_lambda": lambda name, v, method: require_pair(name, v, require_positive),
     "kl_cov_coef": lambda name, v, method: require_finite_nonnegative(name, v),
+    "tv_delta": lambda name, v, method: require_pair(name, v, require_finite_nonnegative),
+    "dppo_type": lambda name, v, method: require_choice(name, v, ("binary_tv", "binary_kl")),
+    "kl_tau": lambda name, v, method: require_finite_nonnegative(name, v),
+    "is_cap": lambda name, v, method: require_positive(name, v),
+    "band_delta": lambda name, v, method: require_finite_nonnegative(name, v),
+    "dro_beta": lambda name, v, method: require_dro_beta(name, v),
+    "is_bounds": lambda name, v, method: require_bounds(name, v),
+    "opsm_delta": lambda name, v, method: require_finite_nonnegative(name, v),
 }
 
 

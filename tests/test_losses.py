@@ -47,18 +47,27 @@ def _clip(method):
 
 
 def _selected(method, shape):
-    """A fixed selection (every third token) for the methods that require one (Clip-Cov, KL-Cov); nothing for the others."""
-    if method not in ("clip_cov", "kl_cov"):
+    """The arguments a method requires: a fixed selection (every third token) for the selecting methods (Clip-Cov, KL-Cov, the
+    top-entropy mask, M2PO), DRO's beta (no default, as in verl); nothing for the others."""
+    if method == "dro":
+        return {"dro_beta": 0.1}
+    if method not in ("clip_cov", "kl_cov", "top_entropy", "m2po"):
         return {}
     B, T = shape
     return {"selected": torch.arange(B * T).reshape(B, T) % 3 == 0}
 
 
 def _mode(method):
-    """The method's default aggregation (GMPO: its mean over rows, seq-mean-token-mean's kappa)."""
-    from derivations.methods import METHODS
+    """The mode whose kappa multiplies the method's weight (GMPO: seq-mean-token-mean's; PPO on the product ratio: seq-mean-token-sum's)."""
+    from numeric.losses.certificates import kappa_mode
 
-    return METHODS[method].aggregation or "seq-mean-token-mean"
+    return kappa_mode(method)
+
+
+def _kappa(method, mask, params):
+    """Each token's kappa under the method's mode; M2PO's dropped tokens leave the mask first."""
+    kept = mask * ~params["selected"] if method == "m2po" else mask
+    return token_weights(kept, _mode(method))
 
 
 def cispo_loss(log_prob, old_log_prob, advantages, mask, eps_high=0.28):
@@ -468,32 +477,54 @@ def test_sequence_log_prob_and_broadcast():
 # ------------------------------------------------------------------ aggregation: each trainer's formula, written out
 
 
-def _their_aggregation(trainer, name, x, m, T, L=None, N=None):
-    rows = (x * m).sum(-1)
-    if (trainer, name) in {("verl", "token-mean"), ("TRL", "bnpo"), ("OpenRLHF", "per-token (token_level_loss=True)")}:
-        return rows.sum() / m.sum()
-    if (trainer, name) in {("verl", "seq-mean-token-mean"), ("TRL", "grpo"), ("OpenRLHF", "per-sample (token_level_loss=False)")}:
-        return (rows / m.sum(-1)).mean()
+def _their_aggregation(trainer, name, commit, x, m, T, L, N, groups):
+    """Each trainer's reduction at its commit, written out from its code (the research notes' file:lines), on a batch with an empty row."""
+    rows, n = (x * m).sum(-1), m.sum(-1)
+    live = n > 0
+    if (trainer, name) in {("verl", "token-mean"), ("TRL", "bnpo"), ("OpenRLHF", "per-token (token_level_loss=True)"), ("SkyRL", "token_mean")}:
+        return rows.sum() / m.sum().clamp(min=1)
+    if (trainer, name) in {("verl", "seq-mean-token-mean"), ("OpenRLHF", "per-sample (token_level_loss=False)")}:
+        return (rows / (n + 1e-8))[live].mean()  # masked_mean's n_i + 1e-8, then the rows with a token
+    if (trainer, name) in {("TRL", "grpo"), ("SkyRL", "sequence_mean"), ("ms-swift", "grpo")}:
+        return (rows / n.clamp(min=1)).mean()
     if (trainer, name) == ("verl", "seq-mean-token-sum"):
-        return rows.mean()
-    if (trainer, name) == ("verl", "seq-mean-token-sum-norm"):
+        return rows[live].mean()
+    if (trainer, name) == ("verl", "token-sum"):
+        return rows.sum()
+    if (trainer, name, commit) == ("verl", "seq-mean-token-sum-norm", "b178a3c"):
         return rows.sum() / T
-    if (trainer, name) == ("TRL", "dr_grpo"):
-        return rows.sum() / (x.shape[0] * L)
-    if (trainer, name) == ("TRL", "dapo"):
+    if (trainer, name, commit) == ("verl", "seq-mean-token-sum-norm", "1dda039"):
+        return (rows / T)[live].mean()  # #5417: the mean over the rows with a token of sum_t / D
+    if name in ("dr_grpo", "seq_mean_token_sum_norm"):
+        return (rows / L).mean()  # every row counted
+    if name == "dapo":
         return rows.sum() / N
-    raise KeyError((trainer, name))
+    if (trainer, name) == ("SkyRL", "prompt_mean"):
+        prompts = groups.unique()
+        return sum(rows[groups == p].sum() / n[groups == p].sum().clamp(min=1) for p in prompts) / len(prompts)
+    raise KeyError((trainer, name, commit))
 
 
-@pytest.mark.parametrize("key", list(TRAINER_MODES))
-def test_every_trainer_mode_is_reproduced_by_arguments(key):
+def _ragged_with_an_empty_row():
     lp, _, _, mask = _trainer_batch()
-    x = lp * 1.7 + 0.2
+    mask[2] = 0.0
+    return lp * 1.7 + 0.2, mask, torch.tensor([0, 0, 1, 1, 2, 2])
+
+
+@pytest.mark.parametrize("key", list(TRAINER_MODES), ids=["@".join(k) for k in TRAINER_MODES])
+def test_every_trainer_mode_is_reproduced_by_arguments(key):
+    """A reading's row, called by convention='trainer@commit' with the trainer's own name, is the trainer's reduction."""
+    x, mask, groups = _ragged_with_an_empty_row()
+    x = torch.where(mask > 0, x, math.nan)  # a masked slot is never read
     T, L, N = x.shape[1], 11, 97
-    mode, args, _ = TRAINER_MODES[key]
-    args = {k: {"T": T, "B * max_completion_length": x.shape[0] * L, "num_items_in_batch": N}[v] for k, v in args.items()}
-    theirs = _their_aggregation(*key, x, mask, T, L, N).item()
-    assert abs(aggregate(x, mask, mode, **args).item() - theirs) <= 1e-15 * (1 + abs(theirs))  # relative: summation order
+    trainer, name, commit = key
+    reading = TRAINER_MODES[key]
+    args = {k: {"T": T, "max_completion_length": L, "max_seq_len": L, "num_items_in_batch": N}[v] for k, v in reading.args.items() if k == "norm"}
+    theirs = _their_aggregation(*key, torch.nan_to_num(x), mask, T, L, N, groups).item()
+    ours = aggregate(x, mask, name, convention=f"{trainer}@{commit}", groups=groups if reading.mode == "prompt-mean" else None, **args).item()
+    assert abs(ours - theirs) <= 1e-15 * (1 + abs(theirs))  # relative: summation order
+    kappa = token_weights(mask, name, convention=f"{trainer}@{commit}", groups=groups if reading.mode == "prompt-mean" else None, **args)
+    assert abs((kappa * torch.nan_to_num(x)).sum().item() - theirs) <= 1e-15 * (1 + abs(theirs))
 
 
 def test_aggregation_edge_cases_are_stated():
@@ -505,7 +536,8 @@ def test_aggregation_edge_cases_are_stated():
         aggregate(x, m, "sum")
     with pytest.raises(ValueError, match="norm is used by token-mean and seq-mean-token-sum-norm only"):
         aggregate(x, m, "seq-mean-token-mean", norm=3)
-    w = token_weights(np.array([[1, 1, 1], [1, 0, 0]]), "seq-mean-token-sum-norm", norm=4)
+    with pytest.warns(numeric.ReadingWarning, match="verl@1dda039"):  # the name's meaning moved in verl: the package keeps its number
+        w = token_weights(np.array([[1, 1, 1], [1, 0, 0]]), "seq-mean-token-sum-norm", norm=4)
     assert np.array_equal(w, np.array([[1, 1, 1], [1, 0, 0]]) / 4)  # verl's: no mean over the B = 2 rows (was / 8)
 
 
@@ -606,10 +638,25 @@ def _naive_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28, selected=None):
     """Token by token, in Python scalars: the loss as a sum over (row, token) of each token's share."""
     B, T = lp.shape
     total = 0.0
+    if method == "m2po":  # AReaL replaces the mask: a dropped token leaves the denominator too
+        m = m * ~selected
     for i in range(B):
         n = int(m[i].sum())
         toks = [t for t in range(T) if m[i, t] > 0]
         deltas = [lp[i, t] - old[i, t] for t in toks]
+        if method in ("luspo", "ppo_product"):  # one value per row: luspo's n_i L(s_i), the RLOO trainer's L(prod r)
+            ratio = torch.exp(sum(deltas) / n) if method == "luspo" else torch.exp(sum(deltas))
+            row = -torch.minimum(ratio * A[i], ratio.clamp(1 - eps_l, 1 + eps_h) * A[i])
+            total = total + (n * row if method == "luspo" else row) / B
+            continue
+        if method in ("seq_mask_tis", "opsm"):
+            mean_log = sum(d.detach() for d in deltas) / n
+            kept = 0.5 <= math.exp(mean_log) <= 5.0 if method == "seq_mask_tis" else (A[i] >= 0 or mean_log >= -1e-4)
+            for t, d in zip(toks, deltas):
+                r = torch.exp(d)
+                piece = -r.detach() * A[i] * lp[i, t] if method == "seq_mask_tis" else -torch.minimum(r * A[i], r.clamp(1 - eps_l, 1 + eps_h) * A[i])
+                total = total + (piece if kept else 0 * piece) / m.sum()
+            continue
         if method in ("gspo", "gspo_token", "gmpo", "sapo_seq"):
             if method == "gmpo":
                 s = 1 if A[i] > 0 else -1
@@ -652,6 +699,28 @@ def _naive_loss(method, lp, old, A, m, eps_l=0.2, eps_h=0.28, selected=None):
                 piece = -r.detach() * A[i] * lp[i, t]
             elif method in ("reinforce", "gpg"):
                 piece = -A[i] * lp[i, t]
+            elif method in ("top_entropy", "m2po"):  # PPO; a selected token's loss is 0 (M2PO's left the mask above)
+                piece = -torch.minimum(r * A[i], r.clamp(1 - eps_l, 1 + eps_h) * A[i]) * (0.0 if selected[i, t] else 1.0)
+            elif method in ("dppo", "dppo_tv", "dppo_kl", "tv_band"):  # prime-rl / SkyRL / verl, their trust regions on pi - pi_0
+                p, p0 = torch.exp(lp[i, t]).item(), math.exp(old[i, t].item())
+                if method == "tv_band":
+                    keep = abs(p - p0) <= 0.1
+                elif method == "dppo_kl":
+                    kl = p0 * (math.log(p0) - math.log(p)) + (1 - p0) * math.log((1 - p0 + 1e-8) / (1 - p + 1e-8))
+                    keep = (kl <= 0.2 or p <= p0) if A[i] > 0 else (kl <= 0.2 or p >= p0)
+                else:
+                    keep = p - p0 <= 0.2 if A[i] > 0 else p - p0 >= -0.2
+                if method == "dppo_tv" or method == "dppo_kl":
+                    piece = -A[i] * min(r.item(), 3.0) * keep * lp[i, t]
+                else:
+                    piece = -keep * r * A[i] + (1e-3 * (lp[i, t] - old[i, t]) ** 2 if method == "tv_band" else 0.0)
+            elif method == "dro":
+                piece = -(A[i] * lp[i, t] - 0.05 * (lp[i, t] - old[i, t]) ** 2)
+            elif method == "importance_sampling":
+                piece = -r * A[i]
+            elif method in ("icepop", "rollout_is"):
+                inside = 0.5 <= r.item() <= 5.0 if method == "icepop" else 1 - eps_l < r.item() < 1 + eps_h
+                piece = -(r.detach() if inside else 0.0) * A[i] * lp[i, t]
             else:
                 raise AssertionError(f"no naive loop for {method}")
             total = total + piece / m.sum()
@@ -667,13 +736,13 @@ def test_batched_gradient_equals_derived_weight_and_a_naive_token_loop(method):
     (g,) = torch.autograd.grad(policy_loss(method, lp, old, A, mask, **params), lp)
     w = policy_weight(method, lp0, old, A, mask, **params)
     p = penalty_gradient(method, lp0, old, mask, **_selected(method, lp0.shape))
-    derived = -token_weights(mask, _mode(method)) * (w * A[:, None] - p)
+    derived = -_kappa(method, mask, params) * (w * A[:, None] - p)
     lp_loop = lp0.clone().requires_grad_(True)
     (g_loop,) = torch.autograd.grad(_naive_loss(method, lp_loop, old, A, mask, selected=params.get("selected")), lp_loop)
     assert (g - derived).abs().max().item() <= 1e-15
     assert (g - g_loop).abs().max().item() <= 1e-15
     assert (w[mask > 0] != 0).any()  # the batch exercises live tokens
-    if method in ("clip_cov", "kl_cov"):  # and the selection matters: ignoring it would be caught
+    if method in ("clip_cov", "kl_cov", "top_entropy", "m2po"):  # and the selection matters: ignoring it would be caught
         ignored = policy_loss(method, lp, old, A, mask, **{**params, "selected": torch.zeros_like(params["selected"])})
         assert (torch.autograd.grad(ignored, lp)[0] - g).abs().max().item() > 1e-3
 
@@ -886,7 +955,19 @@ def test_derived_weights_are_the_known_closed_forms():
     assert dl.weight("clip_cov_selected") == 0 and dl.penalty_gradient("clip_cov_selected") == 0
     assert dl.weight("kl_cov_kept") == dl.weight("kl_cov_selected") == r  # the advantage's weight; the penalty apart:
     assert dl.penalty_gradient("kl_cov_selected") == dl.beta * sp.sign(dl.ell - dl.ell0)
-    assert all(dl.penalty_gradient(m) == 0 for m in dl.TOKEN_METHODS if m != "kl_cov_selected")
+    for twin in ("dppo_k2", "dppo_bkl_k2", "tv_band_k2"):  # prime-rl's tau (log r)^2: 2 tau log r, whatever the advantage
+        assert sp.expand(dl.penalty_gradient(twin) - 2 * registry.tau_k2 * (dl.ell - dl.ell0)) == 0
+    assert sp.expand(dl.penalty_gradient("dro") - registry.beta_dro * (dl.ell - dl.ell0)) == 0 and dl.weight("dro") == 1
+    penalised = {"kl_cov_selected", "dppo_k2", "dppo_bkl_k2", "tv_band_k2", "dro"}
+    assert all(dl.penalty_gradient(m) == 0 for m in dl.TOKEN_METHODS if m not in penalised)
+    q = sp.exp(dl.ell0)  # DPPO: the ratio where the probability may still move; verl's form truncated at C_IS and stopped
+    for a, keep in ((1, q * (r - 1) <= registry.tv_h), (-1, q * (r - 1) >= -registry.tv_l)):
+        for name, w in (("dppo", r), ("dppo_k2", r), ("dppo_tv", sp.Min(r, registry.c_is))):
+            got = dl.weight(name).subs(dl.A, a)
+            for x, e0 in ((sp.Rational(13, 10), sp.log(sp.Rational(1, 2))), (sp.Rational(17, 10), sp.log(sp.Rational(1, 2))),
+                          (sp.Rational(1, 2), sp.log(sp.Rational(9, 10))), (sp.Rational(9, 10), sp.log(sp.Rational(9, 10)))):
+                at = {r: x, dl.ell0: e0, registry.tv_h: sp.Rational(1, 5), registry.tv_l: sp.Rational(1, 5), registry.c_is: 3}
+                assert sp.simplify(got.subs(at) - (w * sp.Piecewise((1, keep), (0, True))).subs(at)) == 0, (name, a, x)
 
 
 def _sequence_weight(method: str, n: int, *values):
@@ -1040,8 +1121,8 @@ def test_an_all_masked_row_contributes_nothing_and_counts_in_B(method):
     (g,) = torch.autograd.grad(loss, lp)
     assert torch.isfinite(loss) and torch.isfinite(g).all() and g[2].abs().max().item() == 0.0
     keep = torch.tensor([0, 1, 3, 4, 5])
-    rest = policy_loss(method, lp0[keep], old[keep], A[keep], mask[keep], **{k: v[keep] for k, v in sel.items()})
-    scale = 5 / 6 if _mode(method) == "seq-mean-token-mean" else 1.0  # seq-mean divides by B = 6
+    rest = policy_loss(method, lp0[keep], old[keep], A[keep], mask[keep], **{k: v[keep] if torch.is_tensor(v) else v for k, v in sel.items()})
+    scale = 5 / 6 if _mode(method) in ("seq-mean-token-mean", "seq-mean-token-sum") else 1.0  # seq-mean divides by B = 6
     assert abs(loss.item() - scale * rest.item()) <= 1e-15 * (1 + abs(rest.item()))
 
 
@@ -1062,7 +1143,7 @@ def test_parameter_gradient_is_derived_weight_times_advantage_times_score(method
     (g,) = torch.autograd.grad(policy_loss(method, lm.token_log_probs(th)[idx], old, A, mask, **params), th)
     w = policy_weight(method, lm.token_log_probs(theta)[idx], old, A, mask, **params)
     p = penalty_gradient(method, lm.token_log_probs(theta)[idx], old, mask, **_selected(method, mask.shape))
-    coef = -token_weights(mask, _mode(method)) * (w * A[:, None] - p)  # [n, L]
+    coef = -_kappa(method, mask, params) * (w * A[:, None] - p)  # [n, L]
     scores = token_score_tensor(lm, theta)[idx]  # [n, L, P]
     assert (g - (coef[..., None] * scores).sum((0, 1))).abs().max().item() <= 1e-15
 
@@ -1073,6 +1154,10 @@ def test_parameter_gradient_is_derived_weight_times_advantage_times_score(method
 
 PAD_SENTINELS = [-math.inf, math.inf, math.nan, -1e30, 1e4, 3e38]
 PAD_ARGS = ["log_prob", "old_log_prob", "advantages", "weight"]
+_ISSUE_29 = {"dppo", "dppo_tv", "dppo_kl", "tv_band", "dro", "importance_sampling", "icepop", "rollout_is", "seq_mask_tis", "opsm", "luspo",
+             "ppo_product", "top_entropy", "m2po"}
+"""issue 29's methods: their padding is checked with a float and a boolean mask (the product path and the careful one; an int64
+and a float32 mask take the float mask's path, checked on the earlier methods)."""
 
 
 def _pad_case(method, dirty_arg, sentinel):
@@ -1104,7 +1189,7 @@ def test_any_padding_in_any_argument_leaves_value_and_gradient_exact(method, dir
     pad = mask == 0
     for sentinel in PAD_SENTINELS:
         _, dirty, _ = _pad_case(method, dirty_arg, sentinel)
-        for m in (mask, mask.bool(), mask.to(torch.int64), mask.float()):
+        for m in (mask, mask.bool()) if method in _ISSUE_29 else (mask, mask.bool(), mask.to(torch.int64), mask.float()):
             for dtype in (torch.float64, torch.float32):
                 case = f"sentinel {sentinel}, mask {m.dtype}, {dtype}"
                 cast = {k: v.to(dtype) for k, v in dirty.items()}
@@ -1189,9 +1274,13 @@ from derivations import methods as registry  # noqa: E402
 from derivations.gradient_weights import d_dell  # noqa: E402
 
 _CONSTANTS = {"eps_low": 0.2, "eps_high": 0.28, "dual_clip": 3.0, "sapo_tau": (1.0, 1.05), "gmpo_clip": (0.4, 0.4),
-              "vespo_k": (2.0, 3.0), "vespo_lambda": (3.0, 2.0), "kl_cov_coef": 0.7}
-# every edge of every method: 1 - eps_l, 1 + eps_h, c, GMPO's e^{-0.4}, e^{0.4}, and r = 1; each crossed on both sides
-_EDGES = [0.8, 1.28, 3.0, math.exp(-0.4), math.exp(0.4), 1.0]
+              "vespo_k": (2.0, 3.0), "vespo_lambda": (3.0, 2.0), "kl_cov_coef": 0.7, "tv_delta": (0.15, 0.2), "is_cap": 3.0, "kl_tau": 0.01,
+              "band_delta": 0.1, "dro_beta": 0.3, "is_bounds": (0.45, 4.5), "opsm_delta": 0.1, "dppo_type": "binary_tv"}
+_Q0 = math.exp(-1.5)  # the old probability of the grid: DPPO's and the TV band's edges 1 + delta/q, 1 - delta/q
+# every edge of every method: 1 - eps_l, 1 + eps_h, c, GMPO's e^{-0.4}, e^{0.4}, IcePop's 0.45 and 4.5, OPSM's e^{-0.1}, DPPO's and the
+# TV band's edges at pi_0 = e^{-1.5}, and r = 1; each crossed on both sides
+_EDGES = [0.8, 1.28, 3.0, math.exp(-0.4), math.exp(0.4), 0.45, 4.5, math.exp(-0.1), 1 + 0.2 / _Q0, 1 - 0.15 / _Q0, 1 + 0.1 / _Q0,
+          1 - 0.1 / _Q0, 1.0]
 _GRID = sorted({e * (1 + s) for e in _EDGES for s in (-1e-3, 1e-3)} | {0.05, 0.5, 1.1, 2.0, 5.0, 40.0})
 
 
@@ -1203,7 +1292,12 @@ def _forms():
                     "cispo": [({}, {}), ({"eps_low": None}, {"eps_low": None})],
                     "cispo_seq": [({}, {}), ({"eps_low": None}, {"eps_low": None})],
                     "clip_cov": [({"selected": False}, {"selected": False}), ({"selected": True}, {"selected": True})],
-                    "kl_cov": [({"selected": False}, {"selected": False}), ({"selected": True}, {"selected": True})]}.get(name, [({}, {})])
+                    "kl_cov": [({"selected": False}, {"selected": False}), ({"selected": True}, {"selected": True})],
+                    "top_entropy": [({"selected": False}, {"selected": False}), ({"selected": True}, {"selected": True})],
+                    "m2po": [({"selected": False}, {"selected": False})],  # a dropped token leaves the mask: no loss to compare
+                    "dppo": [({"kl_tau": 0.0}, {"kl_tau": 0}), ({"kl_tau": 0.01}, {"kl_tau": registry.tau_k2}),
+                             ({"dppo_type": "binary_kl", "kl_tau": 0.0}, {"dppo_type": "binary_kl", "kl_tau": 0})],
+                    "tv_band": [({"kl_tau": 0.0}, {"kl_tau": 0}), ({"kl_tau": 0.01}, {"kl_tau": registry.tau_k2})]}.get(name, [({}, {})])
         for given, symbolic in variants:
             yield name, given, symbolic
 
@@ -1215,7 +1309,9 @@ def _sympy_value_and_gradient(name, symbolic, r, A, ell0=-1.5):
     lam = sp.Piecewise((_CONSTANTS["vespo_lambda"][0], registry.A >= 0), (_CONSTANTS["vespo_lambda"][1], True))
     values = {registry.eps_l: 0.2, registry.eps_h: 0.28, registry.c: 3.0, registry.delta_l: 0.4, registry.delta_h: 0.4,
               **registry.symbol_values("sapo", sapo_tau=_CONSTANTS["sapo_tau"]),
-              registry.k: k, registry.lam: lam, registry.beta: _CONSTANTS["kl_cov_coef"]}
+              registry.k: k, registry.lam: lam, registry.beta: _CONSTANTS["kl_cov_coef"], registry.tv_l: 0.15, registry.tv_h: 0.2,
+              registry.c_is: 3.0, registry.tau_k2: 0.01, registry.delta_band: 0.1, registry.beta_dro: 0.3, registry.b_l: 0.45, registry.b_h: 4.5,
+              registry.delta_opsm: 0.1}
     # the constants first: none depends on ell, so d/d ell commutes with setting them, and the Min/Max that
     # d_dell rebuilds then compare numbers, not symbols (the 20 forms: 9.2 to 6.0 s under cProfile)
     loss = registry.METHODS[name].loss(**symbolic).subs(values)
@@ -1247,7 +1343,7 @@ def test_every_registered_method_is_its_sympy_formula_values_and_gradients(name,
     assert abs(loss.item() - value.mean()) <= 1e-13 * (1 + np.abs(value).max())  # every method averages the one-token rows
     assert np.abs(g[:, 0].numpy() * len(r) - grad).max() <= 1e-12 * (1 + np.abs(grad).max())
     w = policy_weight(name, lp.detach(), old, torch.from_numpy(A), torch.ones_like(old), **params)[:, 0].numpy()
-    p = penalty_gradient(name, lp.detach(), old, torch.ones_like(old), **{k: v for k, v in params.items() if k in ("selected", "kl_cov_coef")})
+    p = penalty_gradient(name, lp.detach(), old, torch.ones_like(old), **{k: v for k, v in params.items() if k not in ("eps_low", "eps_high", "dual_clip")})
     assert np.abs(-w * A + p[:, 0].numpy() - grad).max() <= 1e-12 * (1 + np.abs(grad).max())  # the derived weight says the same
     if given == {"selected": True}:
         assert name == "kl_cov" or np.abs(grad).max() == 0.0  # Clip-Cov drops a selected token
@@ -1273,11 +1369,12 @@ def test_the_registry_constants_are_the_symbols_of_its_losses_and_have_defaults(
     r, A: a new method's parameter is accepted by the checker only once it is listed, and this test says so.  Each
     has a default (the confirmation's value) but the dual clip, whose parameter defaults to None."""
     losses = [f.loss() for f in registry.FORMS.values()]
-    losses += [m.loss() for name, m in registry.METHODS.items() if name not in ("clip_cov", "kl_cov")]  # theirs: the forms
+    losses += [m.loss() for name, m in registry.METHODS.items() if name not in ("clip_cov", "kl_cov", "top_entropy", "m2po")]  # theirs: the forms
     found = set().union(*(loss.free_symbols for loss in losses)) - {registry.ell, registry.ell0, registry.r, registry.A}
     assert found == set(registry.CONSTANTS) and all(x.is_positive for x in registry.CONSTANTS)
     defaults = registry.symbol_defaults()
     assert set(defaults) == set(registry.CONSTANTS) - {registry.c} and all(v > 0 for v in defaults.values())
+    assert registry.METHODS["dro"].parameters["dro_beta"] is None  # verl's has no default: the checker's 0.1 is a value to confirm at
     assert defaults[registry.tau_pos] != defaults[registry.tau_neg]  # SAPO's two temperatures are told apart where they are used
 
 
@@ -1291,7 +1388,7 @@ def test_clip_cov_and_kl_cov_forms_and_what_stays_undecided():
         registry.form("kl_cov", selected=1)
     for name in ("clip_cov", "kl_cov", "clip_cov_selected", "kl_cov_kept"):
         assert "undecided" in registry.undecided(name) and "whole batch" in registry.undecided(name)
-    assert [m for m in registry.METHODS if registry.undecided(m)] == ["clip_cov", "kl_cov"]
+    assert [m for m in registry.METHODS if registry.undecided(m)] == ["clip_cov", "kl_cov", "top_entropy", "m2po"]
     assert {"clip_cov_kept", "clip_cov_selected", "kl_cov_kept", "kl_cov_selected"} <= set(registry.known_token_forms())
     assert "undecided" in dl.loss_table().split("Clip-Cov (selected token)")[1].split(r"\\")[0]
 
@@ -1467,7 +1564,10 @@ _EDGE_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 # log-ratios at and past where exp overflows: fp32 88.72, fp64 709.78 (fp16 and bf16 are computed in fp32), and far below 0
 _LOG_RATIOS = [0.0, 0.1, 5.0, 88.0, 88.7, 89.0, 700.0, 709.8, 710.0, 6.0e4, -6.0e4, -1.0e3, -104.0]
 # where the exact loss itself exceeds the dtype, so inf is its value: an unclipped ratio times a negative advantage
-_MAY_BE_INF = {("ppo", -1), ("gspo", -1), ("gspo_token", -1), ("gmpo", -1), ("is", -1), ("is", 1), ("clip_cov", -1), ("kl_cov", -1), ("kl_cov", 1)}
+_MAY_BE_INF = {("ppo", -1), ("gspo", -1), ("gspo_token", -1), ("gmpo", -1), ("is", -1), ("is", 1), ("clip_cov", -1), ("kl_cov", -1), ("kl_cov", 1),
+               ("top_entropy", -1), ("m2po", -1), ("opsm", -1), ("luspo", -1), ("ppo_product", -1), ("dppo", -1), ("importance_sampling", -1),
+               ("importance_sampling", 1), ("tv_band", 1), ("tv_band", -1), ("dro", 1), ("dro", -1)}
+# (the TV band's and DRO's squared log-ratio at 6e4 is above float16's largest number: inf is its value there)
 
 
 def _edge_batch(dtype, sign):
@@ -1696,6 +1796,7 @@ def test_verls_empty_row_rule_is_an_option_of_aggregate(mode):
         assert a != b and abs(a - b) <= 1e-8 * abs(a)
 
 
+@pytest.mark.filterwarnings("ignore::numeric.ReadingWarning")  # the bare seq-mean-token-sum-norm: the package's number, verl's older reading
 @pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
 @pytest.mark.parametrize("opts", [{}, {"empty_rows": "exclude"}, {"count_eps": 0.25}, {"count_eps": 0.25, "empty_rows": "exclude"}])
 def test_token_weights_are_the_gradient_of_aggregate_with_every_option(mode, opts):

@@ -117,13 +117,13 @@ def test_computed_tables_split_into_cells_at_top_level_only():
     sys.path.insert(0, str(DOCS / "_ext"))
     from derivation_directive import _array_rows
 
-    from derivations.losses import TOKEN_METHODS, loss_table
+    from derivations.losses import TABLE_FORMS, loss_table
     from numeric.losses import TRAINER_MODES, trainer_table
 
     trainers = _array_rows(trainer_table())
-    assert len(trainers) == len(TRAINER_MODES) + 1 and {len(r) for r in trainers} == {6}
+    assert len(trainers) == len(TRAINER_MODES) + 1 and {len(r) for r in trainers} == {5}
     losses = _array_rows(loss_table())
-    assert len(losses) == len(TOKEN_METHODS) + 3 and {len(r) for r in losses} == {5}
+    assert len(losses) == len(TABLE_FORMS) + 3 and {len(r) for r in losses} == {5}
     assert any(r"\begin{cases}" in cell for row in losses for cell in row)
     with pytest.raises(ValueError, match="unequal"):
         _array_rows(r"\begin{array}{ll} a & b \\ c \end{array}")

@@ -59,16 +59,17 @@ def _tv(r, A, q, delta=0.2):
 
 
 CASES = {
-    "prime_rl_default": Truth(_tv, TOKEN_MEAN, "scaled", None, {"delta_high": 0.2, "delta_low": 0.2}, {1: True, -1: False}, "token-mean",
+    "prime_rl_default": Truth(_tv, TOKEN_MEAN, "scaled", "DPPO (binary TV) + tau (log r)^2", {"delta_high": 0.2, "delta_low": 0.2}, {1: True, -1: False}, "token-mean",
                               {1: (None, 1 + 0.2 / Q_REF, "", "zero"), -1: (1 - 0.2 / Q_REF, None, "zero", "")}, "float64",
                               ends=lambda q: {1: (None, 1 + 0.2 / q), -1: (1 - 0.2 / q, None)}, penalty=1e-3),
-    "prime_rl_ipo": Truth(lambda r, A, q: r * (abs(r - 1) * q <= 0.1), TOKEN_MEAN, "scaled", None, {"band_delta": 0.1}, {1: True, -1: True},
+    "prime_rl_ipo": Truth(lambda r, A, q: r * (abs(r - 1) * q <= 0.1), TOKEN_MEAN, "scaled", "TV band + tau (log r)^2 (prime-rl ipo)", {"band_delta": 0.1}, {1: True, -1: True},
                           "token-mean", {s: (1 - 0.1 / Q_REF, 1 + 0.1 / Q_REF, "zero", "zero") for s in (1, -1)}, "float64",
                           ends=lambda q: {s: (1 - 0.1 / q, 1 + 0.1 / q) for s in (1, -1)}, penalty=1e-3),
     # the log-ratio clamp at +-20 bounds the A < 0 weight by e^20: the gradient is 0 beyond
     "skyrl_regular": Truth(PPO(0.2, 0.2), TOKEN_MEAN, "scaled", "PPO", {"eps_high": 0.2, "eps_low": 0.2}, {1: True, -1: True}, "token-mean",
                            {1: (None, 1.2, "", "zero"), -1: (0.8, None, "zero", "")}, "float32"),
-    "skyrl_rollout_is": Truth(lambda r, A, q: r * (0.8 < r < 1.2), TOKEN_MEAN, "scaled", None, {"band_low": 0.8, "band_high": 1.2},
+    # a band on the ratio: IcePop's (closed) and SkyRL's own (open) have one weight off the two edges; the report names both
+    "skyrl_rollout_is": Truth(lambda r, A, q: r * (0.8 < r < 1.2), TOKEN_MEAN, "scaled", "IcePop", {"band_low": 0.8, "band_high": 1.2},
                               {1: True, -1: True}, "token-mean", {s: (0.8, 1.2, "zero", "zero") for s in (1, -1)}, "float32"),
     "skyrl_cispo": Truth(lambda r, A, q: min(r, 5.0), TOKEN_MEAN, "scaled", "CISPO (one-sided)", {"eps_high": 4.0}, {1: True, -1: True},
                          "token-mean", {s: (None, 5.0, "", "capped") for s in (1, -1)}, "float32"),
@@ -77,7 +78,7 @@ CASES = {
     "slime_cispo": Truth(lambda r, A, q: min(max(r, 0.8), 1.2), SAMPLE_MEAN, "reweighted", "CISPO", {"eps_high": 0.2, "eps_low": 0.2},
                          {1: True, -1: True}, "seq-mean-token-mean", {s: (0.8, 1.2, "capped", "capped") for s in (1, -1)}, "float64"),
     # AReaL's rejection rho <= 5 holds for both signs: a band, not a dual clip
-    "areal_decoupled_rejection": Truth(lambda r, A, q: r * (r <= 5.0), TOKEN_MEAN, "scaled", None, {"band_high": 5.0}, {1: True, -1: True},
+    "areal_decoupled_rejection": Truth(lambda r, A, q: r * (r <= 5.0), TOKEN_MEAN, "scaled", "IcePop", {"band_high": 5.0}, {1: True, -1: True},
                                        "token-mean", {s: (None, 5.0, "", "zero") for s in (1, -1)}, "float32"),
     "areal_gspo": Truth(PPO(0.2, 0.2), TOKEN_MEAN, "scaled", "GSPO", {"eps_high": 0.2, "eps_low": 0.2}, {1: True, -1: False},
                         "token-mean", {1: (None, 1.2, "", "zero"), -1: (0.8, None, "zero", "")}, "float64", sequence=True),

@@ -331,6 +331,27 @@ ROWS = [
     *[Row(getattr(n_off, f), (LOGP, OLD_LOGP, MASK), {0: "array", 1: "array", 2: "loss_mask"}, unusual=("fp32", "grad", "neg_stride"))
       for f in ("token_ratio", "sequence_ratio", "masked_token_ratio", "masked_sequence_ratio", "truncated_token_ratio",
                 "truncated_sequence_ratio", "geometric_sequence_mask", "kl_rejection_mask")],
+    # -- issue 29: the registry's new methods' options, the readings per commit, prompt-mean and the M2PO selection
+    Row(_positional(n_losses.policy_loss, 5, ("tv_delta", "dppo_type", "kl_tau"), "policy_loss[dppo]"), ("dppo", LOGP, OLD_LOGP, ADV, MASK, (0.2, 0.2), "binary_tv", 0.01),
+        {5: "pair", 6: "choice", 7: "real"}, ranges={7: [-0.1, math.inf]}),
+    Row(_positional(n_losses.policy_loss, 5, ("tv_delta", "is_cap"), "policy_loss[dppo_tv]"), ("dppo_tv", LOGP, OLD_LOGP, ADV, MASK, (0.2, 0.2), 3.0),
+        {5: "pair", 6: "real"}, ranges={6: [0.0, -1.0]}),
+    Row(_positional(n_losses.policy_loss, 5, ("band_delta", "kl_tau"), "policy_loss[tv_band]"), ("tv_band", LOGP, OLD_LOGP, ADV, MASK, 0.1, 0.001),
+        {5: "real", 6: "real"}, ranges={5: [-0.1, math.inf], 6: [-0.1]}),
+    Row(_positional(n_losses.policy_loss, 5, ("dro_beta",), "policy_loss[dro]"), ("dro", LOGP, OLD_LOGP, ADV, MASK, 0.1), {5: "real"}, ranges={5: [0.0, -0.1]}),
+    Row(_positional(n_losses.policy_loss, 5, ("is_bounds",), "policy_loss[icepop]"), ("icepop", LOGP, OLD_LOGP, ADV, MASK, (0.5, 5.0)), {5: "bounds"}),
+    Row(_positional(n_losses.policy_loss, 5, ("opsm_delta",), "policy_loss[opsm]"), ("opsm", LOGP, OLD_LOGP, ADV, MASK, 0.05), {5: "real"},
+        ranges={5: [-0.1, math.inf]}),
+    Row(_positional(n_losses.policy_loss, 5, ("agg", "convention", "norm"), "policy_loss[convention]"),
+        ("ppo", LOGP, OLD_LOGP, ADV, MASK, "seq-mean-token-sum-norm", "verl@1dda039", 4.0), {5: "choice", 6: "choice", 7: "real"},
+        ranges={7: [0.0, -1.0]}, valid=("agg:none", "convention:none", "norm:none")),
+    Row(_positional(n_losses.aggregate, 3, ("groups",), "aggregate[prompt-mean]"), (ADV, MASK, "prompt-mean", np.array([0, 0, 1])), {2: "choice", 3: "prompt_ids"}),
+    Row(_positional(n_losses.m2po_selection, 3, ("threshold",), "m2po_selection"), (LOGP, OLD_LOGP, MASK, 0.05),
+        {0: "array", 1: "array", 2: "loss_mask", 3: "real"}, ranges={3: [0.0, -0.1]}, unusual=("fp32", "neg_stride")),
+    *[Row(f, (("verl", "TRL"),), {0: "trainers"}, valid=("trainers:none",)) for f in (n_losses.trainer_table, d_methods.peer_table, n_variants.divergence_table)],
+    Row(n_variants.divergence_cells, ("CISPO",), {0: "choice"}),
+    Row(d_losses.reading_weight, ("verl@1dda039", 3), {0: "choice", 1: "int"}, ranges={1: [1, 0]}),
+    Row(d_losses.row_ratio_derivation, (3,), {0: "int"}, ranges={0: [1, 0]}),
     # -- issue 18 item 3 (brief E): the trainers' estimators, sampler corrections and conventions as arguments
     Row(n_losses.batch_scaled_advantages, (GROUP,), {0: "array"}, unusual=("fp32", "grad", "neg_stride")),
     Row(_positional(n_losses.batch_scaled_advantages, 1, ("eps",), "batch_scaled_advantages[eps]"), (GROUP, 1e-4), {1: "real"}, ranges={1: [-1e-4]}),
@@ -594,6 +615,15 @@ def bad_variants(kind: str, valid):
         return [("unknown", "no such option"), ("int", 3), ("none", None)]
     if kind == "clip":
         return [("negative", -0.1), ("nan", nan), ("triple", (0.1, 0.2, 0.3)), ("string", "0.2"), ("low > 1", (1.5, 0.2))]
+    if kind == "pair":
+        return [("negative", (-0.1, 0.2)), ("nan", (nan, 0.2)), ("inf", (0.2, inf)), ("triple", (0.1, 0.2, 0.3)), ("string", "0.2"), ("none", None)]
+    if kind == "bounds":
+        return [("negative", (-0.1, 5.0)), ("nan", (nan, 5.0)), ("inf", (0.5, inf)), ("low > high", (5.0, 0.5)), ("string", "0.5"), ("none", None)]
+    if kind == "prompt_ids":
+        x = np.asarray(valid)
+        return [("float", x.astype(float)), ("bool", x > 0), ("shape", x[:-1]), ("string", "abc"), ("none", None), ("complex", x.astype(np.complex128))]
+    if kind == "trainers":
+        return [("unknown", ("verl", "nobody")), ("string", "verl"), ("int", 3)]
     if kind == "sign":
         return [("zero", 0), ("two", 2), ("string", "+")]
     if kind == "lm":
@@ -734,7 +764,8 @@ NOT_SWEPT = {
     "known_names": "bad input: tests/test_variants.py::test_naming_helpers_refuse_unknown_forms",
     "Estimator": "a record of the estimator registry numeric.variants.field.ESTIMATORS (no user input); its rows are tested in tests/test_variants.py",
     "Reading": "a record: of the estimator registry (a trainer's name, its Citation, its rule for a group of one; rows tested in "
-               "tests/test_trainer_code.py), and of numeric.off_policy.READINGS (rows tested in tests/test_corrections.py)",
+               "tests/test_trainer_code.py), of numeric.off_policy.READINGS (rows tested in tests/test_corrections.py), and of numeric.losses.TRAINER_MODES (rows tested in "
+               "tests/test_losses.py)",
     "EMABaseline": "a result record", "KLInReward": "a result record", "SingletonReport": "a result record",
     # the trainer-code checks: their bad input is tested by name in tests/test_trainer_code.py (test_*_bad_input, the assertion helpers)
     "check_policy_loss": "bad input: tests/test_trainer_code.py::test_policy_loss_bad_input",
@@ -804,6 +835,13 @@ NOT_SWEPT = {
     "Job": "a record built by check_loss_execution", "LossSpec": "a record built by check_loss_execution",
     "Share": "a record built by check_loss_execution", "Measurement": "a result record", "ExecutionCase": "a result record",
     "ExecutionReport": "a result record",
+    # issue 29: the registry's formulas and records, the trainers' code as the checker reads it, the torch forms' plumbing
+    **{f: "SymPy notation of the registry (derivations.token_losses): its arguments come from derivations.methods (tests/test_losses.py)"
+       for f in ("clip", "cispo", "clip_cov", "dppo", "dppo_is", "kl_cov", "ppo", "selected_token", "tv_band")},
+    **{f: "a transcription of a trainer's code, as the checker reads it (numeric.variants.defects): it validates nothing, by design"
+       for f in ("openrlhf_seq_mask_tis", "prime_rl_default", "trl_luspo_token_level", "trl_top_entropy", "verl_dppo_tv")},
+    "require_trainers": "a validator itself (the rows of trainer_table, peer_table and divergence_table)",
+    "token_terms": "the torch forms' plumbing: every value reaching it was validated by policy_loss / policy_weight",
     "Convention": "a record; a bad one is named by check_loss_execution (tests/test_execution.py::test_bad_input_is_named)",
     "M2POLimit": "a result record", "Setting": "a record of numeric.off_policy.RULES", "Rule": "a record of numeric.off_policy.RULES",
 }

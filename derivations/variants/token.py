@@ -12,6 +12,7 @@ autograd on the toy LM, are :func:`numeric.variants.check_token_loss`'s.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, cmp_to_key
@@ -21,17 +22,37 @@ import sympy as sp
 from .. import gradient_weights as gw
 from ..definitions import Definitions
 from ..derivation import Derivation, is_zero
-from ..methods import CONSTANTS, METHODS, form_of, known_token_forms, undecided
+from ..methods import (
+    CONSTANTS,
+    METHODS,
+    b_h,
+    b_l,
+    beta_dro,
+    c_is,
+    delta_band,
+    delta_opsm,
+    form_of,
+    known_token_forms,
+    tau_k2,
+    tv_h,
+    tv_l,
+    undecided,
+)
 from ..notation import latex
 from ..proofs import decide_sign, holds, interval_points, resolve
 from .inputs import require_constants, scalar_expression
+from .masks import abstract_masks, at_sign, edge_free, mask_latex, per_token_bounds
 from .reports import TokenReport
 
 __all__ = ["KnownMethod", "breakpoints", "derive_token_loss", "known_label", "known_methods", "known_names", "token_loss_expression"]
 
 _pm, _pgamma, _pa = sp.symbols("m_admissible gamma_admissible a_admissible", positive=True)
-_ADMISSIBLE = {gw.eps_l: 1 / (1 + _pm), gw.c: 1 + gw.eps_h + _pgamma}
-"""0 < eps_l < 1 and c > 1 + eps_h, written with positive symbols (eps_h is positive itself)."""
+_pc, _pbl, _pbh, _po = sp.symbols("c_admissible bl_admissible bh_admissible o_admissible", positive=True)
+_ADMISSIBLE = {gw.eps_l: 1 / (1 + _pm), gw.c: 1 + gw.eps_h + _pgamma, c_is: 1 + _pc, b_l: 1 / (1 + _pbl), b_h: 1 + _pbh,
+               delta_opsm: sp.log(1 + _po)}
+"""0 < eps_l < 1, c > 1 + eps_h, verl DPPO's truncation C_IS > 1, IcePop's band around 1 (b_l < 1 < b_h) and OPSM's
+delta > 0 (so that e^{-delta} < 1), each written with positive symbols (eps_h is positive itself)."""
+_BAND_PREMISES = (c_is > 1, b_l < 1, b_h > 1)
 
 _TOKEN_SYMBOLS = {gw.ell, gw.ell0, gw.r, gw.A, gw.eps_l, gw.eps_h, gw.c}
 _REGISTRY_CONSTANTS = frozenset(CONSTANTS) - _TOKEN_SYMBOLS
@@ -60,13 +81,18 @@ class KnownMethod:
 
     @property
     def parameters(self) -> frozenset:
-        """The constants of the registry's loss beyond :math:`\\varepsilon_l, \\varepsilon_h, c` (SAPO's :math:`\\tau`, KL-Cov's :math:`\\beta`)."""
+        r"""The constants of the registry's loss beyond :math:`\\varepsilon_l, \\varepsilon_h, c` (SAPO's :math:`\\tau`, KL-Cov's :math:`\\beta`)."""
         return frozenset(_registry_loss(self.method).free_symbols - _TOKEN_SYMBOLS)
 
     @property
     def undecided(self) -> str:
         """What a per-token check cannot state about this form's method (``""``: nothing)."""
         return undecided(self.method)
+
+    @property
+    def per_token(self) -> bool:
+        r"""The form's edges move with :math:`\pi_0 = e^{\ell_0}` (DPPO's trust region, the TV band): its weight needs :math:`\ell_0`."""
+        return per_token_bounds(_registry_loss(self.method))
 
     def weight_at(self, ratio: float | sp.Expr, sign: int, constants: dict) -> sp.Expr:
         """:math:`w` at ``ratio`` for :math:`A` of sign ``sign``, the constants numbers: an exact value off the kinks (a kink takes either side)."""
@@ -128,20 +154,27 @@ def _weights(pieces: dict) -> dict:
 
 @cache  # pure, keyed by the (immutable) loss: a report and a known method's weight share one split of each distinct form
 def _split(loss: sp.Expr) -> tuple | str:
-    """The region split of ``loss``: ``(breaks, {sign: ((lo, hi, smooth piece, w), ...)})`` for each sign of A, or why it is undecided."""
-    breaks = _order(breakpoints(loss))
+    """The region split of ``loss``: ``(breaks, {sign: ((lo, hi, smooth piece, w), ...)})`` for each sign of A, or why it is undecided.
+
+    The stopped masks are symbols in the pieces (:func:`abstract_masks`) and their values again in the weights.
+    """
+    held, masks = abstract_masks(loss)
+    breaks = _order(breakpoints(held))
     if breaks is None:
         return "undecided: the kinks of the loss cannot be ordered under the stated assumptions on the constants"
     try:
-        pieces = {sign: tuple((lo, hi, *_piece_weight(loss, sign, inside)) for lo, hi, inside in _regions(breaks)) for sign in (1, -1)}
+        pieces = {sign: tuple((lo, hi, *_piece_weight(held, sign, inside)) for lo, hi, inside in _regions(breaks)) for sign in (1, -1)}
     except _Unordered as err:
         return f"undecided: the CAS could not decide the branch of {err} on a region"
+    if masks:
+        pieces = {sign: tuple((lo, hi, piece, at_sign(w.xreplace(masks), sign)) for lo, hi, piece, w in runs) for sign, runs in pieces.items()}
     return breaks, pieces
 
 
 @cache
 def _known_weight_at(method: str, ratio: sp.Expr, sign: int, constants: tuple) -> sp.Expr:
-    return (-_d_dell(_piece(_signed_loss(method, sign, constants), {gw.r: ratio})) / sign).subs(gw.r, ratio)
+    held, masks = abstract_masks(_signed_loss(method, sign, constants))
+    return at_sign(_in_ratio((-_d_dell(_piece(held, {gw.r: ratio})) / sign).xreplace(masks)), sign).subs(gw.r, ratio)
 
 
 @cache  # pure: one substitution per (form, sign of A, constants), read at every probed ratio
@@ -222,7 +255,7 @@ def _breakpoints(loss: sp.Expr) -> tuple:
     for pw in loss.atoms(sp.Piecewise):
         for _, cond in pw.args:
             for rel in (cond.atoms(sp.core.relational.Relational) if not isinstance(cond, sp.core.relational.Relational) else {cond}):
-                if rel.has(gw.r):
+                if rel.has(gw.r) and not rel.has(gw.ell0, gw.ell):  # an edge that moves with pi_old is no kink in r
                     sol = sp.solve(sp.Eq(rel.lhs, rel.rhs), gw.r)
                     found.update(s for s in sol if not s.has(gw.ell, gw.ell0, gw.A))
     return tuple(b for b in found if b.free_symbols and _positive(b) or (b.is_number and b > 0))
@@ -303,7 +336,19 @@ def _piece_weight(loss, sign: int, inside) -> tuple:
     point = {gw.r: inside, gw.A: sign * _pa}
     at = {**{k: sp.sympify(v).subs(_ADMISSIBLE) for k, v in point.items()}, **_ADMISSIBLE}
     piece = _branch_at(loss, at)
-    return piece, sp.factor(-gw.d_dell(piece) / gw.A)
+    return piece, _in_ratio(sp.factor(-gw.d_dell(piece) / gw.A))
+
+
+def _in_ratio(w: sp.Expr) -> sp.Expr:
+    r"""``w`` with :math:`\ell` written :math:`\ell_0 + \log r` where that leaves no :math:`\ell_0` outside a per-token bound.
+
+    The derivative of an advantage-free :math:`\tau(\log r)^2` is :math:`2\tau(\ell - \ell_0)`: a function of the ratio, written
+    :math:`2\tau\log r`; a weight that keeps :math:`\ell` otherwise (a missing stop-gradient) is left as it is.
+    """
+    if not w.has(gw.ell):
+        return w
+    ratio = sp.expand(w.subs(gw.ell, gw.ell0 + sp.log(gw.r)))
+    return sp.factor(ratio) if not edge_free(ratio).has(gw.ell0) else w
 
 
 def _regions(breaks: list) -> tuple:
@@ -426,23 +471,26 @@ def _token_symbolic(loss) -> TokenReport:
     if isinstance(split, str):
         return TokenReport(None, None, {}, None, False, None, None, split)
     name = sp.Symbol(r"\mathcal{L}")
+    held, masks = abstract_masks(loss)
     d = Derivation(
         "Gradient weight of the loss",
-        assumptions=[f"${latex(name)} = {latex(loss)}$", r"$r = e^{\ell - \ell_0}$",
+        assumptions=[f"${latex(name)} = {latex(held)}$", r"$r = e^{\ell - \ell_0}$",
+                     *[f"${latex(m)} = \\mathrm{{sg}}({mask_latex(k)})$, a stopped mask (a constant for the derivative)" for m, k in masks.items()],
                      r"$\varepsilon_l, \varepsilon_h, C_d > 0$", gw.eps_l < 1, gw.c > 1 + gw.eps_h,
+                     *[p for p in _BAND_PREMISES if p.free_symbols & held.free_symbols],
                      r"$\partial\,\mathcal{L}/\partial\ell = -A\,w$; $\mathrm{sg}$ held constant"],
-        unfold=Definitions({name: loss}, gw.differentiation),
+        unfold=Definitions({name: held}, gw.differentiation),
     )
     for sign in (1, -1):
-        for lo, hi, piece, w in split[1][sign]:
+        for lo, hi, piece, _ in split[1][sign]:
             where = ("A > 0" if sign > 0 else "A < 0") + r",\ " + (latex(lo) + " < " if lo != 0 else "0 < ") + "r" + ("" if hi == sp.oo else " < " + latex(hi))
             region = (gw.A > 0 if sign > 0 else gw.A < 0, *([gw.r > lo] if lo != 0 else []), *([gw.r < hi] if hi != sp.oo else []))
             d.step(name, piece, f"on ${where}$", proof=holds, given=region)
-            d.step(sp.Derivative(piece, gw.ell), -gw.A * w, r"differentiate, $\mathrm{sg}$ held constant")
+            d.step(sp.Derivative(piece, gw.ell), -gw.A * sp.factor(-gw.d_dell(piece) / gw.A), r"differentiate, $\mathrm{sg}$ held constant")
     pieces = _weights(split[1])
     weight = gw.piecewise_weight(pieces)
     silenced = sp.Or(*[_region_condition(s, lo, hi) for s in (1, -1) for lo, hi, w in gw.merged_runs(pieces[s]) if w == 0])
-    is_pg = not any(w.has(gw.ell, gw.ell0) for s in pieces for _, _, w in pieces[s])
+    is_pg = not any(edge_free(w).has(gw.ell, gw.ell0) for s in pieces for _, _, w in pieces[s])  # a per-token bound may move with ell_0
     bounded = {s: _bounded(pieces[s]) for s in (1, -1)}
     on_policy = _at_ratio_one(weight)
     same = _match(pieces) if is_pg else ()
@@ -501,36 +549,115 @@ def _at_ratio_one(weight) -> bool | None:
     return all(answers)
 
 
-def _agree_at(pieces: dict, method: KnownMethod, probe: dict, ratios: list) -> bool:
-    """Equal at a few exact ratios (off the probe's kinks), each sign of A (A = +-1); other constants set to 3/2 in both."""
+_OLD_PROBABILITIES = (sp.Rational(1, 2), sp.Rational(1, 10), sp.Rational(9, 10))
+r"""The old probabilities :math:`e^{\ell_0}` at which a weight with per-token bounds is compared with a known one."""
+
+
+def _at_old(expr: sp.Expr, q) -> sp.Expr:
+    return sp.sympify(expr).subs(gw.ell0, sp.log(q))
+
+
+def _agree_at(pieces: dict, method: KnownMethod, probe: dict, ratios: list, per_token: bool = False) -> bool:
+    """Equal at a few exact ratios (off the probe's kinks), each sign of A (A = +-1); other constants set to 3/2 in both.
+
+    With ``per_token`` (a weight whose edges move with the old probability) it is compared at each old probability of
+    :data:`_OLD_PROBABILITIES` too.
+    """
+    olds = _OLD_PROBABILITIES if per_token else (None,)
     for sign in (1, -1):
         ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]])
         ours = ours.subs({**probe, gw.A: sign})
         ours = ours.subs({x: sp.Rational(3, 2) for x in ours.free_symbols - {gw.r, gw.ell, gw.ell0}})
         for x in ratios:
-            a, b = ours.subs(gw.r, x), method.weight_at(x, sign, probe)
-            b = b.subs({y: sp.Rational(3, 2) for y in b.free_symbols - {gw.r, gw.ell, gw.ell0}})
-            if a.free_symbols or b.free_symbols or abs(sp.N(a - b, 30)) > sp.Float("1e-25", 30):
-                return False
+            b0 = method.weight_at(x, sign, probe)
+            b0 = b0.subs({y: sp.Rational(3, 2) for y in b0.free_symbols - {gw.r, gw.ell, gw.ell0}})
+            for q in olds:
+                if q is not None and x * q >= 1:  # a ratio past 1/pi_0 would make the token's probability exceed 1
+                    continue
+                a, b = ours.subs(gw.r, x), b0
+                if q is not None:
+                    a, b = _at_old(a, q), _at_old(b, q)
+                if a.free_symbols or b.free_symbols or abs(sp.N(a - b, 30)) > sp.Float("1e-25", 30):
+                    return False
     return True
 
 
+_PROBE = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(2, 7), gw.c: 3, tv_l: sp.Rational(3, 20), tv_h: sp.Rational(3, 10), c_is: 3,
+          delta_band: sp.Rational(1, 10), b_l: sp.Rational(1, 2), b_h: 4, delta_opsm: sp.Rational(1, 10), tau_k2: sp.Rational(1, 100),
+          beta_dro: sp.Rational(1, 10)}
+"""The constants at which :func:`_match` probes a weight before deriving anything: distinct values, each edge away from the others."""
+
+
 def _match(pieces: dict) -> tuple[str, ...]:
-    """The registry forms whose weight equals this one on every open region (each sign of A), in the order tried."""
-    probe = {gw.eps_l: sp.Rational(1, 5), gw.eps_h: sp.Rational(2, 7), gw.c: 3}
+    r"""The registry forms whose weight equals this one on every open region (each sign of A), in the order tried.
+
+    A weight whose regions move with :math:`\ell_0` (a per-token bound) is compared only with the known forms that have one,
+    and the others only with the others.  Forms with per-token bounds are confirmed by the same pieces on the same regions, or
+    else at instances (:func:`_equal_at_instances`).
+    """
+    per_token = any(per_token_bounds(w) for s in pieces for _, _, w in pieces[s])
     ratios = [sp.Rational(k, 10) for k in (1, 6, 9, 11, 15, 25, 50)]
     found: list[str] = []
     for method in known_methods():
-        if not _agree_at(pieces, method, probe, ratios):  # a cheap exact probe first: nothing derived
+        if per_token_bounds(_registry_loss(method.method)) != per_token:
+            continue
+        if per_token and not _agree_in_floats(pieces, method):  # a cheap probe first, in floats (the exact check follows)
+            continue
+        if not per_token and not _agree_at(pieces, method, _PROBE, ratios):  # a cheap exact probe first: nothing derived
             continue
         known = method.weight
         split = _split(_registry_loss(method.method))
         ok = (any(known == _known_weight(f) for f in found)  # the weight of a form already confirmed
               or not isinstance(split, str) and _weights(split[1]) == pieces  # the same pieces on the same regions
-              or _equal_on_refinement(pieces, known))
+              or (_equal_at_instances(pieces, known) if per_token else _equal_on_refinement(pieces, known)))
         if ok:
             found.append(method.method)
     return tuple(found)
+
+
+@cache
+def _in_floats(weight: sp.Expr):
+    r"""``weight`` at the probe's constants (:data:`_PROBE`; any other at 3/2) as a float function of :math:`(r, A, \ell_0)`."""
+    w = sp.sympify(weight).subs(_PROBE)
+    w = w.subs({x: sp.Rational(3, 2) for x in w.free_symbols - {gw.r, gw.A, gw.ell0, gw.ell}}).subs(gw.ell, gw.ell0 + sp.log(gw.r))
+    return sp.lambdify((gw.r, gw.A, gw.ell0), w, modules=["math", "mpmath", "sympy"])
+
+
+def _agree_in_floats(pieces: dict, method: KnownMethod) -> bool:
+    """Equal in floats (relative 1e-9) at a few ratios and old probabilities off the edges, each sign of A: a probe, nothing exact."""
+    ours = {sign: _in_floats(sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]])) for sign in (1, -1)}
+    known = _in_floats(method.weight)
+    for sign in (1, -1):
+        for q in (0.5, 0.1, 0.9):
+            for x in (0.13, 0.61, 0.93, 1.07, 1.52, 2.53, 4.7):
+                if x * q >= 1:
+                    continue
+                try:
+                    a, b = float(ours[sign](x, sign, math.log(q))), float(known(x, sign, math.log(q)))
+                except (TypeError, ValueError):  # a log of a negative number: a probability past 1, not compared
+                    continue
+                if abs(a - b) > 1e-9 * max(1.0, abs(b)):
+                    return False
+    return True
+
+
+def _equal_at_instances(pieces: dict, known: sp.Expr) -> bool:
+    r"""``pieces`` and ``known`` agree, each sign of A, at every old probability of :data:`_OLD_PROBABILITIES` and the constants of
+    :data:`_PROBE`, at the interior points of the common refinement of both partitions there (a check at instances: the edges of a
+    per-token bound are numbers only once :math:`\pi_0` and the constants are)."""
+    for sign in (1, -1):
+        ours = sp.Piecewise(*[(w, gw.r < hi) for lo, hi, w in pieces[sign]]) if len(pieces[sign]) > 1 else pieces[sign][0][2]
+        for q in _OLD_PROBABILITIES:
+            a, b = (_at_old(sp.sympify(e).subs({**_PROBE, gw.A: sign}), q) for e in (ours, known))
+            a, b = (e.subs({x: sp.Rational(3, 2) for x in e.free_symbols - {gw.r, gw.ell}}) for e in (a, b))
+            edges = sorted({float(e) for e in (*_breakpoints(a), *_breakpoints(b)) if e.is_number and e > 0})
+            inside = [e * (1 - 1e-3) for e in edges] + [e * (1 + 1e-3) for e in edges] + [0.05, 1.0, 50.0]
+            for x in (x for x in inside if x * q < 1):  # a ratio past 1/pi_0 would make the token's probability exceed 1
+                point = {gw.r: sp.Rational(x)}
+                u, v = resolve(a.subs(point)), resolve(b.subs(point))
+                if u is None or v is None or abs(sp.N(u - v, 30)) > sp.Float("1e-25", 30):
+                    return False
+    return True
 
 
 def _equal_on_refinement(pieces: dict, known: sp.Expr) -> bool:

@@ -35,9 +35,10 @@ def certificate_gap(method: str, agg: str | None = None, seed: int = 3, **option
 
     Twelve answers drawn from the old policy of the gradient-weights setting
     (variable lengths), a non-binary advantage, the setting's current policy.
-    Clip-Cov and KL-Cov get a ``selected`` mask drawn with ``seed`` (each token
+    The selecting methods (Clip-Cov, KL-Cov, the top-entropy mask, M2PO) get a ``selected`` mask drawn with ``seed`` (each token
     with probability 1/2) unless ``options`` holds one; :math:`p` is
-    :func:`penalty_gradient` (KL-Cov's selected tokens; 0 elsewhere).
+    :func:`penalty_gradient` (KL-Cov's selected tokens, prime-rl's and DRO's squared log-ratio; 0 elsewhere).  DRO takes
+    :math:`\beta = 0.1` and DPPO and the TV band :math:`\tau = 0.01` unless ``options`` say otherwise.
     """
     from ..gradient_weights import setting
 
@@ -47,16 +48,40 @@ def certificate_gap(method: str, agg: str | None = None, seed: int = 3, **option
     old, mask, A = _batch_on(s.lm, s.theta_old, idx)
     old = old.detach()
     lp = s.lm.token_log_probs(s.theta)[idx].detach().requires_grad_(True)
-    params: dict = {k: v for k, v in {"eps_low": 0.2, "eps_high": 0.28}.items() if k in METHODS[method].parameters}
+    params: dict = {k: v for k, v in {"eps_low": 0.2, "eps_high": 0.28, "dro_beta": 0.1, "kl_tau": 0.01}.items() if k in METHODS[method].parameters}
     params.update(options)
-    if method in ("clip_cov", "kl_cov") and "selected" not in params:
+    if method in SELECTING and "selected" not in params:
         params["selected"] = torch.rand(lp.shape, generator=gen) < 0.5
-    loss = policy_loss(method, lp, old, A, mask, agg=agg, **params)
+    loss = policy_loss(method, lp, old, A, mask, agg=agg, **params, **explicit(agg or ""))
     (g,) = torch.autograd.grad(loss, lp)
     w = policy_weight(method, lp.detach(), old, A, mask, **params)
-    p = penalty_gradient(method, lp.detach(), old, mask, **{k: v for k, v in params.items() if k not in ("eps_low", "eps_high")}) if method == "kl_cov" else 0.0
-    mode = agg or METHODS[method].aggregation or "seq-mean-token-mean"
-    return float((g + token_weights(mask, mode) * (w * A[:, None] - p)).abs().max())
+    p = penalty_gradient(method, lp.detach(), old, mask, **{k: v for k, v in params.items() if k not in PENALTY_FREE})
+    kept = mask * ~params["selected"] if method == "m2po" else mask  # M2PO's dropped tokens leave the denominators
+    mode = kappa_mode(method, agg)
+    return float((g + token_weights(kept, mode, **explicit(mode)) * (w * A[:, None] - p)).abs().max())
+
+
+def explicit(mode: str) -> dict:
+    """``{"convention": ...}`` naming the reading the package's ``mode`` keeps, where a trainer's meaning of the name moved
+    (``seq-mean-token-sum-norm``: verl's at ``b178a3c``); ``{}`` for every other mode."""
+    return {"convention": "verl@b178a3c"} if mode == "seq-mean-token-sum-norm" else {}
+
+
+SELECTING = ("clip_cov", "kl_cov", "top_entropy", "m2po")
+PENALTY_FREE = ("eps_low", "eps_high", "dual_clip")
+"""Parameters penalty_gradient does not need (the others it takes as policy_loss does)."""
+
+
+def kappa_mode(method: str, agg: str | None = None) -> str:
+    r"""The mode whose :math:`\kappa` multiplies ``method``'s derived weight: ``agg``, or the method's aggregation.
+
+    A sequence loss averaged over rows (no aggregation of its own) is seq-mean-token-mean's when the row's loss is a
+    function of its *mean* log-ratio (GMPO: :math:`\partial/\partial\ell_t` carries :math:`1/n_i`), and seq-mean-token-sum's
+    when it is a function of the *sum* (PPO on the product ratio: no :math:`1/n_i`).
+    """
+    if agg is not None:
+        return agg
+    return METHODS[method].aggregation or ("seq-mean-token-sum" if method == "ppo_product" else "seq-mean-token-mean")
 
 
 def length_bias_gradients(lm: TinyLM, theta: torch.Tensor, b: float = 0.3) -> tuple[dict[str, tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
@@ -86,15 +111,29 @@ def length_bias_gradients(lm: TinyLM, theta: torch.Tensor, b: float = 0.3) -> tu
     psi = (p.detach()[None, :] / (n[:, None] + n[None, :])).sum(1)  # E_{o'}[1 / (n + |o'|)], frozen
     out = {}
     for mode in AGGREGATIONS:
-        loss = aggregate(-A[..., None] * lp[pairs], mask, mode)  # [P], one loss per batch of two
+        loss = aggregate(-A[..., None] * lp[pairs], mask, mode, **explicit(mode))  # [P], one loss per batch of two
         update = -grad((pair_prob.detach() * loss).sum())
         if mode == "token-mean":
             objective = 2 * (p * psi * (R - b)).sum()
         else:
-            kappa = token_weights(mask, mode)[..., 0]  # kappa_i: the same on every token of row i
+            kappa = token_weights(mask, mode, **explicit(mode))[..., 0]  # kappa_i: the same on every token of row i
             objective = (pair_prob * (kappa * A).sum(-1)).sum()
         out[mode] = (update, grad(objective))
     return out, grad(p @ R)
+
+
+def length_bias_newer_norm(lm: TinyLM, theta: torch.Tensor, b: float = 0.3) -> torch.Tensor:
+    r"""verl's ``seq-mean-token-sum-norm`` at ``1dda039``: its expected REINFORCE update over every batch of two answers (as in
+    :func:`length_bias_gradients`), :math:`\nabla J/T` (the mean over the rows of :math:`\sum_t/D`, :math:`D = T`)."""
+    N = lm.N
+    R = (lm.tokens == 1).to(torch.float64).mul(lm.mask).sum(1) / lm.lengths
+    i, j = torch.meshgrid(torch.arange(N), torch.arange(N), indexing="ij")
+    pairs = torch.stack([i.reshape(-1), j.reshape(-1)], 1)
+    mask, A = lm.mask[pairs], (R - b)[pairs]
+    th = theta.detach().clone().requires_grad_(True)
+    lp, p = lm.token_log_probs(th), lm.probs(th)
+    loss = aggregate(-A[..., None] * lp[pairs], mask, "seq-mean-token-sum-norm", convention="verl@1dda039")
+    return -torch.autograd.grad((p[pairs].prod(1).detach() * loss).sum(), th)[0]
 
 
 def _verl_selections() -> dict[str, torch.Tensor]:
@@ -124,12 +163,20 @@ def cross_checks() -> None:
               certificate_gap(method, selected=select), 1e-15)
     for agg in AGGREGATIONS[1:]:
         check(f"PPO aggregated with {agg}: autograd == -kappa w A", certificate_gap("ppo", agg=agg), 1e-15)
+    for method in ("dppo", "tv_band"):  # prime-rl's tau (log r)^2: -kappa (w A - 2 tau log r)
+        check(f"{method} with kl_tau = 0.01: autograd == -kappa (w A - p)", certificate_gap(method, kl_tau=0.01), 1e-15)
+    check("dppo with dppo_type binary_kl: autograd == -kappa w A", certificate_gap("dppo", dppo_type="binary_kl"), 1e-15)
     lm = TinyLM()
     out, gJ = length_bias_gradients(lm, lm.theta0)
     for mode, (update, objective) in out.items():
         check(f"{mode}: expected update over every batch of two == gradient of its derived objective", maxabs(update, objective), 1e-15)
     check("seq-mean-token-sum: expected update == grad J (no length bias)", maxabs(out["seq-mean-token-sum"][0], gJ), 1e-15)
-    check("seq-mean-token-sum-norm (D = T; verl: no mean over the B = 2 rows): expected update == B grad J / T", maxabs(out["seq-mean-token-sum-norm"][0], 2 * gJ / lm.L), 1e-15)
+    check("seq-mean-token-sum-norm (D = T; verl at b178a3c: no mean over the B = 2 rows): expected update == B grad J / T",
+          maxabs(out["seq-mean-token-sum-norm"][0], 2 * gJ / lm.L), 1e-15)
+    check("token-sum (verl since 1dda039): expected update == B grad J", maxabs(out["token-sum"][0], 2 * gJ), 1e-15)
+    newer = length_bias_newer_norm(lm, lm.theta0)
+    check("seq-mean-token-sum-norm as verl reads it at 1dda039 (the mean over the B = 2 rows of sum_t / T): expected update == grad J / T",
+          maxabs(newer, gJ / lm.L), 1e-15)
     for mode in ("token-mean", "seq-mean-token-mean"):
         update = out[mode][0]
         residual = float((update - (update @ gJ) / (gJ @ gJ) * gJ).norm() / update.norm())

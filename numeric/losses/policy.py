@@ -34,7 +34,8 @@ from .._validate import (
     result_dtype,
     to_tensor,
 )
-from .aggregation import check_mode, reduce_tokens, zeroed
+from .aggregation import prompt_groups, reduce_tokens, resolve, zeroed
+from .policy_terms import token_terms
 
 __all__ = ["POLICY_LOSSES", "penalty_gradient", "policy_loss", "policy_weight"]
 
@@ -46,7 +47,9 @@ SEQUENCE_LEVEL = tuple(name for name, m in METHODS.items() if m.sequence_level)
 """The methods whose loss is a function of a row's tokens together (GSPO, GMPO)."""
 
 _NO_RATIO = ("reinforce", "gpg")  # methods that never read old_log_prob
-_SELECTING = ("clip_cov", "kl_cov")  # methods that treat the caller's selected tokens differently
+_SELECTING = ("clip_cov", "kl_cov", "top_entropy", "m2po")  # methods that treat the caller's selected tokens differently
+_PRODUCTS = ("reinforce", "gpg", "cispo", "is", "dro", "dppo_tv", "dppo_kl", "icepop", "rollout_is", "seq_mask_tis")
+"""Methods whose per-token loss is a product of zeroed inputs: 0 outside a float mask already."""
 
 
 class _Inputs(NamedTuple):
@@ -142,107 +145,24 @@ def _policy_loss(method, x: _Inputs, keep: torch.Tensor, agg, norm, options, cla
     input reaches the loss or the witness through a sum or a product, and
     ``0 * inf`` is NaN.
     """
+    if method == "m2po":  # AReaL replaces the mask: a dropped token leaves the denominators
+        assert x.selected is not None
+        keep = keep * ~x.selected if keep.is_floating_point() else keep & ~x.selected
     n = keep.sum(-1, keepdim=True) if method in SEQUENCE_LEVEL or agg == "seq-mean-token-mean" else None
     lp = zeroed(x.log_prob, keep)
-    delta = None if x.old_log_prob is None else zeroed(x.log_prob - x.old_log_prob.detach(), keep)
+    old = delta = None
+    if x.old_log_prob is not None:
+        old, delta = zeroed(x.old_log_prob.detach(), keep), zeroed(x.log_prob - x.old_log_prob.detach(), keep)
     if delta is not None and clamp is not None:
         delta = delta.clamp(-clamp, clamp)
     A = x.advantages if x.advantages.shape[-1] == 1 else zeroed(x.advantages, keep)
-    per_token = token_terms(method, lp, delta, A, n, options, x.selected)
+    per_token = token_terms(method, lp, delta, A, n, options, x.selected, old)
     witness = A.detach().sum() + (0 if delta is None else delta.detach().sum())
     if x.weight is not None:
         per_token = per_token * zeroed(x.weight, keep).detach()
-    zero_outside = keep.is_floating_point() and method in ("reinforce", "gpg", "cispo", "is")  # products of zeroed inputs
+    zero_outside = keep.is_floating_point() and method in _PRODUCTS
     loss = reduce_tokens(per_token, keep, agg, norm, n, zero_outside, **rows)
     return loss, witness + loss.detach()
-
-
-def _ppo_terms(neg_A: torch.Tensor, log_ratio: torch.Tensor, low: float, high: float, dual_clip: float | None,
-               dropped: torch.Tensor | None = None) -> torch.Tensor:
-    r"""PPO's per-token loss :math:`-\min(rA, \mathrm{clip}(r)A)` (dual clip: :math:`\le -C_dA` for :math:`A < 0`), overflow-safe.
-
-    A token is *live* where the loss is :math:`-rA` (:math:`A > 0`, :math:`r \le 1+\varepsilon_h`;
-    :math:`A < 0`, :math:`1-\varepsilon_l \le r` (:math:`\le c`)); elsewhere the loss is
-    the constant :math:`-A` times the bound, with no path to :math:`\ell`.  The
-    ratio is exponentiated only where the token is live, so a clipped token with
-    :math:`r = \infty` has gradient exactly 0 (``0 * exp(inf)`` would be NaN).
-    The live sets are closed, as derived (:mod:`derivations.gradient_weights`).
-    A ``dropped`` token (Clip-Cov's selected ones) has loss 0, and is never live,
-    so its ratio is not exponentiated either.
-    """
-    with torch.no_grad():
-        r = log_ratio.exp()
-        positive = neg_A < 0
-        live = torch.where(positive, r <= 1 + high, r >= 1 - low)
-        bound = torch.where(positive, torch.full_like(r, 1 + high), torch.full_like(r, 1 - low))
-        if dual_clip is not None:
-            beyond = (neg_A > 0) & (r > dual_clip)
-            live = live & ~beyond
-            bound = torch.where(beyond, torch.full_like(r, dual_clip), bound)
-        live = live & (neg_A != 0)
-        if dropped is not None:
-            live = live & ~dropped
-            bound = torch.where(dropped, torch.zeros_like(bound), bound)
-    unclipped = neg_A * torch.where(live, log_ratio, torch.zeros_like(log_ratio)).exp()
-    return torch.where(live, unclipped, neg_A * bound)
-
-
-def token_terms(method: str, lp: torch.Tensor, delta: torch.Tensor | None, A: torch.Tensor, n: torch.Tensor | None,
-                options: dict, selected: torch.Tensor | None = None) -> torch.Tensor:
-    r"""The torch per-token loss of ``method`` (:data:`derivations.methods.METHODS`), ``[B, T]``, or ``[B, 1]`` where constant along a row.
-
-    ``lp`` is :math:`\ell`, ``delta`` the log-ratio :math:`\ell - \ell_{\mathrm{old}}`
-    (with ``old`` detached; ``None`` for REINFORCE and GPG), ``A`` the advantages
-    (detached here), ``n`` the rows' token counts (sequence-level methods),
-    ``options`` from :func:`numeric._validate.method_options`, ``selected`` the
-    boolean selected tokens (Clip-Cov, KL-Cov).  The test suite checks every
-    method's values and gradients against the registry's SymPy formula.
-    """
-    neg_A = -A.detach()
-    if method in ("reinforce", "gpg"):
-        return neg_A * lp
-    assert delta is not None
-    if method in ("ppo", "clip_cov"):
-        return _ppo_terms(neg_A, delta, options["eps_low"], options["eps_high"], options.get("dual_clip"), selected)
-    if method == "kl_cov":  # -A r, exponentiated only where A != 0 (0 * exp(inf) would be NaN), plus beta |delta| where selected
-        assert selected is not None
-        unclipped = neg_A * torch.where(neg_A != 0, delta, torch.zeros_like(delta)).exp()
-        return unclipped + torch.where(selected, delta.abs() * options["kl_cov_coef"], torch.zeros_like(delta))
-    if method in ("gspo", "gspo_token", "cispo_seq", "sapo_seq"):
-        assert n is not None
-        log_s = delta.sum(-1, keepdim=True) / n.clamp(min=1)
-        if method == "gspo_token":  # straight-through: the value of rtilde_i, the gradient of pi_t / sg(pi_t)
-            log_s = log_s.detach() + (delta - delta.detach())
-        if method in ("gspo", "gspo_token"):
-            return _ppo_terms(neg_A, log_s, options["eps_low"], options["eps_high"], options.get("dual_clip"))
-        method, delta = method[:-4], log_s  # CISPO and SAPO at the row's ratio
-    if method in ("cispo", "is"):
-        r = delta.detach().exp()
-        if method == "cispo":
-            low, high = options["eps_low"], options["eps_high"]
-            r = r.clamp(max=1 + high) if low is None else r.clamp(1 - low, 1 + high)
-        return lp * (r * neg_A)
-    if method == "sapo":
-        tau_pos, tau_neg = options["sapo_tau"]
-        tau = torch.where(neg_A < 0, neg_A.new_tensor(tau_pos), neg_A.new_tensor(tau_neg))
-        # beyond tau (r - 1) = 200 the sigmoid is 1 in every float format: stop there, so exp never overflows
-        r = delta.clamp(max=torch.log1p(200 / tau)).exp()
-        return torch.sigmoid(tau * (r - 1)) * (4 * neg_A / tau)
-    if method == "vespo":  # the stopped Gamma weight of the product of the row's ratios, in log space (W = inf gives 0)
-        with torch.no_grad():
-            log_W = delta.sum(-1, keepdim=True)
-            nonneg = neg_A <= 0  # TRL: A >= 0 takes the positive side's (k, lambda)
-            k = torch.where(nonneg, neg_A.new_tensor(options["vespo_k"][0]), neg_A.new_tensor(options["vespo_k"][1]))
-            lam = torch.where(nonneg, neg_A.new_tensor(options["vespo_lambda"][0]), neg_A.new_tensor(options["vespo_lambda"][1]))
-            phi = (lam + k * log_W - lam * log_W.exp()).exp()
-        return lp * (phi * neg_A)
-    # gmpo: exp(mean_t of the sign-clipped log-ratio), times the row's mean advantage
-    assert n is not None
-    g_low, g_high = options["gmpo_clip"]
-    sign = -torch.sign(neg_A)
-    clipped = sign * torch.minimum(sign * delta, sign * delta.clamp(-g_low, g_high))
-    mean_neg_A = neg_A if neg_A.shape[-1] == 1 else neg_A.sum(-1, keepdim=True) / n.clamp(min=1)
-    return mean_neg_A * (clipped.sum(-1, keepdim=True) / n.clamp(min=1)).exp()
 
 
 def _method(method: str) -> str:
@@ -269,6 +189,8 @@ def policy_loss(
     log_ratio_clamp: float | None = None,
     count_eps: float = 0.0,
     empty_rows: str = "count",
+    convention: str | None = None,
+    groups: Array | None = None,
     **params: float | tuple[float, float] | None,
 ) -> ArrayT:
     r"""The policy losses trainers ship, batched: :func:`aggregate` of a per-token loss.
@@ -348,6 +270,11 @@ def policy_loss(
     empty_rows : str
         :func:`aggregate`'s ``"count"`` or ``"exclude"``: whether the seq-mean modes
         count a row with no token (verl and OpenRLHF exclude fully masked sequences).
+    convention : str, optional
+        :func:`aggregate`'s: ``agg`` read as a trainer's name at a commit
+        (``agg="seq-mean-token-sum-norm", convention="verl@1dda039"``).
+    groups : numpy array or torch tensor, optional
+        :func:`aggregate`'s: the prompt of each row, ``[B]`` integers, for ``prompt-mean``.
     weight : numpy array or torch tensor, optional
         ``[B, T]`` non-negative per-token sampler-correction weights (detached),
         multiplying the per-token loss before aggregation, as TRL's
@@ -427,10 +354,12 @@ def policy_loss(
     options = method_options(method, params)
     if METHODS[method].aggregation is None and agg is not None:
         raise ValueError(f"agg must be None for {method}: it is a sequence loss averaged over rows")
-    agg = check_mode(agg or METHODS[method].aggregation or "seq-mean-token-mean", "agg")
+    agg, count_eps, empty_rows, per_row = resolve(agg or METHODS[method].aggregation or "seq-mean-token-mean", convention, count_eps=count_eps,
+                                                  empty_rows=empty_rows, name="agg")
     clamp = _clamp(log_ratio_clamp)
-    rows = {"count_eps": count_eps, "empty_rows": empty_rows}
+    rows = {"count_eps": count_eps, "empty_rows": empty_rows, "per_row": per_row}
     x = _policy_inputs(method, log_prob, old_log_prob, advantages, mask, weight, selected)
+    rows["groups"] = prompt_groups(agg, groups, x.mask)
     keep, not_01 = _float_mask(x.mask, x.log_prob)
     loss, witness = _policy_loss(method, x, keep, agg, norm, options, clamp, rows)
     if (not_01 + 0 * witness).item() != 0:  # a mask not 0/1, or NaN or inf somewhere: the careful way
@@ -474,15 +403,27 @@ def policy_weight(method: str, log_prob: ArrayT, old_log_prob: Array, advantages
     x = _policy_inputs(method if method in _SELECTING else "ppo", log_prob, old_log_prob, advantages, mask, None, selected)
     t, keep, _ = masked_inputs(x.mask, log_prob=x.log_prob, old_log_prob=x.old_log_prob, advantages=x.advantages.expand_as(x.log_prob))
     kind, dtype, m = x.kind, t["log_prob"].dtype, keep.double()
+    if method == "m2po":  # a dropped token leaves the mask: its weight is 0 (and it has no kappa)
+        assert x.selected is not None
+        m = m * ~x.selected.to(m.device)
+    ell0 = t["old_log_prob"].detach().double()
     delta = (t["log_prob"] - t["old_log_prob"]).detach().double()
     A = t["advantages"].detach().double()
     inside = torch.ones_like(delta) if clamp is None else (delta.abs() <= clamp).double()
     if clamp is not None:
         delta = delta.clamp(-clamp, clamp)
-    if method in ("gspo", "gspo_token", "sapo_seq", "cispo_seq"):
-        token_method = {"gspo": "ppo", "gspo_token": "ppo"}.get(method, method[:-4])
+    row_ratio = _row_mean(delta, m).exp().expand_as(A)
+    if method in ("gspo", "gspo_token", "sapo_seq", "cispo_seq", "luspo"):
+        token_method = {"gspo": "ppo", "gspo_token": "ppo", "luspo": "ppo"}.get(method, method[:-4])
         form = methods.form(token_method, **{k: v for k, v in params.items() if k in ("dual_clip", "eps_low")})
-        w = derived_weight(form, _row_mean(delta, m).exp().expand_as(A), A, options)
+        w = derived_weight(form, row_ratio, A, options)
+    elif method == "ppo_product":  # PPO's weight at the product of the row's ratios (kappa = 1/B: seq-mean-token-sum's)
+        w = derived_weight("ppo", (delta * m).sum(-1, keepdim=True).exp().expand_as(A), A, options)
+    elif method == "seq_mask_tis":  # the token's ratio, where the row's geometric-mean ratio lies in the band
+        w = delta.exp() * (derived_weight("icepop", row_ratio, A, options) > 0)
+    elif method == "opsm":  # PPO's weight, where the row is kept: A >= 0 or its mean log-ratio at least -delta
+        kept = (A >= 0) | (_row_mean(delta, m) >= -options["opsm_delta"])
+        w = derived_weight("ppo", delta.exp(), A, options) * kept
     elif method == "vespo":
         w = _gamma_weight((delta * m).sum(-1, keepdim=True).expand_as(A), A, options)
     elif method == "gmpo":
@@ -496,10 +437,15 @@ def policy_weight(method: str, log_prob: ArrayT, old_log_prob: Array, advantages
         kept, chosen = (derived_weight(f"{method}_{which}", delta.exp(), A, options) for which in ("kept", "selected"))
         w = torch.where(x.selected.to(kept.device), chosen, kept)
     else:
-        w = derived_weight(methods.form(method, **params), delta.exp(), A, options)
-    if method not in ("reinforce", "gpg", "cispo", "is", "cispo_seq", "vespo"):  # their gradient does not pass through the ratio
+        w = derived_weight(methods.form(method, **params), delta.exp(), A, options, ell0)
+    if method in _THROUGH_RATIO:  # their gradient passes through the ratio: a clamped log-ratio stops it
         w = w * inside
     return like(kind, (w * m).to(dtype).to(result_dtype(log_prob)))
+
+
+_THROUGH_RATIO = ("ppo", "gspo", "gspo_token", "sapo", "sapo_seq", "gmpo", "clip_cov", "kl_cov", "top_entropy", "m2po", "dppo", "tv_band",
+                  "importance_sampling", "opsm", "luspo", "ppo_product")
+"""The methods whose gradient passes through the ratio (the others hold it in a stop-gradient, or never read it)."""
 
 
 def penalty_gradient(method: str, log_prob: ArrayT, old_log_prob: Array, mask: Array, *, selected: Array | None = None,
@@ -509,7 +455,9 @@ def penalty_gradient(method: str, log_prob: ArrayT, old_log_prob: Array, mask: A
     :func:`derivations.losses.penalty_gradient` lambdified: KL-Cov's
     :math:`\beta\,\mathrm{sgn}(\ell - \ell_{\mathrm{old}})` on its selected tokens (its
     :math:`\beta|\ell - \ell_{\mathrm{old}}|` pulls them towards the old policy, whatever
-    their advantage); 0 for every other method and on masked tokens.  With
+    their advantage); prime-rl's :math:`2\tau\log r` (DPPO and the TV band with
+    ``kl_tau``, its :math:`\tau(\log r)^2` toward the sampler) and DRO's
+    :math:`\beta\log r`; 0 for every other method and on masked tokens.  With
     ``log_ratio_clamp`` a clamped token's is 0.
 
     Examples
@@ -519,6 +467,8 @@ def penalty_gradient(method: str, log_prob: ArrayT, old_log_prob: Array, mask: A
     >>> lp = torch.log(torch.tensor([[0.3, 0.6, 0.5]])); old = torch.log(torch.tensor([[0.2, 0.7, 0.5]]))
     >>> penalty_gradient("kl_cov", lp, old, torch.ones(1, 3), selected=torch.ones(1, 3), kl_cov_coef=0.5).tolist()
     [[0.5, -0.5, 0.0]]
+    >>> penalty_gradient("dro", lp, old, torch.ones(1, 3), dro_beta=0.1).round(decimals=4).tolist()   # beta log r
+    [[0.0405, -0.0154, 0.0]]
     """
     method = _method(method)
     options = method_options(method, params)
@@ -528,20 +478,36 @@ def penalty_gradient(method: str, log_prob: ArrayT, old_log_prob: Array, mask: A
     t, keep, _ = masked_inputs(x.mask, log_prob=x.log_prob, old_log_prob=x.old_log_prob)
     delta = (t["log_prob"] - t["old_log_prob"]).detach().double()
     p = torch.zeros_like(delta)
+    inside = torch.ones_like(delta) if clamp is None else (delta.abs() <= clamp).double()
     if method == "kl_cov":
         assert x.selected is not None
-        inside = torch.ones_like(delta) if clamp is None else (delta.abs() <= clamp).double()
-        p = torch.where(x.selected.to(delta.device), _penalty_fn()(delta.cpu().numpy(), options["kl_cov_coef"]).to(delta.device), p) * inside
+        p = torch.where(x.selected.to(delta.device), _penalty_fn("kl_cov_selected")(delta, options), p) * inside
+    elif method in _PENALISED:
+        name = methods.form(method, **params)
+        if derived.penalty_gradient(name) != 0:
+            p = _penalty_fn(name)(delta.clamp(-clamp, clamp) if clamp is not None else delta, options) * inside
     return like(x.kind, (p * keep.double()).to(t["log_prob"].dtype).to(result_dtype(log_prob)))
 
 
+_PENALISED = ("dppo", "tv_band", "dro")
+r"""Token methods with an advantage-free term (prime-rl's :math:`\tau(\log r)^2`, DRO's :math:`\tfrac\beta2(\log r)^2`)."""
+
+
 @cache
-def _penalty_fn():
-    r"""KL-Cov's derived penalty gradient, lambdified in :math:`\Delta = \ell - \ell_0` and :math:`\beta`."""
+def _penalty_lambda(form_name: str):
+    r"""A form's derived penalty gradient, lambdified in :math:`\Delta = \ell - \ell_0` and its constants."""
     delta = sp.Symbol("Delta", real=True)
-    p = derived.penalty_gradient("kl_cov_selected").subs(methods.ell, methods.ell0 + delta)
-    f = sp.lambdify((delta, methods.beta), p, "numpy")
-    return lambda delta, beta: torch.as_tensor(np.asarray(f(delta, beta), dtype=np.float64))
+    p = derived.penalty_gradient(form_name).subs(methods.ell, methods.ell0 + delta)
+    return sp.lambdify((delta, methods.beta, methods.tau_k2, methods.beta_dro), p, "numpy")
+
+
+def _penalty_fn(form_name: str):
+    """The penalty gradient of ``form_name`` as ``(delta, options) -> tensor``, float64, on ``delta``'s device."""
+    def p(delta: torch.Tensor, options: dict) -> torch.Tensor:
+        out = _penalty_lambda(form_name)(delta.cpu().numpy(), options.get("kl_cov_coef", 0.0), options.get("kl_tau", 0.0),
+                                         options.get("dro_beta") or 0.0)
+        return torch.as_tensor(np.broadcast_to(np.asarray(out, dtype=np.float64), delta.shape).copy()).to(delta.device)
+    return p
 
 
 @cache
@@ -567,18 +533,23 @@ def _row_mean(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return (x * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1)
 
 
+_WEIGHT_SYMBOLS = (methods.r, methods.A, methods.ell0, methods.eps_l, methods.eps_h, methods.c, methods.tau_pos, methods.tau_neg, methods.tv_l,
+                   methods.tv_h, methods.c_is, methods.delta_band, methods.b_l, methods.b_h, methods.delta_opsm)
+
+
 @cache
 def _weight_fn(form_name: str):
-    syms = (methods.r, methods.A, methods.eps_l, methods.eps_h, methods.c, methods.tau_pos, methods.tau_neg)
-    return sp.lambdify(syms, derived.weight(form_name), modules=[{"Min": np.minimum, "Max": np.maximum}, "numpy"])
+    return sp.lambdify(_WEIGHT_SYMBOLS, derived.weight(form_name), modules=[{"Min": np.minimum, "Max": np.maximum}, "numpy"])
 
 
-def derived_weight(form_name: str, r: torch.Tensor, A: torch.Tensor, options: dict) -> torch.Tensor:
+def derived_weight(form_name: str, r: torch.Tensor, A: torch.Tensor, options: dict, ell0: torch.Tensor | None = None) -> torch.Tensor:
     r"""The derived weight :math:`w(r, A)` of a per-token form (:data:`derivations.methods.FORMS`), float64, on ``r``'s device.
 
     The one lambdified table of :func:`derivations.losses.weight`: :func:`policy_weight`
     and :func:`numeric.gradient_weight` both evaluate it.  ``options`` are the
-    checked parameters (:func:`numeric._validate.method_options`).  SAPO's
+    checked parameters (:func:`numeric._validate.method_options`); ``ell0`` the
+    old log-probabilities, for the forms whose bounds move with :math:`\pi_0 = e^{\ell_0}`
+    (DPPO, the TV band; required there).  SAPO's
     weight :math:`4q(1-q)r`, :math:`q = \operatorname{sigmoid}(\tau(r-1))`, is below :math:`4r e^{-700}`, 0 in fp64,
     where :math:`\tau(r - 1) > 700`, and is written 0 there (its formula would
     divide two overflowed exponentials).
@@ -590,13 +561,23 @@ def derived_weight(form_name: str, r: torch.Tensor, A: torch.Tensor, options: di
     >>> r, A = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64), torch.ones(3, dtype=torch.float64)
     >>> derived_weight("cispo_cap", r, A, {"eps_low": None, "eps_high": 0.28}).tolist()
     [0.5, 1.0, 1.28]
+    >>> q0 = torch.log(torch.full((3,), 0.5, dtype=torch.float64))   # pi_0 = 1/2: DPPO keeps r <= 1 + 0.2/0.5 for A > 0
+    >>> derived_weight("dppo", r, A, {"tv_delta": (0.2, 0.2)}, q0).tolist()
+    [0.5, 1.0, 0.0]
     """
+    form = methods.FORMS[form_name]
+    if ell0 is None and (form.method in ("dppo", "dppo_tv", "dppo_kl", "tv_band")):
+        raise ValueError(f"the weight of {form_name!r} moves with the old probability: ell0 is required")
     r64, A64 = r.detach().double().cpu(), A.detach().double().cpu()
+    e0 = np.zeros(r64.shape) if ell0 is None else ell0.detach().double().cpu().numpy()
     low = options.get("eps_low")
     tau_pos, tau_neg = options.get("sapo_tau", (1.0, 1.0))
-    args = (0.0 if low is None else low, options.get("eps_high", 0.0), options.get("dual_clip") or 0.0, tau_pos, tau_neg)
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = _weight_fn(form_name)(r64.numpy(), A64.numpy(), *args)
+    tv_low, tv_high = options.get("tv_delta", (0.0, 0.0))
+    b_low, b_high = options.get("is_bounds", (0.0, 0.0))
+    args = (0.0 if low is None else low, options.get("eps_high", 0.0), options.get("dual_clip") or 0.0, tau_pos, tau_neg, tv_low, tv_high,
+            options.get("is_cap", 1.0), options.get("band_delta", 0.0), b_low, b_high, options.get("opsm_delta", 0.0))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        out = _weight_fn(form_name)(r64.numpy(), A64.numpy(), e0, *args)
     w = torch.as_tensor(np.broadcast_to(np.asarray(out, dtype=np.float64), r64.shape).copy())
     if form_name == "sapo":  # the registry's tau_+ where A > 0, tau_- elsewhere
         w = torch.where(torch.where(A64 > 0, tau_pos, tau_neg) * (r64 - 1) > 700, 0.0, w)

@@ -35,7 +35,7 @@ import torch
 from .._types import Array, ArrayT
 from .._validate import like, masked_inputs, require_int, require_pair, require_real, to_tensor
 
-__all__ = ["clip_cov_selection", "kl_cov_selection"]
+__all__ = ["clip_cov_selection", "kl_cov_selection", "m2po_selection"]
 
 
 def _fraction(value: object) -> float:
@@ -169,3 +169,41 @@ def kl_cov_selection(log_prob: ArrayT, advantages: Array, mask: Array, *, fracti
         top = torch.topk(cov.reshape(-1)[flat], max(1, int(N * fraction))).indices
         selected.reshape(-1)[flat[top]] = True
     return like(kind, selected)
+
+
+def m2po_selection(sampler_log_prob: ArrayT, old_log_prob: Array, mask: Array, *, threshold: float) -> ArrayT:
+    r"""M2PO's dropped tokens: those of largest second moment :math:`(\ell_{\mathrm{beh}} - \ell_{\mathrm{prox}})^2`, until the rest's mean is below ``threshold``.
+
+    The batch's response tokens are sorted by :math:`m_2 = (\ell_{\mathrm{beh}} - \ell_{\mathrm{prox}})^2`, largest first, and
+    the first :math:`k` dropped, :math:`k` the first index whose suffix mean :math:`\frac{1}{N-k}\sum_{j \ge k} m_{2,(j)}`
+    is strictly below the threshold (every suffix at or above it: all but the smallest dropped).  AReaL's
+    ``_apply_m2po_masking`` and ``_get_m2po_loss_mask`` (areal-project/AReaL ``cbff54d``, ``areal/trainer/ppo/actor.py:933-1014``);
+    ties in :math:`m_2` go as ``torch.sort`` orders them.  ``sampler_log_prob`` is AReaL's behaviour log-probability (the
+    rollout's), ``old_log_prob`` its proximal one.  Returns a boolean ``[B, T]``: True on a dropped token, the
+    ``selected`` of ``policy_loss("m2po", ...)``, which leaves it out of the denominators too (AReaL replaces the loss mask).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numeric.losses.selection import m2po_selection
+    >>> beh = torch.tensor([[0.0, 0.0, 0.0, 0.0]]); prox = torch.tensor([[-2.0, -0.1, 0.0, -0.2]])
+    >>> m2po_selection(beh, prox, torch.ones(1, 4), threshold=0.015).tolist()  # m2 = 4, 0.01, 0, 0.04; suffix means 1.01, 0.0167, 0.005
+    [[True, False, False, True]]
+    """
+    threshold = require_real("threshold", threshold)
+    if not threshold > 0:
+        raise ValueError(f"threshold must be > 0 (the largest mean second moment kept), got {threshold}")
+    t, keep, kind = masked_inputs(mask, "mask", sampler_log_prob=sampler_log_prob, old_log_prob=old_log_prob)
+    m2 = (t["sampler_log_prob"].double() - t["old_log_prob"].double()) ** 2
+    values = m2[keep]
+    dropped = torch.zeros_like(keep)
+    if values.numel() == 0:
+        return like(kind, dropped)
+    ordered, order = torch.sort(values, descending=True)
+    counts = torch.arange(len(ordered), 0, -1, dtype=ordered.dtype, device=ordered.device)
+    below = torch.nonzero(ordered.flip(0).cumsum(0).flip(0) / counts < threshold)
+    k = int(below[0]) if len(below) else len(ordered) - 1
+    flat = torch.zeros_like(values, dtype=torch.bool)
+    flat[order[:k]] = True
+    dropped[keep] = flat
+    return like(kind, dropped)

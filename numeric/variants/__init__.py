@@ -41,6 +41,7 @@ from .callables import advantage_table, advantage_values, require_advantage_call
 from .checker import check_group_advantage, check_token_loss
 from .confirm import confirm_group, confirm_token
 from .divergence_questions import correction, kl_gradient, sequence_weight_scale
+from .divergences import DIVERGENT_NAMES, divergence_cells, divergence_table
 from .execution import EXECUTION_RTOL, ExecutionCase, ExecutionReport, check_loss_execution
 from .field import ESTIMATORS, Estimator, Reading, certificate, certificate_latex, certificate_table
 from .grouped import CONVENTIONS, GroupedAdvantageReport, check_grouped_advantage
@@ -57,6 +58,7 @@ from .worlds import GlooWorld
 from . import suite  # registers the suite "variants", after the modules above
 
 __all__ = [
+    "DIVERGENT_NAMES",
     "Answer",
     "CONVENTIONS",
     "Convention",
@@ -83,6 +85,8 @@ __all__ = [
     "certificate",
     "certificate_latex",
     "certificate_table",
+    "divergence_cells",
+    "divergence_table",
     "check_group_advantage",
     "check_grouped_advantage",
     "check_loss_execution",

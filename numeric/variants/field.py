@@ -75,14 +75,22 @@ def _short(err: Exception) -> str:
 
 TRAINER_DEFAULTS: dict[str, dict] = {
     "verl": {"clip_ratio_low": 0.2, "clip_ratio_high": 0.2, "clip_ratio_c": 3.0, "tau_pos": 1.0, "tau_neg": 1.05,
-             "loss_agg_mode": "token-mean", "rollout_is_weights": None},
+             "loss_agg_mode": "token-mean", "rollout_is_weights": None, "dro_beta": None},
     "TRL": {"epsilon": 0.2, "epsilon_high": 0.2, "sapo_temperature_pos": 1.0, "sapo_temperature_neg": 1.05,
-            "vespo_k_pos": 2.0, "vespo_k_neg": 3.0, "vespo_lambda_pos": 3.0, "vespo_lambda_neg": 2.0, "max_completion_length": 512},
-    "OpenRLHF": {"clip_eps_low": 0.2, "clip_eps_high": 0.2, "dual_clip": None},
+            "vespo_k_pos": 2.0, "vespo_k_neg": 3.0, "vespo_lambda_pos": 3.0, "vespo_lambda_neg": 2.0, "max_completion_length": 512,
+            "delta": None, "off_policy_mask_threshold": None},
+    "OpenRLHF": {"clip_eps_low": 0.2, "clip_eps_high": 0.2, "dual_clip": None, "vllm_is_truncated_threshold": (0.5, 5.0)},
+    "prime-rl": {"dppo_mask_low": 0.2, "dppo_mask_high": 0.2, "kl_tau": 1e-3, "ipo_threshold": 0.1},
+    "SkyRL": {"eps_clip_low": 0.2, "eps_clip_high": 0.2, "clip_ratio_c": 3.0, "tau_pos": 1.0, "tau_neg": 1.05, "cispo_eps_clip_low": 1.0,
+              "cispo_eps_clip_high": 4.0, "delta_low": 0.2, "delta_high": 0.2, "dppo_type": "binary_tv"},
+    "slime": {"eps_clip": 0.2, "eps_clip_high": 0.2, "opsm_delta": 1e-4},
+    "AReaL": {"eps_clip": 0.2, "eps_clip_higher": None, "upper": 5.0},
+    "ms-swift": {"epsilon": 0.2, "epsilon_high": 0.2, "delta": None, "off_policy_sequence_mask_delta": None, "max_completion_length": 512},
 }
-"""The configuration names of each trainer's package calls (:class:`derivations.methods.Peer`), at their defaults at
-:data:`~derivations.methods.PEER_COMMITS` (verl ``actor.yaml``, TRL ``GRPOConfig``, whose ``epsilon_high=None`` means
-``epsilon``, OpenRLHF ``PolicyLoss``); a peer row's ``config`` overrides them."""
+"""The configuration names of each trainer's package calls (:class:`derivations.methods.Peer`), at their defaults at the
+row's commit (verl ``actor.yaml``, TRL ``GRPOConfig``, whose ``epsilon_high=None`` means ``epsilon``, OpenRLHF ``PolicyLoss``
+and ``train_ppo_ray.py``, prime-rl ``DefaultLossConfig``/``IPOLossConfig``, SkyRL ``config.py``, slime ``arguments.py``, AReaL
+``cli_args.py``, ms-swift ``rlhf_args.py``/``args_mixin.py``); a peer row's ``config`` overrides them."""
 
 
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
@@ -196,13 +204,38 @@ def _loss_row(trainer: str, their: str) -> tuple:
         named = "; ".join(f"{f.label}: {derive_token_loss(f.loss(), constants=_extra(f.loss())).matches}" for f in forms)
         return (named, "-", "-", "-", "undecided", m.undecided)
     try:
-        rep = check_policy_loss(trainer_loss(trainer, their))
+        rep = _checked(*_call_key(trainer, their))
     except (TypeError, ValueError) as err:
         return ("-", "-", "-", "-", "undecided", _short(err))
     scale = "" if rep.scale is None or abs(rep.scale - 1) <= 1e-9 else f" x {rep.scale:.6g}"
     norm = f", D = {rep.normaliser}" if rep.normaliser not in (None, "T") else ""
     agg_text = f"{rep.aggregation}{scale}{norm} ({'length-biased' if rep.length_biased else 'no length bias'})"
     return (rep.method or "none known", _silenced(rep.token), _bounded(rep.token), agg_text, rep.verdict, rep.reason)
+
+
+def _call_key(trainer: str, their: str) -> tuple:
+    """``(trainer, their, key)``: the key is the row's package call with the trainer's configuration in it, evaluated at two
+    batches (``B``, ``num_items_in_batch``): two rows whose calls agree there run the same loss, and the checker runs once."""
+    name, peer = _peer(trainer, their)
+    method, keywords = _parsed(peer.call)
+    config = {**TRAINER_DEFAULTS.get(trainer, {}), **peer.config}
+    points = ({**config, "B": 7, "num_items_in_batch": 101.0}, {**config, "B": 11, "num_items_in_batch": 257.0})
+    key: tuple
+    try:
+        key = (method, tuple(sorted((k, repr([_value(e, at) for at in points])) for k, e in keywords.items())))
+    except (TypeError, ValueError):  # a keyword that does not evaluate: its own row, refused by trainer_loss
+        key = (trainer, their)
+    return trainer, their, key
+
+
+_CHECKED: dict = {}
+
+
+def _checked(trainer: str, their: str, key: tuple):
+    """The checker's report on the row's package call, once per distinct call (:func:`_call_key`)."""
+    if key not in _CHECKED:
+        _CHECKED[key] = check_policy_loss(trainer_loss(trainer, their))
+    return _CHECKED[key]
 
 
 def _extra(loss: sp.Expr) -> dict:
@@ -281,9 +314,10 @@ def certificate_table(kind: str = "loss") -> ReportTable:
 
     One row per trainer name: trainer, their name, the package's method, and
     the checker's findings on the package's implementation (see the module
-    docstring); an advantage row adds the trainer's rule for a group of one
-    answer and the commit and ``path:lines`` it was read at.  Prints as
-    aligned text, renders as an HTML table.
+    docstring); a loss row ends with the commit it was read at and the file and
+    lines there (:class:`derivations.readings.Citation`); an advantage row adds the
+    trainer's rule for a group of one answer and the commit and ``path:lines`` it
+    was read at.  Prints as aligned text, renders as an HTML table.
 
     Parameters
     ----------
@@ -303,13 +337,15 @@ def certificate_table(kind: str = "loss") -> ReportTable:
     header: tuple[str, ...]
     if kind == "loss":
         header = ("trainer", "their name", "package", "verdict", "weight identified", "silenced (w = 0)", "bounded",
-                  "aggregation (the trainer's)", "why, if undecided", "package call", "the trainer's loop, or what the call leaves out")
+                  "aggregation (the trainer's)", "why, if undecided", "package call", "the trainer's loop, or what the call leaves out",
+                  "commit", "read at (file:lines)")
         rows = []
         for trainer in PEER_COMMITS:
             for name, m in METHODS.items():
                 for peer in m.peers.get(trainer, ()):
                     row = _loss_row(trainer, peer.name)
-                    rows.append((trainer, peer.name, name, row[4], *row[:4], row[5] if row[4] == "undecided" else "", peer.call, peer.note))
+                    rows.append((trainer, peer.name, name, row[4], *row[:4], row[5] if row[4] == "undecided" else "", peer.call, peer.note,
+                                 peer.cite.commit[:7], peer.cite.where))
     elif kind == "advantage":
         header = ("trainer", "their name", "package", "verdict", f"c(p, G={G_TABLE})", "why, if undecided", "a group of one", "read at")
         rows = []

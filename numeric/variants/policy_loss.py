@@ -51,13 +51,14 @@ import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
+import sympy as sp
 import torch
 
 from derivations.gradient_weights import c as _c
 from derivations.gradient_weights import eps_h as _eps_h
 from derivations.gradient_weights import eps_l as _eps_l
-from derivations.methods import METHODS
-from derivations.variants import TokenReport
+from derivations.methods import METHODS, PARAMETER_SYMBOLS, PENALISED, b_h, b_l, c_is, delta_band, tv_h, tv_l
+from derivations.variants import TokenReport, known_label
 
 from .execution import ExecutionReport, check_loss_execution
 from .kappa import DESIGNS, EMPTY_ROW, Fit, fit, kappa_rows, mask_of, old_log_probs, power_law
@@ -128,19 +129,26 @@ def _clamp_notes(loss: TrainerLoss, notes: list) -> None:
 
 
 def _row_coupling(loss: TrainerLoss, tol: float) -> tuple[bool, bool]:
-    """(sequence-level, batch-coupled): does a token's gradient change when another token of its row (of another row) moves?"""
+    """(sequence-level, batch-coupled): does a token's gradient change when another token of its row (of another row) moves?
+
+    Moves of 0.3 in the log-ratio find a row's ratio (GSPO, GMPO); moves of 3 with either sign of the advantage also find a row
+    that gates its tokens (OPSM drops a row of negative advantage whose mean log-ratio fell; seq-mask-TIS one whose geometric-mean
+    ratio left its band), which a small move inside the gate does not change.  Only the small moves decide batch coupling.
+    """
     mask = mask_of(4, (3, 4))
     old = old_log_probs(mask.shape, seed=1)
-    adv = torch.ones_like(old)
-    _, base = loss.grad(old, old, adv, mask)
     same_row, other_row = False, False
-    for step in (0.3, -0.3):
-        new = old.clone()
-        new[0, 1] += step
-        _, g = loss.grad(old, new, adv, mask)
+    for sign, steps in ((1, (0.3, -0.3, 3.0, -3.0)), (-1, (3.0, -3.0))):
+        adv = torch.full_like(old, float(sign))
+        _, base = loss.grad(old, old, adv, mask)
         limit = max(1e-9, 8 * tol) * float(base.abs().max())
-        same_row |= bool((g[0, [0, 2]] - base[0, [0, 2]]).abs().max() > limit)
-        other_row |= bool((g[1] - base[1]).abs().max() > limit)
+        for step in steps:
+            new = old.clone()
+            new[0, 1] += step
+            _, g = loss.grad(old, new, adv, mask)
+            same_row |= bool((g[0, [0, 2]] - base[0, [0, 2]]).abs().max() > limit)
+            if abs(step) < 1:
+                other_row |= bool((g[1] - base[1]).abs().max() > limit)
     return same_row, other_row
 
 
@@ -179,12 +187,27 @@ def _penalty(loss: TrainerLoss, tol: float) -> str | None:
     if float(p.abs().max()) <= tol:
         return None
     per_log = p / torch.log(ratios)
-    if float(per_log.max() - per_log.min()) <= 10 * tol * float(per_log.abs().max()):
-        tau = float(per_log.mean()) / 2
+    if _k2_tau(per_log, tol) is not None:
+        tau = _k2_tau(per_log, tol)
         return (f"an advantage-free term: its gradient at A = 0 is kappa * 2 tau log r with tau = {tau:.6g}, the gradient of "
                 f"tau (log r)^2 (a k2-like penalty toward the sampler, on every valid token); the weight is read without it")
     return ("an advantage-free term: its gradient at A = 0 is kappa * p(r) with p = " +
             ", ".join(f"{float(v):.4g} at r = {float(x):g}" for x, v in zip(ratios, p)) + "; the weight is read without it")
+
+
+def _k2_tau(per_log: torch.Tensor, tol: float) -> float | None:
+    r""":math:`\tau` when the penalty's gradient is :math:`2\tau\log r` at every probed ratio (``per_log`` is :math:`p/\log r`)."""
+    if float(per_log.max() - per_log.min()) <= 10 * tol * float(per_log.abs().max()):
+        return float(per_log.mean()) / 2
+    return None
+
+
+def _penalty_tau(loss: TrainerLoss, tol: float) -> float | None:
+    r"""The :math:`\tau` of an advantage-free :math:`\tau(\log r)^2` (:func:`_penalty`), or ``None``."""
+    ratios = torch.tensor([0.5, 0.8, 1.25, 2.0], dtype=F64)
+    ell0 = torch.full_like(ratios, ELL0)
+    p = -loss.alone(ell0 + torch.log(ratios), ell0, torch.zeros_like(ratios))
+    return None if float(p.abs().max()) <= tol else _k2_tau(p / torch.log(ratios), tol)
 
 
 def _weight(loss: TrainerLoss, penalised: bool) -> Callable:
@@ -228,7 +251,18 @@ def _named(ranges: tuple[ClipRange, ClipRange], tol: float) -> tuple[dict, list]
     notes: list = []
     if pos.per_token or neg.per_token:
         moving = [c for c in ranges if c.per_token]
-        found = {c.sign: _probability_change(c, tol) for c in moving}
+        cap = neg.high if neg.form == "ratio" and neg.above == "capped" and not any(hi != neg.high for _, _, hi in neg.per_token if hi is not None) else None
+        if cap is not None:  # a truncated ratio (verl's DPPO): w = r up to C, then C; the trust region's cut lies elsewhere
+            out["is_cap"] = round(cap, digits)
+            notes.append(f"the weight is capped at {cap:.6g} for both signs of A (a truncated ratio min(r, C), C = {cap:.6g})")
+        found = {c.sign: _probability_change(c, tol, cap=cap) for c in moving}
+        if not all(d is not None for d in found.values()):
+            kl = {c.sign: _probability_change(c, tol, cap=cap, statistic=_binary_kl) for c in moving}
+            read = {s: d for s, d in kl.items() if d is not None}
+            if len(read) == len(kl):
+                out.update({("kl_delta_high" if s > 0 else "kl_delta_low"): round(d, digits) for s, d in read.items()})
+                notes.append("the clip range is a trust region on the binary KL of the old and new probabilities (a per-token bound): "
+                             + "; ".join(f"for A {'> 0' if s > 0 else '< 0'}, KL <= {d:.6g}" for s, d in read.items()) + " (as DPPO's binary KL mask)")
         delta = {s: d for s, d in found.items() if d is not None}
         band = [_probability_change(c, tol, "both") for c in ranges]
         if band[0] is not None and band[1] is not None and abs(band[0] - band[1]) <= max(1e-7, 10 * tol) * band[0]:
@@ -269,29 +303,61 @@ def _named(ranges: tuple[ClipRange, ClipRange], tol: float) -> tuple[dict, list]
     return out, notes
 
 
-def _probability_change(c: ClipRange, tol: float, ends: str = "one") -> float | None:
+def _binary_kl(q: float, ratio: float) -> float:
+    r"""DPPO's binary KL of the old probability :math:`q` and the new :math:`qr`, with its :math:`10^{-8}` guards."""
+    p = q * ratio
+    return -q * math.log(ratio) + (1 - q) * math.log((1 - q + 1e-8) / (1 - p + 1e-8)) if p < 1 + 1e-8 else math.inf
+
+
+def _probability_change(c: ClipRange, tol: float, ends: str = "one", cap: float | None = None,
+                        statistic: Callable | None = None) -> float | None:
     r""":math:`\delta` when the sign's cut is :math:`|r - 1|\,\pi_{\text{old}} = \delta` at every old probability where it is read.
 
     ``ends="one"``: the cut in the advantage's direction only (above 1 for :math:`A > 0`, below for :math:`A < 0`);
-    ``"both"``: a band cut at both ends by the same :math:`\delta`.
+    ``"both"``: a band cut at both ends by the same :math:`\delta`.  An end at ``cap`` (a truncated ratio's :math:`C`) is not a cut.
+    ``statistic(q, r)``: the cut is where it equals :math:`\delta` instead (:func:`_binary_kl`: DPPO's KL mask).
     """
-    if ends == "one" and ((c.sign > 0 and c.low is not None) or (c.sign < 0 and c.high is not None)):
+    at_cap = lambda x: cap is not None and abs(x - cap) <= max(1e-7, 16 * tol) * cap  # noqa: E731  (an end where the cap, not the cut, is)
+    if ends == "one" and ((c.sign > 0 and c.low is not None) or (c.sign < 0 and c.high is not None and not at_cap(c.high))):
         return None
     sides = ("high", "low") if ends == "both" else (("high",) if c.sign > 0 else ("low",))
-    gaps = [(q, hi - 1) for q, lo, hi in c.per_token if "high" in sides and hi is not None] + \
+    gaps = [(q, hi - 1) for q, lo, hi in c.per_token if "high" in sides and hi is not None and not at_cap(hi)] + \
            [(q, 1 - lo) for q, lo, hi in c.per_token if "low" in sides and lo is not None]
     if len(gaps) < 2 or ends == "both" and (c.low is None or c.high is None):
         return None
-    deltas = [q * gap for q, gap in gaps]
+    deltas = [q * gap for q, gap in gaps] if statistic is None else [statistic(q, 1 + gap if c.sign > 0 else 1 - gap) for q, gap in gaps]
     return deltas[0] if max(deltas) - min(deltas) <= max(1e-7, 10 * tol) * max(deltas) else None
+
+
+ROW_GATED = "token ratio, gated by its row"
+"""What :func:`_sequence_ratio` reports when each token keeps its own ratio and the row only decides which tokens count (OPSM, seq-mask-TIS)."""
+
+
+def _row_gated(loss: TrainerLoss, tol: float) -> bool:
+    r"""A row of two tokens at log-ratios :math:`\pm 0.1` (geometric mean 1): does each token keep its own ratio's weight?
+
+    A sequence ratio gives both the row's weight (at the geometric mean 1: the same); a row-gated token ratio gives each
+    :math:`e^{\pm 0.1}`, relative to :math:`r = 1`.
+    """
+    old = torch.full((1, 2), ELL0, dtype=F64)
+    mask, adv = torch.ones_like(old), torch.ones_like(old)
+    _, g0 = loss.grad(old, old, adv, mask)
+    _, g = loss.grad(old, old + torch.tensor([[0.1, -0.1]], dtype=F64), adv, mask)
+    if bool((g0 == 0).any()):
+        return False
+    w = (g / g0)[0]
+    return all(abs(float(w[k]) - math.exp(x)) <= 10 * tol * math.exp(x) for k, x in ((0, 0.1), (1, -0.1)))
 
 
 def _sequence_ratio(loss: TrainerLoss, weight: Callable, tol: float) -> str | None:
     r"""Which ratio a sequence-level loss reads: a row of two tokens at the same log-ratio :math:`x` has geometric mean :math:`e^x`, product :math:`e^{2x}`.
 
     The first token's weight, relative to its value at :math:`x = 0`, is compared with the one-token
-    weight (a row of one token: its ratio is the sequence's) at :math:`e^{x}` and at :math:`e^{2x}`.
+    weight (a row of one token: its ratio is the sequence's) at :math:`e^{x}` and at :math:`e^{2x}`.  A loss whose tokens keep their
+    own ratios, the row deciding only which count (:func:`_row_gated`), reads :data:`ROW_GATED`.
     """
+    if _row_gated(loss, tol):
+        return ROW_GATED
     for x in (2e-4, 0.05):
         one = lambda ratio: float(weight(torch.tensor([ratio], dtype=F64), 1, torch.tensor([ELL0], dtype=F64))[0])
         old = torch.full((1, 2), ELL0, dtype=F64)
@@ -312,22 +378,61 @@ def _sequence_ratio(loss: TrainerLoss, weight: Callable, tol: float) -> str | No
     return None
 
 
-_SEQUENCE_FORMS = {"ppo": "gspo", "cispo": "cispo_seq", "cispo_cap": "cispo_seq", "sapo": "sapo_seq"}
-"""A per-token form whose weight, read on the geometric mean of the token ratios, is the registry's sequence-level method."""
+_SEQUENCE_FORMS: dict[tuple[str, str | None], str] = {("ppo", "geometric mean"): "gspo", ("cispo", "geometric mean"): "cispo_seq", ("cispo_cap", "geometric mean"): "cispo_seq",
+                   ("sapo", "geometric mean"): "sapo_seq", ("ppo", "product"): "ppo_product", ("icepop", ROW_GATED): "seq_mask_tis",
+                   ("ppo", ROW_GATED): "opsm"}
+"""A per-token form whose weight, read on the row's ratio (its geometric mean, its product) or on the token's own ratio gated by its row,
+is the registry's sequence-level method."""
 
 
-def _sequence_method(token: TokenReport | None, ratio: str | None) -> str:
-    """The registry's sequence-level method whose weight the loss has on rows of one token, when its clip reads the geometric mean.
+def _sequence_method(token: TokenReport | None, ratio: str | None, aggregation: str | None = None) -> str:
+    r"""The registry's sequence-level method whose weight the loss has on rows of one token, read with the row's ratio it reads.
 
     GSPO's sequence and token forms have the same gradient when the advantage is constant over a row (an outcome
-    advantage), so a function names the method, ``"GSPO"``, not the form.
+    advantage), so a function names the method, ``"GSPO"``, not the form; GSPO whose rows weigh their length
+    (seq-mean-token-sum's :math:`\kappa = 1/B` on each token) is LUSPO.  A token ratio gated by a row statistic reads as OPSM
+    (PPO's weight on a row of one token, OPSM's cut below 1 read as its lower clip there) or as seq-mask-TIS (a band).
     """
     forms = () if token is None else token.same_weight
-    known = next((_SEQUENCE_FORMS[f] for f in forms if f in _SEQUENCE_FORMS), None)
-    if known is None or ratio != "geometric mean":
+    known = next((_SEQUENCE_FORMS[f, ratio] for f in forms if (f, ratio) in _SEQUENCE_FORMS), None)
+    if known is None:
         what = f"the weight of {token.matches}" if token is not None and token.matches else "no known weight"
         return f"sequence-level ({what}" + (f", on the {ratio} of the token ratios)" if ratio else ")")
-    return "GSPO" if known == "gspo" else METHODS[known].label
+    if known == "gspo":
+        return "LUSPO" if aggregation == "seq-mean-token-sum" else "GSPO"
+    return METHODS[known].label
+
+
+_CLIP_SYMBOLS = {"eps_low": _eps_l, "eps_high": _eps_h, "dual_clip": _c, "band_low": b_l, "band_high": b_h, "delta_low": tv_l,
+                 "delta_high": tv_h, "kl_delta_low": tv_l, "kl_delta_high": tv_h, "band_delta": delta_band, "is_cap": c_is}
+"""The registry's symbol of each clip constant the ranges name (:func:`_named`)."""
+
+
+def _constants(clip: dict) -> dict:
+    """The registry's constants for the named clip ranges; a band on the ratio also as SkyRL's rollout band's
+    :math:`1 - \varepsilon_l, 1 + \varepsilon_h` (an open band and a closed one differ at their two edges only)."""
+    out = {_CLIP_SYMBOLS[k]: v for k, v in clip.items() if k in _CLIP_SYMBOLS}
+    if "band_high" in clip and "band_low" not in clip:  # a band cut above only (AReaL's rejection): IcePop's from 0
+        out[b_l] = 0.0
+    if "band_low" in clip and "band_high" in clip:
+        out.setdefault(_eps_l, 1 - clip["band_low"])
+        out.setdefault(_eps_h, clip["band_high"] - 1)
+    return out
+
+
+def _penalised_twin(token: TokenReport, tau: float | None) -> TokenReport:
+    r"""The report naming the registry's form with an advantage-free :math:`\tau(\log r)^2` added, when the weight (read without it) is
+    the weight of a form that has such a twin (:data:`derivations.methods.PENALISED`: DPPO and the TV band with prime-rl's
+    ``kl_tau``, REINFORCE with DRO's :math:`\tfrac\beta2(\log r)^2`); the twin's constant is read off :math:`\tau`."""
+    twins = [(f, PENALISED[f]) for f in token.same_weight if f in PENALISED]
+    if tau is None or not twins or tau <= 0:
+        return token
+    forms = tuple(twin for _, (twin, _, _) in twins)
+    option = {v: k for k, v in PARAMETER_SYMBOLS.items() if isinstance(v, sp.Symbol)}
+    read = "; ".join(f"{twin}: {option[symbol]} = {tau / float(factor):.6g}" for _, (twin, symbol, factor) in twins)
+    reason = f"{token.reason}; with the advantage-free tau (log r)^2, tau = {tau:.6g}: the weight of {known_label(forms)} ({read})"
+    return dataclasses.replace(token, matches=known_label(forms), same_weight=forms + tuple(f for f in token.same_weight if f not in forms),
+                               reason=reason)
 
 
 # ------------------------------------------------------------------ the verdict and the reason
@@ -505,9 +610,11 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torc
         notes += clip_notes
         one = at_ratio_one(weight, tol)
         ratio_one = one.explanation
-        constants = {sym: clip[k] for sym, k in ((_eps_l, "eps_low"), (_eps_h, "eps_high"), (_c, "dual_clip")) if k in clip}
+        constants = _constants(clip)
         per_token = loss.per_token() if penalty is None else _without_penalty(loss)
         token = token_report_from_callable(per_token, constants, tol=tol)  # for a sequence-level loss: rows of one token
+        if penalty is not None:
+            token = _penalised_twin(token, _penalty_tau(loss, tol))
         pg, bounded, on_policy_weight = token.is_policy_gradient, token.bounded, bool(token.on_policy_at_ratio_one)
         if sequence_level:
             sequence_ratio = _sequence_ratio(loss, weight, tol)
@@ -517,7 +624,13 @@ def check_policy_loss(fn: Callable, *, names: Mapping | None = None, dtype: torc
     on_policy = sign > 0 and on_policy_weight
     if sign < 0 and not ratio_one:
         ratio_one = "every valid token's gradient at r = 1, A = 1 is +kappa: the update points the wrong way (the loss's minus sign is missing)"
-    method = _sequence_method(token, sequence_ratio) if sequence_level else (token.matches if token is not None else None)
+    aggregation = None if fitted is None else fitted.mode
+    method = _sequence_method(token, sequence_ratio, aggregation) if sequence_level else (token.matches if token is not None else None)
+    if method == METHODS["opsm"].label and 0 < clip.get("eps_low", 0) < 1:  # OPSM's row cut, read as the lower clip on a row of one token
+        clip["opsm_delta"] = round(-math.log(ranges[1].low), _digits(tol))
+        notes.append(f"the A < 0 lower edge {1 - clip['eps_low']:.6g} is OPSM's row cut e^-delta, delta = {clip['opsm_delta']:.6g} (a row of "
+                     "negative advantage whose mean log-ratio fell below -delta is dropped; where that cut lies above 1 - eps_low the clip's own "
+                     "edge is not seen)")
     if fitted is not None:
         if fitted.epsilon:
             notes.append(f"the denominator is {fitted.counts} + eps with eps = {fitted.epsilon:.3g}: kappa falls below the exact mode's "

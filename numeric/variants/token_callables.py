@@ -9,12 +9,17 @@ dense grid of ratios, and compared with the derived weights of
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from functools import cache
 
 import sympy as sp
 import torch
 
 from derivations import gradient_weights as gw
+from derivations.methods import CONSTANTS, beta, tau_k2, tau_neg, tau_pos
+from derivations.methods import k as vespo_k
+from derivations.methods import lam as vespo_lam
 from derivations.variants import TokenReport, breakpoints, known_label, known_methods, known_names
 from derivations.variants.inputs import require_constants
 
@@ -84,7 +89,14 @@ def token_report_from_callable(fn: Callable, constants: dict, *, tol: float = TO
     table = tuple((float(x), float(a), float(b)) for x, a, b in zip(r, w[1], w[-1]))
     silenced = tuple(run for s in (1, -1) for run in _silenced_runs(s, r, w[s]))
     ends = bounded(weight, tol)
-    same, read = _match(w, values, tol) if one.policy_gradient and not per_token else ((), {})
+    same: tuple[str, ...] = ()
+    read: dict = {}
+    if not one.policy_gradient:
+        pass
+    elif per_token:
+        same, read = _match_per_token({-0.5: w, -2.0: other}, values, tol), {}
+    else:
+        same, read = _match(w, values, tol)
     numeric = _callable_on_tokens(fn, tol)
     reason = "; ".join([f"weight tabulated by autograd on {len(r)} ratios in [0.01, 100] for A = +1 and -1, its ends probed to 1e-12 and 1e12",
                         *([one.explanation] if one.explanation else []),
@@ -160,6 +172,8 @@ def _match(w: dict, values: dict, tol: float = TOL) -> tuple[tuple[str, ...], di
     found: list[str] = []
     read: dict = {}
     for method in known_methods():
+        if method.per_token or method.parameters - set(values) - _READABLE:  # its constants are neither declared nor readable here
+            continue
         fitted = _read_off(method, w, values) if not method.parameters <= set(values) else {}
         if fitted is None:  # KL-Cov's beta (not in its weight): only with a declared value
             continue
@@ -176,6 +190,40 @@ def _match(w: dict, values: dict, tol: float = TOL) -> tuple[tuple[str, ...], di
             found.append(method.method)
             read.update(fitted)
     return tuple(found), read
+
+
+def _agrees_per_token(weight: sp.Expr, table: torch.Tensor, sign: int, ell0: float, constants: dict, tol: float) -> bool:
+    """``weight`` equals ``table`` on :data:`_GRID` at ``ell0``, off its own jumps and past no probability above 1."""
+    r = _GRID
+    env = {gw.A: torch.full_like(r, float(sign)), gw.ell0: torch.full_like(r, ell0), **{c: torch.tensor(v, dtype=F64) for c, v in constants.items()}}
+    at = lambda x: torch.broadcast_to(torch.as_tensor(torch_value(weight, {**env, gw.r: x}), dtype=F64), r.shape)  # noqa: E731
+    known = at(r)
+    steady = (at(r * (1 - 1e-6)) - at(r * (1 + 1e-6))).abs() <= 1e-5 * (1 + known.abs())
+    feasible = steady & (r * math.exp(ell0) < 1)
+    return bool((known - table)[feasible].abs().max() <= max(1e-9, tol) * max(1.0, float(known[feasible].abs().max())))
+
+
+_READABLE = frozenset({tau_pos, tau_neg, beta})
+"""The constants :func:`_read_off` solves for when the caller did not declare them: SAPO's temperatures (KL-Cov's beta is tried
+and refused: its weight does not hold it)."""
+
+
+def _match_per_token(tables: dict, values: dict, tol: float = TOL) -> tuple[str, ...]:
+    r"""Every known form whose bounds move with :math:`\pi_0` (DPPO, the TV band) and whose weight, with the constants ``values``, equals
+    the tabulated one at both old log-probabilities of ``tables`` (``{ell0: {sign: w}}``), off the known weight's own jumps.
+
+    Every constant of the form must be in ``values`` (read off the clip ranges by the caller); a penalty's coefficient is 0 here
+    (the caller reads the weight without the penalty).  A ratio past :math:`1/\pi_0` (a probability above 1) is not compared.
+    """
+    found: list[str] = []
+    for method in known_methods():
+        given = {**values, **{p: 0.0 for p in method.parameters if p == tau_k2}}
+        if not method.per_token or not method.parameters <= set(given):
+            continue
+        ok = all(_agrees_per_token(method.weight, w[sign], sign, ell0, given, tol) for ell0, w in tables.items() for sign in (1, -1))
+        if ok:
+            found.append(method.method)
+    return tuple(found)
 
 
 def _read_off(method, w: dict, values: dict) -> dict | None:
@@ -221,5 +269,17 @@ def _disagreements(method, w: dict, values: dict, tol: float = TOL) -> int:
 
 
 def _probe_disagrees(method, w: dict, values: dict, i: int, sign: int, tol: float = TOL) -> bool:
-    known = float(method.weight_at(float(_GRID[i]), sign, values))
-    return abs(known - float(w[sign][i])) > max(1e-9, tol) * max(1.0, abs(known))
+    known = _in_floats(method)(float(_GRID[i]), float(sign), *(float(values.get(c, math.nan)) for c in _PROBE_CONSTANTS))
+    return not abs(float(known) - float(w[sign][i])) <= max(1e-9, tol) * max(1.0, abs(float(known)))
+
+
+_PROBE_CONSTANTS = tuple(c for c in CONSTANTS if c not in (vespo_k, vespo_lam))
+"""The constants a known weight is probed with (VESPO's per-sign k, lambda are no token form's)."""
+
+
+@cache
+def _in_floats(method):
+    r"""A known method's derived weight as a float function of :math:`(r, A, \text{constants})`: the probe of :func:`_match` evaluates
+    it without SymPy (deriving each known weight once per process); the match itself then compares the whole table exactly."""
+    w = sp.sympify(method.weight).subs(gw.ell, gw.ell0 + sp.log(gw.r)).subs(gw.ell0, -0.5)
+    return sp.lambdify((gw.r, gw.A, *_PROBE_CONSTANTS), w, modules=["math"])

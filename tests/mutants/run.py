@@ -56,6 +56,11 @@ Branch corrections (issue 29, the trainers' rejection rules): the 31 new mutants
 ``masks.py``, ``corrections.py`` and ``derivations/corrections.py`` (``verl_k1_sign`` ... ``k3_summand_sign``), 29/31
 killed at first in 4.4 minutes at nice 19; the two survivors (``verl_sequence_clamp_per_token``, ``bypass_dual_clip_side``)
 were killed by two new tests; and the eleven older mutants of ``weights.py``, whose helper names moved: 11/11 killed.
+Branch registry (issue 29, policy losses and aggregation): the 25 new mutants of its decisions (``dppo_mask_direction`` ...
+``checker_product_as_gspo``) and the 12 whose code moved to ``derivations/token_losses.py`` and
+``numeric/losses/policy_terms.py``: 32/37 killed on the first run; the five survivors (``dppo_symbolic_mask_strict``,
+``icepop_band_open``, ``icepop_symbolic_band_open``, ``rollout_is_band_closed``, ``m2po_drops_all``) were killed after the
+edge tests of ``tests/test_mutant_gaps.py`` (the bands' and DPPO's edges hit exactly, M2PO's kept token): 37/37.
 """
 
 from __future__ import annotations
@@ -101,9 +106,14 @@ _KERNEL = ("tests/test_kernel.py",)
 _CANONICAL = ("tests/test_canonical.py",)
 # the registry's formulas feed the derived weights (gradient weights) and the torch forms (losses)
 _REGISTRY = ("tests/test_gradient_weights.py", "tests/test_losses.py", suites("gradient_weights", "losses"),
-             "derivations/methods.py", "derivations/gradient_weights.py")
+             "derivations/methods.py", "derivations/token_losses.py", "derivations/gradient_weights.py")
 # the torch forms: the losses' own tests, and the gradient-weights checks that read policy_loss
-_LOSS_FORMS = (*_losses("policy"), "tests/test_gradient_weights.py", suites("gradient_weights"))
+_LOSS_FORMS = (*_losses("policy"), "numeric/losses/policy_terms.py", "tests/test_gradient_weights.py", suites("gradient_weights"))
+# issue 29: the registry's new methods (their torch forms, formulas and trainer rows), the readings, the checker's naming
+_ISSUE29 = ("tests/test_losses.py", "tests/test_registry_methods.py", "tests/test_mutant_gaps.py",
+            "tests/test_trainer_code.py::test_each_trainer_row_call_is_the_trainers_formula_on_a_ragged_batch")
+_READINGS = ("tests/test_losses.py::test_every_trainer_mode_is_reproduced_by_arguments", "tests/test_registry_methods.py",
+             "numeric/losses/aggregation.py")
 _OFF_POLICY = ("tests/test_off_policy.py", "numeric/off_policy/weights.py")
 _ESTIMATORS = ("tests/test_estimators.py", "numeric/losses/group_advantages.py", "numeric/losses/shaping.py")
 # the trainers' rejection rules (issue 29): their transcription tests, the off_policy suite, the module's doctests
@@ -187,15 +197,15 @@ MUTANTS = [
     # -- gradient weights
     Mutant("clip_bound", "numeric/gradient_weights.py", "torch.clamp(r, min=1 - low, max=1 + high)", "torch.clamp(r, min=1 - low, max=1 + low)",
            _topic("gradient_weights"), "PPO upper clip at 1 + eps_low"),
-    Mutant("ppo_detach", "numeric/losses/policy.py", "    neg_A = -A.detach()\n", "    neg_A = -A\n",
+    Mutant("ppo_detach", "numeric/losses/policy_terms.py", "    neg_A = -A.detach()\n", "    neg_A = -A\n",
            _LOSS_FORMS, "PPO loss without the stop-gradient on the advantage"),
-    Mutant("cispo_weight_detach", "numeric/losses/policy.py", "        r = delta.detach().exp()\n", "        r = delta.exp()\n",
+    Mutant("cispo_weight_detach", "numeric/losses/policy_terms.py", "        r = delta.detach().exp()\n", "        r = delta.exp()\n",
            _LOSS_FORMS, "CISPO weight not stopped (gradient through clip(r))"),
-    Mutant("cispo_eps_low", "derivations/methods.py", "weight = sp.Min(r, 1 + eps_h) if eps_low is None", "weight = sp.Min(r, 1 + eps_l) if eps_low is None",
+    Mutant("cispo_eps_low", "derivations/token_losses.py", "weight = sp.Min(r, 1 + eps_h) if eps_low is None", "weight = sp.Min(r, 1 + eps_l) if eps_low is None",
            _REGISTRY, "derived CISPO cap at 1 + eps_low"),
-    Mutant("ppo_max", "derivations/methods.py", "    ppo = -sp.Min(r * A, _clip(r) * A)", "    ppo = -sp.Max(r * A, _clip(r) * A)",
+    Mutant("ppo_max", "derivations/token_losses.py", "    loss = -sp.Min(r * A, clip(r) * A)", "    loss = -sp.Max(r * A, clip(r) * A)",
            _REGISTRY, "derived PPO takes the optimistic term: every region's sign flips"),
-    Mutant("clip_low_sign", "derivations/methods.py", "def _clip(x, low=1 - eps_l,", "def _clip(x, low=1 + eps_l,",
+    Mutant("clip_low_sign", "derivations/token_losses.py", "def clip(x, low=1 - eps_l,", "def clip(x, low=1 + eps_l,",
            _REGISTRY, "derived lower clip at 1 + eps_low"),
     # -- trust region
     Mutant("k3_sign", "derivations/trust_region.py", "k3 = sp.exp(-delta) - 1 + delta", "k3 = sp.exp(delta) - 1 - delta",
@@ -217,20 +227,20 @@ MUTANTS = [
            "torch.addcmul(numbers, numbers, numbers, value=-1).sum()", _losses("policy"), "a mask of 2 and eight 0.5s passes the 0/1 test"),
     Mutant("loss_mask_test_rounded", "numeric/losses/policy.py", "    numbers = m if m.is_floating_point() else m.to(like_t.dtype)",
            "    numbers = m.to(like_t.dtype)", _losses("policy"), "a float64 mask entry 1 + 1e-10 passes after rounding to float32"),
-    Mutant("loss_padding_read", "numeric/losses/policy.py", '    zero_outside = keep.is_floating_point() and method in ("reinforce", "gpg", "cispo", "is")',
-           '    zero_outside = method in ("reinforce", "gpg", "cispo", "is")', _losses("policy"), "the careful path sums padding it never zeroed"),
+    Mutant("loss_padding_read", "numeric/losses/policy.py", '    zero_outside = keep.is_floating_point() and method in _PRODUCTS',
+           '    zero_outside = method in _PRODUCTS', _losses("policy"), "the careful path sums padding it never zeroed"),
     Mutant("loss_empty_row_read", "numeric/losses/aggregation.py", "        live = torch.where(n > 0, x, 0)", "        live = x",
            _losses("aggregation"), "an empty row's sequence loss is read"),
-    Mutant("sapo_tau_swapped", "numeric/losses/policy.py", "tau = torch.where(neg_A < 0,", "tau = torch.where(neg_A > 0,",
+    Mutant("sapo_tau_swapped", "numeric/losses/policy_terms.py", "tau = torch.where(neg_A < 0,", "tau = torch.where(neg_A > 0,",
            _losses("policy"), "SAPO's tau+ used for negative advantages"),
-    Mutant("gspo_token_not_straight_through", "numeric/losses/policy.py", "log_s = log_s.detach() + (delta - delta.detach())",
+    Mutant("gspo_token_not_straight_through", "numeric/losses/policy_terms.py", "log_s = log_s.detach() + (delta - delta.detach())",
            "log_s = log_s + (delta - delta.detach())", _losses("policy"), "GSPO-token's gradient adds the sequence ratio's"),
-    Mutant("dual_clip_side", "numeric/losses/policy.py", "beyond = (neg_A > 0) & (r > dual_clip)", "beyond = (neg_A < 0) & (r > dual_clip)",
+    Mutant("dual_clip_side", "numeric/losses/policy_terms.py", "beyond = (neg_A > 0) & (r > dual_clip)", "beyond = (neg_A < 0) & (r > dual_clip)",
            _losses("policy"), "dual clip applied to positive advantages"),
     # -- the registry's torch forms: the clip's edges (closed live sets, as derived; issue 16)
-    Mutant("registry_clip_high_edge", "numeric/losses/policy.py", "live = torch.where(positive, r <= 1 + high, r >= 1 - low)",
+    Mutant("registry_clip_high_edge", "numeric/losses/policy_terms.py", "live = torch.where(positive, r <= 1 + high, r >= 1 - low)",
            "live = torch.where(positive, r < 1 + high, r >= 1 - low)", (*_losses("policy"), "tests/test_mutant_gaps.py"), "PPO's torch form drops the gradient of A > 0 at r = 1 + eps_high exactly"),
-    Mutant("registry_clip_low_edge", "numeric/losses/policy.py", "live = torch.where(positive, r <= 1 + high, r >= 1 - low)",
+    Mutant("registry_clip_low_edge", "numeric/losses/policy_terms.py", "live = torch.where(positive, r <= 1 + high, r >= 1 - low)",
            "live = torch.where(positive, r <= 1 + high, r > 1 - low)", (*_losses("policy"), "tests/test_mutant_gaps.py"), "PPO's torch form drops the gradient of A < 0 at r = 1 - eps_low exactly"),
     # -- sampler-correction weights: every masking band's inclusive edge (issue 16)
     Mutant("token_mask_low_strict", "numeric/off_policy/weights.py", "on_mask(m & (r >= low) &", "on_mask(m & (r > low) &",
@@ -322,7 +332,7 @@ MUTANTS = [
            ("tests/test_corrections.py", "derivations/corrections.py"), "verl's k1 band read on +x"),
     Mutant("k3_summand_sign", "derivations/corrections.py", '"AReaL": _q**2 / _p - _q - kl}', '"AReaL": _q**2 / _p - _q + kl}',
            (suites("off_policy"),), "the lambdified AReaL kl_k3 mean with + KL"),
-    Mutant("aggregate_exclude_ignored", "numeric/losses/aggregation.py", "return total / (_rows(counts, B, True)[..., 0, 0] if exclude else B)", "return total / B",
+    Mutant("aggregate_exclude_ignored", "numeric/losses/aggregation.py", "total = total / (_rows(counts, B, True)[..., 0, 0] if exclude else B)", "total = total / B",
            _losses("aggregation"), "empty_rows='exclude' divides by the rows that hold a token"),
     Mutant("otb_weights_not_squared", "numeric/losses/advantages.py", 'w = w * t["is_weights"].detach() ** 2', 'w = w * t["is_weights"].detach()',
            _losses("advantages"), "OTB scales the token energy by the squared importance weight"),
@@ -556,6 +566,59 @@ MUTANTS = [
            'value = kl_estimate(delta.clamp(-20, 20), "k3")', _QUESTIONS, "verl's low_var_kl without its clamp at 10"),
     Mutant("kl_form_abs_once_tv", "derivations/trust_region.py", 'd.step(rows["abs"], 2 * rows["tv"],', 'd.step(rows["abs"], rows["tv"],',
            _QUESTIONS, "abs descends the total variation once, not twice"),
+    # -- issue 29: one mutant per derivation decision of the new methods, the readings and the checker's naming
+    Mutant("dppo_mask_direction", "numeric/losses/policy_terms.py", "return torch.where(positive, p - p0 <= high, p - p0 >= -low)",
+           "return torch.where(positive, p - p0 >= -low, p - p0 <= high)", _ISSUE29, "DPPO's TV mask reads the other sign's direction"),
+    Mutant("dppo_kl_other_direction_masked", "numeric/losses/policy_terms.py", "return torch.where(positive, (kl <= high) | (p <= p0), (kl <= low) | (p >= p0))",
+           "return torch.where(positive, kl <= high, kl <= low)", _ISSUE29, "DPPO's binary-KL mask also silences a move against the advantage"),
+    Mutant("dppo_tv_uncapped", "numeric/losses/policy_terms.py", 'delta.detach().exp().clamp(max=options["is_cap"])', "delta.detach().exp()",
+           _ISSUE29, "verl's dppo_tv without the truncation at clip_ratio_c"),
+    Mutant("dppo_symbolic_mask_strict", "derivations/token_losses.py", "rise, fall = _probability_change() <= tv_h, _probability_change() >= -tv_l",
+           "rise, fall = _probability_change() < tv_h, _probability_change() > -tv_l", _ISSUE29, "DPPO's derived mask drops the edge pi - pi_0 = delta"),
+    Mutant("tv_band_one_sided", "numeric/losses/policy_terms.py", 'keep = (lp.exp() - old.exp()).abs() <= options["band_delta"]',
+           'keep = (lp.exp() - old.exp()) <= options["band_delta"]', _ISSUE29, "prime-rl's ipo band cut on one side only"),
+    Mutant("dro_beta_not_halved", "numeric/losses/policy_terms.py", 'return neg_A * lp + options["dro_beta"] / 2 * delta**2',
+           'return neg_A * lp + options["dro_beta"] * delta**2', _ISSUE29, "DRO's penalty beta (log r)^2, not beta/2"),
+    Mutant("dro_twin_factor", "derivations/methods.py", '"reinforce": ("dro", beta_dro, sp.Rational(1, 2))}', '"reinforce": ("dro", beta_dro, 1)}',
+           ("tests/test_registry_methods.py",), "the checker reads DRO's beta as the penalty's coefficient (beta/2)"),
+    Mutant("icepop_band_open", "numeric/losses/policy_terms.py", "inside = (g >= low) & (g <= high)", "inside = (g > low) & (g < high)",
+           _ISSUE29, "IcePop's band loses its edges (OpenRLHF keeps them)"),
+    Mutant("icepop_symbolic_band_open", "derivations/token_losses.py", "(r, sp.And(r >= b_l, r <= b_h))", "(r, sp.And(r > b_l, r < b_h))",
+           _ISSUE29, "the derived IcePop band loses its edges"),
+    Mutant("rollout_is_band_closed", "numeric/losses/policy_terms.py", 'inside = (r > 1 - options["eps_low"]) & (r < 1 + options["eps_high"])',
+           'inside = (r >= 1 - options["eps_low"]) & (r <= 1 + options["eps_high"])', _ISSUE29, "SkyRL's rollout band keeps its edges (SkyRL's is open)"),
+    Mutant("seq_mask_tis_product", "numeric/losses/policy_terms.py", 'g = r if method == "icepop" else (delta.sum(-1, keepdim=True) / n.clamp(min=1)).exp()',
+           'g = r if method == "icepop" else delta.sum(-1, keepdim=True).exp()', _ISSUE29, "seq-mask-TIS gates on the product of the ratios, not their geometric mean"),
+    Mutant("opsm_delta_sign", "numeric/losses/policy_terms.py", '>= -options["opsm_delta"])', '>= options["opsm_delta"])',
+           _ISSUE29, "OPSM keeps a row of negative advantage only when its mean log-ratio rose by delta"),
+    Mutant("opsm_drops_positive_rows", "numeric/losses/policy_terms.py", "kept = (neg_A <= 0) | (", "kept = (neg_A >= 0) | (",
+           _ISSUE29, "OPSM drops rows of positive advantage"),
+    Mutant("ppo_product_geometric", "numeric/losses/policy_terms.py", 'delta.sum(-1, keepdim=True), options["eps_low"], options["eps_high"], None)',
+           'delta.sum(-1, keepdim=True) / n.clamp(min=1), options["eps_low"], options["eps_high"], None)', _ISSUE29,
+           "the RLOO trainer's product ratio read as GSPO's geometric mean"),
+    Mutant("luspo_row_mean", "derivations/methods.py", '_method("luspo", "LUSPO", tl.ppo, True, "seq-mean-token-sum",', '_method("luspo", "LUSPO", tl.ppo, True, "seq-mean-token-mean",',
+           _ISSUE29, "LUSPO without its row length factor (GSPO's per-sample mean)"),
+    Mutant("m2po_suffix_not_strict", "numeric/losses/selection.py", "/ counts < threshold)", "/ counts <= threshold)",
+           ("tests/test_registry_methods.py",), "M2PO stops dropping at a suffix mean equal to the threshold"),
+    Mutant("m2po_drops_all", "numeric/losses/selection.py", "k = int(below[0]) if len(below) else len(ordered) - 1", "k = int(below[0]) if len(below) else len(ordered)",
+           ("tests/test_registry_methods.py", "tests/test_mutant_gaps.py"), "M2PO drops every token when no suffix is below (AReaL keeps one)"),
+    Mutant("m2po_denominator_kept", "numeric/losses/policy.py", '    if method == "m2po":  # AReaL replaces the mask: a dropped token leaves the denominators\n        assert',
+           '    if False:\n        assert', _ISSUE29, "M2PO's dropped tokens stay in the denominators (AReaL replaces the mask)"),
+    Mutant("verl_1dda039_counts_empty_rows", "numeric/losses/aggregation.py", '"the rows with a token since #5417 (2026-02-26)", _VERL, "exclude"),',
+           '"the rows with a token since #5417 (2026-02-26)", _VERL, "count"),', _READINGS, "verl's newer seq-mean-token-sum-norm counts empty rows"),
+    Mutant("bare_name_takes_the_newer_reading", "numeric/losses/aggregation.py", "        return mode, count_eps, empty_rows, None\n",
+           '        return mode, count_eps, empty_rows, "exclude" if mode in _MOVED else None\n', _READINGS,
+           "the package's own name silently takes verl's newer meaning"),
+    Mutant("prompt_mean_counts_live_prompts", "numeric/losses/aggregation.py", "return (len(tokens) * tokens.clamp(min=1))[index][:, None]",
+           "return (int((tokens > 0).sum()) * tokens.clamp(min=1))[index][:, None]", _READINGS, "prompt-mean's P leaves out a prompt with no token"),
+    Mutant("two_sided_clip_any_delta", "derivations/losses.py", "assumptions=[eps_l < 1, delta > 1 + eps_h])", "assumptions=[eps_l < 1, delta > 1])",
+           ("derivations/losses.py",), "TRL's two-sided clip taken as the dual clip below 1 + eps_h too"),
+    Mutant("reading_weight_new_as_old", "derivations/losses.py", 'kappa = {"verl@b178a3c": 1 / D, "verl@1dda039": 1 / (rows * D),',
+           'kappa = {"verl@b178a3c": 1 / D, "verl@1dda039": 1 / D,', ("derivations/losses.py",), "the derived weight of verl's newer reading forgets B'"),
+    Mutant("checker_opsm_delta_sign", "numeric/variants/policy_loss.py", 'clip["opsm_delta"] = round(-math.log(ranges[1].low), _digits(tol))',
+           'clip["opsm_delta"] = round(math.log(ranges[1].low), _digits(tol))', ("tests/test_registry_methods.py",), "OPSM's delta read with the wrong sign"),
+    Mutant("checker_product_as_gspo", "numeric/variants/policy_loss.py", '("ppo", "product"): "ppo_product"', '("ppo", "product"): "gspo"',
+           ("tests/test_registry_methods.py",), "the product ratio named GSPO"),
     # -- the trainers' estimators and shaping (issue 29 item 2): each convention a trainer's code fixes
     Mutant("singleton_rule_ignored", "numeric/losses/group_advantages.py", "out[rows[:, 0]] = c * s[rows[:, 0]]", "out[rows[:, 0]] = s[rows[:, 0]]",
            _ESTIMATORS, "a lone answer gets c R (verl's raw reward, TRL's 0), not always its reward"),
