@@ -1321,7 +1321,8 @@ def _sympy_value_and_gradient(name, symbolic, r, A, ell0=-1.5):
     for expr in (loss, grad):
         e = plain(expr).subs(registry.ell, registry.ell0 + sp.log(registry.r)).subs(registry.ell0, ell0)
         f = sp.lambdify((registry.r, registry.A), e, modules=[heaviside, "numpy"])
-        out.append(np.array([float(f(x, a)) for x, a in zip(r, A)]))
+        with np.errstate(invalid="ignore"):  # numpy's select evaluates every branch: the binary KL's log(1 - pi) past pi = 1 is never taken
+            out.append(np.array([float(f(x, a)) for x, a in zip(r, A)]))
     return out
 
 
