@@ -18,8 +18,9 @@ A docstring rendered into the API page is the mathematics of its topic: a
 formula in the docstring of ``numeric.losses.policy`` may use the letters of
 ``losses`` (the first part of the module's name after the package that is a
 page), one in ``derivations.iid_groups`` those of the page that
-``notation_module_pages`` maps ``iid_groups`` to; the rest use the API page's
-own local letters.
+``notation_module_pages`` maps ``iid_groups`` to (a dotted key,
+``"variants.execution"``, maps one module of a package whose first part is a
+page); the rest use the API page's own local letters.
 
 What the build checks (each a warning, so ``sphinx-build -W`` fails):
 
@@ -202,7 +203,11 @@ def collect_symbols(app, doctree):
     mapping = app.config.notation_module_pages
 
     def topic(module):
-        for part in module.split(".")[1:]:
+        parts = module.split(".")[1:]
+        for k in range(len(parts), 1, -1):  # a dotted key ("variants.execution") before its parts
+            if ".".join(parts[:k]) in mapping:
+                return mapping[".".join(parts[:k])]
+        for part in parts:
             if part in mapping:
                 return mapping[part]
             if part in app.env.found_docs and part not in app.config.notation_exempt_pages:
