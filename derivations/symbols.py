@@ -145,8 +145,8 @@ GLOBAL = [
     Symbol("C", r"a truncation cap on a ratio: a weight :math:`\min(\rho, C)`, and the cap of the excess-mass bound",
            "trust_region", "``cap``, the argument ``C`` of ``tv_gap``", "C for cap", _RATIO),
     Symbol("l", "the low end of a band of kept ratios :math:`[l, h]`", "off_policy", "``low``", "l for low", _RATIO),
-    Symbol("h", "the high end of a band of kept ratios :math:`[l, h]` (or of a kept KL statistic)", "off_policy",
-           "``high``, ``threshold``", "h for high", _RATIO),
+    Symbol("h", "the high end of a band of kept ratios :math:`[l, h]`", "off_policy",
+           "``high``", "h for high", _RATIO),
     Symbol("w", r"the gradient weight of a policy loss, :math:`\partial\,\mathcal{L}/\partial\ell = -w\,A`; "
            r":math:`w_{\mathrm{PPO}}` that of a named method", "gradient_weights", "``gradient_weight``, ``policy_weight``",
            "w for weight", _RATIO, subscripts=True, forms=("w(r, A)",)),
@@ -324,6 +324,22 @@ LOCAL = [
     _local("variants", r"\eta", r"the Bernstein coefficients :math:`\eta_d(n)` of :math:`\alpha_d`", "", "Greek beside alpha; beta is the KL coefficient"),
     _local("variants", "j", "another answer of the group (a summation index)", "", "j for another answer beside answer i"),
     _local("variants", "x", r"the argument of the stop-gradient :math:`\operatorname{sg}(x)`", "", "x for a generic argument"),
+    # off_policy: the trainers' rejection rules (derivations.corrections, numeric.off_policy.rollout, .masks, .corrections)
+    _local("off_policy", "z", r"a token's log sampler ratio, :math:`z_t = \log\rho_t = \log\pi - \log\mu`", "``log_ratio``",
+           "z for a log-scale quantity; x and y are the positive-part lemma's numbers here"),
+    _local("off_policy", "d", r"the largest value of a divergence statistic a rule keeps (a KL estimate, a mean log-ratio, "
+           r"M2PO's :math:`z_t^2`, a change of probability); :math:`d_h` and :math:`d_l` its two sides where a mask reads the sign of "
+           r":math:`A`", "``delta``, ``threshold``, ``high``, ``low``",
+           r"d for a divergence (l and h are the ends of a band of ratios, :math:`\delta` is the TD error)", labels=("l", "h")),
+    _local("off_policy", "d^*", r"M2PO's cut in the limit of a large micro-batch", "``M2POLimit.cut``", "a star for a limit"),
+    _local("off_policy", r"\tau", r"M2PO's threshold: the mean of the kept :math:`z_t^2` is below it", "``m2_threshold``, ``threshold``",
+           "AReaL's and the M2PO paper's tau"),
+    _local("off_policy", r"\alpha", r"AReaL's log-linear weight: :math:`\log\pi_{\mathrm{prox}} = \log\mu + \alpha(\log\pi_\theta - \log\mu)`",
+           "", "AReaL's alpha"),
+    _local("off_policy", r"\pi_{\mathrm{prox}}", "AReaL's proximal policy, a step behind the current one", "``prox_logp``",
+           "AReaL's name for it"),
+    _local("off_policy", r"\tilde\rho", r"the behaviour weight of AReaL's decoupled loss, :math:`\tilde\rho = \pi_{\mathrm{prox}}/\mu`",
+           "", "a tilde on the sampler ratio it is a power of"),
     # execution (and the modules of numeric.variants that conf.py's notation_module_pages sends to it)
     _local("execution", "W", "the data-parallel world size: the number of ranks the global batch is split over",
            "``dp_size``, ``world_sizes``", "W for torch.distributed's world size"),
