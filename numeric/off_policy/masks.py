@@ -22,7 +22,7 @@ LM: :data:`numeric.off_policy.RULES` and chapter 7.
 
 References
 ----------
-Y. Zheng et al., "Prosperity before collapse: how far can off-policy RL reach with
+H. Zheng et al., "Prosperity before collapse: how far can off-policy RL reach with
 stale data on LLMs?", arXiv:2510.01161 (2025) (M2PO).
 W. Fu et al., "AReaL: a large-scale asynchronous reinforcement learning system for
 language reasoning", arXiv:2505.24298 (2025) (decoupled PPO, the proximal policy).
