@@ -2,18 +2,18 @@ r"""The rejection and masking rules trainers ship, as bands on the sampler ratio
 
 Every rule of :mod:`numeric.off_policy.rollout` and :mod:`numeric.off_policy.masks`
 keeps a token (or a sequence) by comparing a statistic of the sampler ratio
-:math:`\rho_t = \pi/\mu` with a threshold.  Written in :math:`x = \log\rho`, each
+:math:`\rho_t = \pi/\mu` with a threshold.  Written in :math:`z = \log\rho`, each
 kept set is an interval, and the interval says what the rule is:
 
-* verl's ``k1`` is :math:`-x`, AReaL's ``kl_k1`` is :math:`+x`: the same numbers
-  :math:`[\log l, \log u]` keep mirror-image bands (:func:`k1_bands`);
-* ``seq_max_k2`` and M2PO keep :math:`|x| \le \sqrt{2\delta}` and :math:`|x| \le \sqrt c`
+* verl's ``k1`` is :math:`-z`, AReaL's ``kl_k1`` is :math:`+z`: the same numbers
+  :math:`[\log l, \log h]` keep mirror-image bands (:func:`k1_bands`);
+* ``seq_max_k2`` and M2PO keep :math:`|z| \le \sqrt{2d}` and :math:`|z| \le \sqrt d`
   token by token: symmetric bands in log space (:func:`max_k2_band`, :func:`m2_band`);
-* a geometric-mean band :math:`[\log l, \log h]` on :math:`x/n` is the band
-  :math:`[n\log l, n\log h]` on the sequence's :math:`\sum_t x_t`: a product band that
+* a geometric-mean band :math:`[\log l, \log h]` on :math:`\log\rho/|o|` is the band
+  :math:`[|o|\log l, |o|\log h]` on the sequence's :math:`\log\rho = \sum_t z_t`: a product band that
   widens with the length (:func:`geometric_band`);
-* prime-rl's and SkyRL's probability-change mask :math:`p - q > \delta` is the ratio
-  band :math:`\rho > 1 + \delta/q` (:func:`probability_band`);
+* prime-rl's and SkyRL's probability-change mask :math:`\pi_t - \mu_t > d` is the ratio
+  band :math:`\rho_t > 1 + d/\mu_t` (:func:`probability_band`);
 * a mask that depends on the sign of :math:`A` removes exactly the dropped
   terms :math:`\rho A` of each side (:func:`sign_aware_mask`).
 
@@ -52,7 +52,7 @@ __all__ = [
     "sign_aware_mask",
 ]
 
-_x = sp.Symbol("x", real=True)            # x = log rho, one token's log sampler ratio
+_x = sp.Symbol("z", real=True)            # z = log rho, one token's log sampler ratio
 _rho = sp.Symbol(r"\rho", positive=True)
 _A = sp.Symbol("A", real=True)
 
@@ -63,14 +63,14 @@ def _kept(condition: sp.Basic) -> sp.Piecewise:
 
 
 def k1_bands() -> Derivation:
-    r"""verl keeps :math:`\log l \le -x \le \log u`; that is :math:`-\log u \le x \le -\log l`, AReaL's band on :math:`+x` reflected.
+    r"""verl keeps :math:`\log l \le -z \le \log h`; that is :math:`-\log h \le z \le -\log l`, AReaL's band on :math:`+z` reflected.
 
-    With :math:`x = \log\rho`, verl's ``*_k1`` statistic is :math:`-x` (of a
+    With :math:`z = \log\rho`, verl's ``*_k1`` statistic is :math:`-z` (of a
     token, of the sum, or of the mean over the sequence), AReaL's ``kl_k1`` is
-    :math:`+x`.  verl's threshold ``"l_u"`` keeps :math:`a \le -x \le b` with
-    :math:`a = \log l < b = \log u`, the ratio band :math:`[1/u, 1/l]`; AReaL's
-    ``lower = a``, ``upper = b`` keep :math:`a \le x \le b`, the band
-    :math:`[e^{a}, e^{b}]`.  The same numbers keep mirror images: a bound copied
+    :math:`+z`.  verl's threshold ``"l_u"`` (its two numbers :math:`l < h`) keeps
+    :math:`\log l \le -z \le \log h`, the ratio band :math:`[1/h, 1/l]`; AReaL's
+    ``lower = log l``, ``upper = log h`` keep :math:`\log l \le z \le \log h`, the band
+    :math:`[l, h]`.  The same numbers keep mirror images: a bound copied
     from one trainer to the other drops the tokens the other keeps.
 
     Examples
@@ -79,21 +79,20 @@ def k1_bands() -> Derivation:
     >>> k1_bands().verify().proved_by()
     {'solution sets': 1}
     """
-    a, b = sp.symbols("a b", real=True)
+    a, b = sp.Symbol(r"\log l", real=True), sp.Symbol(r"\log h", real=True)  # the band's ends in log space (a, b: the action, the baseline)
     d = Derivation("verl's k1 band is a reflected band on the log-ratio",
-                   assumptions=[r"$x = \log\rho$, $\rho = \pi/\mu$; verl's $k_1 = -x$, AReaL's $\mathtt{kl\_k1} = x$",
-                                r"$a = \log l$, $b = \log u$", b > a])
-    d.step((a <= -_x) & (-_x <= b), (-b <= _x) & (_x <= -a), r"multiply by $-1$: the band on $x$ is $[-b, -a]$", relation="<=>",
+                   assumptions=[r"$z = \log\rho$, $\rho = \pi/\mu$; verl's $k_1 = -z$, AReaL's $\mathtt{kl\_k1} = z$", b > a])
+    d.step((a <= -_x) & (-_x <= b), (-b <= _x) & (_x <= -a), r"multiply by $-1$: the band on $z$ is $[-\log h, -\log l]$", relation="<=>",
            proof=same_solutions(_x))
     return d
 
 
 def max_k2_band() -> Derivation:
-    r""":math:`k_2 = \tfrac12 x^2 \le \delta` exactly when :math:`-\sqrt{2\delta} \le x \le \sqrt{2\delta}`.
+    r""":math:`k_2 = \tfrac12 z^2 \le d` exactly when :math:`-\sqrt{2d} \le z \le \sqrt{2d}`.
 
-    So ``seq_max_k2`` (the largest :math:`k_2` of a sequence at most :math:`\delta`)
+    So ``seq_max_k2`` (the largest :math:`k_2` of a sequence at most :math:`d`)
     keeps a sequence exactly when *every* token ratio lies in
-    :math:`[e^{-\sqrt{2\delta}}, e^{\sqrt{2\delta}}]`: SkyRL's outlier mask
+    :math:`[e^{-\sqrt{2d}}, e^{\sqrt{2d}}]`: SkyRL's outlier mask
     (:func:`numeric.off_policy.outlier_sequence_mask`) with a band symmetric in
     log space, and ``token_k2`` is IcePop with that band.
 
@@ -103,19 +102,19 @@ def max_k2_band() -> Derivation:
     >>> max_k2_band().verify().proved_by()
     {'solution sets': 1}
     """
-    delta = sp.Symbol(r"\delta", positive=True)
-    d = Derivation("The k2 statistic keeps a symmetric band of the log-ratio", assumptions=[r"$x = \log\rho$", r"$\delta > 0$"])
+    delta = sp.Symbol("d", positive=True)  # the threshold (delta is the TD error)
+    d = Derivation("The k2 statistic keeps a symmetric band of the log-ratio", assumptions=[r"$z = \log\rho$", r"$d > 0$"])
     d.step(_x**2 / 2 <= delta, sp.Contains(_x, sp.Interval(-sp.sqrt(2 * delta), sp.sqrt(2 * delta))), r"solve the quadratic", relation="<=>",
            proof=same_solutions(_x))
     return d
 
 
 def m2_band() -> Derivation:
-    r""":math:`x^2 \le c` exactly when :math:`-\sqrt c \le x \le \sqrt c`: M2PO keeps a symmetric band of the log-ratio.
+    r""":math:`z^2 \le d` exactly when :math:`-\sqrt d \le z \le \sqrt d`: M2PO keeps a symmetric band of the log-ratio.
 
-    M2PO drops the tokens of largest :math:`x_t^2` first, so what it keeps is a
-    sublevel set :math:`\{x_t^2 \le c\}`, with the cut :math:`c` set by the batch:
-    a token ratio in :math:`[e^{-\sqrt c}, e^{\sqrt c}]`.
+    M2PO drops the tokens of largest :math:`z_t^2` first, so what it keeps is a
+    sublevel set :math:`\{z_t^2 \le d\}`, with the cut :math:`d` set by the batch:
+    a token ratio in :math:`[e^{-\sqrt d}, e^{\sqrt d}]`.
 
     Examples
     --------
@@ -123,20 +122,20 @@ def m2_band() -> Derivation:
     >>> m2_band().verify().proved_by()
     {'solution sets': 1}
     """
-    c = sp.Symbol("c", positive=True)
-    d = Derivation("M2PO keeps a symmetric band of the log-ratio", assumptions=[r"$x = \log\rho$", r"$c > 0$: the cut"])
+    c = sp.Symbol("d", positive=True)  # the cut (c is the scale of an expected update)
+    d = Derivation("M2PO keeps a symmetric band of the log-ratio", assumptions=[r"$z = \log\rho$", r"$d > 0$: the cut"])
     d.step(_x**2 <= c, sp.Contains(_x, sp.Interval(-sp.sqrt(c), sp.sqrt(c))), r"solve the quadratic", relation="<=>", proof=same_solutions(_x))
     return d
 
 
 def geometric_band() -> Derivation:
-    r"""A band :math:`[a, b]` on the mean log-ratio :math:`X/n` is the band :math:`[na, nb]` on the sequence's :math:`X = \sum_t x_t`.
+    r"""A band :math:`[\log l, \log h]` on the mean log-ratio :math:`\log\rho/|o|` is the band :math:`[|o|\log l, |o|\log h]` on the sequence's :math:`\log\rho = \sum_t z_t`.
 
     The geometric-mean masks (OpenRLHF ``seq-mask-tis``, verl ``seq_mean_k1``,
-    SkyRL ``geometric``) keep :math:`l \le \rho^{1/n} \le h`: the product ratio in
-    :math:`[l^n, h^n]`, a band that widens with the number :math:`n` of tokens;
+    SkyRL ``geometric``) keep :math:`l \le \rho^{1/|o|} \le h`: the product ratio in
+    :math:`[l^{|o|}, h^{|o|}]`, a band that widens with the number :math:`|o|` of tokens;
     the product masks (TRL ``sequence_mask``, verl ``seq_sum_k1``, SkyRL
-    ``product``) keep the same band at every length.  With :math:`a = \log l < b = \log h`.
+    ``product``) keep the same band at every length.
 
     Examples
     --------
@@ -144,22 +143,22 @@ def geometric_band() -> Derivation:
     >>> geometric_band().verify().proved_by()
     {'regions': 1}
     """
-    a, b = sp.symbols("a b", real=True)
-    X = sp.Symbol("X", real=True)
-    n = sp.Symbol("n", positive=True)
+    a, b = sp.Symbol(r"\log l", real=True), sp.Symbol(r"\log h", real=True)  # the band's ends in log space (a, b: the action, the baseline)
+    X = sp.Symbol(r"\log\rho", real=True)
+    n = sp.Symbol(r"\left|o\right|", positive=True)  # the sequence's length, printed before log l and log h
     d = Derivation("A geometric-mean band is a product band that widens with the length",
-                   assumptions=[r"$X = \sum_t \log\rho_t$ over the $n$ tokens of a sequence", r"$a = \log l$, $b = \log h$", b > a])
-    d.step(_kept((a <= X / n) & (X / n <= b)), _kept((n * a <= X) & (X <= n * b)), r"multiply by $n > 0$; at $na$, at $nb$ and on the three regions they cut",
+                   assumptions=[r"$\log\rho = \sum_t \log\rho_t$ over the $|o|$ tokens of a sequence", b > a])
+    d.step(_kept((a <= X / n) & (X / n <= b)), _kept((n * a <= X) & (X <= n * b)), r"multiply by $|o| > 0$; at both ends and on the three regions they cut",
            proof=on_regions((X, [n * a, n * b])))
     return d
 
 
 def probability_band() -> Derivation:
-    r"""A probability that rose by more than :math:`\delta`, :math:`p - q > \delta`, is a ratio above :math:`1 + \delta/q`; one that fell, below :math:`1 - \delta/q`.
+    r"""A probability that rose by more than :math:`d`, :math:`\pi_t - \mu_t > d`, is a ratio above :math:`1 + d/\mu_t`; one that fell, below :math:`1 - d/\mu_t`.
 
     prime-rl's default loss and SkyRL's ``dppo`` (binary TV) mask a token by
-    its change of probability :math:`p - q` (:math:`p = \pi(o_t)`, :math:`q = \mu(o_t)`,
-    :math:`\rho = p/q`): in ratio terms a band whose half-width :math:`\delta/q` grows
+    its change of probability :math:`\pi_t - \mu_t` (:math:`\pi_t = \pi(o_t)`, :math:`\mu_t = \mu(o_t)`,
+    :math:`\rho_t = \pi_t/\mu_t`): in ratio terms a band whose half-width :math:`d/\mu_t` grows
     as the sampler's probability of the token falls.  A rare token may move
     its ratio far; a likely one barely.
 
@@ -169,10 +168,10 @@ def probability_band() -> Derivation:
     >>> probability_band().verify().proved_by()
     {'regions': 2}
     """
-    p, q, delta = sp.symbols(r"p q \delta", positive=True)
-    d = Derivation("A probability-change mask is a ratio band of half-width δ/q", assumptions=[r"$p = \pi(o_t)$, $q = \mu(o_t)$, $\delta > 0$"],
+    p, q, delta = sp.symbols(r"\pi_t \mu_t d", positive=True)  # the token's probabilities and the threshold
+    d = Derivation("A probability-change mask is a ratio band of half-width d/μ_t", assumptions=[r"$\pi_t = \pi(o_t)$, $\mu_t = \mu(o_t)$, $d > 0$"],
                    unfold=Definitions({_rho: p / q}))
-    d.step(_kept(p - q > delta), _kept(_rho > 1 + delta / q), r"divide by $q > 0$; at $q + \delta$ and on either side", proof=on_regions((p, [q + delta])))
+    d.step(_kept(p - q > delta), _kept(_rho > 1 + delta / q), r"divide by $\mu_t > 0$; at $\mu_t + d$ and on either side", proof=on_regions((p, [q + delta])))
     d.step(_kept(q - p > delta), _kept(_rho < 1 - delta / q), r"the same below", proof=on_regions((p, [q - delta]), label="regions"),
            given=(q > delta,))
     return d
@@ -278,7 +277,7 @@ def loglinear_split() -> Derivation:
     neither the clip nor the rejection binds, the weight is token IS.  The clip
     :math:`1 - \varepsilon \le r \le 1 + \varepsilon` is then the band
     :math:`(1\mp\varepsilon)^{1/(1-\alpha)}` on :math:`\rho`, and a rejection
-    :math:`\tilde\rho \le U` the cap :math:`U^{1/\alpha}`: a stale token (large
+    :math:`\tilde\rho \le C` the cap :math:`C^{1/\alpha}`: a stale token (large
     :math:`\alpha`) is clipped later and rejected sooner than a fresh one.
 
     Examples

@@ -122,7 +122,7 @@ def token_loss(method: str) -> sp.Expr:
 
         \mathcal L_{\mathrm{REINFORCE}} = -A\ell,\quad
         \mathcal L_{\mathrm{CISPO}} = -\mathrm{sg}\bigl(\mathrm{clip}(r, 1-\varepsilon_l, 1+\varepsilon_h)\bigr)A\ell,\quad
-        \mathcal L_{\mathrm{SAPO}} = -\tfrac{4}{\tau}\,\sigma\bigl(\tau(r - 1)\bigr)A\ \ (\tau = \tau_+ \text{ if } A > 0 \text{ else } \tau_-);
+        \mathcal L_{\mathrm{SAPO}} = -\tfrac{4}{\tau}\,\operatorname{sigmoid}\bigl(\tau(r - 1)\bigr)A\ \ (\tau = \tau_+ \text{ if } A > 0 \text{ else } \tau_-);
 
     Clip-Cov's unselected token has PPO's loss and its selected one the loss 0;
     KL-Cov's is :math:`-rA`, plus :math:`\beta|\ell - \ell_0|` on a selected token.

@@ -597,8 +597,9 @@ def low_var_kl_clamp() -> Derivation:
     :func:`kl_estimator_gradients`); outside it is the constant 10, with
     gradient 0.  A token whose current probability is below
     :math:`e^{\Delta_-} \approx 0.073` of the reference's is silenced.  Each root
-    is checked with the defining property :math:`w e^{w} = -e^{-11}` of the
-    Lambert function's two real branches, stated with the step.
+    is checked with the defining property :math:`z e^{z} = -e^{-11}` of
+    Lambert's :math:`W` on its two real branches (:math:`z = W_0(-e^{-11})` or
+    :math:`W_{-1}(-e^{-11})`), stated with the step.
 
     Examples
     --------
@@ -607,13 +608,13 @@ def low_var_kl_clamp() -> Derivation:
     >>> len(d.steps), d.verified
     (4, True)
     """
-    w = sp.Symbol("w", real=True)
+    w = sp.Symbol("z", real=True)  # a branch value of Lambert's W (w is the notes' gradient weight)
     d = Derivation("Where verl's low_var_kl is k3", assumptions=[r"$\Delta = \log\pi - \log\pi_{\mathrm{ref}}$",
                                                                  r"$k_3(\Delta) = e^{-\Delta} - 1 + \Delta$"])
     d.step(sp.Derivative(k3, delta), 1 - sp.exp(-delta), r"$k_3$ falls for $\Delta < 0$, rises for $\Delta > 0$")
     d.step(k3.subs(delta, 20), sp.Integer(10), r"the clamp of $\Delta$ at $20$ is past the clamp of $k_3$ at 10", relation=">", proof=holds)
     d.step(k3.subs(delta, -20), sp.Integer(10), r"and so is its clamp at $-20$", relation=">", proof=holds)
     d.step(k3.subs(delta, 11 + w), sp.Integer(10),
-           r"at $\Delta = 11 + w$ with $w e^{w} = -e^{-11}$, i.e. $w = W_0(-e^{-11})$ or $W_{-1}(-e^{-11})$: $k_3 = 10$ there",
+           r"at $\Delta = 11 + z$ with $z e^{z} = -e^{-11}$ (either real branch of Lambert's function): $k_3 = 10$ there",
            given=(sp.Eq(sp.exp(-11 - w), -w),))
     return d

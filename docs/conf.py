@@ -53,7 +53,13 @@ check_widths = os.environ.get("PGI_CHECK_WIDTHS", "auto")
 
 # the notation registry (derivations/symbols.py), checked by the build (docs/_ext/notation.py):
 # a docstring on the API page uses the letters of its topic's page
-notation_module_pages = {"iid_groups": "group_baselines", "policy": "score_function", "methods": "losses"}
+notation_module_pages = {
+    "iid_groups": "group_baselines", "policy": "score_function", "methods": "losses",
+    "corrections": "off_policy", "readings": "variants",
+    # the loss checker's execution and the trainers' questions are the chapter "A loss as it runs"
+    **{f"variants.{m}": "execution" for m in ("execution", "worlds", "trainer_conventions", "trainer_loss",
+                                               "answers", "questions", "divergence_questions")},
+}
 # the changelog names the letters that changed, each from its own page
 notation_exempt_pages = ["notation", "changelog"]
 

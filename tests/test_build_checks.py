@@ -169,3 +169,26 @@ def test_a_derivation_wider_than_the_column_fails_the_build(tmp_path):
                              extensions=("sphinx-mathjax-offline", "derivation_directive", "check_widths"))
     assert status == 1
     assert "check_widths: a display formula is wider than the text column at 1280 px: a long product" in warnings
+
+
+def test_a_docstring_uses_the_letters_of_the_page_its_module_is_mapped_to(tmp_path):
+    """``notation_module_pages``: a dotted key sends one module of a package whose first part is a page elsewhere;
+    a function is read by the module that defines it, also where its package re-exports it."""
+    package = tmp_path / "modules" / f"tinypkg_{tmp_path.name.replace('-', '_')}"
+    (package / "index").mkdir(parents=True)
+    (package / "__init__.py").write_text("from .index.part import f\n")
+    (package / "index" / "__init__.py").write_text("")
+    (package / "index" / "part.py").write_text('r"""A module with the letter :math:`y` of the page other."""\n\n\n'
+                                               'def f():\n    r"""A function of :math:`y`."""\n')
+    index = INDEX.replace("   notation", "   notation\n   other") + (f"\n.. automodule:: {package.name}.index.part\n   :no-members:\n"
+                                                                     f"\n.. autofunction:: {package.name}.f\n")
+    registry = REGISTRY.replace("]\n", '    Symbol("y", "a letter of the other page", "other", "", "y for a test", "Letters", local=True),\n]\n')
+    pages = {"other": "Other\n=====\n\n.. local-notation::\n\nHere :math:`y`.\n"}
+    conf = f"sys.path.insert(0, {str(package.parent)!r})\n"
+    extensions = ("sphinx.ext.autodoc", "notation", "scan_site")
+    mapped = conf + f"notation_module_pages = {{'index.part': 'other'}}\n"
+    assert build(tmp_path, index=index, registry=registry, pages=pages, conf=mapped, extensions=extensions,
+                 name="mapped") == (0, "")
+    status, warnings = build(tmp_path, index=index, registry=registry, pages=pages, conf=conf, extensions=extensions,
+                             name="unmapped")
+    assert status == 1 and "the letter 'y' is neither global nor declared locally on this page" in warnings

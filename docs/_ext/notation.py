@@ -18,8 +18,10 @@ A docstring rendered into the API page is the mathematics of its topic: a
 formula in the docstring of ``numeric.losses.policy`` may use the letters of
 ``losses`` (the first part of the module's name after the package that is a
 page), one in ``derivations.iid_groups`` those of the page that
-``notation_module_pages`` maps ``iid_groups`` to; the rest use the API page's
-own local letters.
+``notation_module_pages`` maps ``iid_groups`` to (a function or class is read
+by the module that defines it, also where a package re-exports it; a dotted key,
+``"variants.execution"``, maps one module of a package whose first part is a
+page); the rest use the API page's own local letters.
 
 What the build checks (each a warning, so ``sphinx-build -W`` fails):
 
@@ -38,7 +40,9 @@ What the build checks (each a warning, so ``sphinx-build -W`` fails):
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import re
 from collections import defaultdict
 
@@ -179,14 +183,32 @@ def _scopes(doctree, docname, topics):
         if not latex:
             continue
         owner = module
-        for parent in _ancestors(node):
-            if isinstance(parent, addnodes.desc):
-                signature = parent.next_node(addnodes.desc_signature)
-                owner = signature.get("module") if signature is not None else owner
+        for parent in _ancestors(node):  # the nearest documented object that names its module
+            signature = parent.next_node(addnodes.desc_signature) if isinstance(parent, addnodes.desc) else None
+            if signature is not None and signature.get("module"):
+                owner = _defining_module(signature.get("module"), signature.get("fullname"))
                 break
         scope = topics(owner) if owner else docname
         for text in latex:
             yield scope or docname, text
+
+
+@functools.lru_cache(maxsize=None)
+def _defining_module(module, fullname):
+    """The module that defines a documented function or class (a package re-exports it under its own name)."""
+    if not module or not fullname:
+        return module
+    try:
+        obj = importlib.import_module(module)
+    except Exception:  # an object autodoc could not import has no other module to read
+        return module
+    found = module
+    for part in fullname.split("."):
+        obj = getattr(obj, part, None)
+        if not (inspect.isclass(obj) or inspect.isroutine(obj)):
+            break
+        found = getattr(obj, "__module__", None) or found
+    return found
 
 
 def _ancestors(node):
@@ -202,7 +224,11 @@ def collect_symbols(app, doctree):
     mapping = app.config.notation_module_pages
 
     def topic(module):
-        for part in module.split(".")[1:]:
+        parts = module.split(".")[1:]
+        for k in range(len(parts), 1, -1):  # a dotted key ("variants.execution") before its parts
+            if ".".join(parts[:k]) in mapping:
+                return mapping[".".join(parts[:k])]
+        for part in parts:
             if part in mapping:
                 return mapping[part]
             if part in app.env.found_docs and part not in app.config.notation_exempt_pages:

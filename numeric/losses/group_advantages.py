@@ -199,20 +199,20 @@ def grouped_advantages(estimator: Callable, scores: ArrayT, index, *per_answer: 
 
 
 def maxrl_advantages(rewards: ArrayT, *, eps: float = 0.0, nonpositive: str = "zero") -> ArrayT:
-    r"""MaxRL: the centred reward over the group's mean, :math:`A_i = (R_i - \bar R)/(\bar R + \epsilon)`.
+    r"""MaxRL: the centred reward over the group's mean, :math:`A_i = (R_i - \bar R)/(\bar R + \epsilon_{\mathrm{div}})`.
 
-    For a binary reward with :math:`K` successes among :math:`G` answers the
-    update is :math:`\frac{G}{K}\sum_{i:R_i=1} s_i - \sum_i s_i`; the second sum
-    has mean 0 and answer 1 succeeds with the others' count independent of it,
+    For a binary reward and a group with pass rate :math:`\bar R > 0` the
+    update is :math:`\frac{1}{\bar R}\sum_{i:R_i=1} s_i - \sum_i s_i`; the second sum
+    has mean 0 and answer :math:`i` succeeds with the others' successes :math:`S_{-i}` independent of it,
     so
 
     .. math::
 
-        \mathbb{E}[A_1 s_1] = \mathbb{E}\Bigl[\frac{G}{1 + K'}\Bigr]\nabla p
-        = \frac{1 - (1-p)^G}{p}\,\nabla p = \sum_{k=0}^{G-1}(1-p)^k\,\nabla p,
-        \qquad K' \sim \mathrm{Bin}(G - 1, p),
+        \mathbb{E}[A_i s_i] = \mathbb{E}\Bigl[\frac{G}{1 + S_{-i}}\Bigr]\nabla p
+        = \frac{1 - (1-p)^G}{p}\,\nabla p = \bigl(1 + (1-p) + \dots + (1-p)^{G-1}\bigr)\nabla p,
+        \qquad S_{-i} \sim \mathrm{Bin}(G - 1, p),
 
-    the first :math:`G` terms of :math:`1/p = \sum_k (1-p)^k`: the update
+    the first :math:`G` terms of :math:`1/p = 1 + (1-p) + (1-p)^2 + \cdots`: the update
     tends to :math:`\nabla\log p` (maximum likelihood of success) as :math:`G`
     grows, and at :math:`G = 1` it is REINFORCE.  The variant checker derives
     the same :math:`c(p, G)` from the code (``tests/test_estimators.py``).
@@ -221,7 +221,7 @@ def maxrl_advantages(rewards: ArrayT, *, eps: float = 0.0, nonpositive: str = "z
     advantages (prime-rl, ``eps = 0``: its rewards are meant to be
     non-negative); ``"divide"`` divides anyway (SkyRL, ``eps = 1e-6``), which
     flips the sign of a group with a negative mean and blows up a mean near
-    :math:`-\epsilon` (a mean of exactly :math:`-\epsilon` is refused).  A
+    :math:`-\epsilon_{\mathrm{div}}` (a mean of exactly :math:`-\epsilon_{\mathrm{div}}` is refused).  A
     group of one answer is the caller's convention: :func:`grouped_advantages`
     with ``singleton=0.0`` (prime-rl, where :math:`(R - R)/R = 0`) or ``1.0``
     (SkyRL, the raw reward).
@@ -261,15 +261,15 @@ def length_penalized_advantages(rewards: ArrayT, output_tokens: Array, *, input_
     r"""prime-rl's GRPO with its length penalty: a length-shaped reward, centred on its group mean.
 
     With the group's mean reward :math:`\bar R` (its pass rate), output
-    lengths :math:`o`, input lengths :math:`n^{\mathrm{in}}`, turns :math:`T`
-    and the weights :math:`(w_o, w_{\mathrm{in}}, w_T)` (prime-rl's defaults
+    lengths :math:`|o_i|`, input lengths :math:`n^{\mathrm{in}}_i`, turns :math:`n^{\mathrm{turns}}_i`
+    and the ``weights`` :math:`(\xi_{\mathrm{out}}, \xi_{\mathrm{in}}, \xi_{\mathrm{turns}})` (prime-rl's defaults
     0.25, 0.1, 0.1):
 
     .. math::
 
-        R'_i = R_i - \bar R\Bigl(w_o \frac{o_i}{\max(\max_j o_j, 1)}
-               + w_{\mathrm{in}}\frac{n^{\mathrm{in}}_i}{\max(\max_j n^{\mathrm{in}}_j, 1)}
-               + w_T\frac{T_i}{\max(\max_j T_j, 1)}\Bigr),
+        R'_i = R_i - \bar R\Bigl(\xi_{\mathrm{out}} \frac{|o_i|}{\max(\max_j |o_j|, 1)}
+               + \xi_{\mathrm{in}}\frac{n^{\mathrm{in}}_i}{\max(\max_j n^{\mathrm{in}}_j, 1)}
+               + \xi_{\mathrm{turns}}\frac{n^{\mathrm{turns}}_i}{\max(\max_j n^{\mathrm{turns}}_j, 1)}\Bigr),
         \qquad A_i = R'_i - \overline{R'} .
 
     The penalty is scaled by the group's own mean reward and by its longest
@@ -326,37 +326,38 @@ def gdpo_advantages(scores: ArrayT, index, *, weights: Sequence[float] | None = 
                     whiten: str | None = "tokens", mask: Array | None = None, whiten_eps: float = 1e-8) -> ArrayT:
     r"""GDPO: each reward z-scored in its group, the z-scores summed with weights, then standardised over the batch.
 
-    With rewards :math:`R_{ik}` (answer :math:`i`, reward :math:`k`) and the
-    group z-score :math:`z_{ik}` of each reward (Bessel std, ``eps`` outside it,
-    a lone answer by ``singleton``, as in :func:`grouped_advantages`):
+    With answer :math:`i`'s several rewards (one column each), the vector
+    :math:`\mathbf z_i` of their group z-scores (Bessel std, ``eps`` outside it,
+    a lone answer by ``singleton``, as in :func:`grouped_advantages`) and the
+    ``weights`` :math:`\xi`:
 
     .. math::
 
-        S_i = \sum_k w_k\, z_{ik}, \qquad
-        A_i = \frac{S_i - \mu_S}{\sigma_S + \epsilon_w} \;\text{(sequences)} \quad\text{or}\quad
-        A_{it} = \frac{S_i - \mu_S^{\mathrm{tok}}}{\sqrt{\sigma_S^{2,\mathrm{tok}} + \epsilon_w}}\;\text{(tokens)},
+        \tilde R_i = \xi^\top \mathbf z_i, \qquad
+        A_i = \frac{\tilde R_i - \operatorname{mean}\tilde R}{\operatorname{std}\tilde R + \epsilon_{\mathrm{div}}} \;\text{(sequences)} \quad\text{or}\quad
+        A_{it} = \frac{\tilde R_i - \operatorname{mean}_{\mathrm{tok}}\tilde R}{\sqrt{\operatorname{var}_{\mathrm{tok}}\tilde R + \epsilon_{\mathrm{div}}}}\;\text{(tokens)},
 
-    ``whiten="sequences"``: the mean and Bessel std of :math:`S` over the
+    (:math:`\epsilon_{\mathrm{div}}` the ``whiten_eps``); ``whiten="sequences"``: the mean and Bessel std of :math:`\tilde R` over the
     responses (TRL ``multi_objective_aggregation="normalize_then_sum"``,
-    :math:`\epsilon = \epsilon_w = 10^{-4}`, a lone answer 0; ms-swift
-    ``scale_rewards="gdpo"``, :math:`\epsilon = \epsilon_w = 10^{-8}`, a lone
-    answer 0); ``whiten="tokens"``: verl's ``masked_whiten`` of :math:`S`
+    ``eps = whiten_eps = 1e-4``, a lone answer 0; ms-swift
+    ``scale_rewards="gdpo"``, ``eps = whiten_eps = 1e-8``, a lone
+    answer 0); ``whiten="tokens"``: verl's ``masked_whiten`` of :math:`\tilde R`
     broadcast over each response's tokens (``mask`` ``[N, T]``; each response
-    weighted by its length, the Bessel variance, verl's count
-    :math:`n + 10^{-8}`; verl ``gdpo``, :math:`\epsilon = 10^{-6}` with the raw
-    reward for a lone answer, :math:`\epsilon_w = 10^{-8}`); ``whiten=None``:
-    :math:`S` itself.
+    weighted by its length, the Bessel variance, verl's count plus
+    ``1e-8``; verl ``gdpo``, ``eps = 1e-6`` with the raw
+    reward for a lone answer, ``whiten_eps = 1e-8``); ``whiten=None``:
+    :math:`\tilde R` itself.
 
     What it does to the gradient.  Before the batch step the update is
-    linear in the z-scores, so
-    :math:`\mathbb{E}[S_1 s_1] = \sum_k w_k\, c_z(p_k, G)\,\nabla J_k` for binary
-    rewards, each reward's own z-score scale :math:`c_z(p_k, G)`: the gradient
-    of :math:`\sum_k w_k J_k` only where every :math:`c_z(p_k, G)` is equal.  In
+    linear in the z-scores, so for binary rewards
+    :math:`\mathbb{E}[\tilde R_i s_i]` is the :math:`\xi`-weighted sum over the rewards of
+    :math:`c(p, G)\,\nabla J`, each at its own pass rate :math:`p` (:math:`c(p, G)` the z-score's scale): the gradient
+    of the weighted sum of the objectives only where every reward's :math:`c(p, G)` is equal.  In
     each group of two or more the z-scores sum to 0, so the sequence-level
-    mean :math:`\mu_S` is 0 (a lone answer's raw reward moves it), and the
+    mean of :math:`\tilde R` is 0 (a lone answer's raw reward moves it), and the
     batch std is one number for the whole batch: no fixed scale exists
     (``check_grouped_advantage``: undecided).  The token-level mean weighs
-    each :math:`S_i` by its length, so it is not 0 when lengths differ: a
+    each :math:`\tilde R_i` by its length, so it is not 0 when lengths differ: a
     length-dependent shift.
 
     Returns ``[N]`` for ``"sequences"`` and ``None``, ``[N, T]`` (0 on masked
@@ -441,27 +442,27 @@ def _level_mean(x: torch.Tensor, ids: torch.Tensor, counts: torch.Tensor, level,
 
 def normalize_by_levels(rewards: ArrayT, index, *, mean_level: str | None = "batch", std_level: str | None = "batch", leave_one_out: bool = False,
                         unbiased: bool = True, eps: float = 1e-5) -> ArrayT:
-    r"""AReaL's normalisation: a mean and a std each taken over the group, the batch, or not at all, :math:`(x - m)/(\sigma + \epsilon)`.
+    r"""AReaL's normalisation: a mean and a std each taken over the group, the batch, or not at all, :math:`(R_i - \bar R)/(\sigma + \epsilon_{\mathrm{div}})`.
 
     The levels are chosen separately (AReaL ``NormConfig``, defaults ``batch``,
-    ``batch``, Bessel, :math:`\epsilon = 10^{-5}`):
+    ``batch``, Bessel, :math:`\epsilon_{\mathrm{div}} = 10^{-5}`):
 
-    * the mean :math:`m_i` is the mean of answer :math:`i`'s group or of the batch,
+    * the mean :math:`\bar R` is the mean of answer :math:`i`'s group (of :math:`G` answers) or of the batch,
       or with ``leave_one_out`` the mean of the others,
-      :math:`(\sum_j x_j - x_i)/(n - 1)`; a group of one is its own mean (0 out),
+      :math:`\bar R_{-i} = (\sum_j R_j - R_i)/(G - 1)`; a group of one is its own mean (0 out),
       a batch of one has mean 0;
-    * the std is taken around those means, :math:`\sigma^2 = \sum_j (x_j - m_j)^2/(n - 1)`
-      over the group or the batch: with a group mean and a batch std, the pooled
+    * the std is taken around those means, :math:`\sigma^2 = \sum_j (R_j - \bar R)^2/(G - 1)`
+      over the group (:math:`B - 1` over the batch): with a group mean and a batch std, the pooled
       spread of the group-centred values (not the std of the raw rewards, TRL's
       and ms-swift's ``scale_rewards="batch"``); a group or batch of one (Bessel)
-      has std 1; ``std_level=None`` divides by 1 and drops :math:`\epsilon`.
+      has std 1; ``std_level=None`` divides by 1 and drops :math:`\epsilon_{\mathrm{div}}`.
 
     Group levels with a group std are the z-score (reweighted, as GRPO); the
     leave-one-out mean alone is RLOO (unbiased); a batch level makes each
     group's advantages depend on the other groups, so no fixed scale exists.
     Leave-one-out with a group std: the std is that of the leave-one-out
-    residuals :math:`\frac{n}{n-1}(x_i - \bar x)`, so this is the z-score again
-    with :math:`\epsilon` scaled by :math:`(n-1)/n`.
+    residuals :math:`\frac{G}{G-1}(R_i - \bar R)`, so this is the z-score again
+    with :math:`\epsilon_{\mathrm{div}}` scaled by :math:`(G-1)/G`.
 
     References
     ----------
@@ -522,15 +523,15 @@ def ema_baseline_advantages(rewards: ArrayT, agents: Sequence[Hashable] | None =
                             decay: float = 0.95) -> EMABaseline:
     r"""prime-rl's ``rae``: each response minus its agent's running baseline, the baseline updated after it is used.
 
-    In batch order, for response :math:`i` of agent :math:`a`:
+    In batch order, for response :math:`i`, with :math:`b` the baseline of its agent:
 
     .. math::
 
-        A_i = R_i - b_a, \qquad b_a \leftarrow d\,b_a + (1 - d)\,R_i,
+        A_i = R_i - b, \qquad b \leftarrow \mathtt{decay}\cdot b + (1 - \mathtt{decay})\,R_i,
 
-    with :math:`b_a` from ``baselines`` (0 for an agent not in it) and the
-    decay :math:`d` (prime-rl 0.95).  Each response is scored before its own
-    reward enters the baseline, so :math:`b_a` is a function of *other*
+    with :math:`b` from ``baselines`` (0 for an agent not in it) and the
+    ``decay`` (prime-rl 0.95).  Each response is scored before its own
+    reward enters the baseline, so :math:`b` is a function of *other*
     responses only: earlier batches, and earlier responses of the same batch
     (the same prompt's group included), all independent of response
     :math:`i` given the policy.  So :math:`\mathbb{E}[A_i s_i] = \nabla J` for

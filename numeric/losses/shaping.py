@@ -70,15 +70,16 @@ def _per_answer(name: str, value) -> tuple[torch.Tensor, str]:
 def overlong_penalized_rewards(rewards: ArrayT, lengths: Array, *, max_length: float, buffer: float, factor: float = 1.0) -> ArrayT:
     r"""DAPO's overlong penalty: a response that runs into the last ``buffer`` tokens of ``max_length`` loses up to ``factor``.
 
+    With the answer's length :math:`n_i` and :math:`L_{\max}` = ``max_length``:
+
     .. math::
 
-        e_i = \min\bigl(n_i - (L_{\max} - b),\; b\bigr), \qquad
-        R'_i = R_i - \frac{e_i}{b}\,\phi \quad\text{where } e_i > 0 .
+        R'_i = R_i - \mathtt{factor}\cdot\mathrm{clip}\Bigl(\frac{n_i - (L_{\max} - \mathtt{buffer})}{\mathtt{buffer}},\ 0,\ 1\Bigr).
 
     The penalty depends on the answer's own length only, so :math:`R'` is a
     reward of the answer and any estimator certified for a reward law
     certifies the same for :math:`J' = \mathbb{E}[R']`: the update climbs
-    :math:`J - \phi\,\mathbb{E}[e^+/b]`, a length cost, not :math:`J`.
+    :math:`J` less ``factor`` times the mean penalty share, a length cost, not :math:`J`.
 
     References
     ----------
@@ -111,11 +112,11 @@ def overlong_penalized_rewards(rewards: ArrayT, lengths: Array, *, max_length: f
 def stop_properly_rewards(rewards: ArrayT, truncated: Array, *, coef: float) -> ArrayT:
     r"""ProRL's stop-properly penalty: a truncated response's reward scaled by ``coef`` in [0, 1], or set to ``coef`` < 0.
 
-    :math:`R'_i = \gamma R_i` (or :math:`R'_i = \gamma` for :math:`\gamma < 0`)
+    :math:`R'_i = \mathtt{coef}\cdot R_i` (or :math:`R'_i = \mathtt{coef}` for :math:`\mathtt{coef} < 0`)
     where response :math:`i` hit the length limit, :math:`R_i` otherwise.  A
     reward of the answer again (:func:`overlong_penalized_rewards`): the
     identity holds for :math:`J'`; a binary reward becomes three-valued
-    :math:`\{0, \gamma, 1\}` (or :math:`\{\gamma, 0, 1\}`), and under such a law the
+    (:math:`\{0, \mathtt{coef}, 1\}`), and under such a law the
     group z-score's update is no longer a multiple of :math:`\nabla J'`
     (``tests/test_estimators.py``).
 
@@ -156,9 +157,9 @@ class KLInReward:
 
 
 def kl_in_reward(scores: ArrayT, old_log_prob: Array, ref_log_prob: Array, mask: Array, *, beta: float, kl_penalty: str = "kl") -> KLInReward:
-    r"""verl's KL in the reward: :math:`r_t = \mathrm{score}_t - \beta\,k_t` on every response token, and the KL the controller reads.
+    r"""verl's KL in the reward: :math:`R_t = \mathrm{score}_t - \beta\,\mathrm{kl}_t` on every response token, and the KL the controller reads.
 
-    :math:`k_t` is :func:`verl_kl_penalty` of the old and the reference
+    :math:`\mathrm{kl}_t` is :func:`verl_kl_penalty` of the old and the reference
     log-probs, by verl's name (``algorithm.kl_penalty``, default ``"kl"``,
     i.e. :math:`k_1 = \ell_0 - \ell_{\mathrm{ref}}`; only its value enters);
     ``current_kl`` is the mean over responses of each one's token mean (verl
@@ -172,7 +173,7 @@ def kl_in_reward(scores: ArrayT, old_log_prob: Array, ref_log_prob: Array, mask:
 
     .. math::
 
-        -\beta\,\mathbb{E}\Bigl[\Bigl(\sum_t k_{1,t}\Bigr)\nabla\log\pi(o)\Bigr]
+        -\beta\,\mathbb{E}\Bigl[\Bigl(\sum_t (\ell_{0,t} - \ell_{\mathrm{ref},t})\Bigr)\nabla\log\pi(o)\Bigr]
         = -\beta\,\mathbb{E}\bigl[(\log\pi(o) - \log\pi_{\mathrm{ref}}(o))\,\nabla\log\pi(o)\bigr]
         = -\beta\,\nabla\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{ref}}),
 
@@ -217,7 +218,7 @@ def kl_in_reward(scores: ArrayT, old_log_prob: Array, ref_log_prob: Array, mask:
 
 @dataclass(frozen=True)
 class AdaptiveKLController:
-    r"""verl's (and OpenRLHF's) adaptive KL coefficient: :math:`\beta \leftarrow \beta\,(1 + \mathrm{clip}(\mathrm{KL}/\mathrm{target} - 1, \pm 0.2)\, n/H)`.
+    r"""verl's (and OpenRLHF's) adaptive KL coefficient: :math:`\beta \leftarrow \beta\,(1 + \mathrm{clip}(\mathrm{KL}/\mathrm{target} - 1, \pm 0.2)\, \mathtt{n\_steps}/\mathtt{horizon})`.
 
     ``update(current_kl, n_steps)`` returns the next controller (this one is
     frozen).  Within a step :math:`\beta` is a number fixed before the step's
@@ -275,28 +276,28 @@ def _token_advantages(advantages, shape, device, dtype) -> torch.Tensor:
 
 
 def opd_advantages(advantages: ArrayT, student_log_prob: Array, teacher_log_prob: Array, mask: Array, *, coef: float = 1.0) -> ArrayT:
-    r"""On-policy distillation in the advantage: :math:`A_t - c\,(\ell^S_t - \ell^T_t)`, each token's own student-teacher log-ratio.
+    r"""On-policy distillation in the advantage: :math:`A_t - \beta\,(\ell_{0,t} - \ell_{\mathrm{teacher},t})`, each token's own student-teacher log-ratio.
 
     ``advantages`` is ``[B]`` (broadcast over the tokens) or ``[B, T]``;
-    ``student_log_prob`` are the sampling (old) log-probs, ``teacher_log_prob``
-    the teacher's on the same tokens.
+    ``student_log_prob`` are the sampling (old) log-probs :math:`\ell_{0,t}`, ``teacher_log_prob``
+    the teacher's on the same tokens; :math:`\beta` is ``coef``.
 
     What it does to the gradient.  The added term is a per-token advantage
     that is not a return: token :math:`t` is credited with its own log-ratio
-    only.  At each state :math:`\sum_a \pi_a(\log\pi_a - \log\pi^T_a)\nabla\log\pi_a
-    = \nabla\mathrm{KL}(\pi\,\|\,\pi^T)` (the log-ratio's own gradient has mean
+    only.  At each state :math:`\sum_a \pi_a(\log\pi_a - \log\pi_{\mathrm{teacher},a})\nabla\log\pi_a
+    = \nabla\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{teacher}})` (the log-ratio's own gradient has mean
     0), so on policy
 
     .. math::
 
-        \mathbb{E}\Bigl[\sum_t (\ell_t - \ell^T_t)\nabla\ell_t\Bigr]
-        = \sum_t \mathbb{E}_{s_t}\bigl[\nabla_\theta \mathrm{KL}(\pi(\cdot\mid s_t)\,\|\,\pi^T(\cdot\mid s_t))\bigr]_{\text{states fixed}},
+        \mathbb{E}\Bigl[\sum_t (\ell_t - \ell_{\mathrm{teacher},t})\nabla\ell_t\Bigr]
+        = \sum_t \mathbb{E}_{o_{<t}}\bigl[\nabla_\theta \mathrm{KL}(\pi(\cdot\mid o_{<t})\,\|\,\pi_{\mathrm{teacher}}(\cdot\mid o_{<t}))\bigr]_{\text{prefixes fixed}},
 
     the reverse KL of each visited state, the visiting distribution held
-    fixed; the gradient of the sequences' :math:`\mathrm{KL}(\pi\,\|\,\pi^T)`
+    fixed; the gradient of the sequences' :math:`\mathrm{KL}(\pi\,\|\,\pi_{\mathrm{teacher}})`
     would also credit token :math:`t` with the log-ratios after it.  The
     policy-gradient identity of :math:`A` is unchanged; the update adds
-    :math:`-c` times that per-state term (``tests/test_estimators.py``, exact
+    :math:`-\beta` times that per-state term (``tests/test_estimators.py``, exact
     on the toy LM).
 
     References
@@ -328,15 +329,15 @@ def rlsd_advantages(advantages: ArrayT, teacher_log_prob: Array, old_log_prob: A
                     negative_only: bool = False) -> ArrayT:
     r"""ms-swift's RLSD: each token's share of the answer's advantage reweighted by how much the teacher prefers it.
 
-    With :math:`\delta_t = \ell^T_t - \ell_{0,t}` (teacher minus sampling
-    log-prob, both detached):
+    With the teacher's and the sampling log-probs :math:`\ell_{\mathrm{teacher},t}` and :math:`\ell_{0,t}` (both detached),
+    ``lam`` and :math:`\varepsilon` = ``clip``:
 
     .. math::
 
-        A_t = A\,\Bigl((1 - \lambda) + \lambda\,\mathrm{clip}\bigl(e^{\mathrm{sign}(A)\,\delta_t},\, 1 - \epsilon,\, 1 + \epsilon\bigr)\Bigr),
+        A_t = A\,\Bigl((1 - \mathtt{lam}) + \mathtt{lam}\cdot\mathrm{clip}\bigl(e^{\mathrm{sign}(A)\,(\ell_{\mathrm{teacher},t} - \ell_{0,t})},\, 1 - \varepsilon,\, 1 + \varepsilon\bigr)\Bigr),
 
-    ms-swift's defaults :math:`\lambda = 0.5`, :math:`\epsilon = 0.2`: a factor in
-    :math:`[1 - \lambda\epsilon, 1 + \lambda\epsilon]` that never flips the sign;
+    ms-swift's defaults ``lam = 0.5``, ``clip = 0.2``: a factor in
+    :math:`[1 - \mathtt{lam}\cdot\varepsilon, 1 + \mathtt{lam}\cdot\varepsilon]` that never flips the sign;
     ``negative_only`` reweights only answers with :math:`A < 0`.
 
     It is an advantage-side method (the loss sees a per-token advantage), and

@@ -21,7 +21,7 @@ numpy or torch in, the caller's kind, dtype and device out; detached):
 :func:`masked_token_ratio`          :math:`\rho_t\,\mathbb 1[l \le \rho_t \le h]` (IcePop, ``token_mask``)
 :func:`masked_sequence_ratio`       :math:`\rho\,\mathbb 1[l \le \rho \le h]` (``sequence_mask``)
 :func:`geometric_sequence_mask`     :math:`\mathbb 1[l \le \rho^{1/|o|} \le h]` (seq-mask-tis, geometric RS)
-:func:`kl_rejection_mask`           :math:`\mathbb 1[\sum_t k_t \le \delta]`, :math:`k \in \{k_1, k_2, k_3\}` of :math:`\mathrm{KL}(\mu\,\|\,\pi)` (or per token, mean, max)
+:func:`kl_rejection_mask`           :math:`\mathbb 1[\sum_t k_t \le d]`, :math:`k \in \{k_1, k_2, k_3\}` of :math:`\mathrm{KL}(\mu\,\|\,\pi)` (or per token, mean, max)
 :func:`batch_normalized_weights`    :math:`v_t / \bar v`, any weight over its batch mean
 ==================================  ==============================================================================================================
 

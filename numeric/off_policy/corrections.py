@@ -107,7 +107,7 @@ READINGS: tuple[Reading, ...] = (
     Reading("sequence mask", (Setting('sequence_mask (no clip_min: l = 0)', _TRL_IS),
                               Setting('rollout_rs="seq_sum_k1" times rollout_is="sequence" (cap >= h)', _c("verl", VERL_OLD, f"{_HELPER}:156-372"))),
             r"\rho\,\mathbb 1[l \le \rho \le h]", r"\text{no sequence dropped}", r"-\mathbb E_\mu[\rho\,\mathbb 1[\rho \notin [l, h]]\, A \sum_t s_t]"),
-    Reading("token IS", (), r"\rho_t", r"\mu = \pi", r"\sum_{a,a'}\pi_1(\mu_2 - \pi_2)As_1 + (\mu_1 - \pi_1)\pi_2 A s_2"),
+    Reading("token IS", (), r"\rho_t", r"\mu = \pi", r"\sum_{a,a'}\pi_0(\mu_2 - \pi_2)As_0 + (\mu_0 - \pi_0)\pi_2 A s_2"),
     Reading("token TIS", (Setting("token_truncate", _TRL_IS), Setting("tis", _c("OpenRLHF", OPENRLHF, f"{_ORL}:214-217")),
                           Setting('rollout_is="token"', _c("verl", VERL_OLD, f"{_HELPER}:481-598"))),
             r"\min(\rho_t, C)", r"\mu = \pi", r"\text{token IS's} - \mathbb E_\mu[\sum_t (\rho_t - C)_+ A s_t]"),
@@ -118,7 +118,7 @@ READINGS: tuple[Reading, ...] = (
                                            Setting('rollout_rs="seq_mean_k1" times rollout_is="token"', _c("verl", VERL_OLD, f"{_HELPER}:156-372"))),
             r"v_t\,\mathbb 1[l \le \rho^{1/|o|} \le h]", r"\mu = \pi", r"\text{that of } v - \mathbb E_\mu[\mathbb 1[\text{dropped}] \sum_t v_t A s_t]"),
     Reading("k3 rejection x token IS", (Setting('rollout_rs="seq_sum_k2", "seq_sum_k3"', _c("verl", VERL_OLD, f"{_HELPER}:156-372")),),
-            r"v_t\,\mathbb 1[\sum_t k_t \le \delta_{\mathrm{KL}}]", r"\mu = \pi", r"\text{that of } v - \mathbb E_\mu[\mathbb 1[\text{rejected}] \sum_t v_t A s_t]"),
+            r"v_t\,\mathbb 1[\sum_t k_3(\rho_t) \le d]", r"\mu = \pi", r"\text{that of } v - \mathbb E_\mu[\mathbb 1[\text{rejected}] \sum_t v_t A s_t]"),
 )
 """The rows of chapter 7's first trainer table; ``name`` is the scheme of :data:`~numeric.off_policy.SCHEMES`."""
 
@@ -139,7 +139,7 @@ def _verl(ep: Episodes, A: torch.Tensor, rollout_is: str | None = None, is_thres
 def _ppo_clip_weight(ratio: torch.Tensor, A: torch.Tensor, low: float, high: float, dual_clip: float | None = None) -> torch.Tensor:
     r"""The gradient weight of PPO-clip at its ratio :math:`r`: :math:`r` unless the clip (or the dual clip) holds the loss constant.
 
-    :math:`r\,\mathbb 1[A > 0 \Rightarrow r \le 1 + arepsilon_h]\,\mathbb 1[A < 0 \Rightarrow 1 - arepsilon_l \le r \le c]`
+    :math:`r\,\mathbb 1[A > 0 \Rightarrow r \le 1 + \varepsilon_h]\,\mathbb 1[A < 0 \Rightarrow 1 - \varepsilon_l \le r \le C_d]`
     (:func:`derivations.corrections.sign_aware_mask`; the registry's derived weight,
     :func:`numeric.policy_weight` ``("ppo", ...)``, agrees off the kinks).  ``ratio`` is
     ``[E, T]`` (0 on masked slots), ``A`` ``[E]``.
@@ -218,10 +218,10 @@ RULES: dict[str, Rule] = {
         r"\mathbb 1[1.001^{-1} \le \rho^{1/|o|} \le 0.999^{-1}]", partial(_verl, rollout_rs="seq_mean_k1", rs_threshold="0.999_1.001")),
     "verl K3-RS, token TIS": Rule(
         (_S('rollout_is="token", 2.0; rollout_rs="seq_mean_k3", 0.01 (preset decoupled_k3_rs_token_tis)', _c("verl", VERL, f"{_ALGO}:582-605; {_HELPER}:342-360")),),
-        r"\min(\rho_t, 2)\,\mathbb 1[\overline{k_3} \le 0.01]", partial(_verl, rollout_is="token", rollout_rs="seq_mean_k3", rs_threshold=0.01)),
+        r"\min(\rho_t, 2)\,\mathbb 1[\tfrac{1}{|o|}\sum_u k_3(\rho_u) \le 0.01]", partial(_verl, rollout_is="token", rollout_rs="seq_mean_k3", rs_threshold=0.01)),
     "verl seq_max_k2 and token_k1, token TIS": Rule(
         (_S('rollout_is="token", 2.0; rollout_rs="token_k1,seq_max_k2", "0.5_2.0,0.02" (chained)', _c("verl", VERL, f"{_HELPER}:132-194, 279-284, 312-316, 361-380")),),
-        _lines(r"\min(\rho_t, 2)\,\mathbb 1[\tfrac12 \le \rho_t \le 2]", r"\cdot\,\mathbb 1[\max_s |\log\rho_s| \le 0.2]"),
+        _lines(r"\min(\rho_t, 2)\,\mathbb 1[\tfrac12 \le \rho_t \le 2]", r"\cdot\,\mathbb 1[\max_u |\log\rho_u| \le 0.2]"),
         partial(_verl, rollout_is="token", rollout_rs="token_k1,seq_max_k2", rs_threshold="0.5_2.0,0.02")),
     "verl bypass PPO-clip": Rule(
         (_S('bypass_mode=True, loss_type="ppo_clip" (preset bypass_ppo_clip); clip_ratio 0.2, clip_ratio_c 3.0', _c("verl", VERL, "verl/trainer/ppo/core_algos.py:1255-1279, 2412-2540")),),
@@ -255,14 +255,14 @@ RULES: dict[str, Rule] = {
         r"\rho_t\,\mathbb 1[0.8 < \rho_t < 1.2]", _skyrl_rollout_is),
     "SkyRL dppo binary_kl (0.05)": Rule(
         (_S('policy_loss_type="dppo", dppo_type="binary_kl", delta 0.05 (the recommended KL value, skyrl/train/config/config.py:775-784)', _c("SkyRL", SKYRL, "skyrl/backends/skyrl_train/utils/ppo_utils.py:866-935")),),
-        _lines(r"\rho_t\,\mathbb 1[\text{not } (A\,(p - q) > 0,", r"\qquad \mathrm{KL}_B > 0.05)]"), partial(_sign_mask, low=0.05, high=0.05, divergence="binary_kl")),
+        _lines(r"\rho_t\,\mathbb 1[\text{not } (A\,(\pi_t - \mu_t) > 0,", r"\qquad \mathrm{KL}_B > 0.05)]"), partial(_sign_mask, low=0.05, high=0.05, divergence="binary_kl")),
     "prime-rl default": Rule(
         (_S("loss: default (dppo_mask_low = dppo_mask_high = 0.2), the policy-gradient part", _c("prime-rl", PRIME, "src/prime_rl/trainer/rl/loss.py:109-161")),
          _S('policy_loss_type="dppo", dppo_type="binary_tv" (delta 0.2)', _c("SkyRL", SKYRL, "skyrl/backends/skyrl_train/utils/ppo_utils.py:866-935"))),
-        _lines(r"\rho_t\,\mathbb 1[A > 0 \Rightarrow p - q \le 0.2]", r"\cdot\,\mathbb 1[A < 0 \Rightarrow q - p \le 0.2]"), _sign_mask),
+        _lines(r"\rho_t\,\mathbb 1[A > 0 \Rightarrow \pi_t - \mu_t \le 0.2]", r"\cdot\,\mathbb 1[A < 0 \Rightarrow \mu_t - \pi_t \le 0.2]"), _sign_mask),
     "prime-rl ipo": Rule(
         (_S("loss: ipo (ipo_threshold 0.1)", _c("prime-rl", PRIME, "src/prime_rl/trainer/rl/loss.py:164-196")),),
-        r"\rho_t\,\mathbb 1[|p - q| \le 0.1]", lambda ep, A: token_ratio(*_lp(ep)) * trust_region_mask(*_lp(ep)[:2], None, ep.mask, low=0.1, high=0.1)),
+        r"\rho_t\,\mathbb 1[|\pi_t - \mu_t| \le 0.1]", lambda ep, A: token_ratio(*_lp(ep)) * trust_region_mask(*_lp(ep)[:2], None, ep.mask, low=0.1, high=0.1)),
     "AReaL KPop": Rule(
         (_S("rejection_sampling: metric=binary_kl, upper=2.0 (examples/math/gsm8k_kpop.yaml:76-80)", _c("AReaL", AREAL, f"{_AREAL_RS}; 440-449")),),
         _lines(r"\rho_t\,\mathbb 1[\max(\mathrm{KL}_B(\pi_t\|\mu_t),", r"\qquad\mathrm{KL}_B(\mu_t\|\pi_t)) \le 2]"), partial(_areal, metric="binary_kl", upper=2.0)),
@@ -271,13 +271,13 @@ RULES: dict[str, Rule] = {
         r"\rho^{1/|o|}\,\mathbb 1[\rho^{1/|o|} \le 5]", partial(_areal, level="sequence", upper=5.0)),
     "AReaL sequence kl_k3, mean": Rule(
         (_S("rejection_sampling: level=sequence, metric=kl_k3, agg=mean, upper=0.01", _c("AReaL", AREAL, "areal/utils/functional/functional.py:239-247, 358-388; areal/utils/data.py:1691-1694")),),
-        _lines(r"\rho_t\,\mathbb 1[\tfrac{1}{|o|}\sum_s (\rho_s^{-1} - 1", r"\qquad + \log\rho_s) \le 0.01]"), partial(_areal, level="sequence", metric="kl_k3", upper=0.01)),
+        _lines(r"\rho_t\,\mathbb 1[\tfrac{1}{|o|}\sum_u (\rho_u^{-1} - 1", r"\qquad + \log\rho_u) \le 0.01]"), partial(_areal, level="sequence", metric="kl_k3", upper=0.01)),
     "AReaL M2PO, one sequence per micro-batch": Rule(
         (_S("m2_threshold=0.04, rejection ratio <= 5 (examples/math/gsm8k_m2po.yaml:76-87)", _c("AReaL", AREAL, "areal/trainer/ppo/actor.py:571-573, 933-1014")),),
-        r"\rho_t\,\mathbb 1[\rho_t \le 5]\,\mathbb 1[(\log\rho_t)^2 \le c_{\text{sequence}}]", _m2po_per_sequence),
+        r"\rho_t\,\mathbb 1[\rho_t \le 5]\,\mathbb 1[(\log\rho_t)^2 \le d_i]", _m2po_per_sequence),
     "AReaL M2PO, large micro-batch": Rule(
         (_S("the same, in the limit of a large micro-batch", _c("AReaL", AREAL, "areal/trainer/ppo/actor.py:933-1014")),),
-        r"\rho_t\,\mathbb 1[\rho_t \le 5]\,\mathbb 1[(\log\rho_t)^2 \le c^*]", _m2po_large),
+        r"\rho_t\,\mathbb 1[\rho_t \le 5]\,\mathbb 1[(\log\rho_t)^2 \le d^*]", _m2po_large),
     "AReaL log-linear proximal, 2 steps stale": Rule(
         (_S("prox_logp_method=loglinear, eps_clip 0.4, rejection ratio <= 5 (examples/experimental/prox_approx/gsm8k_grpo_prox_approx.yaml:62-82)",
             _c("AReaL", AREAL, "areal/trainer/ppo/actor.py:768-848; areal/utils/functional/functional.py:536-571")),),
@@ -288,10 +288,10 @@ r"""The correction rules beyond :data:`READINGS`: name -> :class:`Rule`, each wi
 
 @dataclass(frozen=True, repr=False)
 class M2POLimit:
-    r"""M2PO in the limit of a large micro-batch: the cut :math:`c^*`, the share of the tokens exactly at it that are kept, and ``keep`` ``[E, T]``.
+    r"""M2PO in the limit of a large micro-batch: the cut :math:`d^*`, the share of the tokens exactly at it that are kept, and ``keep`` ``[E, T]``.
 
     ``keep`` is 1 below the cut, ``tie_fraction`` at it, 0 above (and on masked
-    slots); ``band`` is :math:`(e^{-\sqrt{c^*}}, e^{\sqrt{c^*}})`, the band on
+    slots); ``band`` is :math:`(e^{-\sqrt{d^*}}, e^{\sqrt{d^*}})`, the band on
     :math:`\rho_t` (:func:`derivations.corrections.m2_band`).
     """
 
@@ -308,17 +308,16 @@ def m2po_limit(episodes: Episodes, threshold: float = 0.04) -> M2POLimit:
     r"""M2PO's mask in the limit of a large micro-batch of episodes drawn from the sampler: a band on the log-ratio.
 
     Each token of a micro-batch of :math:`B` episodes carries
-    :math:`m_t = (\log\rho_t)^2`.  M2PO keeps the smallest values up to the
+    :math:`z_t^2 = (\log\rho_t)^2`.  M2PO keeps the smallest values up to the
     largest set whose mean is below :math:`\tau`.  As :math:`B \to \infty` the
     values, counted per episode, follow the measure
-    :math:`\nu(x) = \mathbb E_\mu[\sum_t \mathbb 1[m_t = x]]`, and the kept set is
-    :math:`\{m_t < c^*\}` plus a share :math:`f^*` of the tokens at :math:`c^*`: with
-    :math:`S` and :math:`N` the mass-weighted sum and mass of the values below
-    :math:`c^*` and :math:`w` the mass at it,
+    :math:`\mathbb E_\mu[\sum_t \mathbb 1[z_t^2 = \cdot\,]]`, and the kept set is
+    :math:`\{z_t^2 < d^*\}` plus a share ``tie_fraction`` of the tokens at :math:`d^*`,
 
     .. math::
 
-        f^* = \frac{\tau N - S}{w\,(c^* - \tau)},
+        \mathtt{tie\_fraction} = \frac{\mathbb E_\mu\bigl[\sum_t (\tau - z_t^2)\,\mathbb 1[z_t^2 < d^*]\bigr]}
+                                      {(d^* - \tau)\,\mathbb E_\mu\bigl[\sum_t \mathbb 1[z_t^2 = d^*]\bigr]},
 
     the share at which the mean reaches :math:`\tau` (which of the tied tokens
     are kept is the sort's order: in an i.i.d. batch, any).  When the mean of

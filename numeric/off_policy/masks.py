@@ -22,7 +22,7 @@ LM: :data:`numeric.off_policy.RULES` and chapter 7.
 
 References
 ----------
-Y. Zheng et al., "Prosperity before collapse: how far can off-policy RL reach with
+H. Zheng et al., "Prosperity before collapse: how far can off-policy RL reach with
 stale data on LLMs?", arXiv:2510.01161 (2025) (M2PO).
 W. Fu et al., "AReaL: a large-scale asynchronous reinforcement learning system for
 language reasoning", arXiv:2505.24298 (2025) (decoupled PPO, the proximal policy).
@@ -85,13 +85,13 @@ def rejection_sampling_weight(log_prob: ArrayT, sampler_log_prob: Array, mask: A
                               metric: str = "ratio", agg: str = "mean", upper: float = 5.0, lower: float | None = None) -> ArrayT:
     r"""AReaL's behaviour weight under ``rejection_sampling``: the ratio :math:`\rho_t = \pi/\mu`, masked or clamped by a divergence.
 
-    With :math:`x_t = \log\pi - \log\mu` (:math:`\pi` AReaL's proximal policy,
+    With :math:`z_t = \log\pi - \log\mu` (:math:`\pi` AReaL's proximal policy,
     :math:`\mu` the inference engine), a ``metric`` per token:
 
     .. math::
 
-        \mathtt{ratio} = e^{x_t}, \quad \mathtt{kl\_k1} = x_t, \quad \mathtt{kl\_k2} = \tfrac12 x_t^2, \quad
-        \mathtt{kl\_k3} = e^{-x_t} - 1 + x_t, \quad
+        \mathtt{ratio} = e^{z_t}, \quad \mathtt{kl\_k1} = z_t, \quad \mathtt{kl\_k2} = \tfrac12 z_t^2, \quad
+        \mathtt{kl\_k3} = e^{-z_t} - 1 + z_t, \quad
         \mathtt{binary\_kl} = \max\bigl(\mathrm{KL}_B(\pi_t\|\mu_t), \mathrm{KL}_B(\mu_t\|\pi_t)\bigr),
 
     kept when it lies in :math:`[\text{lower}, \text{upper}]` (``lower=None``: no lower
@@ -106,7 +106,7 @@ def rejection_sampling_weight(log_prob: ArrayT, sampler_log_prob: Array, mask: A
     space (``agg``: ``sum`` the product :math:`\rho`, ``mean`` the geometric mean,
     ``max`` the largest token ratio), a KL metric arithmetically; and with the
     ratio metric the weight of every token becomes the sequence's **geometric
-    mean** :math:`(\prod_t\rho_t)^{1/n}`, whatever ``agg`` compares.  With a KL
+    mean** :math:`(\prod_t\rho_t)^{1/|o|}`, whatever ``agg`` compares.  With a KL
     metric the token weights stay :math:`\rho_t`.
 
     ``action="mask"`` zeroes what fails; ``action="clamp"`` keeps it, clamped
@@ -183,18 +183,18 @@ def m2po_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, *, thresho
     r"""M2PO: drop the tokens of largest :math:`(\log\rho_t)^2` until the mean of the rest is below :math:`\tau`.
 
     Over every masked token of the batch (AReaL: of the micro-batch), sort
-    :math:`m_t = (\log\mu - \log\pi)^2` in decreasing order and drop the first
-    :math:`k`, the least :math:`k` for which the mean of the remaining values is
+    :math:`z_t^2 = (\log\mu - \log\pi)^2` in decreasing order and drop the
+    fewest largest values for which the mean of the remaining ones is
     :math:`< \tau`; if there is none, keep only the smallest.  Dropping the
     largest values first, the kept set is a sublevel set
-    :math:`\{m_t \le c\}`: a band :math:`|\log\rho_t| \le \sqrt c` on the token
-    ratio (:func:`derivations.corrections.m2_band`), whose edge :math:`c` the
-    batch decides.  In the limit of a large batch :math:`c` is a number fixed by
+    :math:`\{z_t^2 \le d\}`: a band :math:`|\log\rho_t| \le \sqrt d` on the token
+    ratio (:func:`derivations.corrections.m2_band`), whose edge :math:`d` the
+    batch decides.  In the limit of a large batch :math:`d` is a number fixed by
     the sampler and the policy, and M2PO is IcePop with the band
-    :math:`[e^{-\sqrt c}, e^{\sqrt c}]`
+    :math:`[e^{-\sqrt d}, e^{\sqrt d}]`
     (:func:`numeric.off_policy.m2po_limit`).
 
-    Ties: tokens with equal :math:`m_t` at the cut are dropped in the order
+    Ties: tokens with equal :math:`z_t^2` at the cut are dropped in the order
     they appear (a stable sort, row by row); AReaL's ``torch.sort`` is not
     stable, so which of several tied tokens it drops is unspecified.
 
@@ -244,15 +244,15 @@ def loglinear_proximal_log_prob(log_prob: ArrayT, sampler_log_prob: Array, versi
     r"""AReaL's log-linear proximal log-probability :math:`\log\mu + \alpha(\log\pi_\theta - \log\mu)`, with no forward pass.
 
     The proximal policy of decoupled PPO is the one a step behind the current
-    :math:`\pi_\theta` (version :math:`v_\theta`).  A token sampled at version
-    :math:`v_\mu` gets
+    :math:`\pi_\theta` (version :math:`\mathrm{ver}(\theta)`).  A token sampled at version
+    :math:`\mathrm{ver}(\mu)` gets
 
     .. math::
 
-        \alpha = \operatorname{clip}\Bigl(\frac{v_\theta - 1 - v_\mu}{v_\theta - v_\mu}, 0, 1\Bigr)
-        \quad (v_\theta > v_\mu \text{ and } v_\mu \ge 0;\ \text{else } 0),
+        \alpha = \operatorname{clip}\Bigl(\frac{\mathrm{ver}(\theta) - 1 - \mathrm{ver}(\mu)}{\mathrm{ver}(\theta) - \mathrm{ver}(\mu)}, 0, 1\Bigr)
+        \quad (\mathrm{ver}(\theta) > \mathrm{ver}(\mu) \ge 0;\ \text{else } 0),
 
-    so :math:`\alpha = 1 - 1/k` after :math:`k` steps of staleness.  The decoupled
+    so :math:`\alpha = 1 - 1/\mathrm{lag}` after :math:`\mathrm{lag} = \mathrm{ver}(\theta) - \mathrm{ver}(\mu)` steps of staleness.  The decoupled
     loss's two factors then split the sampler ratio :math:`\rho_t = \pi_\theta/\mu`
     exactly: the PPO ratio is :math:`\pi_\theta/\pi_{\mathrm{prox}} = \rho_t^{1-\alpha}`
     and the behaviour weight :math:`\pi_{\mathrm{prox}}/\mu = \rho_t^{\alpha}`
@@ -269,7 +269,7 @@ def loglinear_proximal_log_prob(log_prob: ArrayT, sampler_log_prob: Array, versi
     mask : numpy array or torch tensor
         ``[batch, time]`` 0/1.
     current_version : int
-        :math:`v_\theta`.
+        :math:`\mathrm{ver}(\theta)`.
 
     References
     ----------
@@ -304,32 +304,32 @@ def trust_region_mask(log_prob: ArrayT, sampler_log_prob: Array, advantages: Arr
                       high: float = 0.2, divergence: str = "tv") -> ArrayT:
     r"""A trust region on each token's probability, by the sign of its advantage (prime-rl's default loss, SkyRL ``dppo``).
 
-    With :math:`p = \pi(o_t)`, :math:`q = \mu(o_t)` (the token's probability under
+    With :math:`\pi_t = \pi(o_t)`, :math:`\mu_t = \mu(o_t)` (the token's probability under
     the current policy and the sampler), a token is dropped when it has moved
     too far *in the direction its advantage pushes*:
 
     ``divergence="tv"``
-        :math:`A > 0` and :math:`p - q > \delta_h`, or :math:`A < 0` and :math:`q - p > \delta_l`;
+        :math:`A > 0` and :math:`\pi_t - \mu_t > d_h`, or :math:`A < 0` and :math:`\mu_t - \pi_t > d_l`;
     ``divergence="binary_kl"``
-        :math:`A > 0`, :math:`p > q` and :math:`\mathrm{KL}_B > \delta_h`, or :math:`A < 0`,
-        :math:`p < q` and :math:`\mathrm{KL}_B > \delta_l`, with
-        :math:`\mathrm{KL}_B = q\log(q/p) + (1-q)\log\frac{1-q+10^{-8}}{1-p+10^{-8}}` (SkyRL's).
+        :math:`A > 0`, :math:`\pi_t > \mu_t` and :math:`\mathrm{KL}_B > d_h`, or :math:`A < 0`,
+        :math:`\pi_t < \mu_t` and :math:`\mathrm{KL}_B > d_l`, with
+        :math:`\mathrm{KL}_B = \mu_t\log(\mu_t/\pi_t) + (1-\mu_t)\log\frac{1-\mu_t+10^{-8}}{1-\pi_t+10^{-8}}` (SkyRL's).
 
-    ``advantages=None`` drops a token that moved too far either way (prime-rl
-    ``ipo`` with :math:`\delta_l = \delta_h`).  Strict comparisons: a change exactly
-    at :math:`\delta` is kept.  Both trainers multiply the mask into
+    (:math:`d_h` is ``high``, :math:`d_l` is ``low``.)  ``advantages=None`` drops a token that moved too far either way (prime-rl
+    ``ipo`` with :math:`d_l = d_h`).  Strict comparisons: a change exactly
+    at the threshold is kept.  Both trainers multiply the mask into
     :math:`-A\,r_t` with :math:`r_t = \pi_\theta/\mu` *not* detached, so at the
     sampler's tokens the gradient weight is :math:`\rho_t\cdot\text{keep}_t`:
-    token IS with this mask.  In ratio terms :math:`p - q > \delta` is
-    :math:`\rho_t > 1 + \delta/q` (:func:`derivations.corrections.probability_band`):
+    token IS with this mask.  In ratio terms :math:`\pi_t - \mu_t > d` is
+    :math:`\rho_t > 1 + d/\mu_t` (:func:`derivations.corrections.probability_band`):
     a band whose width grows as the sampler's probability of the token falls.
     A token with :math:`A = 0` is kept (its weight multiplies 0; prime-rl tests
-    it against :math:`\delta_l`, which changes no gradient).
+    it against :math:`d_l`, which changes no gradient).
 
     References
     ----------
     prime-rl ``559b447``, ``src/prime_rl/trainer/rl/loss.py:109-161`` (default, with
-    :math:`\tau_{\mathrm{KL}}(\log r)^2`), ``:164-196`` (``ipo``), defaults
+    :math:`\beta(\log r)^2`, prime-rl's ``kl_tau``), ``:164-196`` (``ipo``), defaults
     ``packages/prime-rl-configs/src/prime_rl/configs/trainer.py:494-519``.
     SkyRL ``a956457``, ``skyrl/backends/skyrl_train/utils/ppo_utils.py:866-935`` (``dppo``).
 
@@ -363,13 +363,13 @@ def trust_region_mask(log_prob: ArrayT, sampler_log_prob: Array, advantages: Arr
 
 
 def off_policy_sequence_mask(log_prob: ArrayT, sampler_log_prob: Array, advantages: Array, mask: Array, *, delta: float) -> ArrayT:
-    r"""The off-policy sequence mask (OPSM): drop a sequence with :math:`A < 0` whose mean :math:`\log(\mu/\pi)` exceeds :math:`\delta`.
+    r"""The off-policy sequence mask (OPSM): drop a sequence with :math:`A < 0` whose mean :math:`\log(\mu/\pi)` exceeds :math:`d` (``delta``).
 
     .. math::
 
-        \text{keep}_{it} = \mathbb 1\Bigl[A_{it} \ge 0 \ \text{ or }\ \frac{1}{n_i}\sum_s m_{is}\,(\log\mu_{is} - \log\pi_{is}) \le \delta\Bigr],
+        \text{keep}_{it} = \mathbb 1\Bigl[A_{it} \ge 0 \ \text{ or }\ \frac{1}{|o_i|}\sum_u m_{iu}\,(\log\mu_{iu} - \log\pi_{iu}) \le d\Bigr],
 
-    :math:`n_i` the masked tokens (at least 1).  The statistic is the mean
+    :math:`|o_i|` the masked tokens (at least 1).  The statistic is the mean
     :math:`k_1` estimate of :math:`\mathrm{KL}(\mu\,\|\,\pi)` on the sequence, with
     the current policy: a sequence the policy has drifted away from, and
     which it is being told to make less likely still, no longer pushes.
@@ -405,8 +405,8 @@ def outlier_sequence_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array
         \text{keep}_i = \mathbb 1\bigl[\,l \le \rho_{it} \le h \ \text{ for every masked } t\,\bigr],
 
     both edges kept; ``None`` leaves that side open (at least one must be set).
-    With :math:`l = e^{-\sqrt{2\delta}}`, :math:`h = e^{\sqrt{2\delta}}` it is verl's
-    ``seq_max_k2`` at threshold :math:`\delta` (:func:`derivations.corrections.max_k2_band`).
+    With :math:`l = e^{-\sqrt{2d}}`, :math:`h = e^{\sqrt{2d}}` it is verl's
+    ``seq_max_k2`` at threshold :math:`d` (:func:`derivations.corrections.max_k2_band`).
     A sequence mask, so its bias is minus the whole weight of every dropped
     sequence, all of its tokens, where IcePop drops only the offending token.
     SkyRL forms :math:`\rho_t` in float32 after clamping :math:`\log\rho_t` to

@@ -271,8 +271,8 @@ def two_turn_agent(mismatch: float = 1.0, *, theta: torch.Tensor | None = None) 
     feedback token :math:`f = (a + 1) \bmod 4` (context only: mask 0); turn 1
     picks :math:`a'` given :math:`a`; the outcome is :math:`R = 2` with
     probability :math:`q_{aa'}`, else :math:`R = -0.5`.  The sampler is the
-    policy with stale weights, :math:`\theta_\mu = \theta + m\,\xi` (fixed
-    :math:`\xi`, entries :math:`\mathcal N(0, 0.35^2)`); ``mismatch`` is :math:`m`.
+    policy with stale weights, :math:`\theta_\mu = \theta + \zeta\,\xi` (fixed
+    :math:`\xi`, entries :math:`\mathcal N(0, 0.35^2)`); ``mismatch`` is :math:`\zeta`.
     ``E = 32`` episodes, ``T = 3`` slots ``[a, f, a']``, ``P = 40`` parameters.
 
     Parameters
@@ -338,7 +338,7 @@ def _tinylm():
 
 
 def tinylm_episodes(mismatch: float = 0.3) -> Episodes:
-    r"""Every response of ``TinyLM(V=4, L=4, seed=0)``, sampled by :math:`\theta_\mu = \theta_0 + m\,\xi` (``perturb``, seed 1).
+    r"""Every response of ``TinyLM(V=4, L=4, seed=0)``, sampled by :math:`\theta_\mu = \theta_0 + \zeta\,\xi` (``perturb``, seed 1).
 
     The reward is :func:`graded_reward`; every token is the model's (mask = the
     response mask).

@@ -7,8 +7,8 @@ configuration holds, with the meaning they have at verl ``1dda039b``:
 ``rollout_is`` with ``rollout_is_threshold`` (:func:`rollout_is_weights`)
     an importance weight :math:`\rho_t` per token (``"token"``) or the product
     :math:`\rho = \prod_t \rho_t` per sequence (``"sequence"``), truncated at
-    :math:`u` when the threshold is a number (TIS), or zeroed outside
-    :math:`[l, u]` when it is the string ``"l_u"`` (IcePop);
+    :math:`C` when the threshold is a number (TIS), or zeroed outside
+    :math:`[l, h]` when it is the string ``"l_u"`` (IcePop);
 ``rollout_rs`` with ``rollout_rs_threshold`` (:func:`rollout_rejection_mask`)
     a 0/1 mask, the logical AND of comma-separated criteria, each a KL
     statistic (``k1``, ``k2``, ``k3``) per token or reduced per sequence
@@ -20,12 +20,12 @@ bypass mode (the sampler's log-probs stand in for the old ones) the same
 weight multiplies a REINFORCE loss, or none at all under PPO-clip, whose ratio
 is then :math:`\pi_\theta/\mu` itself (:data:`numeric.off_policy.RULES`).
 
-**The sign of k1.** verl's statistic is :math:`\lambda_t = \log\pi - \log\mu`, clamped
-to :math:`[-20, 20]`, and its ``k1`` is :math:`-\lambda_t = \log(\mu/\pi)`: an
+**The sign of k1.** verl's statistic is :math:`z_t = \log\pi - \log\mu`, clamped
+to :math:`[-20, 20]`, and its ``k1`` is :math:`-z_t = \log(\mu/\pi)`: an
 unbiased estimate of :math:`\mathrm{KL}(\mu\,\|\,\pi)` on the sampler's tokens.  A
-``*_k1`` option keeps :math:`\log l \le k_1 \le \log u`, which is the band
-:math:`1/u \le \rho \le 1/l` on the *ratio* (of the token, of the product, or of
-the geometric mean); a single number :math:`u` means :math:`l = 1/u`, the band
+``*_k1`` option with the threshold ``"l_u"`` keeps :math:`\log l \le k_1 \le \log h`, which is the band
+:math:`1/h \le \rho \le 1/l` on the *ratio* (of the token, of the product, or of
+the geometric mean); a single number :math:`h` means :math:`l = 1/h`, the band
 symmetric in log space.  AReaL's ``kl_k1`` is the opposite sign,
 :math:`+\log\rho` (:func:`numeric.off_policy.rejection_sampling_weight`):
 ``upper = 0.1`` keeps :math:`\rho \le e^{0.1}` there and :math:`\rho \ge e^{-0.1}` here
@@ -34,7 +34,7 @@ by contrast, bounds :math:`\rho` itself.
 
 Arithmetic as verl's: each log-ratio is clamped to :math:`[-20, 20]` before any
 statistic or weight is formed (the sequence sum is clamped after summing); a
-``seq_mean`` divides by :math:`n + 10^{-8}`; bands are compared in log space,
+``seq_mean`` divides by :math:`|o| + 10^{-8}`; bands are compared in log space,
 both edges kept.  Masked slots never enter a sum, a mean or a maximum, and may
 hold anything.
 
@@ -128,20 +128,20 @@ def rollout_is_weights(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, *
                        rollout_is_threshold: float | str = 2.0) -> ArrayT:
     r"""verl's rollout importance weights: token or sequence ratio, truncated (TIS) or band-masked (IcePop).
 
-    With :math:`\lambda_t = \operatorname{clamp}(\log\pi - \log\mu, \pm 20)`:
+    With :math:`z_t = \operatorname{clamp}(\log\pi - \log\mu, \pm 20)`:
 
     .. math::
 
-        v_t = \begin{cases} \min(\rho, u) & \text{threshold } u \text{ (TIS)} \\
-              \rho\,\mathbb 1[l \le \rho \le u] & \text{threshold } \mathtt{"l\_u"} \text{ (IcePop)} \end{cases}
-        \qquad \rho = \begin{cases} e^{\lambda_t} & \mathtt{"token"} \\ e^{\operatorname{clamp}(\sum_s m_s (\log\pi_s - \log\mu_s),\, \pm 20)} & \mathtt{"sequence"} \end{cases}
+        v_t = \begin{cases} \min(\rho, C) & \text{threshold } C \text{ (TIS)} \\
+              \rho\,\mathbb 1[l \le \rho \le h] & \text{threshold } \mathtt{"l\_u"} \text{ (IcePop)} \end{cases}
+        \qquad \rho = \begin{cases} e^{z_t} & \mathtt{"token"} \\ e^{\operatorname{clamp}(\sum_u m_u (\log\pi_u - \log\mu_u),\, \pm 20)} & \mathtt{"sequence"} \end{cases}
 
     The sequence ratio is the **product** of the token ratios (TRL and SkyRL
     agree; OpenRLHF's ``seq-mask-tis``, ms-swift and AReaL's sequence weight
     use the geometric mean).  Their biases are chapter 7's: TIS removes the
-    excess :math:`-\mathbb E_\mu[(\rho - u)_+ A s]`, the band the whole weight
+    excess :math:`-\mathbb E_\mu[(\rho - C)_+ A s]`, the band the whole weight
     of every dropped token or sequence.  The clamp changes nothing once
-    :math:`u < e^{20}` (a clamped ratio is above the cap or outside the band
+    :math:`C < e^{20}` (a clamped ratio is above the cap or outside the band
     either way).  Batch normalisation (``rollout_is_batch_normalize``) is
     :func:`numeric.batch_normalized_weights`.
 
@@ -154,7 +154,7 @@ def rollout_is_weights(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, *
         ``[batch, time]`` 0/1: the response mask.
     rollout_is : {"token", "sequence"}
     rollout_is_threshold : float or str
-        :math:`u > 0` (TIS), or ``"l_u"`` with :math:`0 < l \le u` (IcePop; verl
+        :math:`C > 0` (TIS), or ``"l_u"``, its two numbers :math:`0 < l \le h` (IcePop; verl
         ``1dda039b``, added by verl PR 5722; at ``b178a3cd`` only the number existed).
 
     Returns
@@ -209,27 +209,27 @@ def rollout_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Arra
                            rollout_rs_threshold: float | str) -> ArrayT:
     r"""verl's rollout rejection: a 0/1 mask, the AND of comma-separated KL criteria per token or per sequence.
 
-    With :math:`\lambda_t = \operatorname{clamp}(\log\pi - \log\mu, \pm 20)` the per-token statistics are
+    With :math:`z_t = \operatorname{clamp}(\log\pi - \log\mu, \pm 20)` the per-token statistics are
 
     .. math::
 
-        k_1 = -\lambda_t, \qquad k_2 = \tfrac12 \lambda_t^2, \qquad k_3 = e^{\lambda_t} - 1 - \lambda_t ,
+        k_1 = -z_t, \qquad k_2 = \tfrac12 z_t^2, \qquad k_3 = e^{z_t} - 1 - z_t ,
 
     the three estimators of :math:`\mathrm{KL}(\mu\,\|\,\pi)` on the sampler's tokens
     (:doc:`/trust_region`).  An option ``<level>_<k>`` compares, per token
     (``token``), or per sequence the sum (``seq_sum``), the mean over the
-    masked tokens (``seq_mean``, divided by :math:`n + 10^{-8}`) or the maximum
+    masked tokens (``seq_mean``, divided by :math:`|o| + 10^{-8}`) or the maximum
     (``seq_max``, :math:`k_2` and :math:`k_3` only):
 
-    * ``*_k1``: kept when :math:`\log l \le \text{stat} \le \log u` (threshold
-      ``"l_u"``; a number :math:`u` means :math:`l = 1/u`) — the band
-      :math:`[1/u, 1/l]` on the token ratio, the product, or the geometric mean;
-    * ``*_k2``, ``*_k3``: kept when :math:`\text{stat} \le u` (a number).
+    * ``*_k1``: kept when :math:`\log l \le \text{stat} \le \log h` (threshold
+      ``"l_u"``; a number :math:`h` means :math:`l = 1/h`) — the band
+      :math:`[1/h, 1/l]` on the token ratio, the product, or the geometric mean;
+    * ``*_k2``, ``*_k3``: kept when :math:`\text{stat} \le d` (a number).
 
     A sequence criterion drops the whole sequence.  Several options (``"token_k1,seq_max_k3"``)
     must all pass; ``rollout_rs_threshold`` gives one threshold for all or one
     per option, comma-separated.  ``seq_max_k2`` keeps exactly the sequences whose
-    every token has :math:`|\log\rho_t| \le \sqrt{2u}`
+    every token has :math:`|\log\rho_t| \le \sqrt{2d}`
     (:func:`derivations.corrections.max_k2_band`): SkyRL's outlier mask with a
     band symmetric in log space.  A row with no masked token has statistic 0.
 

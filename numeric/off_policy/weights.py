@@ -278,7 +278,7 @@ def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, th
     (here in the place of the reference ratio) the per-token estimators of
     :mod:`numeric.trust_region` are unbiased (:math:`k_1 = -\log\rho_t`,
     :math:`k_3 = \rho_t - 1 - \log\rho_t`) or second-order (:math:`k_2 = \tfrac12(\log\rho_t)^2`).
-    ``level`` says what is compared with the threshold :math:`h`
+    ``level`` says what is compared with the threshold :math:`d`
     (verl's ``rollout_rs`` options of the same names):
 
     ``"token"``
@@ -286,7 +286,7 @@ def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, th
     ``"seq_sum"``
         :math:`\sum_t m_t k_t` (``seq_sum_k2``, ``seq_sum_k3``), the default;
     ``"seq_mean"``
-        :math:`\sum_t m_t k_t / n` (``seq_mean_k2``, ``seq_mean_k3``), :math:`n` the masked tokens;
+        :math:`\sum_t m_t k_t / |o|` (``seq_mean_k2``, ``seq_mean_k3``), :math:`|o|` the masked tokens;
     ``"seq_max"``
         :math:`\max_{t: m_t = 1} k_t` (``seq_max_k2``, ``seq_max_k3``).
 
@@ -294,12 +294,12 @@ def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, th
     :math:`k_3` is the same :math:`\rho_t - 1 - \log\rho_t`; verl's ``*_k1``
     options are two-sided bands on the ratio (:func:`masked_token_ratio`,
     :func:`masked_sequence_ratio`, :func:`geometric_sequence_mask`), whereas
-    ``estimator="k1"`` here keeps :math:`k_1 \le h`, one-sided.  A row
+    ``estimator="k1"`` here keeps :math:`k_1 \le d`, one-sided.  A row
     with no masked token has statistic 0 at every level and is kept (verl: the
     same).  Differences from verl ``b178a3cd56f5``: verl divides the seq_mean
-    sum by :math:`n + 10^{-8}` and clamps each log-ratio to :math:`[-20, 20]`;
+    sum by :math:`|o| + 10^{-8}` and clamps each log-ratio to :math:`[-20, 20]`;
     neither moves a statistic unless it sits within :math:`10^{-8}` relative of
-    :math:`h`, or a token's :math:`|\log\rho_t| > 20` (then :math:`k_2 > 200`,
+    :math:`d`, or a token's :math:`|\log\rho_t| > 20` (then :math:`k_2 > 200`,
     :math:`k_3 > 19`).
 
     Edge: a statistic exactly at ``threshold`` is kept (verl's ``stat <= upper``),
@@ -312,7 +312,7 @@ def kl_rejection_mask(log_prob: ArrayT, sampler_log_prob: Array, mask: Array, th
     Parameters
     ----------
     threshold : float
-        :math:`\delta \ge 0`.
+        :math:`d \ge 0`.
     estimator : {"k1", "k2", "k3"}
     level : {"token", "seq_sum", "seq_mean", "seq_max"}
 

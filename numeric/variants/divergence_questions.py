@@ -126,14 +126,13 @@ def kl_gradient(loss: TrainerLoss) -> Answer:
 
     .. math::
 
-        G = \sum_o \pi(o) \sum_t c_{ot}\,\nabla_\theta \log\pi(o_t \mid o_{<t}),
-        \qquad c_{ot} = \frac{\partial\mathcal L}{\partial\log\pi_{ot}} \Big/ \kappa_{ot},
+        g = \sum_o \pi(o) \sum_t \frac{\partial\mathcal L/\partial\log\pi_{ot}}{\kappa_{ot}}\,\nabla_\theta \log\pi(o_t \mid o_{<t}),
 
     is compared with the exact gradients of the reverse and forward KL of the
     whole responses, and of the per-token reverse KL, forward KL and total
-    variation :math:`\sum_h d_\pi(h)\,D(\pi_h, \pi_{\mathrm{ref},h})` with the
-    prefix distribution :math:`d_\pi` held fixed (what a per-token loss can
-    descend).  The verdict is the one :math:`G` is a multiple of (to
+    variation :math:`\sum_t \mathbb E_{o_{<t}}\bigl[\mathrm{D}\bigl(\pi(\cdot \mid o_{<t}), \pi_{\mathrm{ref}}(\cdot \mid o_{<t})\bigr)\bigr]`
+    with the prefixes' distribution held fixed (what a per-token loss can
+    descend).  The verdict is the one :math:`g` is a multiple of (to
     :data:`RTOL`), the multiple (the KL coefficient) in the evidence;
     otherwise *neither*, with its distance from the reverse KL's direction.
     Per state (:func:`derivations.trust_region.kl_estimator_gradients`,
@@ -333,18 +332,18 @@ def sequence_weight_scale(loss: TrainerLoss) -> Answer:
     A sequence weight is read off the gradient: with each response a row,
     :math:`w(o) = g_{ot}/g_{ot}|_{r = 1}` (the aggregation and the advantage
     cancel), the same on every token of the row.  The responses are every
-    sequence of :math:`n = 1..4` tokens of a policy :math:`\pi` over 3 tokens
+    sequence of :math:`|o| = 1..4` tokens of a policy :math:`\pi` over 3 tokens
     whose sampler :math:`\mu` lags it (each token i.i.d., so the spread's
     growth is exact).  The form is named by an exact identity on every
     response: :math:`\log w = \sum_t \log r_t` (**product** of the token
     ratios: verl's and TRL's sequence IS, verl's ``rollout_is="sequence"``) or
-    :math:`\log w = \frac1n\sum_t \log r_t` (**geometric mean**: GSPO,
+    :math:`\log w = \frac{1}{|o|}\sum_t \log r_t` (**geometric mean**: GSPO,
     ms-swift, OpenRLHF's ``seq-mask-tis``).  The spread is
-    :math:`\mathrm{Var}_\mu[\log w \mid n]`, and the growth is the slope
-    :math:`p` of :math:`\log\mathrm{Var}` against :math:`\log n`: with
-    independent tokens :math:`p = 1` for a product (the log-weight is a sum of
-    :math:`n` log-ratios, and :math:`\mathrm{Var}_\mu[w] = (\mathbb E_\mu[r^2])^n - 1`
-    grows exponentially) and :math:`p = -1` for a geometric mean (:math:`1/n^2`
+    :math:`\mathrm{Var}_\mu[\log w \mid |o|]`, and the growth is the slope
+    of :math:`\log\mathrm{Var}` against :math:`\log |o|`: with
+    independent tokens 1 for a product (the log-weight is a sum of
+    :math:`|o|` log-ratios, and :math:`\mathrm{Var}_\mu[w] = (\mathbb E_\mu[r^2])^{|o|} - 1`
+    grows exponentially) and -1 for a geometric mean (:math:`1/|o|^2`
     of it: it concentrates at 1, the price being that it is no importance weight
     of the response).  The lag is small (:math:`2\times 10^{-5}` per logit), so
     the weight stays inside any clip; the slope does not depend on it.

@@ -2,28 +2,28 @@ r"""A trainer's loss as it runs: micro-batches, gradient accumulation, data-para
 
 A trainer never differentiates its loss on the whole batch at once.  The global
 batch of :math:`B` rows is split over :math:`W` data-parallel ranks (contiguous
-rows), each rank's share into :math:`M` micro-batches; each micro-batch's loss
-:math:`\mathcal L_{w,m}` is back-propagated on its own and the gradients add up
-over the :math:`M` accumulation steps; then DDP or FSDP averages the ranks'
-gradients.  A token :math:`(i,t)` of micro-batch :math:`m` of rank :math:`w` gets
+rows), each rank's share into :math:`U` micro-batches; each micro-batch's loss
+:math:`\mathcal L_{p,q}` is back-propagated on its own and the gradients add up
+over the :math:`U` accumulation steps; then DDP or FSDP averages the ranks'
+gradients.  A token :math:`(i,t)` of micro-batch :math:`q` of rank :math:`p` gets
 
 .. math::
 
-    \kappa^{W,M}_{it} = -\frac{1}{W}\,\frac{\partial \mathcal L_{w,m}}{\partial \log\pi_{it}}
+    \kappa^{W,U}_{it} = -\frac{1}{W}\,\frac{\partial \mathcal L_{p,q}}{\partial \log\pi_{it}}
     \quad\text{at } r = 1,\ A = 1,
 
 where the per-token weight is 1 (as in :func:`~numeric.variants.check_policy_loss`),
 so :math:`\kappa` is the aggregation's factor alone.  The full batch's is
-:math:`\kappa^{1,1}`.  A loss is **invariant** when :math:`\kappa^{W,M} =
+:math:`\kappa^{1,1}`.  A loss is **invariant** when :math:`\kappa^{W,U} =
 \kappa^{1,1}` on every token of every batch, **scaled** when
-:math:`\kappa^{W,M} = c\,\kappa^{1,1}` with one constant :math:`c` (named when it
+:math:`\kappa^{W,U} = c\,\kappa^{1,1}` with one constant :math:`c` (named when it
 is one of ``dp_size``, ``GA``, their products, quotients and squares), and
 **depends on the split** otherwise.  A token-mean over the micro-batch's own
-tokens, :math:`\mathcal L_{w,m} = \sum_{(i,t) \in (w,m)} \ell_{it}/n_{w,m}`, gives
-:math:`\kappa^{W,M}_{it} = 1/(W n_{w,m})` against :math:`1/N`: it depends on how
+tokens, :math:`\mathcal L_{p,q} = \sum_{(i,t) \in (p,q)} \ell_{it}/Z_{p,q}`, gives
+:math:`\kappa^{W,U}_{it} = 1/(W Z_{p,q})` against :math:`1/Z` (:math:`Z` the batch's valid tokens): it depends on how
 many tokens the cut puts beside the token.
 
-:func:`check_loss_execution` measures :math:`\kappa^{W,M}` by autograd on
+:func:`check_loss_execution` measures :math:`\kappa^{W,U}` by autograd on
 designed batches — rows of equal lengths, of unequal lengths, and one whose last
 rank (or, at :math:`W = 1`, last micro-batch) holds only all-masked rows — and,
 on the same masks, the whole gradient at ratios near 1 and random advantages
@@ -77,7 +77,7 @@ F64 = torch.float64
 EXECUTION_RTOL = 1e-9
 """Relative tolerance of a cut's gradient against :math:`c` times the full batch's (relative to the largest full-batch gradient)."""
 EXECUTION_VERDICTS = ("invariant", "scaled", "depends on the split")
-"""Verdicts on one cut :math:`(W, M)`, from the best to the worst."""
+"""Verdicts on one cut :math:`(W, U)`, from the best to the worst."""
 
 
 _FACTORS = (("dp_size", lambda W, M: W), ("1/dp_size", lambda W, M: 1 / W), ("GA", lambda W, M: M), ("1/GA", lambda W, M: 1 / M),
@@ -148,7 +148,7 @@ class Measurement:
     advantages: torch.Tensor
 
     def ratio_range(self) -> tuple[float, float]:
-        """The smallest and largest :math:`\\kappa^{W,M}/\\kappa^{1,1}` over the valid tokens (NaN if the cut is not finite)."""
+        """The smallest and largest :math:`\\kappa^{W,U}/\\kappa^{1,1}` over the valid tokens (NaN if the cut is not finite)."""
         keep = (self.mask > 0) & (self.kappa_full.abs() > 0)
         r = self.kappa_split[keep] / self.kappa_full[keep]
         if not bool(torch.isfinite(r).all()) or not bool(torch.isfinite(self.values_split).all()):
@@ -158,7 +158,7 @@ class Measurement:
 
 @dataclass(frozen=True, eq=False)
 class ExecutionCase:
-    """The verdict on one cut: :math:`W` ranks, :math:`M` micro-batches each.
+    """The verdict on one cut: :math:`W` ranks, :math:`U` micro-batches each.
 
     Attributes
     ----------
@@ -225,7 +225,7 @@ def _counts(mask: torch.Tensor, W: int, M: int) -> dict[str, tuple[torch.Tensor,
 
 
 def _follows(W: int, M: int, measurements) -> str | None:
-    """The counts :math:`n` of a token's share with :math:`\\kappa^{W,M}/\\kappa^{1,1} \\cdot n/n_{\\text{total}}` one constant on every valid token."""
+    """The counts :math:`n` of a token's share with :math:`\\kappa^{W,U}/\\kappa^{1,1} \\cdot n/n_{\\text{total}}` one constant on every valid token."""
     fits = []
     for label in _counts(measurements[0].mask, W, M):
         products = []
@@ -328,7 +328,7 @@ class ExecutionReport:
     batch : tuple of int
         :math:`(B, T)` of the designed batches.
     cases : tuple of ExecutionCase
-        One per cut :math:`(W, M)` other than the full batch :math:`(1, 1)`.
+        One per cut :math:`(W, U)` other than the full batch :math:`(1, 1)`.
     designs : tuple of str
         The batch compositions every cut was measured on.
     reason : str
@@ -352,7 +352,7 @@ class ExecutionReport:
         return all(c.verdict == "invariant" or allow_scaled and c.verdict == "scaled" for c in self.cases)
 
     def case(self, world_size: int, micro_batches: int) -> ExecutionCase:
-        """The verdict on the cut :math:`(W, M)`."""
+        """The verdict on the cut :math:`(W, U)`."""
         for c in self.cases:
             if (c.world_size, c.micro_batches) == (world_size, micro_batches):
                 return c
@@ -365,7 +365,7 @@ class ExecutionReport:
         return f"execution ({self.engine}, {convention}): {self.verdict} ({parts} cuts)"
 
     def table(self) -> ReportTable:
-        """One row per cut and design: the range of :math:`\\kappa^{W,M}/\\kappa^{1,1}` over its valid tokens."""
+        """One row per cut and design: the range of :math:`\\kappa^{W,U}/\\kappa^{1,1}` over its valid tokens."""
         rows = []
         for c in self.cases:
             for m in c.measurements:
@@ -479,7 +479,7 @@ def check_loss_execution(fn: Callable, *, world_sizes: Sequence[int] = (1, 2, 4)
                          batch: tuple[int, int] = (16, 8), timeout: float = 60.0, **fixed: object) -> ExecutionReport:
     r"""Run a trainer's loss the way trainers run it — cut into ranks and micro-batches — and compare every token's :math:`\kappa`.
 
-    For every cut :math:`(W, M)` of ``world_sizes`` :math:`\times` ``micro_batches`` but
+    For every cut :math:`(W, U)` of ``world_sizes`` :math:`\times` ``micro_batches`` but
     :math:`(1, 1)`, and every designed batch (equal lengths, unequal lengths, one rank's
     share all padding), each micro-batch's loss is differentiated, the gradients summed
     over the micro-batches and reduced over the ranks as the convention says (DDP's mean
@@ -487,7 +487,7 @@ def check_loss_execution(fn: Callable, *, world_sizes: Sequence[int] = (1, 2, 4)
 
     .. math::
 
-        \kappa^{W,M}_{it} = -\frac{1}{W}\,\frac{\partial \mathcal L_{w,m}}{\partial \log\pi_{it}} \overset{?}{=} c\,\kappa^{1,1}_{it}.
+        \kappa^{W,U}_{it} = -\frac{1}{W}\,\frac{\partial \mathcal L_{p,q}}{\partial \log\pi_{it}} \overset{?}{=} c\,\kappa^{1,1}_{it}.
 
     Parameters
     ----------
@@ -497,7 +497,7 @@ def check_loss_execution(fn: Callable, *, world_sizes: Sequence[int] = (1, 2, 4)
         calls it; it returns a scalar (or a tuple whose first element is one).  It may call
         ``torch.distributed`` itself.
     world_sizes, micro_batches : tuple of int
-        The data-parallel world sizes :math:`W` and micro-batches per rank :math:`M` to try.
+        The data-parallel world sizes :math:`W` and micro-batches per rank :math:`U` to try.
     convention : str, Convention or None
         What the trainer passes with each micro-batch: ``"verl"``, ``"trl"``, ``"openrlhf"``,
         ``"prime-rl"``, ``"skyrl"`` (:data:`EXECUTION_CONVENTIONS`), a :class:`~numeric.variants.Convention`, or ``None`` (nothing).
@@ -507,7 +507,7 @@ def check_loss_execution(fn: Callable, *, world_sizes: Sequence[int] = (1, 2, 4)
     names : mapping, optional
         The function's own names for the roles (``{"log_prob": "logprobs"}``).
     batch : tuple of int
-        :math:`(B, T)` of the designed batches; :math:`B` must be a multiple of every :math:`W M`.
+        :math:`(B, T)` of the designed batches; :math:`B` must be a multiple of every :math:`W U`.
     timeout : float
         Seconds one world size's ranks may take (a hang ends in a ``TimeoutError``, the processes stopped).
     **fixed

@@ -8,15 +8,15 @@ vary, one at a time and together, the padding width :math:`T`, the number of
 rows :math:`B`, the row's own length :math:`n_i` and the batch's token count
 :math:`N = \sum_j n_j`, and then
 
-* **named** when it is a known mode, up to a constant factor :math:`s` and an
-  :math:`n + \varepsilon` denominator (:data:`MODES`): ``token-mean``
+* **named** when it is a known mode, up to a constant factor :math:`c` and an
+  :math:`\epsilon_{\mathrm{div}}` added to the count it divides by (:data:`MODES`): ``token-mean``
   (:math:`1/N`), ``seq-mean-token-mean`` (:math:`1/(B n_i)`),
   ``seq-mean-token-sum`` (:math:`1/B`), ``seq-mean-token-sum-norm``
   (:math:`1/D`, a constant, or the width :math:`T`), ``token-sum``
   (:math:`\kappa = 1`), and ``padded-mean`` (:math:`1/(BT)`: ``(x * mask).mean()``,
   which moves with the padding);
-* otherwise **described** by the power law it follows,
-  :math:`\kappa = s\,T^{a} B^{b} n_i^{c} N^{d}`, its exponents fitted by least
+* otherwise **described** by the power law it follows, a constant times
+  powers of :math:`T`, :math:`B`, :math:`n_i` and :math:`N`, its exponents fitted by least
   squares on :math:`\log\kappa` and stated when the fit is exact to the
   tolerance; "undecided" only when :math:`\kappa` follows neither.
 
@@ -81,7 +81,7 @@ def kappa_rows(loss: TrainerLoss, label: str, T: int, lengths: tuple) -> tuple[l
 
 @dataclass(frozen=True)
 class Fit:
-    r"""A mode that fits the measured :math:`\kappa = s\,P/(D + \varepsilon)`."""
+    r"""A mode that fits the measured :math:`\kappa`: a constant times the mode's factor, an :math:`\epsilon_{\mathrm{div}}` added to the count it divides by."""
 
     mode: str
     scale: float
@@ -105,11 +105,11 @@ _CANDIDATES = (  # (mode, prefactor P, denominator D, what D counts): kappa = s 
 
 
 def fit(rows: list, tol: float, rounding: float = 1e-12) -> Fit | None:
-    r"""The first mode whose model :math:`\kappa = sP/(D + \varepsilon)` fits every measured row to the relative ``tol``.
+    r"""The first mode whose model (a constant times its factor, an :math:`\epsilon_{\mathrm{div}}` added to its count) fits every measured row to the relative ``tol``.
 
     A constant :math:`\kappa = 1` is ``token-sum``, another constant is
     ``seq-mean-token-sum-norm`` with :math:`D = 1/\kappa`.  An
-    :math:`\varepsilon` is kept only when it is larger than the loss's own
+    :math:`\epsilon_{\mathrm{div}}` is kept only when it is larger than the loss's own
     rounding (the relative ``rounding``, its precision's tolerance) could make it.
     """
     for mode, P, D, counts in _CANDIDATES:
@@ -135,7 +135,7 @@ def fit(rows: list, tol: float, rounding: float = 1e-12) -> Fit | None:
 
 @dataclass(frozen=True)
 class PowerLaw:
-    r""":math:`\kappa = s\,T^{a} B^{b} n_i^{c} N^{d}` fitted to the measured rows (exponents rounded to halves when they are within the tolerance)."""
+    r""":math:`\kappa` as a constant times powers of :math:`T`, :math:`B`, :math:`n_i` and :math:`N`, fitted to the measured rows (exponents rounded to halves when they are within the tolerance)."""
 
     scale: float
     exponents: tuple  # ((name, exponent), ...) for T, B, n_i, N

@@ -41,7 +41,7 @@ class PolicyLossReport:
     method : str or None
         The known method of the per-token weight (the token check's name), ``"sequence-level"``, or ``None``.
     policy_gradient : bool or None
-        :math:`w(1, A; q)` is the same at every old probability :math:`q` (``None`` for a sequence-level loss).
+        :math:`w(1, A; \pi_{\text{old}})` is the same at every old probability :math:`\pi_{\text{old}}` (``None`` for a sequence-level loss).
     on_policy_at_ratio_one : bool
         At :math:`r = 1` every valid token's gradient is :math:`-\kappa A`.
     sequence_level : bool
@@ -49,11 +49,11 @@ class PolicyLossReport:
     aggregation : str
         One of :data:`~numeric.variants.kappa.MODES`, or ``other``.
     scale : float or None
-        :math:`s` in :math:`\kappa = s\times` the mode's factor (1 when exactly the mode).
+        :math:`c` in :math:`\kappa = c\times` the mode's factor (1 when exactly the mode).
     normaliser : str or None
         :math:`D` of ``seq-mean-token-sum-norm``: a number, or ``"T"`` (the mask's width).
     epsilon : float
-        :math:`\varepsilon` of an :math:`n + \varepsilon` denominator (0 when exact).
+        :math:`\epsilon_{\mathrm{div}}` added to the count a mode divides by (0 when exact).
     length_biased : bool
         :math:`\kappa` differs between rows of different lengths in one batch.
     claimed : str or None

@@ -8,17 +8,18 @@ answers are i.i.d., relabelling them changes no expectation, so
 
 .. math::
 
-    \frac1G \sum_{i} \mathbb{E}[A_i s_i] = \mathbb{E}[\bar A_1 s_1],
+    \frac1G \sum_{i} \mathbb{E}[A_i s_i] = \mathbb{E}[\bar A_i s_i],
     \qquad
-    \bar A(R) = \frac{1}{G!}\sum_{\sigma} P_\sigma^{-1} A(P_\sigma R),
+    \bar A(R) = \frac{1}{G!}\sum_{\psi} \psi^{-1} A(\psi R),
 
-the advantage averaged over every relabelling :math:`\sigma` of the group,
+the advantage averaged over every relabelling :math:`\psi` of the group (a
+permutation of the answers, acting on the vector :math:`R` of their rewards),
 which *is* equivariant.  Its verdict and scale are the summed update's, derived
 and confirmed on the toy LM like any advantage's.  Each position's own
 :math:`\mathbb{E}[A_i s_i] = c_i\nabla J + \dots` is derived from its table: the
-advantage of the answer at position :math:`i` given its reward :math:`v` and
-the others' counts :math:`c`, averaged over the distinct orderings of the
-others (each equally likely given :math:`c`).  The relabellings are enumerated,
+advantage of the answer at position :math:`i` given its reward :math:`y` and
+the others' count pattern :math:`n`, averaged over the distinct orderings of the
+others (each equally likely given :math:`n`).  The relabellings are enumerated,
 so :math:`G \le` :data:`MAX_G`.
 """
 

@@ -3,19 +3,19 @@ r"""The precision a trainer's loss computes in, measured, and the tolerance ever
 Trainers compute the ratio in float32 even when they are handed float64 (a
 safe exponential, a cast before ``exp``), or run the whole loss in bfloat16.
 A check that compares the loss's gradient with a model to 1e-12 then reads
-rounding as structure: an invented :math:`n + \varepsilon` denominator, a
+rounding as structure: an invented :math:`\epsilon_{\mathrm{div}}` in a denominator, a
 weight that "moves with the old probability" by :math:`10^{-8}`.  So the
 precision is measured first, from the loss itself:
 
 .. math::
 
-    u_{\text{eff}} = \max\Bigl(\frac{\max_t |L(t) - \hat L(t)|}{\max(|L|, \sum|g|)},\;
-                              \max_{t, i}\frac{|g_i(t) - \hat g_i(t)|}{\max|g|}\Bigr),
+    u_{\text{eff}} = \max\Bigl(\frac{\max_z |\mathcal L(z) - \tilde{\mathcal L}(z)|}{\max(|\mathcal L|, \lVert g\rVert_1)},\;
+                              \max_z\frac{\lVert g(z) - \tilde g(z)\rVert_\infty}{\lVert g\rVert_\infty}\Bigr),
 
-where :math:`L(t)` and :math:`g(t)` are the loss and its gradient at the
-log-probabilities moved by :math:`t\delta` along a fixed direction
-(:math:`t = 0..8`, :math:`\delta = 2^{-20}`: the nine points span about 30
-float32 steps of a log-probability), and :math:`\hat L`, :math:`\hat g` their
+where :math:`\mathcal L(z)` and :math:`g(z)` are the loss and its gradient at the
+log-probabilities moved by :math:`2^{-20} z` along a fixed direction
+(:math:`z = 0..8`: the nine points span about 30
+float32 steps of a log-probability), and :math:`\tilde{\mathcal L}`, :math:`\tilde g` their
 least-squares parabolas.  A loss computed in float64 follows its parabola to
 about :math:`10^{-16}`; one computed in float32 moves in steps of its last
 bit, about :math:`10^{-7}` of the value.
@@ -26,7 +26,7 @@ The precision is the floating type whose unit roundoff explains
 
     \mathrm{tol} = \max\bigl(10^{-12},\ \min(32\,\epsilon_{\text{type}},\ 0.05)\bigr)
 
-relative to the size of the values compared (:math:`\epsilon` the type's
+relative to the size of the values compared (:math:`\epsilon_{\text{type}}` the type's
 machine epsilon): 1e-12 for float64, :math:`3.8\times 10^{-6}` for float32.
 """
 

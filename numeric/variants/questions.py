@@ -229,15 +229,15 @@ def weighting(loss: TrainerLoss) -> Answer:
     r"""Does each sequence weigh the same in the loss, or each token?
 
     A sequence's weight is the change of the loss when its advantage moves, at
-    :math:`r = 1`: :math:`c_i = -\bigl(\mathcal L(A + e_i) - \mathcal L(A)\bigr)`,
-    :math:`e_i` one more unit of advantage on every token of row :math:`i`
+    :math:`r = 1`: :math:`\kappa_i = -\bigl(\mathcal L(A + \mathbf{e}_i) - \mathcal L(A)\bigr)`,
+    :math:`\mathbf{e}_i` one more unit of advantage on every token of row :math:`i`
     (exact: at :math:`r = 1` the known losses are linear in :math:`A`; a KL or
-    entropy term cancels).  *Per sequence*: :math:`c_i` does not depend on the
-    row's length :math:`n_i` (``seq-mean-token-mean``, GSPO's sequence mean);
-    *per token*: :math:`c_i \propto n_i` (``token-mean``, ``seq-mean-token-sum``
+    entropy term cancels).  *Per sequence*: :math:`\kappa_i` does not depend on the
+    row's length :math:`|o_i|` (``seq-mean-token-mean``, GSPO's sequence mean);
+    *per token*: :math:`\kappa_i \propto |o_i|` (``token-mean``, ``seq-mean-token-sum``
     — for a sequence-level loss, a sequence term broadcast over its tokens and
     then averaged over tokens weighs each sequence by its length); *other*: any
-    other dependence, with the measured :math:`c_i`.
+    other dependence, with the measured :math:`\kappa_i`.
 
     Examples
     --------

@@ -7,12 +7,13 @@ error (OpenRLHF).  For one answer the expected update is
 
 .. math::
 
-    \mathbb{E}[A(R)\,\nabla\log\pi(o)] = \sum_v A(v)\,\nabla q_v
-    = \sum_v \bigl(A(v) - A(v_0)\bigr)\nabla q_v,
+    \mathbb{E}[A(R)\,\nabla\log\pi(o)] = \sum_y A(y)\,\nabla q_y
+    = \sum_y \bigl(A(y) - A(y_0)\bigr)\nabla q_y,
 
-since :math:`\sum_v \nabla q_v = 0`; with :math:`\nabla J = \sum_v (v - v_0)\nabla q_v`
-and the :math:`\nabla q_v` free, it is :math:`c\,\nabla J` exactly when
-:math:`A(v) - A(v_0) = c\,(v - v_0)` on every value of the law: an affine
+over the values :math:`y` of the reward, :math:`q_y = \Pr[R = y]`, since :math:`\sum_y \nabla q_y = 0`;
+with :math:`\nabla J = \sum_y (y - y_0)\nabla q_y`
+and the :math:`\nabla q_y` free, it is :math:`c\,\nabla J` exactly when
+:math:`A(y) - A(y_0) = c\,(y - y_0)` on every value of the law: an affine
 advantage.  The raw reward gives :math:`c = 1` (REINFORCE without a baseline),
 0 gives :math:`c = 0` (the prompt drops out of the update), and a binary law
 always gives :math:`c = A(1) - A(0)`.  :func:`check_singleton` decides this from

@@ -1,7 +1,7 @@
 r"""How trainers call their losses: what they pass with each micro-batch, and what they do around the call.
 
 :func:`~numeric.variants.check_loss_execution` runs a loss cut into :math:`W`
-data-parallel ranks and :math:`M` micro-batches.  Around each call a trainer passes
+data-parallel ranks and :math:`U` micro-batches.  Around each call a trainer passes
 counts of the global batch (so that a micro-batch's loss is a slice of the batch's),
 may scale the returned loss before the backward pass, reduces the ranks' gradients
 (DDP's and FSDP's mean, or a sum), and may fold the normaliser into the advantages
@@ -80,11 +80,11 @@ class Share:
     Attributes
     ----------
     world_size, micro_batches, rank, micro_batch : int
-        :math:`W`, :math:`M`, and which rank and micro-batch this is.
+        :math:`W`, :math:`U`, and which rank :math:`p` and micro-batch :math:`q` this is.
     tokens, rows, sequences : int
-        The global batch's valid tokens :math:`N`, rows :math:`B`, rows with a token :math:`S`.
+        The global batch's valid tokens :math:`Z`, rows :math:`B`, rows with a token :math:`B'`.
     rank_tokens, micro_tokens : int
-        The valid tokens of this rank's share, and of this micro-batch.
+        The valid tokens of this rank's share, and of this micro-batch (:math:`Z_{p,q}`).
     """
 
     world_size: int

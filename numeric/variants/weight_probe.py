@@ -5,16 +5,16 @@ A loss's weight :math:`w(r, A; \pi_{\text{old}})` is defined by
 function gives it only by evaluation, so this module reads it the way the
 math asks:
 
-* **at the ratio one** (:func:`at_ratio_one`): :math:`w(1, A; q)` on a grid of
-  old probabilities :math:`q`.  A policy gradient has :math:`w(1, A; q) = 1`
-  for every :math:`q`: then on-policy the update is :math:`-\kappa A\nabla\ell`,
-  whatever the weight does elsewhere.  A weight that moves with :math:`q`
+* **at the ratio one** (:func:`at_ratio_one`): :math:`w(1, A; \pi_{\text{old}})` on a grid of
+  old probabilities :math:`\pi_{\text{old}}`.  A policy gradient has :math:`w(1, A; \pi_{\text{old}}) = 1`
+  for every :math:`\pi_{\text{old}}`: then on-policy the update is :math:`-\kappa A\nabla\ell`,
+  whatever the weight does elsewhere.  A weight that moves with :math:`\pi_{\text{old}}`
   away from :math:`r = 1` only (clip bounds computed from :math:`\pi_{\text{old}}`,
   as in a trust region on the probability change) is still a policy
   gradient, with a *per-token* clip range.  Where :math:`w(1) \ne 1` the
   measured cause is named: the tie rule of ``torch.minimum``/``maximum``
   (half the gradient to each side of a kink at :math:`r = 1`), a sign, a
-  weight of 0, a scale, a dependence on :math:`q`;
+  weight of 0, a scale, a dependence on :math:`\pi_{\text{old}}`;
 * **at its ends** (:func:`bounded`): :math:`r` from :math:`10^{-12}` to
   :math:`10^{12}`.  :math:`|w|` is unbounded at an end when it keeps growing
   there by a non-shrinking step per two decades (so :math:`r`, :math:`1/r`
@@ -45,7 +45,7 @@ F64 = torch.float64
 ELL0 = -0.5
 r"""The reference old log-probability :math:`\ell_0` at which a weight's table is read."""
 OLD_PROBS = (0.001, 0.05, 0.2, math.exp(ELL0), 0.9, 0.999)
-r"""The old probabilities :math:`q = \pi_{\text{old}}` at which a weight is compared with itself."""
+r"""The old probabilities :math:`\pi_{\text{old}}` at which a weight is compared with itself."""
 
 WeightFn = Callable[[torch.Tensor, int, torch.Tensor], torch.Tensor]
 """``weight(ratio, sign, ell0) -> w``: the weight at each ratio for A of sign ``sign``, old log-probability ``ell0`` (same shape)."""
@@ -70,9 +70,9 @@ class RatioOne:
     values : tuple
         ``(sign, q, w(1, A; q))`` for each sign of :math:`A` and each old probability of :data:`OLD_PROBS`.
     policy_gradient : bool
-        :math:`w(1, A; q)` is the same at every :math:`q` (for each sign).
+        :math:`w(1, A; \pi_{\text{old}})` is the same at every :math:`\pi_{\text{old}}` (for each sign).
     on_policy : bool
-        :math:`w(1, A; q) = 1` for every :math:`q` and both signs.
+        :math:`w(1, A; \pi_{\text{old}}) = 1` for every :math:`\pi_{\text{old}}` and both signs.
     cause : str
         Why not, measured: ``""`` (it is 1), ``"tie"``, ``"sign"``, ``"zero"``, ``"scale"`` or ``"old probability"``.
     explanation : str
@@ -87,7 +87,7 @@ class RatioOne:
 
 
 def at_ratio_one(weight: WeightFn, tol: float) -> RatioOne:
-    r""":math:`w(1, A; q)` over :data:`OLD_PROBS`, and the cause when it is not 1.
+    r""":math:`w(1, A; \pi_{\text{old}})` over :data:`OLD_PROBS`, and the cause when it is not 1.
 
     The tie rule is told apart by the one-sided limits: where the weight has a
     kink at :math:`r = 1` (limits :math:`w_-\ne w_+`) and
@@ -263,7 +263,7 @@ class ClipRange:
     below, above : str
         What the weight is beyond each end: ``"zero"`` (silenced), ``"capped"`` (a constant), ``"ratio"``, ``"other"``, or ``""``.
     per_token : tuple
-        ``(q, low(q), high(q))`` at each old probability of :data:`OLD_PROBS` when the ends move with :math:`q`; ``()`` when they do not.
+        ``(q, low(q), high(q))`` at each old probability of :data:`OLD_PROBS` when the ends move with :math:`\pi_{\text{old}}`; ``()`` when they do not.
     runs : tuple
         Every :class:`Run` at :math:`\ell_0 =` :data:`ELL0`.
     """

@@ -1,18 +1,18 @@
 r"""The two engines that run a trainer's loss as it runs: real ranks under torch.distributed, and their simulation.
 
 A *world* of :math:`W` data-parallel ranks receives a list of :class:`Job`\ s —
-a global ``[B, T]`` batch, the number :math:`M` of micro-batches per rank, and
+a global ``[B, T]`` batch, the number :math:`U` of micro-batches per rank, and
 what the trainer passes with each micro-batch — and every rank returns the
-gradient of its own rows: rank :math:`w` holds the contiguous rows
-:math:`[wB/W, (w+1)B/W)`, cut into :math:`M` contiguous micro-batches, and each
+gradient of its own rows: rank :math:`p` holds the contiguous rows
+:math:`[pB/W, (p+1)B/W)`, cut into :math:`U` contiguous micro-batches, and each
 micro-batch's loss is differentiated on its own, as ``loss.backward()`` over
-:math:`M` accumulation steps adds them up (every token lies in one micro-batch, so
+:math:`U` accumulation steps adds them up (every token lies in one micro-batch, so
 the accumulated gradient of a token is its micro-batch's).  How the ranks'
 gradients are then reduced (DDP's mean, or a sum) is the caller's business:
 :mod:`~numeric.variants.execution`.
 
 :class:`~numeric.variants.GlooWorld`
-    ``size`` worker processes on this machine, rank :math:`w` a process of its own,
+    ``size`` worker processes on this machine, rank :math:`p` a process of its own,
     grouped under ``torch.distributed`` with the gloo backend (a TCP store on a
     free port of 127.0.0.1).  A job for :math:`W \le` ``size`` ranks runs on the
     first :math:`W` workers in a process group of its own, so the loss may call
