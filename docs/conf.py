@@ -55,7 +55,7 @@ check_widths = os.environ.get("PGI_CHECK_WIDTHS", "auto")
 # a docstring on the API page uses the letters of its topic's page
 notation_module_pages = {
     "iid_groups": "group_baselines", "policy": "score_function", "methods": "losses",
-    "corrections": "off_policy", "readings": "variants",
+    "corrections": "off_policy", "readings": "variants", "token_losses": "losses",
     # the loss checker's execution and the trainers' questions are the chapter "A loss as it runs"
     **{f"variants.{m}": "execution" for m in ("execution", "worlds", "trainer_conventions", "trainer_loss",
                                                "answers", "questions", "divergence_questions")},

@@ -26,7 +26,8 @@ H. Zheng et al., "Prosperity before collapse: how far can off-policy RL reach wi
 stale data on LLMs?", arXiv:2510.01161 (2025) (M2PO).
 W. Fu et al., "AReaL: a large-scale asynchronous reinforcement learning system for
 language reasoning", arXiv:2505.24298 (2025) (decoupled PPO, the proximal policy).
-"DPPO: divergence proximal policy optimization", arXiv:2602.04879 (2026) (binary TV and KL masks).
+P. Qi et al., "Rethinking the trust region in LLM reinforcement learning",
+arXiv:2602.04879 (2026) (DPPO: the binary TV and KL masks).
 DeepSeek-AI, "DeepSeek-V3.2" (2025) (the off-policy sequence mask).
 """
 
