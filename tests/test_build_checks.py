@@ -186,7 +186,7 @@ def test_a_docstring_uses_the_letters_of_the_page_its_module_is_mapped_to(tmp_pa
     pages = {"other": "Other\n=====\n\n.. local-notation::\n\nHere :math:`y`.\n"}
     conf = f"sys.path.insert(0, {str(package.parent)!r})\n"
     extensions = ("sphinx.ext.autodoc", "notation", "scan_site")
-    mapped = conf + f"notation_module_pages = {{'index.part': 'other'}}\n"
+    mapped = conf + "notation_module_pages = {'index.part': 'other'}\n"
     assert build(tmp_path, index=index, registry=registry, pages=pages, conf=mapped, extensions=extensions,
                  name="mapped") == (0, "")
     status, warnings = build(tmp_path, index=index, registry=registry, pages=pages, conf=conf, extensions=extensions,

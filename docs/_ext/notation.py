@@ -193,7 +193,7 @@ def _scopes(doctree, docname, topics):
             yield scope or docname, text
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _defining_module(module, fullname):
     """The module that defines a documented function or class (a package re-exports it under its own name)."""
     if not module or not fullname:
