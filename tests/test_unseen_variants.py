@@ -131,6 +131,7 @@ def test_an_advantage_divided_by_a_tiny_eps_gets_its_exact_scale(eps, rewards):
     centred = lambda r: (r - r.mean(-1, keepdims=True)) / eps
     rep = check_group_advantage(centred, G=G, rewards=rewards)
     assert rep.verdict == "scaled" and rep.residual == 0
+    assert rep.derivation is not None, rep.reason  # the exact route verified: the numeric fallback is the next test's
     assert float(rep.scale) == pytest.approx((G - 1) / (G * eps), rel=1e-9)
     lm = TinyLM(V=2, L=2, seed=3)
     values = torch.tensor([0.0, 1.0] if rewards == "binary" else rewards, dtype=F64)
