@@ -55,6 +55,7 @@ __all__ = [
 _x = sp.Symbol("z", real=True)            # z = log rho, one token's log sampler ratio
 _rho = sp.Symbol(r"\rho", positive=True)
 _A = sp.Symbol("A", real=True)
+_log_l, _log_h = sp.Symbol(r"\log l", real=True), sp.Symbol(r"\log h", real=True)  # a band's ends in log space (a, b are the action and the baseline)
 
 
 def _kept(condition: sp.Basic) -> sp.Piecewise:
@@ -79,7 +80,7 @@ def k1_bands() -> Derivation:
     >>> k1_bands().verify().proved_by()
     {'solution sets': 1}
     """
-    a, b = sp.Symbol(r"\log l", real=True), sp.Symbol(r"\log h", real=True)  # the band's ends in log space (a, b: the action, the baseline)
+    a, b = _log_l, _log_h
     d = Derivation("verl's k1 band is a reflected band on the log-ratio",
                    assumptions=[r"$z = \log\rho$, $\rho = \pi/\mu$; verl's $k_1 = -z$, AReaL's $\mathtt{kl\_k1} = z$", b > a])
     d.step((a <= -_x) & (-_x <= b), (-b <= _x) & (_x <= -a), r"multiply by $-1$: the band on $z$ is $[-\log h, -\log l]$", relation="<=>",
@@ -143,7 +144,7 @@ def geometric_band() -> Derivation:
     >>> geometric_band().verify().proved_by()
     {'regions': 1}
     """
-    a, b = sp.Symbol(r"\log l", real=True), sp.Symbol(r"\log h", real=True)  # the band's ends in log space (a, b: the action, the baseline)
+    a, b = _log_l, _log_h
     X = sp.Symbol(r"\log\rho", real=True)
     n = sp.Symbol(r"\left|o\right|", positive=True)  # the sequence's length, printed before log l and log h
     d = Derivation("A geometric-mean band is a product band that widens with the length",
